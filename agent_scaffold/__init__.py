@@ -1,0 +1,1 @@
+"""Agent scaffold: the agent loop, its tools, prompts, trajectories and policy backends."""

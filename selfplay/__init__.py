@@ -1,0 +1,1 @@
+"""Self-play SWE-RL: artifacts, validation, grading, rewards, store, learner, orchestration and CLI."""

@@ -1,0 +1,41 @@
+"""The `selfplay` command line. Only this package sets up output (rich logging, progress bars).
+
+Each command group lives in its own module exposing `register(app)`; modules import nothing heavy at
+module level so `selfplay --help` stays fast and works without the optional extras.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from selfplay.cli import (
+    episode_cmd,
+    learn_cmd,
+    repos_cmd,
+    run_cmd,
+    sandboxes_cmd,
+    serve_cmd,
+    tasks_cmd,
+    validate_cmd,
+)
+
+app = typer.Typer(help="Self-play SWE-RL: train one policy to inject and to fix bugs in real repositories.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+
+
+@app.callback()
+def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+    from rich.logging import RichHandler
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
+                        handlers=[RichHandler(show_path=False, rich_tracebacks=True)], force=True)
+
+
+for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd):
+    _module.register(app)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,57 @@
+"""Test markers: `docker` and `postgres` skip with a reason outside CI and fail under CI=true; `gpu` may
+skip anywhere. `slow` is informational (CI runs it)."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@functools.cache
+def docker_problem() -> str | None:
+    """None when a Docker engine answers, else why not."""
+    try:
+        import docker
+
+        docker.from_env(timeout=10).ping()
+    except Exception as exc:  # any failure means "no engine" for gating purposes
+        return f"no Docker engine answers ({exc.__class__.__name__}: {exc}); run `selfplay setup`"
+    return None
+
+
+@functools.cache
+def postgres_problem() -> str | None:
+    url = os.environ.get("SELFPLAY_TEST_POSTGRES_URL")
+    if not url:
+        return "SELFPLAY_TEST_POSTGRES_URL is not set (scripts/test.sh starts a server and sets it)"
+    return None
+
+
+@functools.cache
+def gpu_problem() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    return None if torch.cuda.is_available() else "no CUDA GPU"
+
+
+GATES = {"docker": docker_problem, "postgres": postgres_problem}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker, problem in GATES.items():
+        if item.get_closest_marker(marker) is None:
+            continue
+        reason = problem()
+        if reason is None:
+            continue
+        if IN_CI:
+            pytest.fail(f"CI=true requires {marker}-backed tests to run, but {reason}", pytrace=False)
+        pytest.skip(reason)
+    if item.get_closest_marker("gpu") is not None and gpu_problem() is not None:
+        pytest.skip(gpu_problem())
