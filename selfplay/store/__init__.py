@@ -1,0 +1,19 @@
+"""The curriculum store: every artifact, validation, task, attempt, run and checkpoint, in SQLite (default,
+one file in the run directory) or PostgreSQL, with difficulty-targeted sampling.
+
+    store = open_store()                      # ./selfplay.db
+    task_id = store.record_validation(artifact, "toolz", report, origin="injector")
+    store.record_attempt(task_id, role="solver", policy_version=3, reward=1.0, turns=12, tokens=9000,
+                         termination="submitted")
+    batch = store.sample_tasks(64)
+"""
+
+from selfplay.store.errors import ImportFormatError, StoreError, TaskNotFound
+from selfplay.store.records import (ArtifactRecord, AttemptRecord, CheckpointRecord, CheckRecord, RepoRecord,
+                                    RunRecord, TaskStats)
+from selfplay.store.sampling import SampleResult, SamplingConfig, sample
+from selfplay.store.store import TaskStore, open_store
+
+__all__ = ["ArtifactRecord", "AttemptRecord", "CheckRecord", "CheckpointRecord", "ImportFormatError", "RepoRecord",
+           "RunRecord", "SampleResult", "SamplingConfig", "StoreError", "TaskNotFound", "TaskStats", "TaskStore",
+           "open_store", "sample"]

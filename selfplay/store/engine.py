@@ -1,0 +1,113 @@
+"""Engines for the store: a SQLite file (default) or PostgreSQL, with the schema migrated on open.
+
+SQLite runs in WAL mode with a busy timeout and foreign keys on. Write transactions start with
+`BEGIN IMMEDIATE`: a deferred transaction that reads and then writes can fail with "database is locked"
+at once when another process holds the write lock, without waiting out the busy timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import make_url
+
+from selfplay.store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+DB_FILENAME = "selfplay.db"
+SQLITE_BUSY_TIMEOUT_MS = 60_000
+MIGRATIONS = Path(__file__).with_name("migrations")
+# Arbitrary constant: PostgreSQL advisory lock taken while migrating, so concurrent openers queue.
+_PG_MIGRATION_LOCK = 0x5E1F_5A7E
+
+
+def resolve_url(url: str | None = None, run_dir: str | Path | None = None) -> str:
+    """The SQLAlchemy URL for `url`: None -> `<run_dir or cwd>/selfplay.db`; a bare path -> SQLite file;
+    `postgresql://` -> the psycopg 3 driver."""
+    if url is None:
+        url = os.environ.get("SELFPLAY_STORE") or None
+    if url is None:
+        path = Path(run_dir) if run_dir is not None else Path.cwd()
+        path.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{(path / DB_FILENAME).resolve()}"
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser().resolve()}"
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    backend = url.split(":", 1)[0].split("+", 1)[0]
+    if backend not in ("sqlite", "postgresql"):
+        raise StoreError(f"unsupported store URL {url!r}: use a SQLite path/`sqlite:///FILE` or "
+                         "`postgresql+psycopg://USER:PASS@HOST:PORT/DB`")
+    return url
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for a resolved URL, with the SQLite settings applied on every connection."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise StoreError("an in-memory SQLite store cannot be shared between processes; give a file path")
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        _configure_sqlite(engine)
+        return engine
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ImportError as exc:
+        raise ImportError("PostgreSQL stores need psycopg 3: pip install 'psycopg[binary]'") from exc
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:
+        mode = "IMMEDIATE" if conn.get_execution_options().get("write", True) else "DEFERRED"
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def alembic_config(connection=None):
+    """An Alembic config pointing at the migrations shipped inside this package."""
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema to `revision` in one transaction (serialised across concurrent openers)."""
+    from alembic import command
+
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        command.upgrade(alembic_config(conn), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    from alembic import command
+
+    with engine.begin() as conn:
+        command.downgrade(alembic_config(conn), revision)
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()

@@ -1,0 +1,1 @@
+"""Revision scripts (Alembic skips this file)."""

@@ -1,0 +1,90 @@
+"""Read-side SQL of the store: row -> record conversion and the indexed candidate query for sampling.
+
+Sampling must not read 100k rows: each tier's candidates are the first rows of the `(status, rand_key)`
+index at or after a random point (wrapping around), filtered by the tier's condition. rand_key is fixed
+and uniform per task, so a random starting point gives a uniformly random subset of the tier.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy.orm import Session
+
+from selfplay.artifact import BugArtifact
+from selfplay.store.models import ArtifactRow, AttemptRow, CheckResultRow, TaskRow, TaskStatsRow
+from selfplay.store.records import ArtifactRecord, AttemptRecord, CheckRecord, TaskStats
+from selfplay.store.sampling import SamplingConfig
+from selfplay.task import Task
+
+STATS_COLUMNS = (TaskRow.task_id, TaskRow.repo, TaskRow.status, TaskRow.family, TaskRow.diff_hash,
+                 TaskStatsRow.attempts, TaskStatsRow.solves, TaskStatsRow.recent, TaskRow.order, TaskRow.origin)
+
+
+def stats_select() -> Select:
+    return select(*STATS_COLUMNS).join(TaskStatsRow, TaskStatsRow.task_id == TaskRow.task_id)
+
+
+def to_stats(row) -> TaskStats:
+    return TaskStats(task_id=row[0], repo=row[1], status=row[2], family=row[3], diff_hash=row[4],
+                     attempts=row[5], solves=row[6], recent=row[7], order=row[8], origin=row[9])
+
+
+def artifact_of(row: ArtifactRow) -> BugArtifact:
+    return BugArtifact(test_script=row.test_script, test_files=tuple(row.test_files.splitlines()),
+                       test_parser=row.test_parser, bug_inject=row.bug_inject, test_weaken=row.test_weaken)
+
+
+def to_task(row: TaskRow, art: ArtifactRow) -> Task:
+    meta = json.loads(row.meta)
+    meta.update(status=row.status, artifact_id=row.artifact_id)
+    if art.strategy:
+        meta["strategy"] = art.strategy
+    return Task(task_id=row.task_id, repo=row.repo, artifact=artifact_of(art),
+                fail_to_pass=tuple(json.loads(row.fail_to_pass)), pass_to_pass=tuple(json.loads(row.pass_to_pass)),
+                origin=row.origin, order=row.order, parent_id=row.parent_id, pred_patch=row.pred_patch,
+                metadata=meta)
+
+
+def to_artifact_record(row: ArtifactRow, checks: list[CheckResultRow]) -> ArtifactRecord:
+    return ArtifactRecord(
+        artifact_id=row.artifact_id, repo=row.repo, artifact=artifact_of(row), origin=row.origin,
+        order=row.order, strategy=row.strategy, parent_id=row.parent_id, diff_hash=row.diff_hash,
+        hashes=json.loads(row.hashes), valid=row.valid, error=row.error, episode_id=row.episode_id,
+        checks=tuple(CheckRecord(c.name, c.passed, c.detail) for c in sorted(checks, key=lambda c: c.position)),
+        created_at=row.created_at)
+
+
+def to_attempt(row: AttemptRow) -> AttemptRecord:
+    return AttemptRecord(id=row.id, task_id=row.task_id, role=row.role, policy_version=row.policy_version,
+                         reward=row.reward, solved=row.solved, turns=row.turns, tokens=row.tokens,
+                         termination=row.termination, trajectory_path=row.trajectory_path,
+                         wall_time=row.wall_time, run_id=row.run_id, artifact_id=row.artifact_id,
+                         created_at=row.created_at)
+
+
+def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
+    """Unseen, in-band, and anything (for fill-up and retirement), as SQL conditions."""
+    if config.rate == "recent":
+        count = func.length(TaskStatsRow.recent)
+        solves = count - func.length(func.replace(TaskStatsRow.recent, "1", ""))
+    else:
+        count, solves = TaskStatsRow.attempts, TaskStatsRow.solves
+    low, high = config.band
+    in_band = and_(TaskStatsRow.attempts > 0, solves >= count * low, solves <= count * high)
+    return [TaskStatsRow.attempts == 0, in_band, TaskStatsRow.attempts >= 0]
+
+
+def candidate_pool(session: Session, n: int, config: SamplingConfig, start: float) -> list[TaskStats]:
+    """Up to pool_factor * n random active candidates per tier, starting at rand_key `start`."""
+    limit = config.pool_factor * n
+    pool: dict[str, TaskStats] = {}
+    for cond in tier_conditions(config):
+        base = stats_select().where(TaskRow.status == "active", cond).order_by(TaskRow.rand_key)
+        rows = session.execute(base.where(TaskRow.rand_key >= start).limit(limit)).all()
+        if len(rows) < limit:
+            rows += session.execute(base.where(TaskRow.rand_key < start).limit(limit - len(rows))).all()
+        for row in rows:
+            pool.setdefault(row[0], to_stats(row))
+    return list(pool.values())
