@@ -1,0 +1,392 @@
+"""`DockerSandbox`: a repository in a Docker container, driven through the engine API.
+
+Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
+- PID 1 is a tiny bash loop that first copies the workdir to /var/lib/selfplay/pristine; `reset()`
+  kills every process, restores the workdir from that copy and empties /tmp. That survives a deleted or
+  replaced `.git` and is faster than recreating the container.
+- Each exec carries a token in its environment and runs in its own session; a timeout kills the session's
+  process group and every process with the token, from a second exec, falling back to a SIGUSR1 to PID 1
+  (builtins only) when the pids limit leaves no room to start one.
+- Output streams through an `OutputCap`; it never holds more than `max_output_bytes`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sandboxes import shell
+from sandboxes.engine import docker_client
+from sandboxes.errors import SandboxDead, SandboxError
+from sandboxes.output import OutputCap
+from sandboxes.reaper import owner_labels, registry
+from sandboxes.sandbox import ExecResult, PatchResult
+
+if TYPE_CHECKING:
+    import docker
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+@dataclass(frozen=True)
+class DockerSandboxConfig:
+    """Limits and behaviour of one sandbox container."""
+
+    cpus: float = 2.0
+    """CPU quota (cores) of the container."""
+    mem_limit: str = "4g"
+    """Memory limit (docker syntax: '512m', '4g'); swap is not added on top."""
+    pids_limit: int = 512
+    """Most processes/threads alive at once in the container; holds fork bombs."""
+    network: bool = False
+    """False: network_mode none (no egress). True: the engine's default bridge."""
+    default_timeout: float = 300.0
+    """Seconds an `exec` may run when the caller passes no timeout."""
+    max_output_bytes: int = 1 << 20
+    """Output kept per exec (head and tail halves); the rest is dropped and counted."""
+    max_diff_bytes: int = 64 << 20
+    """Largest `diff()` accepted; a bigger one raises instead of being truncated."""
+    kill_grace: float = 10.0
+    """Seconds to wait for a killed command's output stream to close before cutting the socket."""
+    venv_bin: str = "/opt/venv/bin"
+    """Put first on PATH: repo images keep the repo's virtualenv there."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra container labels (the owner and run-id labels are always set)."""
+
+
+def _api_error(exc: Exception) -> bool:
+    import docker.errors
+
+    return isinstance(exc, docker.errors.APIError)
+
+
+class DockerSandbox:
+    """A container running `image`, with the repository at `workdir`. Create with `DockerSandbox.create`."""
+
+    def __init__(self, client: docker.DockerClient, image: str, workdir: str, config: DockerSandboxConfig,
+                 run_id: str | None, env: dict[str, str] | None) -> None:
+        self._client = client
+        self._api = client.api
+        self.image = image
+        self.workdir = workdir
+        self.config = config
+        self.run_id = run_id
+        self._env = dict(env or {})
+        self.id: str | None = None
+        self._start()
+
+    @classmethod
+    def create(cls, image: str, *, workdir: str = "/testbed", config: DockerSandboxConfig | None = None,
+               run_id: str | None = None, env: dict[str, str] | None = None) -> DockerSandbox:
+        """Start a container from `image` (which must exist locally) and return its sandbox."""
+        return cls(docker_client(), image, workdir, config or DockerSandboxConfig(), run_id, env)
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        import docker.errors
+
+        cfg = self.config
+        try:
+            image_env = self._api.inspect_image(self.image)["Config"].get("Env") or []
+        except docker.errors.ImageNotFound as exc:
+            raise SandboxError(f"image {self.image!r} is not in the engine; build it first "
+                               "(`selfplay repos build NAME`, or `selfplay setup` for the base image)") from exc
+        path = next((e[5:] for e in image_env if e.startswith("PATH=")), DEFAULT_PATH)
+        if cfg.venv_bin and cfg.venv_bin not in path.split(":"):
+            path = f"{cfg.venv_bin}:{path}"
+        host_config = self._api.create_host_config(
+            nano_cpus=int(cfg.cpus * 1e9), mem_limit=cfg.mem_limit, memswap_limit=cfg.mem_limit,
+            pids_limit=cfg.pids_limit, network_mode=None if cfg.network else "none")
+        container = self._api.create_container(
+            self.image, command=["bash", "-c", shell.KEEPER, "selfplay-keeper", self.workdir],
+            environment={"PATH": path, "LANG": "C.UTF-8", **self._env},
+            labels={**owner_labels(self.run_id), **cfg.labels}, host_config=host_config,
+            network_disabled=not cfg.network, stop_signal="SIGKILL")
+        self.id = container["Id"]
+        registry.register(self._client, self.id)  # before start: a signal now still removes it
+        try:
+            self._api.start(self.id)
+        except Exception:
+            self.close()
+            raise
+        log.debug("sandbox %s started from %s", self.id[:12], self.image)
+
+    def close(self) -> None:
+        """Remove the container. Idempotent."""
+        cid, self.id = self.id, None
+        if cid is None:
+            return
+        registry.forget(cid)
+        try:
+            self._api.remove_container(cid, force=True, v=True)
+        except Exception as exc:  # already gone is fine; anything else is logged, not raised on cleanup
+            if getattr(exc, "status_code", None) != 404:
+                log.warning("removing sandbox %s failed: %s", cid[:12], exc)
+
+    def recreate(self) -> None:
+        """Replace the container with a fresh one from the image (the slow, total reset)."""
+        self.close()
+        self._start()
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DockerSandbox({self.image!r}, id={(self.id or 'closed')[:12]})"
+
+    # -- commands --------------------------------------------------------------------------------------
+
+    def exec(self, cmd: str, timeout: float | None = None, *, workdir: str | None = None,
+             env: dict[str, str] | None = None, stdin: str | bytes | None = None) -> ExecResult:
+        """Run `cmd` with non-login bash in `workdir` (default: the repo); stdout and stderr interleaved."""
+        timeout = self.config.default_timeout if timeout is None else timeout
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        stdin_path = ""
+        if stdin is not None:
+            stdin_path = f"{shell.STATE}/in-{uuid.uuid4().hex[:12]}"
+            self._put(stdin_path, stdin.encode() if isinstance(stdin, str) else stdin)
+        argv = ["bash", "-c", shell.WRAPPER, "selfplay-exec", workdir or self.workdir, cmd, stdin_path]
+        t0 = time.monotonic()
+        code, out, _err, timed_out = self._run(argv, timeout, env, self.config.max_output_bytes)
+        return ExecResult(exit_code=-1 if timed_out else code, output=out.text(), timed_out=timed_out,
+                          duration=time.monotonic() - t0, dropped_bytes=out.dropped)
+
+    def _run(self, argv: list[str], timeout: float, env: dict[str, str] | None,
+             limit: int) -> tuple[int, OutputCap, OutputCap, bool]:
+        """Run argv in the container; returns (exit code, stdout cap, stderr cap, timed out)."""
+        from docker.utils.socket import frames_iter
+
+        cid = self.id
+        if cid is None:
+            raise SandboxDead(f"sandbox from {self.image!r} is closed; create a new one")
+        token = uuid.uuid4().hex
+        environment = {**(env or {}), shell.TOKEN_VAR: token}
+        try:
+            eid = self._api.exec_create(cid, argv, environment=environment)["Id"]
+            res = self._api._post_json(self._api._url("/exec/{0}/start", eid),
+                                       headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                                       data={"Tty": False, "Detach": False}, stream=True)
+            self._api._raise_for_status(res)
+        except Exception as exc:
+            raise self._dead_or(exc, "starting a command") from exc
+        sock = self._api._get_raw_response_socket(res)
+        self._api._disable_socket_timeout(sock)
+        out, err = OutputCap(limit), OutputCap(64 << 10)
+        done = threading.Event()
+
+        def read() -> None:
+            try:
+                for stream, data in frames_iter(sock, tty=False):
+                    (err if stream == 2 else out).feed(data)
+            except (OSError, ValueError):
+                pass  # socket cut after a timeout, or closed under us
+            finally:
+                done.set()
+
+        threading.Thread(target=read, name=f"sandbox-exec-{cid[:8]}", daemon=True).start()
+        timed_out = not done.wait(timeout)
+        if timed_out:
+            self._kill(token)
+            if not done.wait(self.config.kill_grace):
+                log.warning("sandbox %s: output of a killed command stayed open; cutting it", cid[:12])
+                _shutdown(sock)
+                done.wait(5)
+        res.close()
+        code = self._exit_code(eid)
+        if code is None or code in (126, 137, 255):
+            self._require_live()  # a dead container explains odd codes; raise SandboxDead if so
+        return (-1 if code is None else code), out, err, timed_out
+
+    def _exit_code(self, eid: str) -> int | None:
+        for _ in range(200):  # the stream can close a moment before the engine records the exit
+            info = self._api.exec_inspect(eid)
+            if not info.get("Running"):
+                return info.get("ExitCode")
+            time.sleep(0.005)
+        return None
+
+    def _kill(self, token: str) -> None:
+        """Kill every process of one exec; SIGUSR1 to PID 1 (kill-all, builtins only) if that fails."""
+        try:
+            _, out, _, _ = self._run(["bash", "-c", shell.KILLER, "selfplay-killer", token], 30, None, 4096)
+            if b"selfplay-killed" in out.raw():
+                return
+        except SandboxError as exc:  # pids limit reached: the killer itself could not start
+            log.debug("killer exec failed (%s); signalling PID 1", exc)
+        self._api.kill(self._require_live(), signal="SIGUSR1")
+
+    def _require_live(self) -> str:
+        if self.id is None:
+            raise SandboxDead(f"sandbox from {self.image!r} is closed; create a new one")
+        try:
+            state = self._api.inspect_container(self.id)["State"]
+        except Exception as exc:
+            raise self._dead_or(exc, "inspecting the container") from exc
+        if not state.get("Running"):
+            raise SandboxDead(f"sandbox container {self.id[:12]} ({self.image}) is {state.get('Status')} "
+                              f"(exit code {state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')}); "
+                              "close it and create a new one")
+        return self.id
+
+    def _dead_or(self, exc: Exception, doing: str) -> Exception:
+        status = getattr(exc, "status_code", None)
+        if status in (404, 409):
+            return SandboxDead(f"sandbox container {(self.id or '?')[:12]} ({self.image}) is gone or not "
+                               f"running while {doing}: {exc}; close it and create a new one")
+        return SandboxError(f"docker engine error while {doing} in {(self.id or '?')[:12]}: {exc}")
+
+    # -- files and git ---------------------------------------------------------------------------------
+
+    def _abspath(self, path: str) -> str:
+        return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
+
+    def _put(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        try:
+            # Extracting at / with the full path lets the engine create missing parent directories.
+            self._api.put_archive(self._require_id(), "/", buf.getvalue())
+        except Exception as exc:
+            raise self._dead_or(exc, f"writing {path}") from exc
+
+    def _stat(self, path: str) -> dict | None:
+        import base64
+        import json
+
+        r = self._api.head(self._api._url("/containers/{0}/archive", self._require_id()), params={"path": path})
+        if r.status_code == 404:
+            if "no such container" in r.headers.get("X-Docker-Container-Path-Stat", "").lower() or \
+                    not r.headers.get("X-Docker-Container-Path-Stat"):
+                self._require_live()
+            return None
+        header = r.headers.get("X-Docker-Container-Path-Stat")
+        return json.loads(base64.b64decode(header)) if header else None
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of `path` (relative to the repo root, or absolute); follows symlinks."""
+        p = self._abspath(path)
+        for _ in range(20):
+            st = self._stat(p)
+            if st is None:
+                raise FileNotFoundError(f"{p} does not exist in sandbox {self.id and self.id[:12]}")
+            if st.get("mode", 0) & (1 << 31):  # Go's os.ModeDir
+                raise IsADirectoryError(f"{p} is a directory")
+            target = st.get("linkTarget")
+            if not target:
+                break
+            p = target if target.startswith("/") else f"{p.rsplit('/', 1)[0]}/{target}"
+        stream, _ = self._api.get_archive(self._require_id(), p)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+            member = tar.next()
+            extracted = tar.extractfile(member) if member is not None else None
+            if extracted is None:
+                raise SandboxError(f"could not read {p}: the engine returned no regular file")
+            return extracted.read()
+
+    def write_file(self, path: str, content: str | bytes) -> None:
+        """Create or overwrite `path`, creating parent directories; an existing file keeps its mode."""
+        p = self._abspath(path)
+        st = self._stat(p)
+        mode = (st["mode"] & 0o777) if st else 0o644
+        self._put(p, content.encode() if isinstance(content, str) else content, mode)
+
+    def apply_patch(self, diff: str | bytes, *, reverse: bool = False) -> PatchResult:
+        """All-or-nothing `git apply` at the repo root; git's message on failure, tree unchanged."""
+        data = diff.encode("utf-8", "surrogateescape") if isinstance(diff, str) else diff
+        if not data.strip():
+            return PatchResult(applied=False, error="empty diff: nothing to apply")
+        binary = b"GIT binary patch" in data
+        path = f"{shell.STATE}/patch-{uuid.uuid4().hex[:12]}.diff"
+        self._put(path, data if data.endswith(b"\n") else data + b"\n")
+        code, out, err, timed_out = self._run(
+            ["bash", "-c", shell.APPLY, "selfplay-apply", self.workdir, path, "1" if reverse else "0"],
+            120, shell.GIT_SAFE, 4 << 20)
+        text = out.raw()
+        if timed_out or code != 0:
+            message = (text + err.raw()).decode("utf-8", "replace").strip() or f"git apply exited {code}"
+            return PatchResult(applied=False, error=message, binary=binary)
+        files, binary = _numstat_files(text, binary)
+        return PatchResult(applied=True, files=files, binary=binary, details={"strategy": "git apply"})
+
+    def diff_bytes(self) -> bytes:
+        """`git diff --binary` of the working tree (new files included) against tag selfplay-base
+        (HEAD when the tag is missing), as raw bytes; the real index is not touched."""
+        code, out, err, timed_out = self._run(["bash", "-c", shell.DIFF, "selfplay-diff", self.workdir],
+                                              300, shell.GIT_SAFE, self.config.max_diff_bytes)
+        if timed_out or code != 0:
+            raise SandboxError(f"git diff failed in {self.workdir} (exit {code}): "
+                               f"{err.text().strip() or out.text()[-2000:]}")
+        if out.dropped:
+            raise SandboxError(f"diff of {self.workdir} exceeds max_diff_bytes={self.config.max_diff_bytes}; "
+                               "raise DockerSandboxConfig.max_diff_bytes")
+        return out.raw()
+
+    def diff(self) -> str:
+        """`diff_bytes()` decoded as UTF-8 with replacement (binary files survive: they are base85)."""
+        return self.diff_bytes().decode("utf-8", "replace")
+
+    def reset(self) -> None:
+        """Back to the pristine state: kill all processes, restore the workdir from the start-up copy,
+        empty /tmp. Falls back to `recreate()` when the copy is missing or the restore fails."""
+        try:
+            code, out, _, timed_out = self._run(["bash", "-c", shell.RESET, "selfplay-reset", self.workdir],
+                                                300, None, 64 << 10)
+        except SandboxDead:
+            code, out, timed_out = -1, OutputCap(2), False
+        if code != 0 or timed_out:
+            log.warning("sandbox %s: reset failed (%s); recreating the container",
+                        (self.id or "?")[:12], out.text().strip() or f"exit {code}")
+            self.recreate()
+
+    def _require_id(self) -> str:
+        if self.id is None:
+            raise SandboxDead(f"sandbox from {self.image!r} is closed; create a new one")
+        return self.id
+
+
+def _numstat_files(text: bytes, binary: bool) -> tuple[tuple[str, ...], bool]:
+    """Paths from `git apply --numstat -z` output; '-' counts mark binary files."""
+    files: list[str] = []
+    parts = text.split(b"\0")
+    i = 0
+    while i < len(parts):
+        head = parts[i]
+        i += 1
+        if not head.strip():
+            continue
+        cols = head.split(b"\t")
+        if len(cols) < 3:
+            continue
+        binary = binary or cols[0] == b"-"
+        if cols[2]:
+            files.append(cols[2].decode("utf-8", "replace"))
+        else:  # a rename: the old and new paths follow as their own fields
+            files.extend(p.decode("utf-8", "replace") for p in parts[i:i + 2])
+            i += 2
+    return tuple(dict.fromkeys(files)), binary
+
+
+def _shutdown(sock: object) -> None:
+    import socket
+
+    raw = getattr(sock, "_sock", sock)
+    try:
+        raw.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
+    except OSError:
+        pass

@@ -1,0 +1,181 @@
+"""Leak-proofing: owner labels on every container, cleanup on Ctrl-C/SIGTERM/exit, and `gc` of orphans.
+
+An owner is identified by pid + process start time (clock ticks since boot, plus the boot id) + hostname,
+so a recycled pid, a reboot or another machine sharing the engine cannot pass for a live owner.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import docker
+
+log = logging.getLogger(__name__)
+
+LABEL_MANAGED = "selfplay.sandbox"
+LABEL_PID = "selfplay.owner.pid"
+LABEL_START = "selfplay.owner.start"
+LABEL_HOST = "selfplay.owner.host"
+LABEL_RUN = "selfplay.run_id"
+
+
+def process_start(pid: int) -> str | None:
+    """'<start ticks>@<boot id>' of a live process, None when it does not exist (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    # Field 22 (starttime) counted after the ')' closing the command name, which may contain spaces.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return f"{int(fields[19])}@{boot}"
+
+
+def owner_labels(run_id: str | None = None) -> dict[str, str]:
+    """Labels naming this process as the owner of a new container."""
+    labels = {LABEL_MANAGED: "1", LABEL_PID: str(os.getpid()),
+              LABEL_START: process_start(os.getpid()) or "unknown", LABEL_HOST: socket.gethostname()}
+    if run_id:
+        labels[LABEL_RUN] = run_id
+    return labels
+
+
+def owner_alive(labels: dict[str, str]) -> bool | None:
+    """True/False for owners on this host; None when the owner is on another host (cannot tell)."""
+    if labels.get(LABEL_HOST) != socket.gethostname():
+        return None
+    try:
+        pid = int(labels.get(LABEL_PID, ""))
+    except ValueError:
+        return False
+    start = labels.get(LABEL_START)
+    return start is not None and start != "unknown" and process_start(pid) == start
+
+
+@dataclass(frozen=True)
+class SandboxInfo:
+    """One labelled container, as `selfplay sandboxes ls` shows it."""
+
+    id: str
+    name: str
+    image: str
+    status: str
+    run_id: str
+    owner: str
+    """'pid@host'."""
+    owner_alive: bool | None
+    """None when the owner lives on another host."""
+
+
+def list_sandboxes(client: docker.DockerClient) -> list[SandboxInfo]:
+    """Every container carrying our labels, running or not."""
+    out = []
+    for c in client.api.containers(all=True, filters={"label": LABEL_MANAGED}):
+        labels = c.get("Labels") or {}
+        out.append(SandboxInfo(id=c["Id"][:12], name=(c.get("Names") or ["?"])[0].lstrip("/"),
+                               image=c.get("Image", "?"), status=c.get("Status", "?"),
+                               run_id=labels.get(LABEL_RUN, ""),
+                               owner=f"{labels.get(LABEL_PID, '?')}@{labels.get(LABEL_HOST, '?')}",
+                               owner_alive=owner_alive(labels)))
+    return out
+
+
+def gc(client: docker.DockerClient, *, other_hosts: bool = False, dry_run: bool = False) -> list[SandboxInfo]:
+    """Remove labelled containers whose owner process is gone; returns what was (or would be) removed.
+
+    Containers owned from another host are left alone unless `other_hosts` (their liveness is unknown).
+    """
+    doomed = [s for s in list_sandboxes(client)
+              if s.owner_alive is False or (s.owner_alive is None and other_hosts)]
+    if not dry_run:
+        _remove(client, [s.id for s in doomed])
+    return doomed
+
+
+def _remove(client: docker.DockerClient, ids: list[str]) -> None:
+    import docker.errors
+
+    def rm(cid: str) -> None:
+        try:
+            client.api.remove_container(cid, force=True, v=True)
+        except docker.errors.NotFound:
+            pass
+        except Exception as exc:  # keep removing the others
+            log.warning("could not remove container %s: %s", cid, exc)
+
+    if len(ids) <= 1:
+        for cid in ids:
+            rm(cid)
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(ids))) as ex:
+        list(ex.map(rm, ids))
+
+
+class _Registry:
+    """Containers this process created and has not closed yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # re-entrant: the signal handler runs on the main thread
+        self._live: dict[str, docker.DockerClient] = {}
+        self._previous: dict[int, object] = {}
+        self._installed = False
+
+    def register(self, client: docker.DockerClient, cid: str) -> None:
+        with self._lock:
+            self._live[cid] = client
+            if not self._installed:
+                self._install()
+
+    def forget(self, cid: str) -> None:
+        with self._lock:
+            self._live.pop(cid, None)
+
+    def cleanup(self) -> None:
+        """Remove every container still registered (signal, exit)."""
+        with self._lock:
+            live, self._live = self._live, {}
+        by_client: dict[int, tuple[docker.DockerClient, list[str]]] = {}
+        for cid, client in live.items():
+            by_client.setdefault(id(client), (client, []))[1].append(cid)
+        for client, ids in by_client.values():
+            _remove(client, ids)
+        if live:
+            log.info("removed %d sandbox container(s) on shutdown", len(live))
+
+    def _install(self) -> None:
+        self._installed = True
+        atexit.register(self.cleanup)
+        if threading.current_thread() is not threading.main_thread():
+            # signal.signal only works on the main thread; atexit and `selfplay sandboxes gc` still cover us.
+            log.debug("sandbox created off the main thread: no SIGINT/SIGTERM cleanup handler installed")
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            prev = signal.getsignal(sig)
+            if prev is signal.SIG_IGN:
+                continue
+            self._previous[sig] = prev
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.cleanup()
+        prev = self._previous.get(signum)
+        if callable(prev):
+            prev(signum, frame)  # SIGINT's default raises KeyboardInterrupt
+            return
+        # The default action (terminate): restore it and die of the same signal, as the caller expects.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+registry = _Registry()

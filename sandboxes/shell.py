@@ -1,0 +1,117 @@
+"""Bash scripts that `DockerSandbox` runs inside its container.
+
+They use only bash builtins and coreutils/util-linux/git, which every repo image has. Builtins matter in
+the killers: a fork bomb can exhaust the pids limit, and a killer that needs to fork would then fail.
+
+State lives in STATE (outside the workdir, so the agent's `git clean` or `rm -rf .` cannot touch it):
+`pristine/` (a copy of the workdir taken at container start), `ready` (its timestamp) and scratch files.
+"""
+
+from __future__ import annotations
+
+STATE = "/var/lib/selfplay"
+TOKEN_VAR = "SELFPLAY_EXEC"
+"""Every exec carries `SELFPLAY_EXEC=<token>` in its environment; the killer finds its processes by it."""
+
+_WAIT_READY = f'while [ ! -e {STATE}/ready ]; do sleep 0.02; done\n'
+
+KEEPER = f"""
+S={STATE}; W="$1"
+mkdir -p "$S" "$W"
+if [ ! -e "$S/pristine" ]; then
+  cp -a "$W" "$S/pristine.tmp" && mv "$S/pristine.tmp" "$S/pristine" || echo "snapshot failed" > "$S/error"
+fi
+mkfifo "$S/fifo" 2>/dev/null; exec 3<>"$S/fifo"
+touch "$S/ready"
+# SIGUSR1 from the engine API: kill everything but PID 1, with builtins only (works under a fork bomb).
+trap 'for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done' USR1
+trap 'exit 0' TERM
+# PID 1 must reap orphans; bash does so while it waits. The read throttles the loop if fork fails.
+while :; do sleep 3600 & wait $!; read -t 0.1 -u 3; done
+"""
+"""Container command (PID 1): snapshot the workdir, then reap orphans forever. Args: workdir."""
+
+WRAPPER = _WAIT_READY + """
+cd -- "$1" || exit 126
+exec 2>&1
+if [ -n "$3" ]; then exec <"$3"; rm -f -- "$3"; fi
+# Own session and process group, so the killer can take the whole tree with one kill.
+exec setsid -w bash -c "$2"
+"""
+"""Runs a user command (non-login bash, so the image's PATH holds). Args: workdir, cmd, stdin file."""
+
+KILLER = f"""
+t="{TOKEN_VAR}=$1"
+for round in 1 2 3 4 5 6 7 8 9 10; do
+  found=
+  for d in /proc/[0-9]*; do
+    p=${{d#/proc/}}
+    if [ "$p" = 1 ] || [ "$p" = $$ ]; then continue; fi
+    mapfile -d '' -t e < "$d/environ" 2>/dev/null || continue
+    for v in "${{e[@]}}"; do
+      [ "$v" = "$t" ] || continue
+      found=1
+      read -r st < "$d/stat" 2>/dev/null
+      f=(${{st##*) }})
+      g=${{f[2]}}
+      if [ -n "$g" ] && [ "$g" -gt 1 ] && [ "$g" != $$ ]; then kill -9 -- "-$g" 2>/dev/null; fi
+      kill -9 "$p" 2>/dev/null
+      break
+    done
+  done
+  [ -z "$found" ] && {{ echo selfplay-killed; exit 0; }}
+  read -t 0.05 <>"{STATE}/fifo" 2>/dev/null
+done
+echo selfplay-killed
+"""
+"""Kills every process of one exec: those carrying its token, and their process groups. Args: token."""
+
+GIT_SAFE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
+            "GIT_OPTIONAL_LOCKS": "0", "GIT_PAGER": "cat", "LC_ALL": "C.UTF-8"}
+"""Git environment for our own git calls: images may be owned by another uid; never page; stable text."""
+
+RESET = _WAIT_READY + f"""
+S={STATE}; W="$1"
+for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done
+[ -d "$S/pristine" ] || {{ echo "no pristine snapshot at $S/pristine"; exit 3; }}
+cd /
+# Restore only when something under the workdir changed since the snapshot (ctime cannot be faked).
+if [ -n "$(find "$W" -cnewer "$S/ready" -print -quit 2>/dev/null)" ] || [ ! -d "$W" ]; then
+  rm -rf -- "$W" && cp -a "$S/pristine" "$W" || {{ echo "restoring $W failed"; exit 4; }}
+  touch "$S/ready"
+fi
+find /tmp -mindepth 1 -delete 2>/dev/null
+rm -f "$S"/in-* "$S"/patch-*
+exit 0
+"""
+"""Back to the pristine state: kill every process, restore the workdir, empty /tmp. Args: workdir."""
+
+DIFF_EXCLUDES = ("*__pycache__*", "*.pyc", ".pytest_cache", "*.egg-info")
+_EXCLUDE_ARGS = " ".join(f"':(exclude){p}'" for p in DIFF_EXCLUDES)
+
+DIFF = _WAIT_READY + f"""
+cd -- "$1" || exit 126
+base=selfplay-base
+git rev-parse -q --verify "$base^{{commit}}" >/dev/null || base=HEAD
+git rev-parse -q --verify "$base^{{commit}}" >/dev/null || {{ echo "no base commit: neither tag selfplay-base nor HEAD exists in $1" >&2; exit 3; }}
+idx=$(mktemp "{STATE}/index.XXXXXX")
+# A private index: `git add -A` sees new files without touching the real index.
+cp .git/index "$idx" 2>/dev/null || rm -f "$idx"
+export GIT_INDEX_FILE="$idx"
+git add -A -- . {_EXCLUDE_ARGS} >&2 || {{ rm -f "$idx"; exit 4; }}
+git diff --cached --binary --no-color --no-ext-diff --no-renames "$base" -- . {_EXCLUDE_ARGS}
+rc=$?; rm -f "$idx"; exit $rc
+"""
+"""Prints `git diff` of the workdir (new files included, binary-safe) against the base commit.
+Args: workdir. Diagnostics go to stderr, which this script's caller keeps apart."""
+
+APPLY = _WAIT_READY + """
+cd -- "$1" || exit 126
+R=; [ "$3" = 1 ] && R=-R
+git apply $R --numstat -z -- "$2" > "$2.stat" 2>&1 || { cat "$2.stat"; rm -f "$2.stat"; exit 2; }
+git apply $R --whitespace=nowarn -- "$2" 2>&1; rc=$?
+[ $rc = 0 ] && cat "$2.stat"
+rm -f "$2.stat" "$2"; exit $rc
+"""
+"""All-or-nothing `git apply` (git apply is atomic without --reject). Args: workdir, patch file, reverse.
+Prints the NUL-separated numstat on success, git's message on failure."""
