@@ -1,0 +1,148 @@
+"""The agent loop: prompt, then turns of (sample, parse, act, observe) until an ending.
+
+Endings (`Episode.termination`): submitted, max_turns, context_exhausted, timeout, format_errors,
+sandbox_error. A `SandboxError` ends the episode as `sandbox_error` with `infra_failure=True`, so it is
+never scored as a model failure. Errors of the policy backend (HTTP failures after retries, ...) are not
+caught: there is no trajectory worth keeping from a sampler that failed mid-turn.
+
+Departure from SSR/CWM: when the context budget would overflow, the episode ends (`context_exhausted`);
+older observations are not compacted, so a trajectory is always one exact token sequence.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.policy import TRAINING, Policy, SamplingParams
+from agent_scaffold.roles import EpisodeLimits, RoleConfig, render_template
+from agent_scaffold.tools import Toolbox
+from agent_scaffold.trajectory import Trajectory
+from agent_scaffold.transcript import Transcript
+from sandboxes.errors import SandboxError
+from sandboxes.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+TERMINATIONS = ("submitted", "max_turns", "context_exhausted", "timeout", "format_errors", "sandbox_error")
+# Same names as selfplay.artifact.ARTIFACT_FILES (imports may not flow from agent_scaffold to selfplay).
+ARTIFACT_FILES = ("test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff", "test_weaken.diff")
+
+
+@dataclass(frozen=True)
+class Episode:
+    """The outcome of `run_episode`."""
+
+    trajectory: Trajectory
+    """Token-exact record (its `termination` equals `termination`)."""
+    termination: str
+    """One of TERMINATIONS."""
+    submission: str | dict[str, str] | None
+    """Solver: the repo's git diff. Injector: {artifact file name: content} of the files that exist.
+    None unless the episode ended with `submitted`."""
+    infra_failure: bool = False
+    """True when the sandbox failed: not the model's fault, never to be scored."""
+    error: str | None = None
+    """The infrastructure error message, if any."""
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds: wall, model (sampling), sandbox (tool execution), scaffold (the rest)."""
+    turns: int = 0
+    """Assistant turns taken."""
+    format_errors: int = 0
+    """Malformed replies in total."""
+
+
+def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
+                limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None) -> Episode:
+    """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates."""
+    limits = limits or role.limits
+    sampling = sampling or TRAINING
+    values = {**role.defaults, "workdir": sandbox.workdir, "command_timeout": f"{limits.command_timeout:g}",
+              **variables}
+    messages = [{"role": "system", "content": render_template(role.system_template, values)},
+                {"role": "user", "content": render_template(role.task_template, values)}]
+    tr = Transcript(policy.tokenizer, messages)
+    tools = Toolbox(sandbox, limits.command_timeout, limits.max_observation_chars)
+    eos = policy.tokenizer.eos_token_id
+    stop_ids = tuple(sorted({*sampling.stop_token_ids, *([eos] if eos is not None else [])}))
+    start = time.monotonic()
+    model_s = sandbox_s = 0.0
+    turns = format_errors = consecutive = 0
+    termination, submission, error = "max_turns", None, None
+    notes: dict[str, Any] = {}
+    try:
+        while True:
+            if turns >= limits.max_turns:
+                termination = "max_turns"
+                break
+            remaining = limits.wall_clock - (time.monotonic() - start)
+            if remaining <= 0:
+                termination = "timeout"
+                break
+            budget = limits.max_context_tokens - len(tr)
+            if budget < limits.min_turn_tokens:
+                termination = "context_exhausted"
+                break
+            params = sampling.with_(max_new_tokens=min(limits.max_new_tokens, budget), stop_token_ids=stop_ids)
+            t0 = time.monotonic()
+            completion = policy.generate([tr.input_ids], params)[0]
+            model_s += time.monotonic() - t0
+            content = tr.add_completion(completion)
+            turns += 1
+            try:
+                action = parse_action(content)
+            except FormatError as exc:
+                format_errors += 1
+                consecutive += 1
+                if consecutive >= limits.max_format_errors:
+                    termination = "format_errors"
+                    break
+                observation = f"Format error: {exc}"
+            else:
+                consecutive = 0
+                tools.command_timeout = max(1.0, min(limits.command_timeout, remaining))
+                t0 = time.monotonic()
+                outcome = tools.run(action)
+                if outcome.submitted:
+                    submission = _submission(sandbox, role, values)
+                sandbox_s += time.monotonic() - t0
+                if outcome.submitted:
+                    termination = "submitted"
+                    break
+                observation = outcome.observation
+            obs_ids = tr.observation_ids(observation)
+            if len(tr) + len(obs_ids) + limits.min_turn_tokens > limits.max_context_tokens:
+                notes["unsent_observation"] = observation  # kept for reading, not part of the tokens
+                termination = "context_exhausted"
+                break
+            tr.add_observation(observation, obs_ids)
+    except SandboxError as exc:
+        termination, error = "sandbox_error", f"{exc.__class__.__name__}: {exc}"
+        log.warning("episode ended by an infrastructure failure: %s", error)
+    wall = time.monotonic() - start
+    timings = {"wall": wall, "model": model_s, "sandbox": sandbox_s, "scaffold": wall - model_s - sandbox_s}
+    metadata = {"strategy": role.strategy, "turns": turns, "format_errors": format_errors,
+                "infra_failure": error is not None, "error": error, "timings": timings,
+                "policy_versions": sorted(set(tr.versions)), **notes}
+    traj = Trajectory(input_ids=tuple(tr.input_ids), loss_mask=tuple(tr.loss_mask), logprobs=tuple(tr.logprobs),
+                      turn_spans=tuple(tr.turn_spans), policy_version=min(tr.versions, default=policy.version),
+                      role=role.name, termination=termination, messages=tuple(tr.messages), metadata=metadata)
+    return Episode(traj, termination, submission, infra_failure=error is not None, error=error, timings=timings,
+                   turns=turns, format_errors=format_errors)
+
+
+def _submission(sandbox: Sandbox, role: RoleConfig, values: dict[str, Any]) -> str | dict[str, str]:
+    if role.submit == "diff":
+        return sandbox.diff()
+    files = {}
+    for name in ARTIFACT_FILES:
+        try:
+            files[name] = sandbox.read_file(posixpath.join(str(values["artifact_dir"]), name)).decode(
+                "utf-8", errors="replace")
+        except FileNotFoundError:
+            continue  # validation reports which files are missing
+    return files

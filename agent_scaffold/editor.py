@@ -1,0 +1,139 @@
+"""`Editor`: the search-replace file editor tool (view, create, str_replace, insert, undo).
+
+Every method returns the observation text for the agent; mistakes the agent can fix (no match, several
+matches, bad line numbers, missing file) raise `EditError` whose message is that observation. Sandbox
+failures (`SandboxError`) pass through untouched: they are infrastructure, not agent, errors.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+
+from sandboxes.sandbox import Sandbox
+
+SNIPPET_CONTEXT = 4
+"""Lines shown around an edit in its confirmation."""
+VIEW_MAX_LINES = 400
+"""A view without an END shows at most this many lines."""
+
+
+class EditError(ValueError):
+    """An edit the agent got wrong; the message explains how to fix it."""
+
+
+def numbered(lines: list[str], start: int) -> str:
+    """`cat -n` style lines, numbered from `start` (1-based)."""
+    return "\n".join(f"{i:6d}\t{line}" for i, line in enumerate(lines, start))
+
+
+def replace_once(content: str, old: str, new: str, path: str) -> str:
+    """`content` with the single occurrence of `old` replaced; EditError for 0 or >1 occurrences."""
+    if not old:
+        raise EditError("str_replace: the SEARCH text is empty; copy the exact lines to replace.")
+    count = content.count(old)
+    if count == 1:
+        return content.replace(old, new, 1)
+    if count == 0:
+        hint = ""
+        if old.strip() and old.strip() in content:
+            hint = " The text appears with different leading/trailing whitespace or newlines; match it exactly."
+        raise EditError(f"str_replace: the SEARCH text was not found in {path}.{hint} View the file and copy "
+                        "the lines exactly (indentation matters).")
+    starts, pos = [], content.find(old)
+    while pos != -1:
+        starts.append(content.count("\n", 0, pos) + 1)
+        pos = content.find(old, pos + 1)
+    raise EditError(f"str_replace: the SEARCH text matches {count} times in {path} (lines "
+                    f"{', '.join(map(str, starts))}); include more surrounding lines so it matches once.")
+
+
+class Editor:
+    """File edits inside one sandbox, with a per-path undo history."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+        self._history: dict[str, list[str | None]] = {}  # path -> previous contents (None: did not exist)
+
+    def _abs(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.sandbox.workdir, path))
+
+    def _read(self, path: str) -> str | None:
+        try:
+            return self.sandbox.read_file(self._abs(path)).decode("utf-8", errors="replace")
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+
+    def _must_read(self, path: str) -> str:
+        content = self._read(path)
+        if content is None:
+            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}); "
+                            "use `create` for a new file.")
+        return content
+
+    def _write(self, path: str, content: str, before: str | None) -> None:
+        self.sandbox.write_file(self._abs(path), content)
+        self._history.setdefault(path, []).append(before)
+
+    def _snippet(self, path: str, content: str, line: int, note: str) -> str:
+        lines = content.split("\n")
+        lo = max(1, line - SNIPPET_CONTEXT)
+        hi = min(len(lines), line + SNIPPET_CONTEXT)
+        return f"{note}\n{numbered(lines[lo - 1:hi], lo)}"
+
+    def view(self, path: str, start: int | None = None, end: int | None = None) -> str:
+        res = self.sandbox.exec(f"test -d {shlex.quote(self._abs(path))}")
+        if res.exit_code == 0:
+            listing = self.sandbox.exec(f"find {shlex.quote(self._abs(path))} -maxdepth 2 -not -path '*/.*' "
+                                        "| sort | head -200")
+            return listing.output
+        content = self._must_read(path)
+        lines = content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
+        first = start or 1
+        last = end if end is not None else min(len(lines), first + VIEW_MAX_LINES - 1)
+        if last == -1:
+            last = len(lines)
+        if not 1 <= first <= len(lines) or last < first:
+            raise EditError(f"view: lines {first}-{last} are out of range; {path} has {len(lines)} lines.")
+        last = min(last, len(lines))
+        more = f"\n[... {len(lines) - last} more lines; view {path} {last + 1} to see them]" \
+            if end is None and last < len(lines) else ""
+        return numbered(lines[first - 1:last], first) + more
+
+    def create(self, path: str, content: str) -> str:
+        before = self._read(path)
+        self._write(path, content, before)
+        verb = "Overwrote" if before is not None else "Created"
+        return f"{verb} {path} ({len(content.splitlines())} lines)."
+
+    def str_replace(self, path: str, old: str, new: str) -> str:
+        content = self._must_read(path)
+        updated = replace_once(content, old, new, path)
+        self._write(path, updated, content)
+        line = content[: content.index(old)].count("\n") + 1
+        return self._snippet(path, updated, line, f"Edited {path}. Lines around the change:")
+
+    def insert(self, path: str, line: int, text: str) -> str:
+        content = self._must_read(path)
+        lines = content.split("\n")
+        trailing = content.endswith("\n")
+        body = lines[:-1] if trailing else lines
+        if not 0 <= line <= len(body):
+            raise EditError(f"insert: line {line} is out of range; {path} has {len(body)} lines (0 inserts "
+                            "at the top).")
+        new_lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+        updated = "\n".join(body[:line] + new_lines + body[line:]) + ("\n" if trailing else "")
+        self._write(path, updated, content)
+        return self._snippet(path, updated, line + 1, f"Inserted {len(new_lines)} lines after line {line} of "
+                             f"{path}:")
+
+    def undo(self, path: str) -> str:
+        history = self._history.get(path)
+        if not history:
+            raise EditError(f"undo: no edit of {path} to undo.")
+        previous = history.pop()
+        if previous is None:
+            self.sandbox.exec(f"rm -f {shlex.quote(self._abs(path))}")
+            return f"Undid the creation of {path} (removed it)."
+        self.sandbox.write_file(self._abs(path), previous)
+        return f"Restored {path} to its content before the last edit."

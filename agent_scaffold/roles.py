@@ -1,0 +1,126 @@
+"""`RoleConfig` and `EpisodeLimits`: a role is prompt template files plus budgets, read from
+`prompts/roles.toml`, never a subclass.
+
+Templates use `{{name}}` placeholders and `{{> file.md}}` includes (resolved in the prompts folder);
+rendering fails with a `ValueError` naming any placeholder left without a value.
+
+Departure from SSR: the paper samples removal or history per injection ("removal + history"); here the
+strategy is an explicit argument and the caller (the orchestrator) does the sampling.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+PROMPTS_DIR = Path(__file__).parent / "prompts"
+ROLES_FILE = PROMPTS_DIR / "roles.toml"
+SUBMISSIONS = ("diff", "artifact")
+SPEC_KINDS = ("tests", "issue")
+
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_INCLUDE = re.compile(r"\{\{>\s*([A-Za-z0-9_.-]+)\s*\}\}")
+
+
+@dataclass(frozen=True)
+class EpisodeLimits:
+    """Budgets of one episode."""
+
+    max_turns: int = 50
+    """Assistant turns before the episode ends with `max_turns`."""
+    max_new_tokens: int = 2048
+    """Sampled tokens per turn (less when the context budget is nearly spent)."""
+    max_context_tokens: int = 32768
+    """Total tokens (prompt + all turns + observations); never exceeded, the episode ends with
+    `context_exhausted` instead."""
+    min_turn_tokens: int = 16
+    """A turn is only started when at least this many tokens of context budget remain."""
+    command_timeout: float = 120.0
+    """Seconds per bash command before it is killed."""
+    wall_clock: float = 3600.0
+    """Seconds for the whole episode before it ends with `timeout` (checked between turns; commands are
+    cut to the remaining time)."""
+    max_observation_chars: int = 8000
+    """Longer observations keep their head and tail around a truncation marker."""
+    max_format_errors: int = 3
+    """Consecutive malformed replies before the episode ends with `format_errors`."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) <= 0:
+                raise ValueError(f"EpisodeLimits.{f.name} must be positive, got {getattr(self, f.name)}")
+        if self.min_turn_tokens >= self.max_context_tokens:
+            raise ValueError("EpisodeLimits.min_turn_tokens must be below max_context_tokens")
+
+
+@dataclass(frozen=True)
+class RoleConfig:
+    """One role: which templates, what the submission is, default variables and budgets."""
+
+    name: str
+    """"solver" or "injector" (the trajectory's role)."""
+    system_template: str
+    """Template text of the system message."""
+    task_template: str
+    """Template text of the first user message."""
+    submit: Literal["diff", "artifact"] = "diff"
+    """What `submit` returns: the repo's git diff, or the five artifact files read from artifact_dir."""
+    strategy: str | None = None
+    """Injector strategy (removal, history, direct); None for the solver."""
+    defaults: dict[str, str] = field(default_factory=dict)
+    """Variable values used when the caller gives none."""
+    limits: EpisodeLimits = field(default_factory=EpisodeLimits)
+    """Default budgets."""
+
+
+def render_template(template: str, variables: dict[str, Any]) -> str:
+    """Fill `{{name}}` placeholders (after expanding includes); ValueError naming missing variables."""
+    for _ in range(5):  # includes may nest a little; a cycle stops here
+        expanded = _INCLUDE.sub(lambda m: _read_prompt(m.group(1)), template)
+        if expanded == template:
+            break
+        template = expanded
+    missing = sorted({m.group(1) for m in _PLACEHOLDER.finditer(template)} - set(variables))
+    if missing:
+        raise ValueError(f"prompt template needs values for {', '.join(missing)}; pass them in `variables` "
+                         f"or add defaults in {ROLES_FILE}")
+    return _PLACEHOLDER.sub(lambda m: str(variables[m.group(1)]), template)
+
+
+def _read_prompt(name: str) -> str:
+    path = PROMPTS_DIR / name
+    if not path.is_file():
+        raise FileNotFoundError(f"prompt template {name} not found in {PROMPTS_DIR}")
+    return path.read_text().rstrip("\n")
+
+
+def load_role(name: str, strategy: str | None = None, roles_file: Path = ROLES_FILE) -> RoleConfig:
+    """The role `name` ("solver" or "injector") from `roles_file`; injectors need a strategy."""
+    table = tomllib.loads(roles_file.read_text())
+    if name not in table:
+        raise ValueError(f"unknown role {name!r}; {roles_file} defines {', '.join(table)}")
+    entry = table[name]
+    task = entry["task"]
+    if isinstance(task, dict):
+        if strategy not in task:
+            raise ValueError(f"role {name!r} needs --strategy, one of {', '.join(task)} (got {strategy!r})")
+        task = task[strategy]
+    elif strategy is not None:
+        raise ValueError(f"role {name!r} takes no strategy (got {strategy!r})")
+    if entry.get("submit", "diff") not in SUBMISSIONS:
+        raise ValueError(f"{roles_file}: role {name} submit must be one of {SUBMISSIONS}")
+    return RoleConfig(name=name, system_template=_read_prompt(entry["system"]), task_template=_read_prompt(task),
+                      submit=entry.get("submit", "diff"), strategy=strategy,
+                      defaults={k: str(v) for k, v in entry.get("defaults", {}).items()},
+                      limits=EpisodeLimits(**entry.get("limits", {})))
+
+
+def solver_variables(spec: str, kind: str = "tests") -> dict[str, str]:
+    """Variables for the solver template: `spec` is a reversed test-weakening diff (kind "tests") or a
+    natural-language issue (kind "issue")."""
+    if kind not in SPEC_KINDS:
+        raise ValueError(f"solver spec kind must be one of {SPEC_KINDS}, got {kind!r}")
+    return {"spec_section": render_template(_read_prompt(f"solver_spec_{kind}.md"), {"spec": spec.rstrip("\n")})}

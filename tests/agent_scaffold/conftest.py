@@ -1,0 +1,45 @@
+"""Shared fixtures: the real SmolLM2 tokenizer and policy are loaded once per session; the toolz Docker
+sandbox is created once per session and reset between tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from local_sandbox import LocalSandbox
+
+
+@pytest.fixture(scope="session")
+def hf_policy():
+    pytest.importorskip("transformers")
+    from agent_scaffold.policies.hf import HFPolicy
+
+    return HFPolicy()  # the embedded default, converted once and cached
+
+
+@pytest.fixture(scope="session")
+def tokenizer(hf_policy):
+    return hf_policy.tokenizer
+
+
+@pytest.fixture
+def local_sandbox(tmp_path):
+    return LocalSandbox(tmp_path, {"pkg/mod.py": "def add(a, b):\n    return a - b\n\n\ndef one():\n    return 1\n",
+                                   "README": "demo\n"})
+
+
+@pytest.fixture(scope="session")
+def toolz_sandbox_session():
+    from repos.listfile import get_repo
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+
+    image = repo_image(get_repo("toolz"))
+    box = DockerSandbox.create(image, workdir="/testbed")
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def toolz_sandbox(toolz_sandbox_session):
+    toolz_sandbox_session.reset()
+    return toolz_sandbox_session

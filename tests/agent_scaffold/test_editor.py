@@ -1,0 +1,50 @@
+"""Editor edge cases, on the LocalSandbox test double (the Docker path is covered in test_agent_docker.py)."""
+
+import pytest
+
+from agent_scaffold.editor import EditError, Editor, replace_once
+
+
+def test_replace_once_counts_matches():
+    assert replace_once("a b c", "b", "X", "f") == "a X c"
+    with pytest.raises(EditError, match="not found"):
+        replace_once("a b c", "z", "X", "f")
+    with pytest.raises(EditError, match=r"matches 2 times in f \(lines 1, 3\)"):
+        replace_once("x = 1\ny\nx = 1\n", "x = 1", "x = 2", "f")
+    with pytest.raises(EditError, match="different leading/trailing whitespace"):
+        replace_once("    return 1\n", "return 1  \n\n", "", "f")
+    with pytest.raises(EditError, match="empty"):
+        replace_once("abc", "", "x", "f")
+
+
+def test_str_replace_view_insert_undo(local_sandbox):
+    ed = Editor(local_sandbox)
+    out = ed.str_replace("pkg/mod.py", "    return a - b\n", "    return a + b\n")
+    assert "Edited pkg/mod.py" in out and "return a + b" in out
+    assert "     2\t    return a + b" in ed.view("pkg/mod.py", 1, 2)
+    ed.insert("pkg/mod.py", 0, '"""Doc."""\n')
+    assert local_sandbox.read_file("pkg/mod.py").decode().startswith('"""Doc."""\ndef add')
+    ed.undo("pkg/mod.py")
+    ed.undo("pkg/mod.py")
+    assert local_sandbox.read_file("pkg/mod.py").decode().startswith("def add(a, b):\n    return a - b")
+    with pytest.raises(EditError, match="no edit of pkg/mod.py to undo"):
+        ed.undo("pkg/mod.py")
+
+
+def test_create_and_undo_removes_new_file(local_sandbox):
+    ed = Editor(local_sandbox)
+    assert ed.create("pkg/new.py", "x = 1\n") == "Created pkg/new.py (1 lines)."
+    assert "new.py" in local_sandbox.diff()
+    ed.undo("pkg/new.py")
+    assert local_sandbox.diff() == ""
+
+
+def test_errors_name_the_problem(local_sandbox):
+    ed = Editor(local_sandbox)
+    with pytest.raises(EditError, match="missing.py does not exist.*use `create`"):
+        ed.str_replace("missing.py", "a", "b")
+    with pytest.raises(EditError, match="out of range; pkg/mod.py has 6 lines"):
+        ed.view("pkg/mod.py", 50, 60)
+    with pytest.raises(EditError, match="line 99 is out of range"):
+        ed.insert("pkg/mod.py", 99, "x\n")
+    assert "mod.py" in ed.view("pkg")  # a directory lists its files
