@@ -1,0 +1,295 @@
+"""Base and repo images, built without a registry and reused by content hash.
+
+Base image: `selfplay-base:bookworm`, made by `debootstrap --variant=minbase` (python3, venv, pip, git,
+ca-certificates, procps) and `docker import`, since no registry is reachable. A registry image (e.g.
+`python:3.11-slim`, which must carry git) replaces it only when the caller or SELFPLAY_BASE_IMAGE names one.
+
+Repo image: the repo at `spec.workdir` as a git repository whose base commit is tagged `selfplay-base`, a
+virtualenv at /opt/venv first on PATH, the repo installed editable (so patches to the workdir take effect)
+with its test dependencies. It is built by one container that runs one pip step and is then committed, not
+by a Dockerfile: there is no BuildKit here, and a container lets us bind-mount the host's pip cache and copy
+in the host CA bundle for that step only (deleted before the commit, so it is not in any layer).
+Its tag is `selfplay-repo-<name>:<hash12>`, the hash covering the image-relevant spec fields, the source
+tree, the base image id and this build recipe, so an unchanged repo is never rebuilt.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from repos.cache import cache_root, file_lock
+from repos.errors import RepoError
+from repos.sources import fetch_source, tree_digest
+from repos.spec import RepoSpec
+from sandboxes.engine import docker_client
+from sandboxes.errors import ImageBuildError
+
+log = logging.getLogger(__name__)
+
+BASE_IMAGE = "selfplay-base:bookworm"
+BASE_PACKAGES = "python3,python3-venv,python3-pip,git,ca-certificates,procps"
+HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+VENV = "/opt/venv"
+IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_TAG = "selfplay-base"  # git tag on the base commit inside every repo image
+BUILD_NAME_PREFIX = "selfplay-build-"
+_CA_IN_CONTAINER = "/tmp/selfplay-host-ca.crt"
+_PIP_CACHE_IN_CONTAINER = "/tmp/selfplay-pip-cache"
+
+# One shell step: venv, one pip install, git bookkeeping. Part of the content hash, so editing it rebuilds.
+BUILD_SCRIPT = r"""
+set -euo pipefail
+trap 'rm -f {ca}' EXIT
+command -v git >/dev/null || {{ echo "selfplay: the base image has no git; use one that does" >&2; exit 90; }}
+git config --global user.name selfplay
+git config --global user.email selfplay@localhost
+git config --global init.defaultBranch main
+git config --global --add safe.directory '*'
+{python} -m venv {venv}
+export PIP_CACHE_DIR={pip_cache} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off
+if [ -s {ca} ]; then export PIP_CERT={ca}; fi
+{venv}/bin/pip install -e {workdir} {requirements}
+cd {workdir}
+if [ ! -d .git ]; then git init -q && git add -A -f && git commit -q -m "{name} (base)"; fi
+printf '__pycache__/\n*.py[cod]\n.pytest_cache/\n' >> .git/info/exclude
+# Installing may rewrite tracked build metadata (e.g. an sdist's *.egg-info): restore it; new build
+# outputs are excluded, so the tree is clean at the base commit and diffs show only real edits.
+git diff --name-only -z | xargs -0r git checkout --
+git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude
+git tag -f {base_tag} >/dev/null
+test -z "$(git status --porcelain)" || {{ git status --porcelain; echo "selfplay: tree not clean" >&2; exit 91; }}
+{venv}/bin/python -m pytest --version
+"""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """Outcome of building (or reusing) one repo image."""
+
+    name: str
+    """The repo's name in its list."""
+    image: str | None
+    """The image tag, None when the build failed."""
+    built: bool = False
+    """True when this call built the image, False when an existing one was reused (or on failure)."""
+    seconds: float = 0.0
+    """Wall-clock seconds spent on this repo."""
+    log_path: Path | None = None
+    """The build log (None when nothing was built)."""
+    error: str | None = None
+    """Why the build failed, naming the log; None on success."""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def default_log_dir() -> Path:
+    return cache_root() / "logs" / "builds"
+
+
+def _image_id(name: str) -> str | None:
+    import docker
+
+    try:
+        return docker_client().images.get(name).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def ensure_base_image(image: str | None = None, *, log_dir: Path | None = None) -> str:
+    """The base image's tag: `image` or SELFPLAY_BASE_IMAGE when set (pulled if missing), else
+    `selfplay-base:bookworm`, built with debootstrap when absent and reused by tag otherwise."""
+    configured = image or os.environ.get("SELFPLAY_BASE_IMAGE")
+    if configured:
+        if _image_id(configured) is None:
+            log.info("pulling configured base image %s", configured)
+            try:
+                docker_client().images.pull(configured)
+            except Exception as exc:
+                raise ImageBuildError(f"configured base image {configured!r} is not present and could "
+                                      f"not be pulled ({exc}); unset SELFPLAY_BASE_IMAGE to build "
+                                      f"{BASE_IMAGE} with debootstrap") from exc
+        return configured
+    if _image_id(BASE_IMAGE) is not None:
+        return BASE_IMAGE
+    with file_lock(cache_root() / "locks" / "base-image.lock"):
+        if _image_id(BASE_IMAGE) is None:
+            _build_base_image(log_dir or default_log_dir())
+    return BASE_IMAGE
+
+
+def _build_base_image(log_dir: Path) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / "base-bookworm.log"
+    debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap"
+                                                  if Path("/usr/sbin/debootstrap").exists() else None)
+    if os.geteuid() != 0:
+        raise ImageBuildError(f"building {BASE_IMAGE} needs root (debootstrap); run `selfplay setup` as "
+                              "root, or set SELFPLAY_BASE_IMAGE to an image with python3, venv and git")
+    with open(log_path, "w") as out:
+        if debootstrap is None:
+            log.info("installing debootstrap")
+            _logged(["apt-get", "install", "-y", "debootstrap"], out, log_path, "install debootstrap")
+            debootstrap = "/usr/sbin/debootstrap"
+        with tempfile.TemporaryDirectory(prefix="selfplay-rootfs-", dir="/var/tmp") as tmp:
+            rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
+            log.info("building %s with debootstrap (about a minute); log: %s", BASE_IMAGE, log_path)
+            _logged([debootstrap, "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(rootfs)],
+                    out, log_path, "debootstrap bookworm")
+            _logged(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], out, log_path, "tar the rootfs")
+            repository, tag = BASE_IMAGE.split(":")
+            try:
+                docker_client().api.import_image(src=str(tarball), repository=repository, tag=tag)
+            except Exception as exc:
+                raise ImageBuildError(f"docker import of {BASE_IMAGE} failed: {exc}; log: {log_path}") from exc
+    log.info("built %s", BASE_IMAGE)
+
+
+def _logged(cmd: list[str], out, log_path: Path, what: str) -> None:
+    out.write(f"$ {shlex.join(cmd)}\n")
+    out.flush()
+    proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise ImageBuildError(f"could not {what} (exit {proc.returncode}); log: {log_path}")
+
+
+# -- repo images ------------------------------------------------------------------------------------
+
+def image_repository(spec: RepoSpec) -> str:
+    return f"selfplay-repo-{spec.name.lower()}"
+
+
+def content_hash(spec: RepoSpec, source: Path, base_id: str) -> str:
+    """12 hex digits over what the image depends on (test_command/test_patterns are not among it)."""
+    import hashlib
+
+    fields = {"name": spec.name, "source": spec.source, "dist": spec.distribution, "version": spec.version,
+              "history": spec.history, "url": spec.url, "commit": spec.commit, "workdir": spec.workdir,
+              "install": list(spec.install), "python": spec.python, "env": [list(e) for e in spec.env]}
+    payload = json.dumps({"spec": fields, "tree": tree_digest(source), "base": base_id,
+                          "recipe": BUILD_SCRIPT, "path": IMAGE_PATH}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def repo_image(spec: RepoSpec, *, rebuild: bool = False, log_dir: Path | None = None,
+               base_image: str | None = None) -> str:
+    """The tag of `spec`'s image, built when missing (or when `rebuild`). Raises ImageBuildError or
+    RepoError naming the repo, the failing step and the build log."""
+    return build_repo_image(spec, rebuild=rebuild, log_dir=log_dir, base_image=base_image).image or ""
+
+
+def build_repo_image(spec: RepoSpec, *, rebuild: bool = False, log_dir: Path | None = None,
+                     base_image: str | None = None) -> BuildResult:
+    """Like `repo_image`, but says whether it built and how long it took. Raises on failure."""
+    start = time.monotonic()
+    if spec.source == "image":
+        if not spec.image:
+            raise RepoError(f"repo {spec.name!r}: source 'image' needs an `image`")
+        return BuildResult(spec.name, ensure_base_image(spec.image), seconds=time.monotonic() - start)
+    base = ensure_base_image(base_image, log_dir=log_dir)
+    base_id = _image_id(base) or base
+    source = fetch_source(spec)
+    assert source is not None
+    tag = f"{image_repository(spec)}:{content_hash(spec, source, base_id)}"
+    if not rebuild and _image_id(tag) is not None:
+        return BuildResult(spec.name, tag, seconds=time.monotonic() - start)
+    log_dir = log_dir or default_log_dir()
+    log_path = log_dir / f"{spec.name}-{tag.rsplit(':', 1)[1]}.log"
+    with file_lock(cache_root() / "locks" / f"image-{spec.name}.lock"):
+        if rebuild or _image_id(tag) is None:  # another process may have built it while we waited
+            _build(spec, source, base, tag, log_path)
+            return BuildResult(spec.name, tag, built=True, seconds=time.monotonic() - start,
+                               log_path=log_path)
+    return BuildResult(spec.name, tag, seconds=time.monotonic() - start)
+
+
+def build_repo_images(specs: list[RepoSpec], *, rebuild: bool = False, log_dir: Path | None = None,
+                      on_done=None) -> list[BuildResult]:
+    """Build every spec's image; a broken entry fails alone (its result carries the error), the rest build.
+    `on_done(result)` is called after each repo (for progress displays)."""
+    results = []
+    for spec in specs:
+        start = time.monotonic()
+        try:
+            result = build_repo_image(spec, rebuild=rebuild, log_dir=log_dir)
+        except (RepoError, ImageBuildError) as exc:  # keep the batch alive; the message names the log
+            log.error("repo %s failed: %s", spec.name, exc)
+            result = BuildResult(spec.name, None, seconds=time.monotonic() - start, error=str(exc))
+        results.append(result)
+        if on_done is not None:
+            on_done(result)
+    return results
+
+
+def _source_tar(source: Path, workdir: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(str(source), arcname=workdir.strip("/"))
+        if HOST_CA_BUNDLE.exists():
+            tar.add(str(HOST_CA_BUNDLE), arcname=_CA_IN_CONTAINER.strip("/"))
+    return buffer.getvalue()
+
+
+def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) -> None:
+    from docker.types import Mount
+
+    client = docker_client()
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    pip_cache = cache_root() / "pip"
+    pip_cache.mkdir(parents=True, exist_ok=True)
+    requirements = list(spec.install)
+    if not any(r.lower().split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip() == "pytest"
+               for r in requirements):
+        requirements.append("pytest")
+    script = BUILD_SCRIPT.format(ca=_CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
+                                 pip_cache=_PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),
+                                 requirements=shlex.join(requirements), name=spec.name, base_tag=BASE_TAG)
+    name = f"{BUILD_NAME_PREFIX}{spec.name.lower()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    log.info("building %s (log: %s)", tag, log_path)
+    start = time.monotonic()
+    # `mounts`, not `volumes`: the latter also records a VOLUME in the config, which the commit would keep.
+    container = client.containers.create(
+        base, command=["bash", "-c", script], name=name,
+        mounts=[Mount(_PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
+    try:
+        container.put_archive("/", _source_tar(source, spec.workdir))
+        container.start()
+        status = container.wait(timeout=1800)
+        output = container.logs().decode("utf-8", "replace")
+        log_path.write_text(f"# build of {tag} for repo {spec.name} from {base}\n{output}\n"
+                            f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
+        if status.get("StatusCode") != 0:
+            tail = "\n".join(output.strip().splitlines()[-5:])
+            raise ImageBuildError(f"repo {spec.name!r}: image build failed (exit {status.get('StatusCode')}); "
+                                  f"log: {log_path}\n{tail}")
+        repository, version = tag.rsplit(":", 1)
+        changes = [f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
+                   f"WORKDIR {spec.workdir}", f"LABEL selfplay.repo={spec.name}",
+                   f"LABEL selfplay.content-hash={version}", 'CMD ["sleep", "infinity"]']
+        changes += [f"ENV {key}={json.dumps(value)}" for key, value in spec.env]
+        container.commit(repository=repository, tag=version, changes=changes,
+                         message=f"selfplay repo image for {spec.name}")
+    except ImageBuildError:
+        raise
+    except Exception as exc:  # docker API errors: infrastructure, reported with the log
+        raise ImageBuildError(f"repo {spec.name!r}: image build failed ({exc.__class__.__name__}: {exc}); "
+                              f"log: {log_path}") from exc
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass
+    log.info("built %s in %.1f s", tag, time.monotonic() - start)
