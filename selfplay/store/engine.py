@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
@@ -89,25 +90,53 @@ def alembic_config(connection=None):
     return cfg
 
 
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+@contextmanager
+def _quiet_alembic():
+    # Alembic logs every plugin and step at INFO; the CLI's INFO log should only show our own summary.
+    logger = logging.getLogger("alembic")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def migrate(engine: Engine, revision: str = "head") -> None:
     """Upgrade the schema to `revision` in one transaction (serialised across concurrent openers)."""
-    from alembic import command
+    with _quiet_alembic():
+        from alembic import command
 
-    with engine.begin() as conn:
+        if revision == "head" and current_revision(engine) == head_revision():
+            return
+    with _quiet_alembic(), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+        before = current_revision_of(conn)
         command.upgrade(alembic_config(conn), revision)
+    log.info("store %s migrated from %s to %s", engine.url.render_as_string(hide_password=True),
+             before or "empty", revision)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
     from alembic import command
 
-    with engine.begin() as conn:
+    with _quiet_alembic(), engine.begin() as conn:
         command.downgrade(alembic_config(conn), revision)
 
 
 def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return current_revision_of(conn)
+
+
+def current_revision_of(conn) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as conn:
-        return MigrationContext.configure(conn).get_current_revision()
+    return MigrationContext.configure(conn).get_current_revision()

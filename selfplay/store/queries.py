@@ -19,7 +19,8 @@ from selfplay.store.sampling import SamplingConfig
 from selfplay.task import Task
 
 STATS_COLUMNS = (TaskRow.task_id, TaskRow.repo, TaskRow.status, TaskRow.family, TaskRow.diff_hash,
-                 TaskStatsRow.attempts, TaskStatsRow.solves, TaskStatsRow.recent, TaskRow.order, TaskRow.origin)
+                 TaskStatsRow.attempts, TaskStatsRow.solves, TaskStatsRow.recent, TaskRow.order, TaskRow.origin,
+                 TaskRow.created_at)
 
 
 def stats_select() -> Select:
@@ -28,7 +29,8 @@ def stats_select() -> Select:
 
 def to_stats(row) -> TaskStats:
     return TaskStats(task_id=row[0], repo=row[1], status=row[2], family=row[3], diff_hash=row[4],
-                     attempts=row[5], solves=row[6], recent=row[7], order=row[8], origin=row[9])
+                     attempts=row[5], solves=row[6], recent=row[7], order=row[8], origin=row[9],
+                     created_at=row[10])
 
 
 def artifact_of(row: ArtifactRow) -> BugArtifact:

@@ -66,6 +66,7 @@ class TaskStats:
     """Last solver outcomes, '1' solved / '0' not, newest last."""
     order: int = 1
     origin: str = "injector"
+    created_at: datetime | None = None
 
     @property
     def solve_rate(self) -> float | None:

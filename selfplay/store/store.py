@@ -221,6 +221,9 @@ class TaskStore:
             raise TaskNotFound(f"no task {task_id!r} in {self.url}; `selfplay tasks list` shows the stored ids")
         return tasks[0]
 
+    def has_task(self, task_id: str) -> bool:
+        return self._read(lambda s: s.get(TaskRow, task_id)) is not None
+
     def get_tasks(self, task_ids: Sequence[str]) -> list[Task]:
         """The tasks with these ids, in the given order (unknown ids are left out)."""
         def fn(s: Session) -> list[Task]:

@@ -1,0 +1,152 @@
+"""SWE-bench jsonl export and import of stored tasks.
+
+Each line is a SWE-bench instance: `patch` is the reverse of the bug (the gold fix), `test_patch` the
+reverse of the test weakening (restores the oracle tests), FAIL_TO_PASS / PASS_TO_PASS are JSON-encoded
+lists (as SWE-bench stores them) and `problem_statement` is the solver's test-spec prompt text
+(engineer C's `agent_scaffold/prompts/solver_spec_tests.md`, rendered with the reversed weakening).
+`selfplay_*` fields carry what SWE-bench has no field for (the five artifact files, origin, order,
+parent, failed prediction, status), so `tasks import` restores the task exactly. Nested values are
+JSON strings, so `datasets.load_dataset("json", ...)` infers one flat schema for every row.
+
+Departure: for a higher-order task the gold `patch` is the reverse of the failed prediction followed by
+the reverse of the bug, two diffs in one file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from selfplay.artifact import ARTIFACT_FILES, BugArtifact
+from selfplay.diffs import reverse_diff
+from selfplay.store.errors import ImportFormatError
+from selfplay.task import Task
+
+if TYPE_CHECKING:
+    from selfplay.store.store import TaskStore
+
+log = logging.getLogger(__name__)
+FORMATS = ("swebench",)
+REQUIRED = ("instance_id", "repo", "FAIL_TO_PASS", "PASS_TO_PASS", "selfplay_artifact")
+
+
+def problem_statement(task: Task) -> str:
+    """The solver's test-spec prompt text for `task`."""
+    spec = reverse_diff(task.artifact.test_weaken)
+    from agent_scaffold.roles import solver_variables
+
+    return solver_variables(spec, "tests")["spec_section"]
+
+
+def gold_patch(task: Task) -> str:
+    patch = reverse_diff(task.artifact.bug_inject)
+    return reverse_diff(task.pred_patch) + patch if task.pred_patch else patch
+
+
+def to_instance(task: Task, *, image: str | None, base_commit: str | None, version: str | None,
+                created_at: str) -> dict[str, Any]:
+    art = task.artifact
+    files = dict(zip(ARTIFACT_FILES, (art.test_script, list(art.test_files), art.test_parser, art.bug_inject,
+                                      art.test_weaken)))
+    meta = {k: v for k, v in task.metadata.items() if k not in ("status", "artifact_id")}
+    return {
+        "instance_id": task.task_id,
+        "repo": task.repo,
+        "image": image,
+        "base_commit": base_commit,
+        "version": version,
+        "patch": gold_patch(task),
+        "test_patch": reverse_diff(art.test_weaken),
+        "FAIL_TO_PASS": json.dumps(list(task.fail_to_pass)),
+        "PASS_TO_PASS": json.dumps(list(task.pass_to_pass)),
+        "problem_statement": problem_statement(task),
+        "hints_text": "",
+        "created_at": created_at,
+        "selfplay_artifact": json.dumps(files),
+        "selfplay_origin": task.origin,
+        "selfplay_order": task.order,
+        "selfplay_parent_id": task.parent_id,
+        "selfplay_pred_patch": task.pred_patch,
+        "selfplay_status": task.metadata.get("status", "active"),
+        "selfplay_metadata": json.dumps(meta, sort_keys=True, default=str),
+    }
+
+
+def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
+    """(task, status) from one exported line; `where` ("FILE:LINE") goes into error messages."""
+    missing = [k for k in REQUIRED if k not in rec]
+    if missing:
+        raise ImportFormatError(f"{where}: missing field(s) {', '.join(missing)}; `tasks import` reads files "
+                                "written by `selfplay tasks export --format swebench`")
+    try:
+        files = json.loads(rec["selfplay_artifact"])
+        artifact = BugArtifact(test_script=files["test_script.sh"], test_files=tuple(files["test_files.txt"]),
+                               test_parser=files["test_parser.py"], bug_inject=files["bug_inject.diff"],
+                               test_weaken=files["test_weaken.diff"])
+        meta = json.loads(rec.get("selfplay_metadata") or "{}")
+        f2p, p2p = json.loads(rec["FAIL_TO_PASS"]), json.loads(rec["PASS_TO_PASS"])
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ImportFormatError(f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})") from exc
+    for key in ("image", "base_commit", "version"):
+        if rec.get(key):
+            meta[key] = rec[key]
+    origin = rec.get("selfplay_origin") or "imported"
+    task = Task(task_id=rec["instance_id"], repo=rec["repo"], artifact=artifact, fail_to_pass=tuple(f2p),
+                pass_to_pass=tuple(p2p), origin=origin, order=int(rec.get("selfplay_order") or 1),
+                parent_id=rec.get("selfplay_parent_id"), pred_patch=rec.get("selfplay_pred_patch"), metadata=meta)
+    return task, rec.get("selfplay_status") or "active"
+
+
+def export_swebench(store: TaskStore, out: str | Path, *, status: str | None = None,
+                    repo: str | None = None) -> int:
+    """Write the selected tasks to `out` (jsonl); returns how many. Parents come before their children."""
+    stats = sorted(store.task_stats(status=status, repo=repo), key=lambda s: s.order)
+    created = {s.task_id: s.created_at for s in stats}
+    repos: dict[str, Any] = {}
+    count = 0
+    with Path(out).open("w", encoding="utf-8") as fh:
+        for i in range(0, len(stats), 500):
+            for task in store.get_tasks([s.task_id for s in stats[i:i + 500]]):
+                if task.repo not in repos:
+                    repos[task.repo] = store.get_repo(task.repo)
+                r = repos[task.repo]
+                line = to_instance(task, image=r.image if r else None, base_commit=r.base_commit if r else None,
+                                   version=r.version if r else None,
+                                   created_at=created[task.task_id].isoformat())
+                fh.write(json.dumps(line, sort_keys=True) + "\n")
+                count += 1
+    return count
+
+
+@dataclass(frozen=True)
+class ImportSummary:
+    added: int
+    """Tasks new to the store."""
+    existing: int
+    """Tasks already stored (same id, or same normalised diff hash)."""
+
+
+def import_swebench(store: TaskStore, path: str | Path) -> ImportSummary:
+    """Read an export back into `store`; every line is checked before anything is written."""
+    parsed: list[tuple[Task, str]] = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFormatError(f"{path}:{n}: not JSON ({exc.msg})") from exc
+            parsed.append(from_instance(rec, f"{path}:{n}"))
+    added = existing = 0
+    for task, status in sorted(parsed, key=lambda p: p[0].order):
+        known = store.has_task(task.task_id)
+        stored = store.add_task(task, status=status)
+        if known or stored != task.task_id:
+            existing += 1
+        else:
+            added += 1
+    return ImportSummary(added, existing)
