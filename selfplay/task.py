@@ -31,3 +31,39 @@ class Task:
     pred_patch: str | None = None
     """Higher-order only: the failed prediction that is part of the buggy state."""
     metadata: dict[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def spec(self) -> str:
+        """The solver's specification: the reversed test_weaken.diff (the test-suite improvement)."""
+        from selfplay.diffs import reverse_diff
+
+        return reverse_diff(self.artifact.test_weaken)
+
+    def to_swebench(self) -> dict[str, object]:
+        """The task as a SWE-bench-shaped instance (FAIL_TO_PASS/PASS_TO_PASS as JSON-encoded lists)."""
+        import json
+
+        return {
+            "instance_id": self.task_id,
+            "repo": self.repo,
+            "base_commit": "selfplay-base",
+            "problem_statement": self.spec,
+            "patch": "",  # the fix is the reverse of bug_inject.diff (and of pred_patch); not shown to solvers
+            "test_patch": self.spec,
+            "FAIL_TO_PASS": json.dumps(list(self.fail_to_pass)),
+            "PASS_TO_PASS": json.dumps(list(self.pass_to_pass)),
+            "origin": self.origin,
+            "order": self.order,
+        }
+
+
+def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None) -> str:
+    """Stable id from the repo and the normalised diff hashes (same bug, same id)."""
+    import hashlib
+
+    from selfplay.diffs import normalised_hash
+
+    h = hashlib.sha256(f"{repo}\0{artifact.digest()}".encode())
+    if pred_patch:
+        h.update(normalised_hash(pred_patch).encode())
+    return f"{repo}-{h.hexdigest()[:16]}"

@@ -1,0 +1,270 @@
+"""Pure helpers over git/unified diffs: split by file, touched paths, binary detection, a normalised hash
+for dedup, reversal, and dropping the file sections that touch test infrastructure.
+
+Diffs are kept as the exact text of each file section (what `git apply` needs); unidiff is used only to
+read paths, modes and hunks. Filtering works per file section: every hunk of a dropped file is dropped,
+since a partial edit to a conftest.py or pytest.ini is no more trustworthy than a whole one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from unidiff import PatchSet
+from unidiff.errors import UnidiffParseError
+
+from selfplay.errors import DiffError
+
+_DIFF_GIT = re.compile(r"^diff --git ", re.M)
+
+# pytest reads its configuration from these files (any of them at the rootdir or above); a prediction
+# editing one can deselect, skip or xfail oracle tests, or load a plugin.
+TEST_CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
+                               "noxfile.py", "Makefile"})
+# Executed by every Python process at start-up when found on sys.path (the repo is on it for
+# `python -m pytest`, and for editable installs always), so they can rewrite any test outcome.
+STARTUP_HOOK_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
+# Modules a file at the repo root may shadow when pytest runs with the repo first on sys.path.
+_SHADOWABLE = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "py", "iniconfig"}
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """One file's section of a diff."""
+
+    path: str
+    """Path relative to the repo root (the target path; the source path for a deletion)."""
+    source_path: str | None
+    """Path before the change; None for a new file."""
+    target_path: str | None
+    """Path after the change; None for a deleted file."""
+    text: str
+    """The exact text of this section, headers included."""
+    hunks: int
+    """Number of hunks."""
+    binary: bool
+    """True for a binary change (`Binary files ... differ` or `GIT binary patch`)."""
+    symlink: bool
+    """True when the section creates or edits a symlink (mode 120000)."""
+
+
+def _strip_prefix(path: str | None) -> str | None:
+    if path is None or path == "/dev/null":
+        return None
+    path = path.split("\t", 1)[0]
+    if path.startswith(("a/", "b/")):
+        path = path[2:]
+    return path
+
+
+def parse_diff(text: str, *, name: str = "diff") -> PatchSet:
+    """Parse `text` with unidiff; raises DiffError naming `name` and the problem."""
+    try:
+        return PatchSet(text)
+    except UnidiffParseError as exc:
+        raise DiffError(f"{name} is not a valid unified diff: {exc}") from None
+
+
+def _sections(text: str) -> list[str]:
+    """Split a diff into per-file text sections (by `diff --git`, else by `--- ` headers)."""
+    if _DIFF_GIT.search(text):
+        starts = [m.start() for m in _DIFF_GIT.finditer(text)]
+    else:
+        starts = [m.start() for m in re.finditer(r"^--- .*\n\+\+\+ ", text, re.M)]
+    if not starts:
+        return []
+    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+
+
+def split_diff(text: str, *, name: str = "diff") -> list[FileDiff]:
+    """The file sections of `text`, in order."""
+    out = []
+    for section in _sections(text):
+        patch = parse_diff(section, name=name)
+        for pf in patch:
+            src, tgt = _strip_prefix(pf.source_file), _strip_prefix(pf.target_file)
+            if pf.is_added_file:
+                src = None
+            if pf.is_removed_file:
+                tgt = None
+            path = tgt or src or pf.path
+            binary = pf.is_binary_file or "GIT binary patch" in section or "\nBinary files " in section
+            symlink = "120000" in (pf.source_mode or "", pf.target_mode or "") or bool(
+                re.search(r"^(new file|old|new|deleted file) mode 120000", section, re.M))
+            out.append(FileDiff(path=path, source_path=src, target_path=tgt, text=section,
+                                hunks=len(pf), binary=binary, symlink=symlink))
+            break  # one file per section by construction
+    return out
+
+
+def touched_files(text: str) -> tuple[str, ...]:
+    """Every path the diff touches (both sides of a rename), de-duplicated, in order."""
+    paths: list[str] = []
+    for fd in split_diff(text):
+        paths += [p for p in (fd.source_path, fd.target_path) if p]
+        if not fd.source_path and not fd.target_path:
+            paths.append(fd.path)
+    return tuple(dict.fromkeys(paths))
+
+
+def has_binary(text: str) -> bool:
+    return any(fd.binary for fd in split_diff(text))
+
+
+def join_diff(sections: list[FileDiff]) -> str:
+    return "".join(s.text if s.text.endswith("\n") else s.text + "\n" for s in sections)
+
+
+def normalised_hash(text: str) -> str:
+    """sha256 of the diff's meaning: per file (sorted) its path and its changed lines, whitespace-collapsed.
+
+    Context lines, line numbers, hunk headers, index lines and file order do not change it, so two
+    patches making the same edits hash the same.
+    """
+    items = []
+    for fd in split_diff(text):
+        lines = []
+        for pf in parse_diff(fd.text):
+            for hunk in pf:
+                for line in hunk:
+                    if line.is_added or line.is_removed:
+                        lines.append(line.line_type + " ".join(line.value.split()))
+        items.append((fd.source_path or "", fd.target_path or "", tuple(lines)))
+    h = hashlib.sha256()
+    for src, tgt, lines in sorted(items):
+        h.update(f"{src}\0{tgt}\0".encode())
+        h.update("\n".join(lines).encode())
+        h.update(b"\1")
+    return h.hexdigest()
+
+
+def _reverse_section(fd: FileDiff) -> str:
+    (pf,) = parse_diff(fd.text)
+    src, tgt = fd.target_path, fd.source_path  # swapped
+    a, b = src or tgt, tgt or src
+    out = [f"diff --git a/{a} b/{b}\n"]
+    if src is None:
+        out.append(f"new file mode {pf.source_mode or '100644'}\n")
+    elif tgt is None:
+        out.append(f"deleted file mode {pf.target_mode or '100644'}\n")
+    elif pf.source_mode and pf.target_mode and pf.source_mode != pf.target_mode:
+        out.append(f"old mode {pf.target_mode}\nnew mode {pf.source_mode}\n")
+    if src != tgt and src and tgt:
+        out.append(f"rename from {src}\nrename to {tgt}\n")
+    if len(pf) == 0:
+        return "".join(out)
+    out.append(f"--- {'a/' + src if src else '/dev/null'}\n+++ {'b/' + tgt if tgt else '/dev/null'}\n")
+    for hunk in pf:
+        out.append(f"@@ -{hunk.target_start},{hunk.target_length} +{hunk.source_start},{hunk.source_length} @@"
+                   f"{' ' + hunk.section_header if hunk.section_header else ''}\n")
+        # A change block is a run of -/+ lines; reversed, its old + lines come first as - lines.
+        removed: list[str] = []
+        added: list[str] = []
+
+        def flush() -> None:
+            out.extend(removed)
+            out.extend(added)
+            removed.clear()
+            added.clear()
+
+        last: list[str] | None = None
+        for line in hunk:
+            text = line.value if line.value.endswith("\n") else line.value + "\n"
+            if line.is_added:
+                removed.append("-" + text)
+                last = removed
+            elif line.is_removed:
+                added.append("+" + text)
+                last = added
+            elif line.line_type == "\\":
+                # "\ No newline at end of file" belongs to the line just before it
+                if last is not None:
+                    last[-1] = last[-1] + "\\ No newline at end of file\n"
+                else:
+                    out[-1] = out[-1] + "\\ No newline at end of file\n"
+            else:
+                flush()
+                out.append(" " + text)
+                last = None
+        flush()
+    return "".join(out)
+
+
+def reverse_diff(text: str) -> str:
+    """The diff that undoes `text` (what `git apply -R` would apply), as text."""
+    return "".join(_reverse_section(fd) for fd in split_diff(text))
+
+
+def matches_any(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
+    """fnmatch `path` (and its file name) against repo test patterns."""
+    name = PurePosixPath(path).name
+    return any(fnmatch.fnmatch(path, p) or ("/" not in p and fnmatch.fnmatch(name, p)) for p in patterns)
+
+
+def infrastructure_reason(path: str, *, new: bool = False, test_files: tuple[str, ...] = (),
+                          test_patterns: tuple[str, ...] = (), script: str = "") -> str | None:
+    """Why a prediction may not change `path` (it is test infrastructure), or None when it may.
+
+    `new` marks a file the prediction creates: a new top-level module named like a stdlib or pytest
+    module would shadow it for `python -m pytest` (which puts the repo first on sys.path).
+    """
+    p = PurePosixPath(path)
+    name = p.name
+    if path in test_files:
+        return "oracle test file (test_files.txt)"
+    if name == "conftest.py":
+        return "conftest.py (pytest hooks)"
+    if len(p.parts) == 1 and name in TEST_CONFIG_FILES:
+        return f"test configuration ({name})"
+    if name in STARTUP_HOOK_FILES or name.endswith(".pth"):
+        return f"interpreter start-up hook ({name})"
+    if any(part.endswith((".egg-info", ".dist-info")) for part in p.parts):
+        return "package metadata (can register pytest plugins)"
+    if any(part in ("__pycache__", ".pytest_cache") for part in p.parts) or name.endswith((".pyc", ".pyo")):
+        return "cached bytecode or pytest cache"
+    top = p.parts[0].removesuffix(".py") if len(p.parts) > 1 or name.endswith(".py") else ""
+    if new and top in _SHADOWABLE:
+        return f"new module shadowing {top!r} at the repo root"
+    if test_patterns and matches_any(path, test_patterns):
+        return "matches the repo's test patterns"
+    if script and re.search(rf"(^|[\s/'\"=]){re.escape(path)}($|[\s'\";:)])", script):
+        return "read by test_script.sh"
+    return None
+
+
+@dataclass(frozen=True)
+class FilteredDiff:
+    """A prediction with its test-infrastructure sections removed."""
+
+    kept: str
+    """The diff text that may be applied."""
+    dropped: tuple[str, ...]
+    """One line per dropped file section: `path (N hunks): reason`."""
+
+
+def drop_infrastructure(text: str, *, test_files: tuple[str, ...] = (), test_patterns: tuple[str, ...] = (),
+                        script: str = "") -> FilteredDiff:
+    """Remove the file sections of `text` that touch test infrastructure, reporting each one.
+
+    A section is also dropped when it is binary or makes a symlink (a symlink can point an innocent
+    path at a test file), since neither can be reviewed as text.
+    """
+    kept, dropped = [], []
+    for fd in split_diff(text, name="prediction"):
+        reasons = [r for r in (infrastructure_reason(p, new=fd.source_path is None, test_files=test_files,
+                                                     test_patterns=test_patterns, script=script)
+                               for p in (fd.source_path, fd.target_path) if p) if r]
+        if fd.binary:
+            reasons.append("binary change")
+        if fd.symlink:
+            reasons.append("symlink")
+        if reasons:
+            dropped.append(f"{fd.path} ({fd.hunks} hunk{'s' if fd.hunks != 1 else ''}): {reasons[0]}")
+        else:
+            kept.append(fd)
+    return FilteredDiff(kept=join_diff(kept), dropped=tuple(dropped))

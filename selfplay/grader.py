@@ -1,0 +1,118 @@
+"""The grading shell (I/O): build the solver's buggy state, and grade a prediction in a fresh sandbox.
+
+Grading sequence (SSR Figure 7, hardened): original -> bug -> weakening -> (higher-order: the failed
+prediction the task was made from) -> the prediction minus its test-infrastructure sections -> restore
+every oracle test file -> run the artifact's test_script.sh -> parse with its test_parser.py (both
+written from the artifact outside the repo) -> `selfplay.grading.grade_statuses`.
+
+Departure from the paper: SSR only restores test_files.txt, so a prediction adding a conftest.py hook
+that marks every test passed, or a pytest.ini that deselects tests, would earn +1. We drop every
+prediction section that touches test infrastructure (`selfplay.diffs.drop_infrastructure`: oracle and
+pattern-matched test files, any conftest.py, pytest/tox/setup.cfg/pyproject configuration, interpreter
+start-up hooks and .pth files, package metadata that registers plugins, bytecode caches, new modules
+shadowing stdlib or pytest at the repo root, binary and symlink changes, files named in test_script.sh)
+and report each one. What cannot be stopped at file level: code under test that monkeypatches the test
+runner from inside the process (SSR Appendix A's "dominant challenger" applies to solvers too).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from repos.spec import RepoSpec
+from sandboxes.sandbox import Sandbox
+from selfplay.artifact import BugArtifact
+from selfplay.diffs import drop_infrastructure
+from selfplay.errors import DiffError, ValidationInfraError
+from selfplay.grading import GradeResult, failed_grade, grade_statuses
+from selfplay.validation.suite import check, prepare, restore_paths, run_suite
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class GraderConfig:
+    """Time limits of one grading run."""
+
+    suite_timeout: float = 120.0
+    """Seconds test_script.sh may take."""
+    parser_timeout: float = 30.0
+    """Seconds test_parser.py may take."""
+
+
+def _apply_layers(sb: Sandbox, artifact: BugArtifact, base_patch: str | None) -> None:
+    for name, diff in (("bug_inject.diff", artifact.bug_inject), ("test_weaken.diff", artifact.test_weaken),
+                       ("the failed prediction (higher-order layer)", base_patch)):
+        if not diff:
+            continue
+        res = sb.apply_patch(diff)
+        if not res.applied:
+            raise ValidationInfraError(f"{name} no longer applies to the original repo ({res.error}); "
+                                       "the task is broken, not the prediction")
+
+
+def build_buggy_state(sb: Sandbox, artifact: BugArtifact, *, base_patch: str | None = None) -> None:
+    """Turn a fresh sandbox into the solver's starting point, with no history to leak the answer.
+
+    original -> bug -> weakening (-> failed prediction) -> `rm -rf .git` -> one fresh commit. The sandbox
+    cannot be `reset()` to the original afterwards; use it for one solver episode and close it.
+    """
+    _apply_layers(sb, artifact, base_patch)
+    res = sb.exec("rm -rf .git && git init -q && git add -A -f && "
+                  "git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m 'initial commit' "
+                  "&& git tag selfplay-base", timeout=120)
+    check(res, "re-creating .git as one fresh commit")
+
+
+def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
+                     pass_to_pass: tuple[str, ...], *, spec: RepoSpec, base_patch: str | None = None,
+                     config: GraderConfig = GraderConfig()) -> GradeResult:
+    """Grade `prediction` (a diff over the buggy state) in `sb`, which is reset first.
+
+    Model failures (garbage diff, does not apply, parser fails on the output) give -1 with a reason;
+    sandbox failures raise ValidationInfraError.
+    """
+    tests = {"fail_to_pass": tuple(fail_to_pass), "pass_to_pass": tuple(pass_to_pass)}
+    try:
+        filtered = drop_infrastructure(prediction, test_files=artifact.test_files,
+                                       test_patterns=spec.test_patterns, script=artifact.test_script)
+    except DiffError as exc:
+        return failed_grade(f"the prediction is not a valid diff: {exc}", **tests)
+    if prediction.strip() and not filtered.kept.strip() and not filtered.dropped:
+        return failed_grade("the prediction is not a diff (no `diff --git` or `---/+++` file sections)", **tests)
+    dropped = filtered.dropped
+    if dropped:
+        log.info("grading: dropped %d test-infrastructure section(s): %s", len(dropped), "; ".join(dropped))
+    sb.reset()
+    _apply_layers(sb, artifact, base_patch)
+    if filtered.kept.strip():
+        res = sb.apply_patch(filtered.kept)
+        if not res.applied:
+            return failed_grade(f"the prediction does not apply to the buggy state: {res.error}",
+                                dropped_hunks=dropped, **tests)
+    restore_paths(sb, artifact.test_files)
+    prepare(sb, artifact)
+    run = run_suite(sb, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout)
+    if run.statuses is None:
+        return failed_grade(run.error or "no test results", dropped_hunks=dropped, **tests)
+    return grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped)
+
+
+def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
+          *, spec: RepoSpec, pool=None, base_patch: str | None = None,
+          config: GraderConfig = GraderConfig()) -> GradeResult:
+    """Grade in a sandbox from `pool` (a `sandboxes.pool.SandboxPool`), or in a new one of the repo's image."""
+    if pool is not None:
+        with pool.checkout() as sb:
+            return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
+                                    base_patch=base_patch, config=config)
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+
+    sb = DockerSandbox.create(repo_image(spec), workdir=spec.workdir)
+    try:
+        return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
+                                base_patch=base_patch, config=config)
+    finally:
+        sb.close()

@@ -1,0 +1,92 @@
+"""Pure grading: parser output -> status map -> verdict (`GradeResult`). No Docker here.
+
+Follows SSR's solver reward (+1 iff all tests pass) made exact: "all tests" is FAIL_TO_PASS ∪
+PASS_TO_PASS from validation, and a test id missing from the run counts as failed. Departure from the
+paper: the grader also reports the prediction hunks it dropped as test infrastructure (see
+`selfplay.diffs.drop_infrastructure`); the paper only restores the files in test_files.txt.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+STATUSES = ("passed", "failed")
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    """The verdict on one prediction."""
+
+    reward: int
+    """+1 when resolved, else -1."""
+    resolved: bool
+    """Every FAIL_TO_PASS and PASS_TO_PASS test was reported passed."""
+    tests: dict[str, str] = field(default_factory=dict)
+    """Status of every graded test id ("passed"/"failed"; missing ones are "failed")."""
+    dropped_hunks: tuple[str, ...] = ()
+    """Prediction file sections dropped as test infrastructure, `path (N hunks): reason`."""
+    error: str | None = None
+    """Why the prediction could not be graded normally (did not apply, parser failed, ...)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The `selfplay grade --json` object."""
+        return {"reward": self.reward, "resolved": self.resolved, "tests": dict(self.tests),
+                "dropped_hunks": list(self.dropped_hunks), "error": self.error}
+
+
+class ParserOutputError(ValueError):
+    """test_parser.py printed something that is not a {test_id: "passed"|"failed"} JSON object."""
+
+
+def parse_status_map(stdout: str) -> dict[str, str]:
+    """Decode the parser's stdout into a status map; raises ParserOutputError saying what is wrong."""
+    text = stdout.strip()
+    if not text:
+        raise ParserOutputError("the parser printed nothing; it must print one JSON object")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # Tolerate log lines before the JSON: take the last line that parses as an object.
+        for line in reversed(text.splitlines()):
+            try:
+                data = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                continue
+        else:
+            raise ParserOutputError(f"the parser's output is not JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise ParserOutputError(f"the parser printed a JSON {type(data).__name__}, expected an object")
+    bad = {k: v for k, v in data.items() if v not in STATUSES}
+    if bad:
+        key, value = next(iter(bad.items()))
+        raise ParserOutputError(f"{len(bad)} value(s) are not 'passed'/'failed', e.g. {key!r}: {value!r}")
+    return {str(k): v for k, v in data.items()}
+
+
+def grade_statuses(statuses: Mapping[str, str], fail_to_pass: tuple[str, ...] | list[str],
+                   pass_to_pass: tuple[str, ...] | list[str], *, dropped_hunks: tuple[str, ...] = (),
+                   error: str | None = None) -> GradeResult:
+    """+1 iff every test in F2P ∪ P2P is reported passed; a missing id counts as failed."""
+    wanted = list(dict.fromkeys([*fail_to_pass, *pass_to_pass]))
+    tests = {t: ("passed" if statuses.get(t) == "passed" else "failed") for t in wanted}
+    resolved = bool(wanted) and all(s == "passed" for s in tests.values()) and error is None
+    return GradeResult(reward=1 if resolved else -1, resolved=resolved, tests=tests,
+                       dropped_hunks=tuple(dropped_hunks), error=error)
+
+
+def failed_grade(error: str, *, dropped_hunks: tuple[str, ...] = (),
+                 fail_to_pass: tuple[str, ...] = (), pass_to_pass: tuple[str, ...] = ()) -> GradeResult:
+    """-1 with a reason, e.g. when the prediction does not apply."""
+    tests = {t: "failed" for t in dict.fromkeys([*fail_to_pass, *pass_to_pass])}
+    return GradeResult(reward=-1, resolved=False, tests=tests, dropped_hunks=tuple(dropped_hunks), error=error)
+
+
+def split_tests(original: Mapping[str, str], buggy: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(FAIL_TO_PASS, PASS_TO_PASS): tests passing on the original that fail (or vanish) / still pass."""
+    passing = [t for t, s in original.items() if s == "passed"]
+    f2p = tuple(t for t in passing if buggy.get(t) != "passed")
+    p2p = tuple(t for t in passing if buggy.get(t) == "passed")
+    return f2p, p2p

@@ -1,0 +1,44 @@
+"""`ValidationConfig`: thresholds, timeouts, parallelism and the flaky-test policy of validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+FlakyPolicy = Literal["drop", "reject"]
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """How strict and how fast consistency validation is."""
+
+    min_passing_tests: int = 5
+    """test_script: the original code must pass at least this many tests (and fail none)."""
+    min_changed_files: int = 1
+    """bug_scope: bug_inject.diff must change at least this many files."""
+    min_failing_tests: int = 1
+    """bug_validity: at least this many tests passing on the original must fail with the bug."""
+    suite_timeout: float = 120.0
+    """Seconds one run of test_script.sh may take (SSR asks injectors for < 90 s)."""
+    parser_timeout: float = 30.0
+    """Seconds test_parser.py may take on one output."""
+    parallelism: int = 2
+    """Sandboxes used at once; independent suite runs (the two original runs, the buggy and weakened
+    runs, the inverse-mutation runs) go in parallel up to this many."""
+    flaky_policy: FlakyPolicy = "drop"
+    """What to do with tests whose status differs between the two runs of the original: "drop" leaves
+    them out of F2P/P2P and rejects only when every bug-failing test is flaky; "reject" rejects the
+    artifact at the parser check."""
+    original_runs: int = 2
+    """Runs of the original suite used to detect flaky tests (1 disables the check)."""
+
+    def __post_init__(self) -> None:
+        for name in ("min_passing_tests", "min_changed_files", "min_failing_tests"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"ValidationConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.parallelism < 1:
+            raise ValueError(f"ValidationConfig.parallelism must be >= 1, got {self.parallelism}")
+        if self.original_runs < 1:
+            raise ValueError(f"ValidationConfig.original_runs must be >= 1, got {self.original_runs}")
+        if self.flaky_policy not in ("drop", "reject"):
+            raise ValueError(f"ValidationConfig.flaky_policy must be 'drop' or 'reject', got {self.flaky_policy!r}")

@@ -1,0 +1,63 @@
+"""`CheckResult` and `ValidationReport`: the outcome of consistency validation, as the CLI prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CHECK_NAMES: tuple[str, ...] = (
+    "test_files",
+    "parser",
+    "test_script",
+    "patch_hygiene",
+    "bug_scope",
+    "bug_validity",
+    "weakening",
+    "inverse_mutation",
+)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One named check."""
+
+    name: str
+    """One of CHECK_NAMES."""
+    passed: bool
+    detail: str
+    """What was found, e.g. "12 tests fail with the bug, 3 pass after weakening"."""
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """All checks run (they stop at the first failure) and, when valid, the task's test split."""
+
+    valid: bool
+    checks: tuple[CheckResult, ...] = ()
+    fail_to_pass: tuple[str, ...] = ()
+    """Pass on the original, fail (or vanish) with the bug (with oracle tests, before weakening)."""
+    pass_to_pass: tuple[str, ...] = ()
+    """Pass on the original and with the bug."""
+    error: str | None = None
+    """Why validation stopped before or outside the checks (malformed artifact), None otherwise."""
+    flaky: tuple[str, ...] = ()
+    """Tests whose status differed between the two runs of the original; left out of F2P/P2P."""
+    duration: float = 0.0
+    """Wall-clock seconds the validation took."""
+    suite_runs: int = 0
+    """How many times test_script.sh was run."""
+
+    @property
+    def failed_check(self) -> str | None:
+        return next((c.name for c in self.checks if not c.passed), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `selfplay validate --json` object (the four contract keys, plus error and flaky)."""
+        return {
+            "valid": self.valid,
+            "checks": [{"name": c.name, "passed": c.passed, "detail": c.detail} for c in self.checks],
+            "fail_to_pass": list(self.fail_to_pass),
+            "pass_to_pass": list(self.pass_to_pass),
+            "error": self.error,
+            "flaky": list(self.flaky),
+        }
