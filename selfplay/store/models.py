@@ -21,6 +21,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -40,6 +41,23 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class UTCDateTime(TypeDecorator):
+    """Timezone-aware UTC datetimes on every engine (SQLite would hand back naive ones)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the store keeps timezone-aware UTC times")
+        return value.astimezone(timezone.utc) if value is not None else None
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
@@ -50,7 +68,7 @@ class RepoRow(Base):
     image: Mapped[str | None] = mapped_column(String(400))
     base_commit: Mapped[str | None] = mapped_column(String(80))
     version: Mapped[str | None] = mapped_column(String(80))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class RunRow(Base):
@@ -58,7 +76,7 @@ class RunRow(Base):
     run_id: Mapped[str] = mapped_column(String(100), primary_key=True)
     config: Mapped[str] = mapped_column(Text, default="{}")
     """JSON of the run configuration."""
-    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     note: Mapped[str | None] = mapped_column(Text)
 
 
@@ -69,7 +87,7 @@ class CheckpointRow(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"))
     version: Mapped[int] = mapped_column(Integer)
     path: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ArtifactRow(Base):
@@ -95,7 +113,7 @@ class ArtifactRow(Base):
     episode_id: Mapped[str | None] = mapped_column(String(100))
     valid: Mapped[bool | None] = mapped_column(Boolean)
     error: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class CheckResultRow(Base):
@@ -138,7 +156,7 @@ class TaskRow(Base):
     """Uniform in [0, 1), fixed at insert: random sampling becomes an indexed range scan."""
     meta: Mapped[str] = mapped_column(Text, default="{}")
     retired_reason: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class TaskStatsRow(Base):
@@ -147,7 +165,7 @@ class TaskStatsRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     solves: Mapped[int] = mapped_column(Integer, default=0)
     recent: Mapped[str] = mapped_column(String(RECENT_WINDOW), default="")
-    last_attempt_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
 
 
 class AttemptRow(Base):
@@ -166,4 +184,4 @@ class AttemptRow(Base):
     termination: Mapped[str] = mapped_column(String(40))
     trajectory_path: Mapped[str | None] = mapped_column(Text)
     wall_time: Mapped[float] = mapped_column(Float, default=0.0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -44,7 +44,8 @@ def put_artifact(s: Session, repo: str, artifact: BugArtifact, *, origin: str, d
     """Insert the artifact, or (same content already stored) refresh its validation outcome."""
     check_origin(origin)
     artifact_id = artifact_id_for(repo, artifact)
-    row = s.get(ArtifactRow, artifact_id)
+    # Row lock: concurrent re-validations of one artifact take turns replacing its check results.
+    row = s.get(ArtifactRow, artifact_id, with_for_update=True)
     files = artifact_files(artifact)
     if row is None:
         row = ArtifactRow(
