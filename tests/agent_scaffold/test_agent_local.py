@@ -1,0 +1,68 @@
+"""Loop endings and submissions on the LocalSandbox test double, plus trajectory JSON round trip."""
+
+import pytest
+
+from agent_scaffold.agent import run_episode
+from agent_scaffold.policies.scripted import ScriptedPolicy, ScriptExhausted
+from agent_scaffold.policy import TRAINING
+from agent_scaffold.roles import load_role, render_template, solver_variables
+from agent_scaffold.trajectory import Trajectory, load_jsonl, save_jsonl
+from sandboxes.errors import SandboxDead
+
+
+def test_sandbox_failure_is_an_infra_failure(local_sandbox, tokenizer):
+    def dead(*a, **k):
+        raise SandboxDead("container abc is gone")
+
+    local_sandbox.exec = dead
+    ep = run_episode(ScriptedPolicy(["```bash\nls\n```"], tokenizer), local_sandbox, load_role("solver"),
+                     solver_variables("spec"))
+    assert ep.termination == "sandbox_error" and ep.infra_failure
+    assert "container abc is gone" in ep.error and ep.trajectory.metadata["infra_failure"] is True
+
+
+def test_injector_submission_is_the_artifact_files(local_sandbox, tokenizer):
+    role = load_role("injector", "removal")
+    art = "/tmp/ssr_test_artifact_" + local_sandbox.workdir.rsplit("/", 1)[-1]
+    actions = [f"```bash\nmkdir -p {art} && echo 'pytest -rA' > {art}/test_script.sh && "
+               f"git diff > {art}/bug_inject.diff\n```", "```submit\n```"]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, {"artifact_dir": art})
+    assert ep.termination == "submitted" and ep.trajectory.role == "injector"
+    assert ep.submission == {"test_script.sh": "pytest -rA\n", "bug_inject.diff": ""}
+    assert f"{art}/test_weaken.diff" in ep.trajectory.messages[1]["content"]  # the prompt names all five files
+    assert ep.trajectory.metadata["strategy"] == "removal"
+
+
+def test_roles_and_templates():
+    for strategy in ("removal", "history", "direct"):
+        text = render_template(load_role("injector", strategy).task_template,
+                               load_role("injector", strategy).defaults | {"workdir": "/testbed"})
+        assert all(f in text for f in ("test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff",
+                                       "test_weaken.diff", "/ssr_artifact"))
+    assert "git log" in load_role("injector", "history").task_template
+    with pytest.raises(ValueError, match="needs --strategy, one of removal, history, direct"):
+        load_role("injector")
+    with pytest.raises(ValueError, match="unknown role 'judge'"):
+        load_role("judge")
+    with pytest.raises(ValueError, match="needs values for spec_section"):
+        render_template(load_role("solver").task_template, {})
+    assert "-    assert f(1) == 2" in solver_variables("-    assert f(1) == 2\n")["spec_section"]
+
+
+def test_script_exhaustion_is_loud(local_sandbox):
+    with pytest.raises(ScriptExhausted, match="only 0 actions"):
+        ScriptedPolicy([]).generate([[1]], TRAINING)
+
+
+def test_trajectory_round_trips_through_jsonl(local_sandbox, tokenizer, tmp_path):
+    ep = run_episode(ScriptedPolicy(["```bash\necho héllo\n```", "```submit\n```"], tokenizer), local_sandbox,
+                     load_role("solver"), solver_variables("spec"))
+    traj = ep.trajectory
+    path = tmp_path / "t.jsonl"
+    save_jsonl([traj, traj], path)
+    back = load_jsonl(path)
+    assert back == [traj, traj]
+    assert Trajectory.from_json(traj.to_json()) == traj
+    assert "## [3] user" in traj.to_text() and "héllo" in traj.to_text()
+    with pytest.raises(ValueError, match="unknown trajectory fields"):
+        Trajectory.from_json('{"bogus": 1}')
