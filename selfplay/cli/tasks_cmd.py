@@ -33,7 +33,9 @@ def list_tasks(status: str = typer.Option(None, "--status", help="active, retire
     with _open(store) as st:
         rows = st.task_stats(status=status, repo=repo, limit=limit)
     table = Table(title=f"tasks ({len(rows)} shown)")
-    for col in ("task", "repo", "origin", "order", "status", "attempts", "solve rate", "recent rate"):
+    # Ids are what users copy into `tasks show`: never truncate them.
+    table.add_column("task", no_wrap=True, min_width=max((len(s.task_id) for s in rows), default=4))
+    for col in ("repo", "origin", "order", "status", "attempts", "solve rate", "recent rate"):
         table.add_column(col, justify="right" if col in ("order", "attempts", "solve rate", "recent rate") else "left")
     for s in rows:
         recent = s.recent_rate
