@@ -1,0 +1,57 @@
+"""The loop against a real Docker sandbox of toolz (from the default repo list)."""
+
+import pytest
+
+from agent_scaffold.agent import run_episode
+from agent_scaffold.policies.scripted import ScriptedPolicy
+from agent_scaffold.policy import SamplingParams
+from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+BUG = "        d[item] += 1\n"
+BUGGY = "        d[item] = 1\n"
+FIX_DIFF_LINES = ["-        d[item] = 1", "+        d[item] += 1"]
+
+
+def _inject_bug(box):
+    """Make the buggy state the base commit, as the solver's repo is built (bug committed, fresh base)."""
+    res = box.exec("sed -i 's/        d\\[item\\] += 1/        d[item] = 1/' toolz/itertoolz.py && "
+                   "git -c user.name=t -c user.email=t@t commit -qam bug && git tag -f selfplay-base >/dev/null && "
+                   "grep -c 'd\\[item\\] = 1' toolz/itertoolz.py")
+    assert res.ok and res.output.strip() == "1", res.output
+
+
+def test_scripted_policy_fixes_a_real_bug(toolz_sandbox, tokenizer):
+    _inject_bug(toolz_sandbox)
+    actions = [
+        "Run the test of frequencies first.\n```bash\npython -m pytest -q -p no:cacheprovider "
+        "toolz/tests/test_itertoolz.py -k frequencies 2>&1 | tail -3\n```",
+        "```bash\ngrep -n 'def frequencies' toolz/itertoolz.py\n```",
+        "```edit\nview toolz/itertoolz.py 546 549\n```",
+        f"```edit\nstr_replace toolz/itertoolz.py\n<<<<<<< SEARCH\n{BUGGY}=======\n{BUG}>>>>>>> REPLACE\n```",
+        "```bash\npython -m pytest -q -p no:cacheprovider toolz/tests/test_itertoolz.py 2>&1 | tail -1\n```",
+        "Tests pass.\n```submit\n```",
+    ]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), toolz_sandbox, load_role("solver"),
+                     solver_variables("frequencies counts every item as 1", kind="issue"))
+    assert ep.termination == "submitted" and not ep.infra_failure, ep.trajectory.to_text()
+    obs = [m["content"] for m in ep.trajectory.messages[3::2]]
+    assert "failed" in obs[0] and "[exit code 0]" in obs[1] and "d[item] = 1" in obs[2]
+    assert "Edited toolz/itertoolz.py" in obs[3] and " passed" in obs[4] and "failed" not in obs[4]
+    changed = [ln for ln in ep.submission.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
+    assert changed == FIX_DIFF_LINES and "a/toolz/itertoolz.py" in ep.submission
+
+
+def test_hf_policy_runs_a_two_turn_episode(toolz_sandbox, hf_policy):
+    ep = run_episode(hf_policy, toolz_sandbox, load_role("solver"), solver_variables("Fix frequencies.", "issue"),
+                     limits=EpisodeLimits(max_turns=2, max_new_tokens=6, max_format_errors=5),
+                     sampling=SamplingParams(seed=0))
+    traj = ep.trajectory
+    # 6 tokens cannot hold an action: two answered format errors, then the turn limit.
+    assert (ep.termination, ep.turns, ep.format_errors, ep.infra_failure) == ("max_turns", 2, 2, False)
+    assert len(traj.turn_spans) == 2 and sum(traj.loss_mask) == sum(e - s for s, e in traj.turn_spans) == 12
+    sampled = [lp for lp, m in zip(traj.logprobs, traj.loss_mask) if m]
+    assert all(lp <= 0 for lp in sampled) and sum(sampled) < 0
+    assert traj.messages[3]["content"].startswith("Format error")
+    assert traj.policy_version == hf_policy.version and len(traj.input_ids) == len(traj.logprobs)
