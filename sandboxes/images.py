@@ -1,10 +1,7 @@
-"""Base and repo images, built without a registry and reused by content hash.
+"""Repo images, built without a registry or BuildKit and reused by content hash.
 
-Base image: `selfplay-base:bookworm`, made by `debootstrap --variant=minbase` (python3, venv, pip, git,
-ca-certificates, procps) and `docker import`, since no registry is reachable. A registry image (e.g.
-`python:3.11-slim`, which must carry git) replaces it only when the caller or SELFPLAY_BASE_IMAGE names one.
-
-Repo image: the repo at `spec.workdir` as a git repository whose base commit is tagged `selfplay-base`, a
+The base image comes from `sandboxes.base_image` (re-exported here: `ensure_base_image`, `BASE_IMAGE`).
+A repo image holds the repo at `spec.workdir` as a git repository whose base commit is tagged `selfplay-base`, a
 virtualenv at /opt/venv first on PATH, the repo installed editable (so patches to the workdir take effect)
 with its test dependencies. It is built by one container that runs one pip step and is then committed, not
 by a Dockerfile: there is no BuildKit here, and a container lets us bind-mount the host's pip cache and copy
@@ -20,10 +17,7 @@ import json
 import logging
 import os
 import shlex
-import shutil
-import subprocess
 import tarfile
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -33,18 +27,21 @@ from repos.cache import cache_root, file_lock
 from repos.errors import RepoError
 from repos.sources import fetch_source, tree_digest
 from repos.spec import RepoSpec
+from sandboxes.base_image import BASE_IMAGE, default_log_dir, ensure_base_image, image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
+from sandboxes.reaper import registry
 
 log = logging.getLogger(__name__)
 
-BASE_IMAGE = "selfplay-base:bookworm"
-BASE_PACKAGES = "python3,python3-venv,python3-pip,git,ca-certificates,procps"
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 VENV = "/opt/venv"
 IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_TAG = "selfplay-base"  # git tag on the base commit inside every repo image
 BUILD_NAME_PREFIX = "selfplay-build-"
+__all__ = ["BASE_IMAGE", "BuildResult", "build_repo_image", "build_repo_images", "content_hash",
+           "ensure_base_image", "repo_image"]
+
 _CA_IN_CONTAINER = "/tmp/selfplay-host-ca.crt"
 _PIP_CACHE_IN_CONTAINER = "/tmp/selfplay-pip-cache"
 
@@ -96,76 +93,6 @@ class BuildResult:
         return self.error is None
 
 
-def default_log_dir() -> Path:
-    return cache_root() / "logs" / "builds"
-
-
-def _image_id(name: str) -> str | None:
-    import docker
-
-    try:
-        return docker_client().images.get(name).id
-    except docker.errors.ImageNotFound:
-        return None
-
-
-def ensure_base_image(image: str | None = None, *, log_dir: Path | None = None) -> str:
-    """The base image's tag: `image` or SELFPLAY_BASE_IMAGE when set (pulled if missing), else
-    `selfplay-base:bookworm`, built with debootstrap when absent and reused by tag otherwise."""
-    configured = image or os.environ.get("SELFPLAY_BASE_IMAGE")
-    if configured:
-        if _image_id(configured) is None:
-            log.info("pulling configured base image %s", configured)
-            try:
-                docker_client().images.pull(configured)
-            except Exception as exc:
-                raise ImageBuildError(f"configured base image {configured!r} is not present and could "
-                                      f"not be pulled ({exc}); unset SELFPLAY_BASE_IMAGE to build "
-                                      f"{BASE_IMAGE} with debootstrap") from exc
-        return configured
-    if _image_id(BASE_IMAGE) is not None:
-        return BASE_IMAGE
-    with file_lock(cache_root() / "locks" / "base-image.lock"):
-        if _image_id(BASE_IMAGE) is None:
-            _build_base_image(log_dir or default_log_dir())
-    return BASE_IMAGE
-
-
-def _build_base_image(log_dir: Path) -> None:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / "base-bookworm.log"
-    debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap"
-                                                  if Path("/usr/sbin/debootstrap").exists() else None)
-    if os.geteuid() != 0:
-        raise ImageBuildError(f"building {BASE_IMAGE} needs root (debootstrap); run `selfplay setup` as "
-                              "root, or set SELFPLAY_BASE_IMAGE to an image with python3, venv and git")
-    with open(log_path, "w") as out:
-        if debootstrap is None:
-            log.info("installing debootstrap")
-            _logged(["apt-get", "install", "-y", "debootstrap"], out, log_path, "install debootstrap")
-            debootstrap = "/usr/sbin/debootstrap"
-        with tempfile.TemporaryDirectory(prefix="selfplay-rootfs-", dir="/var/tmp") as tmp:
-            rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-            log.info("building %s with debootstrap (about a minute); log: %s", BASE_IMAGE, log_path)
-            _logged([debootstrap, "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(rootfs)],
-                    out, log_path, "debootstrap bookworm")
-            _logged(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], out, log_path, "tar the rootfs")
-            repository, tag = BASE_IMAGE.split(":")
-            try:
-                docker_client().api.import_image(src=str(tarball), repository=repository, tag=tag)
-            except Exception as exc:
-                raise ImageBuildError(f"docker import of {BASE_IMAGE} failed: {exc}; log: {log_path}") from exc
-    log.info("built %s", BASE_IMAGE)
-
-
-def _logged(cmd: list[str], out, log_path: Path, what: str) -> None:
-    out.write(f"$ {shlex.join(cmd)}\n")
-    out.flush()
-    proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        raise ImageBuildError(f"could not {what} (exit {proc.returncode}); log: {log_path}")
-
-
 # -- repo images ------------------------------------------------------------------------------------
 
 def image_repository(spec: RepoSpec) -> str:
@@ -200,16 +127,16 @@ def build_repo_image(spec: RepoSpec, *, rebuild: bool = False, log_dir: Path | N
             raise RepoError(f"repo {spec.name!r}: source 'image' needs an `image`")
         return BuildResult(spec.name, ensure_base_image(spec.image), seconds=time.monotonic() - start)
     base = ensure_base_image(base_image, log_dir=log_dir)
-    base_id = _image_id(base) or base
+    base_id = image_id(base) or base
     source = fetch_source(spec)
     assert source is not None
     tag = f"{image_repository(spec)}:{content_hash(spec, source, base_id)}"
-    if not rebuild and _image_id(tag) is not None:
+    if not rebuild and image_id(tag) is not None:
         return BuildResult(spec.name, tag, seconds=time.monotonic() - start)
     log_dir = log_dir or default_log_dir()
     log_path = log_dir / f"{spec.name}-{tag.rsplit(':', 1)[1]}.log"
     with file_lock(cache_root() / "locks" / f"image-{spec.name}.lock"):
-        if rebuild or _image_id(tag) is None:  # another process may have built it while we waited
+        if rebuild or image_id(tag) is None:  # another process may have built it while we waited
             _build(spec, source, base, tag, log_path)
             return BuildResult(spec.name, tag, built=True, seconds=time.monotonic() - start,
                                log_path=log_path)
@@ -243,6 +170,30 @@ def _source_tar(source: Path, workdir: str) -> bytes:
     return buffer.getvalue()
 
 
+def remove_stale_builds() -> list[str]:
+    """Remove build containers left by processes that died (e.g. SIGKILL mid-build); returns their names."""
+    client = docker_client()
+    removed = []
+    for info in client.api.containers(all=True, filters={"name": BUILD_NAME_PREFIX}):
+        name = (info.get("Names") or ["/"])[0].lstrip("/")
+        try:
+            pid = int(name.rsplit("-", 2)[1])
+            os.kill(pid, 0)
+            continue  # its builder is alive
+        except (ValueError, IndexError):
+            continue  # not one of ours
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue  # alive, owned by another user
+        try:
+            client.api.remove_container(info["Id"], force=True, v=True)
+            removed.append(name)
+        except Exception as exc:  # keep building; a leftover container is not fatal
+            log.warning("could not remove stale build container %s: %s", name, exc)
+    return removed
+
+
 def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) -> None:
     from docker.types import Mount
 
@@ -257,6 +208,10 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     script = BUILD_SCRIPT.format(ca=_CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
                                  pip_cache=_PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),
                                  requirements=shlex.join(requirements), name=spec.name, base_tag=BASE_TAG)
+    # No labels on the build container: `docker commit` would copy them into the image and onto every
+    # container made from it. Its name carries our pid instead (see remove_stale_builds), and the
+    # sandbox registry removes it if we are interrupted.
+    remove_stale_builds()
     name = f"{BUILD_NAME_PREFIX}{spec.name.lower()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     log.info("building %s (log: %s)", tag, log_path)
     start = time.monotonic()
@@ -264,6 +219,7 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     container = client.containers.create(
         base, command=["bash", "-c", script], name=name,
         mounts=[Mount(_PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
+    registry.register(client, container.id)
     try:
         container.put_archive("/", _source_tar(source, spec.workdir))
         container.start()
@@ -292,4 +248,5 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
             container.remove(force=True)
         except Exception:  # already gone; nothing to clean
             pass
+        registry.forget(container.id)
     log.info("built %s in %.1f s", tag, time.monotonic() - start)
