@@ -1,7 +1,111 @@
-"""Commands of this group are added by the issue that builds them."""
+"""`selfplay episode`: run one injector or solver episode in a fresh sandbox and save its trajectory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
 
 import typer
+
+DEMO_ISSUE = "Calling the library's main functions with an empty input raises an exception instead of " \
+             "returning an empty result."
+DEMO_SCRIPT = ["Let me look at the repository.\n```bash\ngit log --oneline | head -5 && ls\n```", "```submit\n```"]
+
+
+def _spec_variables(spec: Optional[Path], kind: str) -> dict[str, str]:
+    from agent_scaffold.roles import solver_variables
+
+    text = spec.read_text() if spec else DEMO_ISSUE
+    if kind == "auto":
+        kind = "weaken" if spec and text.lstrip().startswith(("diff --git", "--- ")) else "issue"
+    if kind == "weaken":  # the solver's spec is the reverse of the injector's test-weakening diff
+        from selfplay.diffs import reverse_diff
+
+        text, kind = reverse_diff(text), "tests"
+    return solver_variables(text, kind)
+
+
+def episode(
+    role: str = typer.Option(..., "--role", help="injector or solver."),
+    repo: str = typer.Option("toolz", "--repo", help="Name in the repo list."),
+    policy: str = typer.Option("hf", "--policy", help="hf (embedded SmolLM2 by default), openai or scripted."),
+    strategy: Optional[str] = typer.Option(None, "--strategy", help="Injector: removal, history or direct "
+                                           "(default removal)."),
+    spec: Optional[Path] = typer.Option(None, "--spec", exists=True, dir_okay=False,
+                                        help="Solver: a test_weaken.diff (reversed into the spec), a reversed "
+                                             "diff or an issue text (default: a demo issue)."),
+    spec_kind: str = typer.Option("auto", "--spec-kind", help="auto, weaken, tests or issue."),
+    out: Path = typer.Option(Path("runs/episodes"), "--out", help="Directory for the trajectory files."),
+    model: Optional[str] = typer.Option(None, "--model", help="hf: checkpoint dir; openai: model name."),
+    base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
+    script: Optional[Path] = typer.Option(None, "--script", help="scripted: JSON list of action texts."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Override the role's turn limit."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
+    max_context: Optional[int] = typer.Option(None, "--max-context", help="Override the context budget."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed."),
+) -> None:
+    """Run one episode with the training sampling settings and save <out>/<role>-<time>.jsonl plus a .txt
+    view. Prints the ending; infrastructure failures are marked as such."""
+    import dataclasses
+    import time
+
+    from rich.console import Console
+
+    from agent_scaffold.agent import run_episode
+    from agent_scaffold.policies import make_policy
+    from agent_scaffold.policy import TRAINING
+    from agent_scaffold.roles import load_role
+    from agent_scaffold.trajectory import save_jsonl
+    from repos.listfile import get_repo
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+
+    if role not in ("injector", "solver"):
+        raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
+    cfg = load_role(role, (strategy or "removal") if role == "injector" else strategy)
+    variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
+    if policy == "hf":
+        pol = make_policy("hf", model_dir=model)
+    elif policy == "openai":
+        pol = make_policy("openai", base_url=base_url, model=model)
+    elif policy == "scripted":
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as exc:
+            raise ImportError("the scripted policy renders the chat template of the embedded model's tokenizer: "
+                              "pip install 'selfplay-swe[train]'") from exc
+
+        from agent_scaffold.embedded import default_model_dir
+
+        actions = json.loads(script.read_text()) if script else DEMO_SCRIPT
+        pol = make_policy("scripted", actions=actions, tokenizer=AutoTokenizer.from_pretrained(default_model_dir()))
+    else:
+        raise typer.BadParameter(f"--policy must be hf, openai or scripted, got {policy!r}")
+    overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens),
+                                   ("max_context_tokens", max_context)) if v is not None}
+    window = getattr(getattr(getattr(pol, "model", None), "config", None), "max_position_embeddings", None)
+    if window and "max_context_tokens" not in overrides:  # never plan past the model's context window
+        overrides["max_context_tokens"] = min(cfg.limits.max_context_tokens, window)
+    limits = dataclasses.replace(cfg.limits, **overrides)
+    console = Console()
+    spec_repo = get_repo(repo)
+    with DockerSandbox.create(repo_image(spec_repo), workdir="/testbed") as box:
+        console.print(f"[bold]{role}[/] episode on {repo} with the {policy} policy ...")
+        ep = run_episode(pol, box, cfg, variables, limits=limits, sampling=TRAINING.with_(seed=seed))
+    traj = dataclasses.replace(ep.trajectory, metadata={**ep.trajectory.metadata, "repo": repo, "policy": policy,
+                                                        "submission": ep.submission})
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}"
+    save_jsonl([traj], stem.with_suffix(".jsonl"))
+    stem.with_suffix(".txt").write_text(traj.to_text())
+    style = "red" if ep.infra_failure else "green"
+    console.print(f"[{style}]ended: {ep.termination}[/] after {ep.turns} turns ({ep.format_errors} format errors, "
+                  f"{sum(traj.loss_mask)} sampled tokens, {ep.timings['wall']:.1f} s)"
+                  + (f"; infrastructure failure: {ep.error}" if ep.infra_failure else ""))
+    console.print(f"saved {stem}.jsonl and {stem}.txt")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("episode")(episode)

@@ -1,7 +1,37 @@
-"""Commands of this group are added by the issue that builds them."""
+"""`selfplay serve-policy`: an OpenAI-compatible HTTP server around the hf policy (CPU or one GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
 
 import typer
 
 
+def serve_policy(
+    model: Optional[Path] = typer.Option(None, "--model", help="HF checkpoint dir (default: the embedded "
+                                         "SmolLM2-135M-Instruct, converted once and cached)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Bind address; loopback by default (no auth)."),
+    port: int = typer.Option(8000, "--port", help="TCP port (0 picks a free one)."),
+    device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+) -> None:
+    """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
+    /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""
+    import logging
+
+    from agent_scaffold.policies.hf import HFPolicy
+    from agent_scaffold.policy_server import PolicyServer
+
+    server = PolicyServer(HFPolicy(model, device=device), host=host, port=port)
+    logging.getLogger(__name__).info("policy server on %s (Ctrl-C stops it)", server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("serve-policy")(serve_policy)

@@ -86,3 +86,21 @@ def test_server_endpoints_and_errors(server, hf_policy, tmp_path):
     dead = OpenAIPolicy("http://127.0.0.1:9", model="m", max_retries=1, backoff=0.01, timeout=2)
     with pytest.raises(PolicyError, match="failed after 2 attempts: ConnectError"):
         dead.generate([[1, 2]], SamplingParams(max_new_tokens=1))
+
+
+def test_make_policy_names_the_backends():
+    from agent_scaffold.policies import make_policy
+
+    with pytest.raises(ValueError, match="choose one of hf, openai, vllm, scripted"):
+        make_policy("llamacpp")
+    assert make_policy("scripted", actions=["```submit\n```"]).remaining == 1
+
+
+@pytest.mark.gpu
+def test_vllm_policy_matches_its_logprobs(tokenizer, prompt):
+    from agent_scaffold.policies.vllm import VLLMPolicy
+
+    policy = VLLMPolicy(gpu_memory_utilization=0.3)
+    a = policy.generate([prompt], SamplingParams(max_new_tokens=8, seed=3))[0]
+    assert a == policy.generate([prompt], SamplingParams(max_new_tokens=8, seed=3))[0]
+    assert len(a.token_ids) == len(a.logprobs) and all(lp <= 0 for lp in a.logprobs)
