@@ -131,8 +131,6 @@ class TaskRow(Base):
     __tablename__ = "tasks"
     __table_args__ = (
         UniqueConstraint("repo", "diff_hash"),
-        # Sampling walks this index from a random point of rand_key (see store.sample_tasks).
-        Index(None, "status", "rand_key"),
         Index(None, "status", "repo"),
     )
     task_id: Mapped[str] = mapped_column(String(200), primary_key=True)
@@ -152,16 +150,28 @@ class TaskRow(Base):
     family: Mapped[str] = mapped_column(String(200))
     """What per-parent caps count: the root task of a higher-order chain, else the parent artifact or
     the task itself."""
-    rand_key: Mapped[float] = mapped_column(Float)
-    """Uniform in [0, 1), fixed at insert: random sampling becomes an indexed range scan."""
     meta: Mapped[str] = mapped_column(Text, default="{}")
     retired_reason: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class TaskStatsRow(Base):
+    """Solve statistics plus a copy of what sampling filters on, so that the sampling walk reads one
+    covering index and no table rows (status mirrors tasks.status; the rest never changes)."""
+
     __tablename__ = "task_stats"
+    __table_args__ = (
+        # Sampling walks this index from a random rand_key (see queries.candidate_pool).
+        Index("ix_task_stats_sampling", "status", "rand_key", "attempts", "solves", "recent", "repo", "family",
+              "diff_hash", "task_id"),
+    )
     task_id: Mapped[str] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"), primary_key=True)
+    status: Mapped[str] = mapped_column(String(10), default="active")
+    rand_key: Mapped[float] = mapped_column(Float)
+    """Uniform in [0, 1), fixed at insert: random sampling becomes an indexed range scan."""
+    repo: Mapped[str] = mapped_column(String(200))
+    family: Mapped[str] = mapped_column(String(200))
+    diff_hash: Mapped[str] = mapped_column(String(64))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     solves: Mapped[int] = mapped_column(Integer, default=0)
     recent: Mapped[str] = mapped_column(String(RECENT_WINDOW), default="")

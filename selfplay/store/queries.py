@@ -1,8 +1,9 @@
 """Read-side SQL of the store: row -> record conversion and the indexed candidate query for sampling.
 
-Sampling must not read 100k rows: each tier's candidates are the first rows of the `(status, rand_key)`
-index at or after a random point (wrapping around), filtered by the tier's condition. rand_key is fixed
-and uniform per task, so a random starting point gives a uniformly random subset of the tier.
+Sampling must not read 100k rows: each tier's candidates are the first entries of the covering index
+`ix_task_stats_sampling (status, rand_key, ...)` at or after a random point (wrapping around), filtered by
+the tier's condition without touching table rows. rand_key is fixed and uniform per task, so a random
+starting point gives a uniformly random subset of the tier.
 """
 
 from __future__ import annotations
@@ -78,15 +79,24 @@ def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
     return [TaskStatsRow.attempts == 0, in_band, TaskStatsRow.attempts >= 0]
 
 
+def tier_select(cond: ColumnElement[bool]) -> Select:
+    """Active candidates meeting `cond`, in rand_key order, read from the covering sampling index."""
+    s = TaskStatsRow
+    return (select(s.task_id, s.repo, s.status, s.family, s.diff_hash, s.attempts, s.solves, s.recent)
+            .where(s.status == "active", cond).order_by(s.rand_key))
+
+
 def candidate_pool(session: Session, n: int, config: SamplingConfig, start: float) -> list[TaskStats]:
-    """Up to pool_factor * n random active candidates per tier, starting at rand_key `start`."""
-    limit = config.pool_factor * n
+    """Random active candidates starting at rand_key `start`: pool_factor * n in the band (room for caps
+    and dedup), n unseen (the sampler never takes more), and n of any kind (fill-up and retirement)."""
     pool: dict[str, TaskStats] = {}
-    for cond in tier_conditions(config):
-        base = stats_select().where(TaskRow.status == "active", cond).order_by(TaskRow.rand_key)
-        rows = session.execute(base.where(TaskRow.rand_key >= start).limit(limit)).all()
+    unseen, in_band, anything = tier_conditions(config)
+    for cond, limit in ((unseen, n), (in_band, config.pool_factor * n), (anything, n)):
+        base = tier_select(cond)
+        rows = session.execute(base.where(TaskStatsRow.rand_key >= start).limit(limit)).all()
         if len(rows) < limit:
-            rows += session.execute(base.where(TaskRow.rand_key < start).limit(limit - len(rows))).all()
-        for row in rows:
-            pool.setdefault(row[0], to_stats(row))
+            rows += session.execute(base.where(TaskStatsRow.rand_key < start).limit(limit - len(rows))).all()
+        for r in rows:
+            pool.setdefault(r[0], TaskStats(task_id=r[0], repo=r[1], status=r[2], family=r[3], diff_hash=r[4],
+                                            attempts=r[5], solves=r[6], recent=r[7]))
     return list(pool.values())

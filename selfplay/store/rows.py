@@ -89,10 +89,10 @@ def put_task(s: Session, *, task_id: str, repo: str, artifact_id: str, diff_hash
     s.add(TaskRow(task_id=task_id, repo=repo, artifact_id=artifact_id, fail_to_pass=json.dumps(list(fail_to_pass)),
                   pass_to_pass=json.dumps(list(pass_to_pass)), status=status, origin=origin, order=order,
                   parent_id=parent_id, pred_patch=pred_patch, diff_hash=diff_hash, family=family or task_id,
-                  rand_key=random.random(), meta=json.dumps(meta, sort_keys=True, default=str),
-                  created_at=utcnow()))
+                  meta=json.dumps(meta, sort_keys=True, default=str), created_at=utcnow()))
     s.flush()
-    s.add(TaskStatsRow(task_id=task_id, attempts=0, solves=0, recent=""))
+    s.add(TaskStatsRow(task_id=task_id, status=status, rand_key=random.random(), repo=repo, family=family or task_id,
+                       diff_hash=diff_hash, attempts=0, solves=0, recent=""))
     s.flush()
     return task_id
 

@@ -269,7 +269,13 @@ class TaskStore:
         ids = list(task_ids)
         stmt = (update(TaskRow).where(TaskRow.task_id.in_(ids), TaskRow.status != status)
                 .values(status=status, retired_reason=reason))
-        return self._transact(lambda s: s.execute(stmt).rowcount) if ids else 0
+        mirror = update(TaskStatsRow).where(TaskStatsRow.task_id.in_(ids)).values(status=status)
+
+        def fn(s: Session) -> int:
+            changed = s.execute(stmt).rowcount
+            s.execute(mirror)
+            return changed
+        return self._transact(fn) if ids else 0
 
     def retire(self, task_ids: Iterable[str], reason: str = "retired by hand") -> int:
         return self.set_status(task_ids, "retired", reason)

@@ -111,6 +111,10 @@ def test_sample_tasks_from_store_retires_and_targets_band(store):
     cfg = SamplingConfig(unseen_share=0.0, max_repo_share=1.0, max_per_family=1)
     batch = store.sample_tasks(10, config=cfg, rng=random.Random(0))
     assert {t.task_id for t in batch} == set(plan["mid"])
+    # Sampling retires the exhausted candidates it meets; retire_exhausted sweeps the rest.
+    retired = {s.task_id for s in store.task_stats(status="retired")}
+    assert retired and retired <= set(plan["easy"]) | set(plan["dead"])
+    assert store.retire_exhausted(cfg) == 15 - len(retired)
     retired = {s.task_id for s in store.task_stats(status="retired")}
     assert retired == set(plan["easy"]) | set(plan["dead"])
     batch = store.sample_tasks(30, config=cfg, rng=random.Random(1))

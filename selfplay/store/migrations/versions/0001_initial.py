@@ -90,7 +90,6 @@ def upgrade() -> None:
     sa.Column('pred_patch', sa.Text(), nullable=True),
     sa.Column('diff_hash', sa.String(length=64), nullable=False),
     sa.Column('family', sa.String(length=200), nullable=False),
-    sa.Column('rand_key', sa.Float(), nullable=False),
     sa.Column('meta', sa.Text(), nullable=False),
     sa.Column('retired_reason', sa.Text(), nullable=True),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
@@ -101,7 +100,6 @@ def upgrade() -> None:
     sa.UniqueConstraint('repo', 'diff_hash', name=op.f('uq_tasks_repo_diff_hash'))
     )
     with op.batch_alter_table('tasks', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_tasks_status_rand_key'), ['status', 'rand_key'], unique=False)
         batch_op.create_index(batch_op.f('ix_tasks_status_repo'), ['status', 'repo'], unique=False)
 
     op.create_table('attempts',
@@ -138,7 +136,6 @@ def downgrade() -> None:
     op.drop_table('attempts')
     with op.batch_alter_table('tasks', schema=None) as batch_op:
         batch_op.drop_index(batch_op.f('ix_tasks_status_repo'))
-        batch_op.drop_index(batch_op.f('ix_tasks_status_rand_key'))
 
     op.drop_table('tasks')
     with op.batch_alter_table('check_results', schema=None) as batch_op:
