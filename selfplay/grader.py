@@ -67,8 +67,9 @@ def build_buggy_state(sb: Sandbox, artifact: BugArtifact, *, base_patch: str | N
 
 def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
                      pass_to_pass: tuple[str, ...], *, spec: RepoSpec, base_patch: str | None = None,
-                     config: GraderConfig = GraderConfig()) -> GradeResult:
-    """Grade `prediction` (a diff over the buggy state) in `sb`, which is reset first.
+                     config: GraderConfig = GraderConfig(), reset: bool = True) -> GradeResult:
+    """Grade `prediction` (a diff over the buggy state) in `sb`, which is reset first unless `reset` is
+    False (a sandbox fresh from a pool is already clean).
 
     Model failures (garbage diff, does not apply, parser fails on the output) give -1 with a reason;
     sandbox failures raise ValidationInfraError.
@@ -84,7 +85,8 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
     dropped = filtered.dropped
     if dropped:
         log.info("grading: dropped %d test-infrastructure section(s): %s", len(dropped), "; ".join(dropped))
-    sb.reset()
+    if reset:
+        sb.reset()
     _apply_layers(sb, artifact, base_patch)
     if filtered.kept.strip():
         res = sb.apply_patch(filtered.kept)
@@ -106,13 +108,13 @@ def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
     if pool is not None:
         with pool.checkout() as sb:
             return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
-                                    base_patch=base_patch, config=config)
+                                    base_patch=base_patch, config=config, reset=False)
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
 
     sb = DockerSandbox.create(repo_image(spec), workdir=spec.workdir)
     try:
         return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
-                                base_patch=base_patch, config=config)
+                                base_patch=base_patch, config=config, reset=False)
     finally:
         sb.close()

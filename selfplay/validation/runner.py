@@ -55,8 +55,7 @@ class _Runner:
         self.runs = 0
 
     def in_sandbox(self, job: Callable[[Sandbox], object]) -> object:
-        with self.pool.checkout() as sb:
-            sb.reset()
+        with self.pool.checkout() as sb:  # the pool hands out reset sandboxes
             prepare(sb, self.artifact)
             return job(sb)
 
@@ -161,7 +160,8 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         if (rep := stop(result, flaky=tuple(sorted(flaky)))) is not None:
             return rep
 
-    units = [tuple(p for p in (fd.source_path, fd.target_path) if p) for fd in split_diff(artifact.bug_inject)]
+    units = [tuple(dict.fromkeys(p for p in (fd.source_path, fd.target_path) if p))
+             for fd in split_diff(artifact.bug_inject)]
     results = r.wave([r.buggy, r.weakened] + [r.inverse(u) for u in units])
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:

@@ -1,0 +1,110 @@
+"""From graded trajectories to training samples with advantages (pure Python).
+
+Order: staleness filter -> overlong handling (may change rewards or drop) -> grouping -> dynamic-sampling
+drop rules -> per-role advantages. Solver groups use a group estimator (`advantages.ESTIMATORS`);
+injector samples use the running-mean baseline per (repo, strategy) (`baseline.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from agent_scaffold.trajectory import Trajectory
+from selfplay.learner.advantages import ESTIMATORS, group_advantages
+from selfplay.learner.baseline import RunningMeanBaseline, injector_key
+from selfplay.learner.dynamic_sampling import DynamicSamplingConfig, Group, filter_groups, group_trajectories
+from selfplay.learner.errors import BatchError
+from selfplay.learner.overlong import OverlongConfig, shape_overlong
+from selfplay.learner.staleness import filter_stale
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One trajectory ready for the loss."""
+
+    input_ids: tuple[int, ...]
+    """All tokens of the trajectory."""
+    loss_mask: tuple[int, ...]
+    """1 on sampled assistant tokens."""
+    old_logprobs: tuple[float, ...]
+    """Behaviour logprob of each token (0.0 where loss_mask is 0)."""
+    advantage: float
+    """Scalar advantage, broadcast over the assistant tokens."""
+    role: str = "solver"
+    """Role, for per-role metrics."""
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    advantage: str = "grpo"
+    """Solver group estimator: grpo, dr_grpo or rloo."""
+    eps: float = 1e-6
+    """Added to the group std in grpo."""
+    max_staleness: int = 8
+    """Drop samples more than this many policy versions old (SSR: 8)."""
+    overlong: OverlongConfig = field(default_factory=OverlongConfig)
+    """Overlong mode and its parameters."""
+    sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    """Dynamic-sampling drop rules and batch size."""
+    drop_zero_advantage: bool = True
+    """Drop samples whose advantage is exactly 0 (Nebius): they cost compute and add no gradient."""
+
+    def __post_init__(self) -> None:
+        if self.advantage not in ESTIMATORS:
+            raise ValueError(f"advantage {self.advantage!r} is unknown; choose one of {sorted(ESTIMATORS)}")
+
+
+def check_trajectory(t: Trajectory) -> None:
+    n = len(t.input_ids)
+    if len(t.loss_mask) != n or len(t.logprobs) != n:
+        raise BatchError(f"trajectory {t.metadata.get('id', '?')}: input_ids ({n}), loss_mask "
+                         f"({len(t.loss_mask)}) and logprobs ({len(t.logprobs)}) must have the same length")
+    if n and t.loss_mask[0]:
+        raise BatchError(f"trajectory {t.metadata.get('id', '?')}: the first token cannot be sampled "
+                         "(it has no context); start every trajectory with a prompt")
+
+
+def prepare_groups(trajectories: Sequence[Trajectory], current_version: int,
+                   config: BatchConfig) -> tuple[list[Group], dict[str, float]]:
+    """Staleness, overlong handling and grouping; no drop rules yet."""
+    for t in trajectories:
+        check_trajectory(t)
+    fresh, m_stale = filter_stale(trajectories, current_version, config.max_staleness)
+    shaped, m_over = shape_overlong(fresh, config.overlong)
+    return group_trajectories(shaped), {**m_stale, **m_over}
+
+
+def to_samples(groups: Sequence[Group], config: BatchConfig,
+               baseline: RunningMeanBaseline) -> tuple[list[Sample], dict[str, float]]:
+    """Advantages per role; one `Sample` per trajectory (zero-advantage ones dropped if configured)."""
+    pairs: list[tuple[Trajectory, float]] = []
+    injectors = [g.members[0] for g in groups if g.running_baseline]
+    metrics: dict[str, float] = {}
+    for g in groups:
+        if not g.running_baseline:
+            adv, _ = group_advantages(g.rewards, config.advantage, config.eps)
+            pairs.extend(zip(g.members, adv))
+    if injectors:
+        adv, m = baseline.advantages([injector_key(t.metadata) for t in injectors],
+                                     [float(t.reward) for t in injectors])  # type: ignore[arg-type]
+        pairs.extend(zip(injectors, adv))
+        metrics.update({f"batch/{k}": v for k, v in m.items()})
+    samples = [Sample(t.input_ids, t.loss_mask, t.logprobs, a, t.role) for t, a in pairs
+               if not (config.drop_zero_advantage and a == 0.0)]
+    for role in sorted({t.role for t, _ in pairs}):
+        rs = [float(t.reward) for t, _ in pairs if t.role == role]  # type: ignore[arg-type]
+        metrics[f"batch/{role}_reward_mean"] = sum(rs) / len(rs)
+    metrics["batch/dropped_zero_advantage"] = float(len(pairs) - len(samples))
+    metrics["batch/samples"] = float(len(samples))
+    metrics["batch/tokens"] = float(sum(len(s.input_ids) for s in samples))
+    return samples, metrics
+
+
+def build_batch(trajectories: Sequence[Trajectory], current_version: int, config: BatchConfig,
+                baseline: RunningMeanBaseline) -> tuple[list[Sample], dict[str, float]]:
+    """The whole pipeline for one already-drawn set of trajectories (no redraws)."""
+    groups, m1 = prepare_groups(trajectories, current_version, config)
+    kept, m2 = filter_groups(groups, config.sampling)
+    samples, m3 = to_samples(kept, config, baseline)
+    return samples, {**m1, **m2, **m3}

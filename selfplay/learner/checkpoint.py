@@ -1,0 +1,94 @@
+"""Learner checkpoints: HF safetensors + tokenizer (what transformers, HFPolicy and `vllm serve` load),
+plus DeepSpeed optimizer/scheduler state for resuming, under a monotonically increasing policy version.
+
+Layout of root/v<version:06d>/:
+    config.json, generation_config.json, model.safetensors, tokenizer files   <- HF checkpoint
+    optimizer/                                                                 <- DeepSpeed state (resume)
+    selfplay_learner.json   {"policy_version": N}
+and root/latest holds the name of the newest directory. A directory is written under a temporary name
+and renamed when complete, so a crash never leaves a half checkpoint under a real name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from selfplay.learner.errors import LearnerError
+
+log = logging.getLogger(__name__)
+
+META = "selfplay_learner.json"
+
+
+def checkpoint_name(version: int) -> str:
+    return f"v{version:06d}"
+
+
+def latest_checkpoint(root: str | Path) -> Path | None:
+    """The newest complete checkpoint under `root`, or None."""
+    pointer = Path(root) / "latest"
+    if not pointer.exists():
+        return None
+    path = Path(root) / pointer.read_text().strip()
+    return path if (path / META).exists() else None
+
+
+def read_version(checkpoint_dir: str | Path) -> int:
+    meta = Path(checkpoint_dir) / META
+    if not meta.exists():
+        raise LearnerError(f"{checkpoint_dir} is not a learner checkpoint (no {META}); pass a directory "
+                           "written by LearnerEngine.save")
+    return int(json.loads(meta.read_text())["policy_version"])
+
+
+def save_hf(engine: Any, target: Path) -> None:
+    """Weights (safetensors) + tokenizer + config with the learner's model options."""
+    from selfplay.learner.model_options import write_legacy_rope_key
+
+    state = engine.state_dict()
+    engine.module.save_pretrained(target, state_dict=state, safe_serialization=True)
+    engine.tokenizer.save_pretrained(target)
+    write_legacy_rope_key(target)
+
+
+def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True) -> Path:
+    """Write root/v<engine.version>; refuses to go back in versions."""
+    root.mkdir(parents=True, exist_ok=True)
+    latest = latest_checkpoint(root)
+    if latest is not None and read_version(latest) >= engine.version:
+        raise LearnerError(f"checkpoint version {engine.version} is not newer than {latest}; policy versions "
+                           "must increase (resume from the latest checkpoint instead of restarting at 0)")
+    final = root / checkpoint_name(engine.version)
+    tmp = root / f".{final.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    save_hf(engine, tmp)
+    if optimizer:
+        engine.engine.save_checkpoint(str(tmp / "optimizer"), tag="state",
+                                      client_state={"policy_version": engine.version})
+    (tmp / META).write_text(json.dumps({"policy_version": engine.version, "model_dir": engine.model_dir}) + "\n")
+    tmp.rename(final)
+    pointer = root / ".latest.tmp"
+    pointer.write_text(final.name + "\n")
+    os.replace(pointer, root / "latest")
+    log.info("saved checkpoint %s", final)
+    return final
+
+
+def load_checkpoint(engine: Any, checkpoint_dir: Path) -> None:
+    """Restore model, optimizer and scheduler state and the policy version."""
+    version = read_version(checkpoint_dir)
+    opt_dir = checkpoint_dir / "optimizer"
+    if not opt_dir.exists():
+        raise LearnerError(f"{checkpoint_dir} has no optimizer/ state; it was saved with optimizer=False and "
+                           "can seed a new run (EngineConfig.model_dir) but not resume one")
+    path, _ = engine.engine.load_checkpoint(str(opt_dir), tag="state", load_optimizer_states=True,
+                                            load_lr_scheduler_states=True)
+    if path is None:
+        raise LearnerError(f"DeepSpeed found no state in {opt_dir}")
+    engine.version = version

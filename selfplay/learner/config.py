@@ -1,0 +1,88 @@
+"""Configuration of the loss and the DeepSpeed engine (pure dataclasses, no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from selfplay.learner.losses_registry import AGG_MODES
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    clip_low: float = 0.2
+    """epsilon_low of the clipped ratio (DAPO: 0.2)."""
+    clip_high: float = 0.28
+    """epsilon_high, decoupled (DAPO clip-higher: 0.28; Nebius 0.3 then 0.26 at 131k)."""
+    agg: str = "token-mean"
+    """token-mean (DAPO), seq-mean-token-mean (GRPO) or seq-mean-token-sum-norm (Dr. GRPO)."""
+    norm_len: int | None = None
+    """Constant length for seq-mean-token-sum-norm (e.g. the max response length); required for it."""
+    clip_ratio_c: float | None = None
+    """Dual-clip bound for negative advantages (e.g. 3.0); None is off."""
+    tis_cap: float | None = None
+    """Truncated importance sampling cap C on pi_learner_old / pi_rollout; None is off. Enabling it makes
+    the engine recompute the behaviour logprobs with the learner before the update."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the frozen initial policy; 0 is off (DAPO drops the KL)."""
+
+    def __post_init__(self) -> None:
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"agg {self.agg!r} is unknown; choose one of {AGG_MODES}")
+        if self.agg == "seq-mean-token-sum-norm" and self.norm_len is None:
+            raise ValueError("agg 'seq-mean-token-sum-norm' needs loss.norm_len (the max response length)")
+        if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
+            raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    model_dir: str | None = None
+    """HF checkpoint to train; None is the embedded SmolLM2-135M-Instruct."""
+    lr: float = 1e-6
+    """Peak learning rate after warmup (Nebius and DAPO: 1e-6; SSR: 3e-6)."""
+    warmup_steps: int = 10
+    """Linear warmup: step k (0-based) uses lr * min(1, (k + 1) / warmup_steps); constant afterwards."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (Nebius: 0.1)."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    grad_clip: float = 1.0
+    """Global gradient-norm clip."""
+    zero_stage: int = 2
+    """DeepSpeed ZeRO stage: 2 or 3."""
+    offload_optimizer: bool = False
+    """ZeRO CPU offload of optimizer states (GPU runs; needs DeepSpeed's cpu_adam op to build)."""
+    dtype: str = "auto"
+    """bf16, fp32, or auto (bf16 on CUDA, fp32 on CPU)."""
+    gradient_checkpointing: bool = True
+    """Recompute decoder-layer activations in backward."""
+    token_budget: int = 8192
+    """Max tokens per packed micro-batch (a longer single trajectory gets a micro-batch of its own)."""
+    logprob_chunk: int = 1024
+    """Positions per lm_head chunk when computing logprobs and entropy."""
+    rope_scaling: dict[str, Any] | None = None
+    """RoPE scaling applied to the model config in the learner and written into saved checkpoints,
+    e.g. {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}."""
+    max_position_embeddings: int | None = None
+    """Context length to record in the config (e.g. 131072 with YaRN factor 4)."""
+    attn_implementation: str = "auto"
+    """sdpa (CPU: explicit block-diagonal mask), flash_attention_2 (GPU: varlen via position_ids), or auto."""
+    sequence_parallel_size: int = 1
+    """Ulysses/ALST sequence parallelism degree (GPU only; 1 is off)."""
+    seed: int = 0
+    """Torch seed set before the engine is built."""
+    loss: LossConfig = field(default_factory=LossConfig)
+    """The policy loss."""
+
+    def __post_init__(self) -> None:
+        if self.zero_stage not in (2, 3):
+            raise ValueError(f"zero_stage must be 2 or 3, got {self.zero_stage}")
+        if self.dtype not in ("auto", "bf16", "fp32"):
+            raise ValueError(f"dtype must be auto, bf16 or fp32, got {self.dtype!r}")
+        if self.token_budget < 1 or self.logprob_chunk < 1 or self.warmup_steps < 1:
+            raise ValueError("token_budget, logprob_chunk and warmup_steps must be >= 1")
+        if self.lr < 0:
+            raise ValueError(f"lr must be >= 0, got {self.lr}")
+        if self.sequence_parallel_size < 1:
+            raise ValueError("sequence_parallel_size must be >= 1")

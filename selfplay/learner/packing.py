@@ -1,0 +1,75 @@
+"""Padding-free packing of several sequences into one row, and back (torch).
+
+A packed micro-batch is one row of N = sum(len_i) tokens. Position ids restart at 0 for every sequence,
+so RoPE sees each sequence as if alone. Attention must not cross sequences:
+
+- CPU / SDPA: an explicit block-diagonal causal boolean mask (1, 1, N, N) (True = attend). transformers
+  passes a 4D mask through unchanged. It costs N^2 bytes, fine up to ~16k tokens; long contexts belong on
+  GPU.
+- GPU / flash-attention: no mask; transformers detects the position-id resets and calls the varlen
+  kernel (cu_seqlens), which is O(N) memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+IGNORE = -100
+
+
+@dataclass(frozen=True)
+class Packed:
+    input_ids: torch.Tensor
+    """(1, N) token ids of all sequences, concatenated."""
+    position_ids: torch.Tensor
+    """(1, N) positions, restarting at 0 per sequence."""
+    targets: torch.Tensor
+    """(N,) next token of the same sequence at each position, IGNORE at each sequence's last token."""
+    seq_lens: tuple[int, ...]
+    """Length of each packed sequence, in order."""
+    attention_mask: torch.Tensor | None
+    """(1, 1, N, N) block-diagonal causal mask, or None for flash-attention varlen."""
+
+
+def pack(sequences: Sequence[Sequence[int]], *, block_mask: bool = True, device: str | torch.device = "cpu") -> Packed:
+    """Pack token-id sequences into one row."""
+    if not sequences or any(len(s) == 0 for s in sequences):
+        raise ValueError("pack needs at least one sequence and no empty sequence")
+    lens = [len(s) for s in sequences]
+    ids = torch.tensor([t for s in sequences for t in s], dtype=torch.long, device=device)
+    pos = torch.cat([torch.arange(n, device=device) for n in lens])
+    seq_id = torch.repeat_interleave(torch.arange(len(lens), device=device), torch.tensor(lens, device=device))
+    targets = torch.full_like(ids, IGNORE)
+    same_next = seq_id[1:] == seq_id[:-1]
+    targets[:-1] = torch.where(same_next, ids[1:], torch.full_like(ids[1:], IGNORE))
+    mask = None
+    if block_mask:
+        n = ids.numel()
+        causal = torch.ones(n, n, dtype=torch.bool, device=device).tril_()
+        mask = (causal & (seq_id[:, None] == seq_id[None, :]))[None, None]
+    return Packed(ids[None], pos[None], targets, tuple(lens), mask)
+
+
+def shift_to_tokens(per_position: torch.Tensor, seq_lens: Sequence[int]) -> torch.Tensor:
+    """(N,) values computed at position i for token i+1 -> (N,) values aligned to tokens (0 at starts)."""
+    out = torch.cat([per_position.new_zeros(1), per_position[:-1]])
+    starts = torch.tensor([0, *list(torch.tensor(seq_lens).cumsum(0)[:-1].tolist())], device=out.device)
+    keep = torch.ones_like(out, dtype=torch.bool)
+    keep[starts] = False
+    return out * keep.to(out.dtype)
+
+
+def unpack(values: torch.Tensor, seq_lens: Sequence[int], pad: float = 0.0) -> torch.Tensor:
+    """(N,) packed values -> (B, T_max) right-padded rows, differentiably."""
+    parts = torch.split(values, list(seq_lens))
+    return torch.nn.utils.rnn.pad_sequence(parts, batch_first=True, padding_value=pad)
+
+
+def pad_rows(rows: Sequence[Sequence[float]], dtype: torch.dtype = torch.float32,
+             device: str | torch.device = "cpu") -> torch.Tensor:
+    """Ragged rows of numbers -> (B, T_max) right-padded with 0."""
+    parts = [torch.tensor(list(r), dtype=dtype, device=device) for r in rows]
+    return torch.nn.utils.rnn.pad_sequence(parts, batch_first=True, padding_value=0)
