@@ -47,6 +47,7 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
     """
     target = (cache_dir or cache_root() / "models") / EMBEDDED_NAME
     if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        _strip_quantization_config(target / "config.json")
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{EMBEDDED_NAME}.lock", "w") as lock:
@@ -64,9 +65,26 @@ def _convert(gguf: Path, target: Path) -> None:
     log.info("converting %s to an HF checkpoint in %s (one time, ~30 s)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_config(loaded.config)
+    config = loaded.config
+    # The GGUF origin leaves quantization_config behind; a checkpoint carrying it refuses save_pretrained
+    # when reloaded, which would break every learner checkpoint. The weights are plain fp32 by now.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config)
     model.load_state_dict(loaded.state_dict())
     tmp = target.with_name(target.name + ".tmp")
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     tmp.rename(target)  # atomic: a half-written checkpoint is never visible under the final name
+
+
+def _strip_quantization_config(config_json: Path) -> None:
+    """Repair checkpoints converted before quantization_config was dropped (see `_convert`)."""
+    import json
+
+    data = json.loads(config_json.read_text())
+    if "quantization_config" in data:
+        data.pop("quantization_config")
+        tmp = config_json.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(config_json)
