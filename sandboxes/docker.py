@@ -226,7 +226,7 @@ class DockerSandbox:
                 return
         except SandboxError as exc:  # pids limit reached: the killer itself could not start
             log.debug("killer exec failed (%s); signalling PID 1", exc)
-        self._api.kill(self._require_live(), signal="SIGUSR1")
+        self._kill_all()
 
     def _require_live(self) -> str:
         if self.id is None:
@@ -344,15 +344,30 @@ class DockerSandbox:
     def reset(self) -> None:
         """Back to the pristine state: kill all processes, restore the workdir from the start-up copy,
         empty /tmp. Falls back to `recreate()` when the copy is missing or the restore fails."""
+        for _attempt in range(2):
+            try:
+                code, out, _, timed_out = self._run(["bash", "-c", shell.RESET, "selfplay-reset", self.workdir],
+                                                    300, None, 64 << 10)
+            except SandboxDead:
+                break
+            except SandboxError as exc:  # e.g. a full pids limit left no room to start the reset
+                code, out, timed_out = None, OutputCap(2), False
+                log.debug("reset could not start (%s)", exc)
+            if code == 0 and not timed_out:
+                return
+            log.debug("reset failed (%s); killing every process via PID 1 and retrying",
+                      out.text().strip() or f"exit {code}")
+            self._kill_all()
+            time.sleep(0.2)
+        log.warning("sandbox %s: reset failed; recreating the container", (self.id or "?")[:12])
+        self.recreate()
+
+    def _kill_all(self) -> None:
+        """SIGUSR1 to PID 1, whose trap kills every other process with builtins only."""
         try:
-            code, out, _, timed_out = self._run(["bash", "-c", shell.RESET, "selfplay-reset", self.workdir],
-                                                300, None, 64 << 10)
+            self._api.kill(self._require_live(), signal="SIGUSR1")
         except SandboxDead:
-            code, out, timed_out = -1, OutputCap(2), False
-        if code != 0 or timed_out:
-            log.warning("sandbox %s: reset failed (%s); recreating the container",
-                        (self.id or "?")[:12], out.text().strip() or f"exit {code}")
-            self.recreate()
+            pass
 
     def _require_id(self) -> str:
         if self.id is None:

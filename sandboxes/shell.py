@@ -35,7 +35,10 @@ WRAPPER = _WAIT_READY + """
 cd -- "$1" || exit 126
 exec 2>&1
 if [ -n "$3" ]; then exec <"$3"; rm -f -- "$3"; fi
-# Own session and process group, so the killer can take the whole tree with one kill.
+# Own session and process group, so the killer can take the whole tree with one kill. runc already
+# makes each exec a session leader; then setsid would only cost a fork (which a full pids limit denies).
+read -r st < /proc/$$/stat; f=(${st##*) })
+[ "${f[3]}" = $$ ] && exec bash -c "$2"
 exec setsid -w bash -c "$2"
 """
 """Runs a user command (non-login bash, so the image's PATH holds). Args: workdir, cmd, stdin file."""

@@ -35,7 +35,8 @@ def tiny_source(tmp_path_factory):
 
 
 def tiny_spec(source, **changes) -> RepoSpec:
-    spec = RepoSpec(name="selfplay-test-tinycalc", source="local", path=str(source), install=("pytest==9.2.0",),
+    spec = RepoSpec(name="selfplay-test-tinycalc", source="local", path=str(source),
+                    install=("pytest==9.2.0",),
                     test_command="python -m pytest -q -p no:cacheprovider tests", env=(("TINY", "1"),))
     return dataclasses.replace(spec, **changes)
 
@@ -45,7 +46,8 @@ def test_content_hash_covers_spec_tree_and_base(tiny_source):
     first = content_hash(spec, tiny_source, "sha256:aaa")
     assert first == content_hash(spec, tiny_source, "sha256:aaa")
     assert first != content_hash(spec, tiny_source, "sha256:bbb")
-    assert first != content_hash(tiny_spec(tiny_source, install=("pytest==8.4.2",)), tiny_source, "sha256:aaa")
+    other = tiny_spec(tiny_source, install=("pytest==8.4.2",))
+    assert first != content_hash(other, tiny_source, "sha256:aaa")
     # The test command runs in the image; changing it must not rebuild.
     assert first == content_hash(tiny_spec(tiny_source, test_command="pytest"), tiny_source, "sha256:aaa")
 

@@ -1,0 +1,82 @@
+"""apply_patch, diff and reset on a real git repository inside a real container."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+GOOD = """\
+diff --git a/pkg/calc.py b/pkg/calc.py
+--- a/pkg/calc.py
++++ b/pkg/calc.py
+@@ -1,2 +1,2 @@
+ def add(a, b):
+-    return a + b
++    return a - b
+"""
+
+
+def test_apply_good_patch_then_reverse(sandbox):
+    r = sandbox.apply_patch(GOOD)
+    assert r.applied and r.error is None and r.files == ("pkg/calc.py",) and not r.binary
+    assert b"return a - b" in sandbox.read_file("pkg/calc.py")
+    assert "-    return a + b\n+    return a - b" in sandbox.diff()
+    back = sandbox.apply_patch(GOOD, reverse=True)
+    assert back.applied
+    assert sandbox.diff() == ""
+
+
+def test_conflicting_patch_leaves_tree_unchanged(sandbox):
+    two_files = GOOD + """\
+diff --git a/README.txt b/README.txt
+--- a/README.txt
++++ b/README.txt
+@@ -1 +1 @@
+-this line is not there
++goodbye
+"""
+    r = sandbox.apply_patch(two_files)
+    assert not r.applied
+    assert "README.txt" in r.error and "patch does not apply" in r.error
+    assert sandbox.diff() == ""  # the good hunk for calc.py was not applied either
+    garbage = sandbox.apply_patch("this is not a diff\n")
+    assert not garbage.applied and garbage.error
+    assert not sandbox.apply_patch("").applied
+
+
+def test_binary_and_non_utf8_diffs_roundtrip_through_diff(sandbox):
+    sandbox.write_file("new.bin", bytes(range(256)))
+    sandbox.write_file("latin1.txt", b"na\xefve latin-1 \xe9\n")
+    sandbox.exec("rm README.txt")
+    diff = sandbox.diff_bytes()
+    assert b"GIT binary patch" in diff and b"new file mode" in diff and b"deleted file mode" in diff
+    assert b"\xef" in diff  # non-UTF-8 text kept as bytes
+    assert sandbox.exec("git status --porcelain").output.count("??") == 1  # real index untouched
+    sandbox.reset()
+    assert sandbox.diff() == ""
+    r = sandbox.apply_patch(diff)
+    assert r.applied and r.binary
+    assert set(r.files) == {"new.bin", "latin1.txt", "README.txt"}
+    assert sandbox.read_file("new.bin") == bytes(range(256))
+    assert sandbox.read_file("latin1.txt") == b"na\xefve latin-1 \xe9\n"
+    assert sandbox.diff_bytes() == diff
+
+
+def test_reset_restores_modified_new_deleted_binary_and_replaced_git(sandbox):
+    pristine = {p: sandbox.read_file(p) for p in ("pkg/calc.py", "README.txt", "data.bin", "latin1.txt")}
+    head = sandbox.exec("git rev-parse selfplay-base").output.strip()
+    sandbox.exec("echo 'x = 1' >> pkg/calc.py; rm README.txt; printf '\\x00\\xff' > data.bin; "
+                 "mkdir -p junk/deep && echo new > junk/deep/f.txt; touch /tmp/scratch; "
+                 "rm -rf .git && git init -q && git add -A && "
+                 "git -c user.name=a -c user.email=a@b commit -qm buggy; sleep 1000 </dev/null &>/dev/null &")
+    assert sandbox.exec("git rev-parse selfplay-base").exit_code != 0
+    sandbox.reset()
+    for path, data in pristine.items():
+        assert sandbox.read_file(path) == data, path
+    state = sandbox.exec("ls junk /tmp/scratch 2>&1; git rev-parse selfplay-base; git status --porcelain; "
+                         "ps -eo args= | grep -c '^sleep 1000'").output.splitlines()
+    assert "No such file" in state[0] and "No such file" in state[1]
+    assert state[2] == head
+    assert state[3] == "0"  # status clean, no leftover process
+    assert sandbox.diff() == ""
