@@ -86,7 +86,8 @@ def _build_base_image(log_dir: Path) -> None:
             try:
                 docker_client().api.import_image(src=str(tarball), repository=repository, tag=tag)
             except Exception as exc:
-                raise ImageBuildError(f"docker import of {BASE_IMAGE} failed: {exc}; log: {log_path}") from exc
+                raise ImageBuildError(f"docker import of {BASE_IMAGE} failed: {exc}; "
+                                      f"log: {log_path}") from exc
     log.info("built %s", BASE_IMAGE)
 
 

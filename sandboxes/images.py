@@ -1,13 +1,13 @@
 """Repo images, built without a registry or BuildKit and reused by content hash.
 
 The base image comes from `sandboxes.base_image` (re-exported here: `ensure_base_image`, `BASE_IMAGE`).
-A repo image holds the repo at `spec.workdir` as a git repository whose base commit is tagged `selfplay-base`, a
-virtualenv at /opt/venv first on PATH, the repo installed editable (so patches to the workdir take effect)
-with its test dependencies. It is built by one container that runs one pip step and is then committed, not
-by a Dockerfile: there is no BuildKit here, and a container lets us bind-mount the host's pip cache and copy
-in the host CA bundle for that step only (deleted before the commit, so it is not in any layer).
-Its tag is `selfplay-repo-<name>:<hash12>`, the hash covering the image-relevant spec fields, the source
-tree, the base image id and this build recipe, so an unchanged repo is never rebuilt.
+A repo image holds the repo at `spec.workdir` as a git repository whose base commit is tagged
+`selfplay-base`, a virtualenv at /opt/venv first on PATH, and the repo installed editable (so patches to
+the workdir take effect) with its test dependencies. One container runs one pip step and is then
+committed, instead of a Dockerfile: there is no BuildKit here, and a container lets us bind-mount the
+host's pip cache and copy in the host CA bundle for that step only (deleted before the commit, so it is in
+no layer). The tag is `selfplay-repo-<name>:<hash12>`, the hash covering the image-relevant spec fields,
+the source tree, the base image id and this build recipe, so an unchanged repo is never rebuilt.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbi
 BASE_TAG = "selfplay-base"  # git tag on the base commit inside every repo image
 BUILD_NAME_PREFIX = "selfplay-build-"
 __all__ = ["BASE_IMAGE", "BuildResult", "build_repo_image", "build_repo_images", "content_hash",
-           "ensure_base_image", "repo_image"]
+           "ensure_base_image", "image_status", "repo_image"]
 
 _CA_IN_CONTAINER = "/tmp/selfplay-host-ca.crt"
 _PIP_CACHE_IN_CONTAINER = "/tmp/selfplay-pip-cache"
@@ -229,7 +229,8 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
                             f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
         if status.get("StatusCode") != 0:
             tail = "\n".join(output.strip().splitlines()[-5:])
-            raise ImageBuildError(f"repo {spec.name!r}: image build failed (exit {status.get('StatusCode')}); "
+            code = status.get("StatusCode")
+            raise ImageBuildError(f"repo {spec.name!r}: image build failed (exit {code}); "
                                   f"log: {log_path}\n{tail}")
         repository, version = tag.rsplit(":", 1)
         changes = [f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
@@ -250,3 +251,25 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
             pass
         registry.forget(container.id)
     log.info("built %s in %.1f s", tag, time.monotonic() - start)
+
+
+def image_status(spec: RepoSpec, base_image: str | None = None) -> tuple[str | None, str]:
+    """(tag, status) without building or downloading: status is 'built', 'missing' (known tag, no image),
+    'not fetched' (the source is not in the cache yet, so the tag is unknown) or 'no base image'."""
+    from repos.sources import source_key, sources_dir
+
+    if spec.source == "image":
+        return spec.image, "built" if image_id(spec.image or "") else "missing"
+    base = base_image or os.environ.get("SELFPLAY_BASE_IMAGE") or BASE_IMAGE
+    base_id = image_id(base)
+    if base_id is None:
+        return None, "no base image"
+    if spec.source == "local":
+        source = fetch_source(spec)  # a local copy is cheap and the only way to see edits
+    else:
+        source = sources_dir() / f"{spec.name}-{source_key(spec)}"
+        if not source.is_dir():
+            return None, "not fetched"
+    assert source is not None
+    tag = f"{image_repository(spec)}:{content_hash(spec, source, base_id)}"
+    return tag, "built" if image_id(tag) else "missing"
