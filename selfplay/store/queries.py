@@ -34,17 +34,27 @@ def to_stats(row) -> TaskStats:
                      created_at=row[10])
 
 
-def artifact_of(row: ArtifactRow) -> BugArtifact:
+def artifact_of(row) -> BugArtifact:
     return BugArtifact(test_script=row.test_script, test_files=tuple(row.test_files.splitlines()),
                        test_parser=row.test_parser, bug_inject=row.bug_inject, test_weaken=row.test_weaken)
 
 
-def to_task(row: TaskRow, art: ArtifactRow) -> Task:
+def task_select() -> Select:
+    """Plain columns (no ORM objects: loading 256 tasks must stay cheap) of tasks with their artifacts."""
+    t, a = TaskRow, ArtifactRow
+    return (select(t.task_id, t.repo, t.artifact_id, t.fail_to_pass, t.pass_to_pass, t.status, t.origin, t.order,
+                   t.parent_id, t.pred_patch, t.meta, a.test_script, a.test_files, a.test_parser, a.bug_inject,
+                   a.test_weaken, a.strategy)
+            .join(a, a.artifact_id == t.artifact_id))
+
+
+def to_task(row) -> Task:
+    """A `Task` from a `task_select()` row."""
     meta = json.loads(row.meta)
     meta.update(status=row.status, artifact_id=row.artifact_id)
-    if art.strategy:
-        meta["strategy"] = art.strategy
-    return Task(task_id=row.task_id, repo=row.repo, artifact=artifact_of(art),
+    if row.strategy:
+        meta["strategy"] = row.strategy
+    return Task(task_id=row.task_id, repo=row.repo, artifact=artifact_of(row),
                 fail_to_pass=tuple(json.loads(row.fail_to_pass)), pass_to_pass=tuple(json.loads(row.pass_to_pass)),
                 origin=row.origin, order=row.order, parent_id=row.parent_id, pred_patch=row.pred_patch,
                 metadata=meta)

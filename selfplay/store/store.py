@@ -229,9 +229,9 @@ class TaskStore:
         def fn(s: Session) -> list[Task]:
             found = {}
             for chunk in range(0, len(task_ids), 500):
-                stmt = select(TaskRow, ArtifactRow).join(ArtifactRow, ArtifactRow.artifact_id == TaskRow.artifact_id)
-                for task, art in s.execute(stmt.where(TaskRow.task_id.in_(task_ids[chunk:chunk + 500]))):
-                    found[task.task_id] = queries.to_task(task, art)
+                stmt = queries.task_select().where(TaskRow.task_id.in_(task_ids[chunk:chunk + 500]))
+                for row in s.execute(stmt):
+                    found[row.task_id] = queries.to_task(row)
             return [found[t] for t in task_ids if t in found]
         return self._read(fn)
 
