@@ -1,8 +1,8 @@
 """`DockerSandbox`: a repository in a Docker container, driven through the engine API.
 
 Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
-- PID 1 is a tiny bash loop that first copies the workdir to /var/lib/selfplay/pristine; `reset()`
-  kills every process, restores the workdir from that copy and empties /tmp. That survives a deleted or
+- PID 1 is a tiny bash loop that first tars the workdir to /var/lib/selfplay/pristine.tar; `reset()`
+  kills every process, restores the workdir from that tarball and empties /tmp. That survives a deleted or
   replaced `.git` and is faster than recreating the container.
 - Each exec carries a token in its environment and runs in its own session; a timeout kills the session's
   process group and every process with the token, from a second exec, falling back to a SIGUSR1 to PID 1
@@ -12,16 +12,14 @@ Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
 
 from __future__ import annotations
 
-import io
 import logging
-import tarfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from sandboxes import shell
+from sandboxes import archive, shell
 from sandboxes.engine import docker_client
 from sandboxes.errors import SandboxDead, SandboxError
 from sandboxes.output import OutputCap
@@ -60,12 +58,6 @@ class DockerSandboxConfig:
     """Put first on PATH: repo images keep the repo's virtualenv there."""
     labels: dict[str, str] = field(default_factory=dict)
     """Extra container labels (the owner and run-id labels are always set)."""
-
-
-def _api_error(exc: Exception) -> bool:
-    import docker.errors
-
-    return isinstance(exc, docker.errors.APIError)
 
 
 class DockerSandbox:
@@ -254,55 +246,35 @@ class DockerSandbox:
         return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
 
     def _put(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(path.lstrip("/"))
-            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-            tar.addfile(info, io.BytesIO(data))
         try:
-            # Extracting at / with the full path lets the engine create missing parent directories.
-            self._api.put_archive(self._require_id(), "/", buf.getvalue())
+            archive.put_file(self._api, self._require_id(), path, data, mode)
         except Exception as exc:
             raise self._dead_or(exc, f"writing {path}") from exc
-
-    def _stat(self, path: str) -> dict | None:
-        import base64
-        import json
-
-        r = self._api.head(self._api._url("/containers/{0}/archive", self._require_id()), params={"path": path})
-        if r.status_code == 404:
-            if "no such container" in r.headers.get("X-Docker-Container-Path-Stat", "").lower() or \
-                    not r.headers.get("X-Docker-Container-Path-Stat"):
-                self._require_live()
-            return None
-        header = r.headers.get("X-Docker-Container-Path-Stat")
-        return json.loads(base64.b64decode(header)) if header else None
 
     def read_file(self, path: str) -> bytes:
         """Bytes of `path` (relative to the repo root, or absolute); follows symlinks."""
         p = self._abspath(path)
-        for _ in range(20):
-            st = self._stat(p)
-            if st is None:
-                raise FileNotFoundError(f"{p} does not exist in sandbox {self.id and self.id[:12]}")
-            if st.get("mode", 0) & (1 << 31):  # Go's os.ModeDir
-                raise IsADirectoryError(f"{p} is a directory")
-            target = st.get("linkTarget")
-            if not target:
-                break
-            p = target if target.startswith("/") else f"{p.rsplit('/', 1)[0]}/{target}"
-        stream, _ = self._api.get_archive(self._require_id(), p)
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
-            member = tar.next()
-            extracted = tar.extractfile(member) if member is not None else None
-            if extracted is None:
-                raise SandboxError(f"could not read {p}: the engine returned no regular file")
-            return extracted.read()
+        try:
+            return archive.get_file(self._api, self._require_id(), p)
+        except FileNotFoundError:
+            self._require_live()  # a 404 may mean the container is gone
+            raise
+        except (OSError, SandboxError):
+            raise
+        except Exception as exc:
+            raise self._dead_or(exc, f"reading {p}") from exc
 
     def write_file(self, path: str, content: str | bytes) -> None:
         """Create or overwrite `path`, creating parent directories; an existing file keeps its mode."""
         p = self._abspath(path)
-        st = self._stat(p)
+        try:
+            st = archive.path_stat(self._api, self._require_id(), p)
+        except SandboxError:
+            raise
+        except Exception as exc:
+            raise self._dead_or(exc, f"writing {p}") from exc
+        if st is None:
+            self._require_live()  # a 404 may mean the container is gone
         mode = (st["mode"] & 0o777) if st else 0o644
         self._put(p, content.encode() if isinstance(content, str) else content, mode)
 
@@ -321,7 +293,7 @@ class DockerSandbox:
         if timed_out or code != 0:
             message = (text + err.raw()).decode("utf-8", "replace").strip() or f"git apply exited {code}"
             return PatchResult(applied=False, error=message, binary=binary)
-        files, binary = _numstat_files(text, binary)
+        files, binary = shell.parse_numstat(text, binary)
         return PatchResult(applied=True, files=files, binary=binary, details={"strategy": "git apply"})
 
     def diff_bytes(self) -> bytes:
@@ -373,28 +345,6 @@ class DockerSandbox:
         if self.id is None:
             raise SandboxDead(f"sandbox from {self.image!r} is closed; create a new one")
         return self.id
-
-
-def _numstat_files(text: bytes, binary: bool) -> tuple[tuple[str, ...], bool]:
-    """Paths from `git apply --numstat -z` output; '-' counts mark binary files."""
-    files: list[str] = []
-    parts = text.split(b"\0")
-    i = 0
-    while i < len(parts):
-        head = parts[i]
-        i += 1
-        if not head.strip():
-            continue
-        cols = head.split(b"\t")
-        if len(cols) < 3:
-            continue
-        binary = binary or cols[0] == b"-"
-        if cols[2]:
-            files.append(cols[2].decode("utf-8", "replace"))
-        else:  # a rename: the old and new paths follow as their own fields
-            files.extend(p.decode("utf-8", "replace") for p in parts[i:i + 2])
-            i += 2
-    return tuple(dict.fromkeys(files)), binary
 
 
 def _shutdown(sock: object) -> None:
