@@ -59,36 +59,38 @@ def ensure_base_image(image: str | None = None, *, log_dir: Path | None = None) 
         return BASE_IMAGE
     with file_lock(cache_root() / "locks" / "base-image.lock"):
         if image_id(BASE_IMAGE) is None:
-            _build_base_image(log_dir or default_log_dir())
+            build_base_image(log_dir or default_log_dir())
     return BASE_IMAGE
 
 
-def _build_base_image(log_dir: Path) -> None:
+def build_base_image(log_dir: Path, image: str = BASE_IMAGE) -> None:
+    """Build `image` from debootstrap + docker import (root only; replaces an existing tag)."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / "base-bookworm.log"
+    log_path = log_dir / f"base-{image.replace('/', '_').replace(':', '-')}.log"
     debootstrap = shutil.which("debootstrap") or ("/usr/sbin/debootstrap"
                                                   if Path("/usr/sbin/debootstrap").exists() else None)
     if os.geteuid() != 0:
-        raise ImageBuildError(f"building {BASE_IMAGE} needs root (debootstrap); run `selfplay setup` as "
+        raise ImageBuildError(f"building {image} needs root (debootstrap); run `selfplay setup` as "
                               "root, or set SELFPLAY_BASE_IMAGE to an image with python3, venv and git")
     with open(log_path, "w") as out:
         if debootstrap is None:
             log.info("installing debootstrap")
+            _logged(["apt-get", "update"], out, log_path, "apt-get update")
             _logged(["apt-get", "install", "-y", "debootstrap"], out, log_path, "install debootstrap")
             debootstrap = "/usr/sbin/debootstrap"
         with tempfile.TemporaryDirectory(prefix="selfplay-rootfs-", dir="/var/tmp") as tmp:
             rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
-            log.info("building %s with debootstrap (about a minute); log: %s", BASE_IMAGE, log_path)
+            log.info("building %s with debootstrap (about a minute); log: %s", image, log_path)
             _logged([debootstrap, "--variant=minbase", f"--include={BASE_PACKAGES}", "bookworm", str(rootfs)],
                     out, log_path, "debootstrap bookworm")
             _logged(["tar", "-C", str(rootfs), "-cf", str(tarball), "."], out, log_path, "tar the rootfs")
-            repository, tag = BASE_IMAGE.split(":")
+            repository, tag = image.rsplit(":", 1)
             try:
                 docker_client().api.import_image(src=str(tarball), repository=repository, tag=tag)
             except Exception as exc:
-                raise ImageBuildError(f"docker import of {BASE_IMAGE} failed: {exc}; "
+                raise ImageBuildError(f"docker import of {image} failed: {exc}; "
                                       f"log: {log_path}") from exc
-    log.info("built %s", BASE_IMAGE)
+    log.info("built %s", image)
 
 
 def _logged(cmd: list[str], out, log_path: Path, what: str) -> None:
