@@ -224,7 +224,7 @@ class LearnerEngine:
             self.engine.backward(loss, scale_wrt_gas=False)
             n_tok = float(mask.sum())
             masked_tokens += n_tok
-            total_loss += float(loss)
+            total_loss += float(loss.detach())
             m["entropy"] = (ent * mask).sum() / mask.sum().clamp(min=1)
             for key, v in m.items():
                 sums[key] = sums.get(key, 0.0) + float(v) * n_tok
