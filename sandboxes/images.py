@@ -237,8 +237,14 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
                    f"WORKDIR {spec.workdir}", f"LABEL selfplay.repo={spec.name}",
                    f"LABEL selfplay.content-hash={version}", 'CMD ["sleep", "infinity"]']
         changes += [f"ENV {key}={json.dumps(value)}" for key, value in spec.env]
-        container.commit(repository=repository, tag=version, changes=changes,
-                         message=f"selfplay repo image for {spec.name}")
+        replaced = image_id(tag)
+        new = container.commit(repository=repository, tag=version, changes=changes,
+                               message=f"selfplay repo image for {spec.name}")
+        if replaced and replaced != new.id:  # a --rebuild: drop the untagged old image unless in use
+            try:
+                client.images.remove(replaced)
+            except Exception as exc:  # in use by a container; the engine keeps it, which is fine
+                log.debug("kept replaced image %s: %s", replaced, exc)
     except ImageBuildError:
         raise
     except Exception as exc:  # docker API errors: infrastructure, reported with the log
