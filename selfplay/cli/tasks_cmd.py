@@ -22,10 +22,12 @@ def _rate(solves: int, attempts: int) -> str:
 
 
 @tasks_app.command("list")
-def list_tasks(status: str = typer.Option(None, "--status", help="active, retired or invalid."),
-               repo: str = typer.Option(None, "--repo", help="Only this repo."),
-               limit: int = typer.Option(200, "--limit", help="At most this many rows."),
-               store: str = typer.Option(None, "--store", help=STORE_HELP)) -> None:
+def list_tasks(
+    status: str = typer.Option(None, "--status", help="active, retired or invalid."),
+    repo: str = typer.Option(None, "--repo", help="Only this repo."),
+    limit: int = typer.Option(200, "--limit", help="At most this many rows."),
+    store: str = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
     """One row per task: origin, order, status, attempts and solve rates."""
     from rich.console import Console
     from rich.table import Table
@@ -36,11 +38,21 @@ def list_tasks(status: str = typer.Option(None, "--status", help="active, retire
     # Ids are what users copy into `tasks show`: never truncate them.
     table.add_column("task", no_wrap=True, min_width=max((len(s.task_id) for s in rows), default=4))
     for col in ("repo", "origin", "order", "status", "attempts", "solve rate", "recent rate"):
-        table.add_column(col, justify="right" if col in ("order", "attempts", "solve rate", "recent rate") else "left")
+        table.add_column(
+            col, justify="right" if col in ("order", "attempts", "solve rate", "recent rate") else "left"
+        )
     for s in rows:
         recent = s.recent_rate
-        table.add_row(s.task_id, s.repo, s.origin, str(s.order), s.status, str(s.attempts),
-                      _rate(s.solves, s.attempts), "-" if recent is None else f"{recent:.2f}")
+        table.add_row(
+            s.task_id,
+            s.repo,
+            s.origin,
+            str(s.order),
+            s.status,
+            str(s.attempts),
+            _rate(s.solves, s.attempts),
+            "-" if recent is None else f"{recent:.2f}",
+        )
     Console().print(table)
 
 
@@ -63,11 +75,20 @@ def show(task_id: str, store: str = typer.Option(None, "--store", help=STORE_HEL
         attempts = st.attempts(task_id=task_id, limit=20)
     console = Console()
     info = Table(title=task.task_id, show_header=False)
-    for key, value in (("repo", task.repo), ("status", stats.status), ("origin", task.origin),
-                       ("order", task.order), ("parent", task.parent_id or "-"),
-                       ("strategy", record.strategy or "-"), ("artifact", record.artifact_id),
-                       ("attempts", stats.attempts), ("solves", stats.solves), ("recent", stats.recent or "-"),
-                       ("FAIL_TO_PASS", "\n".join(task.fail_to_pass)), ("PASS_TO_PASS", len(task.pass_to_pass))):
+    for key, value in (
+        ("repo", task.repo),
+        ("status", stats.status),
+        ("origin", task.origin),
+        ("order", task.order),
+        ("parent", task.parent_id or "-"),
+        ("strategy", record.strategy or "-"),
+        ("artifact", record.artifact_id),
+        ("attempts", stats.attempts),
+        ("solves", stats.solves),
+        ("recent", stats.recent or "-"),
+        ("FAIL_TO_PASS", "\n".join(task.fail_to_pass)),
+        ("PASS_TO_PASS", len(task.pass_to_pass)),
+    ):
         info.add_row(key, str(value))
     console.print(info)
     checks = Table(title="validation checks")
@@ -81,8 +102,15 @@ def show(task_id: str, store: str = typer.Option(None, "--store", help=STORE_HEL
         for col in ("id", "role", "policy", "reward", "turns", "tokens", "termination"):
             att.add_column(col)
         for a in attempts:
-            att.add_row(str(a.id), a.role, str(a.policy_version), f"{a.reward:g}", str(a.turns), str(a.tokens),
-                        a.termination)
+            att.add_row(
+                str(a.id),
+                a.role,
+                str(a.policy_version),
+                f"{a.reward:g}",
+                str(a.turns),
+                str(a.tokens),
+                a.termination,
+            )
         console.print(att)
     console.print(Syntax(task.artifact.bug_inject, "diff", theme="ansi_dark"))
 
@@ -108,8 +136,12 @@ def stats(store: str = typer.Option(None, "--store", help=STORE_HELP)) -> None:
     with _open(store) as st:
         rows = st.task_stats()
     console = Console()
-    for title, key in (("origin", lambda s: s.origin), ("order", lambda s: str(s.order)),
-                       ("status", lambda s: s.status), ("solve rate", lambda s: _bucket(s.attempts, s.solves))):
+    for title, key in (
+        ("origin", lambda s: s.origin),
+        ("order", lambda s: str(s.order)),
+        ("status", lambda s: s.status),
+        ("solve rate", lambda s: _bucket(s.attempts, s.solves)),
+    ):
         counts = Counter(key(s) for s in rows)
         table = Table(title=f"tasks by {title}")
         table.add_column(title)
@@ -121,26 +153,32 @@ def stats(store: str = typer.Option(None, "--store", help=STORE_HELP)) -> None:
 
 
 @tasks_app.command("export")
-def export(out: Path = typer.Argument(..., help="Output .jsonl file."),
-           fmt: str = typer.Option("swebench", "--format", help="Only 'swebench'."),
-           status: str = typer.Option(None, "--status", help="Only tasks with this status."),
-           repo: str = typer.Option(None, "--repo", help="Only this repo."),
-           store: str = typer.Option(None, "--store", help=STORE_HELP)) -> None:
+def export(
+    out: Path = typer.Argument(..., help="Output .jsonl file."),
+    fmt: str = typer.Option("swebench", "--format", help="Only 'swebench'."),
+    status: str = typer.Option(None, "--status", help="Only tasks with this status."),
+    repo: str = typer.Option(None, "--repo", help="Only this repo."),
+    store: str = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
     """Write tasks as SWE-bench instances (one JSON object a line)."""
     from rich.console import Console
 
     from selfplay.store.export import FORMATS, export_swebench
 
     if fmt not in FORMATS:
-        raise typer.BadParameter(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}", param_hint="--format")
+        raise typer.BadParameter(
+            f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}", param_hint="--format"
+        )
     with _open(store) as st:
         count = export_swebench(st, out, status=status, repo=repo)
     Console().print(f"wrote {count} tasks to {out}")
 
 
 @tasks_app.command("import")
-def import_(path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A `tasks export` .jsonl file."),
-            store: str = typer.Option(None, "--store", help=STORE_HELP)) -> None:
+def import_(
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A `tasks export` .jsonl file."),
+    store: str = typer.Option(None, "--store", help=STORE_HELP),
+) -> None:
     """Read a SWE-bench jsonl export into the store (tasks already there are kept as they are)."""
     from rich.console import Console
 

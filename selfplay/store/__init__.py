@@ -9,11 +9,32 @@ one file in the run directory) or PostgreSQL, with difficulty-targeted sampling.
 """
 
 from selfplay.store.errors import ImportFormatError, StoreError, TaskNotFound
-from selfplay.store.records import (ArtifactRecord, AttemptRecord, CheckpointRecord, CheckRecord, RepoRecord,
-                                    RunRecord, TaskStats)
+from selfplay.store.records import (
+    ArtifactRecord,
+    AttemptRecord,
+    CheckpointRecord,
+    CheckRecord,
+    RepoRecord,
+    RunRecord,
+    TaskStats,
+)
 from selfplay.store.sampling import SampleResult, SamplingConfig, sample
 from selfplay.store.store import TaskStore, open_store
 
-__all__ = ["ArtifactRecord", "AttemptRecord", "CheckRecord", "CheckpointRecord", "ImportFormatError", "RepoRecord",
-           "RunRecord", "SampleResult", "SamplingConfig", "StoreError", "TaskNotFound", "TaskStats", "TaskStore",
-           "open_store", "sample"]
+__all__ = [
+    "ArtifactRecord",
+    "AttemptRecord",
+    "CheckRecord",
+    "CheckpointRecord",
+    "ImportFormatError",
+    "RepoRecord",
+    "RunRecord",
+    "SampleResult",
+    "SamplingConfig",
+    "StoreError",
+    "TaskNotFound",
+    "TaskStats",
+    "TaskStore",
+    "open_store",
+    "sample",
+]

@@ -39,11 +39,13 @@ def resolve_url(url: str | None = None, run_dir: str | Path | None = None) -> st
         return f"sqlite:///{Path(url).expanduser().resolve()}"
     for prefix in ("postgresql://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
+            return "postgresql+psycopg://" + url[len(prefix) :]
     backend = url.split(":", 1)[0].split("+", 1)[0]
     if backend not in ("sqlite", "postgresql"):
-        raise StoreError(f"unsupported store URL {url!r}: use a SQLite path/`sqlite:///FILE` or "
-                         "`postgresql+psycopg://USER:PASS@HOST:PORT/DB`")
+        raise StoreError(
+            f"unsupported store URL {url!r}: use a SQLite path/`sqlite:///FILE` or "
+            "`postgresql+psycopg://USER:PASS@HOST:PORT/DB`"
+        )
     return url
 
 
@@ -120,8 +122,12 @@ def migrate(engine: Engine, revision: str = "head") -> None:
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
         before = current_revision_of(conn)
         command.upgrade(alembic_config(conn), revision)
-    log.info("store %s migrated from %s to %s", engine.url.render_as_string(hide_password=True),
-             before or "empty", revision)
+    log.info(
+        "store %s migrated from %s to %s",
+        engine.url.render_as_string(hide_password=True),
+        before or "empty",
+        revision,
+    )
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:

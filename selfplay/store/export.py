@@ -46,11 +46,16 @@ def gold_patch(task: Task) -> str:
     return reverse_diff(task.pred_patch) + patch if task.pred_patch else patch
 
 
-def to_instance(task: Task, *, image: str | None, base_commit: str | None, version: str | None,
-                created_at: str) -> dict[str, Any]:
+def to_instance(
+    task: Task, *, image: str | None, base_commit: str | None, version: str | None, created_at: str
+) -> dict[str, Any]:
     art = task.artifact
-    files = dict(zip(ARTIFACT_FILES, (art.test_script, list(art.test_files), art.test_parser, art.bug_inject,
-                                      art.test_weaken)))
+    files = dict(
+        zip(
+            ARTIFACT_FILES,
+            (art.test_script, list(art.test_files), art.test_parser, art.bug_inject, art.test_weaken),
+        )
+    )
     meta = {k: v for k, v in task.metadata.items() if k not in ("status", "artifact_id")}
     return {
         "instance_id": task.task_id,
@@ -79,29 +84,47 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
     """(task, status) from one exported line; `where` ("FILE:LINE") goes into error messages."""
     missing = [k for k in REQUIRED if k not in rec]
     if missing:
-        raise ImportFormatError(f"{where}: missing field(s) {', '.join(missing)}; `tasks import` reads files "
-                                "written by `selfplay tasks export --format swebench`")
+        raise ImportFormatError(
+            f"{where}: missing field(s) {', '.join(missing)}; `tasks import` reads files "
+            "written by `selfplay tasks export --format swebench`"
+        )
     try:
         files = json.loads(rec["selfplay_artifact"])
-        artifact = BugArtifact(test_script=files["test_script.sh"], test_files=tuple(files["test_files.txt"]),
-                               test_parser=files["test_parser.py"], bug_inject=files["bug_inject.diff"],
-                               test_weaken=files["test_weaken.diff"])
+        artifact = BugArtifact(
+            test_script=files["test_script.sh"],
+            test_files=tuple(files["test_files.txt"]),
+            test_parser=files["test_parser.py"],
+            bug_inject=files["bug_inject.diff"],
+            test_weaken=files["test_weaken.diff"],
+        )
         meta = json.loads(rec.get("selfplay_metadata") or "{}")
         f2p, p2p = json.loads(rec["FAIL_TO_PASS"]), json.loads(rec["PASS_TO_PASS"])
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ImportFormatError(f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})") from exc
+        raise ImportFormatError(
+            f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})"
+        ) from exc
     for key in ("image", "base_commit", "version"):
         if rec.get(key):
             meta[key] = rec[key]
     origin = rec.get("selfplay_origin") or "imported"
-    task = Task(task_id=rec["instance_id"], repo=rec["repo"], artifact=artifact, fail_to_pass=tuple(f2p),
-                pass_to_pass=tuple(p2p), origin=origin, order=int(rec.get("selfplay_order") or 1),
-                parent_id=rec.get("selfplay_parent_id"), pred_patch=rec.get("selfplay_pred_patch"), metadata=meta)
+    task = Task(
+        task_id=rec["instance_id"],
+        repo=rec["repo"],
+        artifact=artifact,
+        fail_to_pass=tuple(f2p),
+        pass_to_pass=tuple(p2p),
+        origin=origin,
+        order=int(rec.get("selfplay_order") or 1),
+        parent_id=rec.get("selfplay_parent_id"),
+        pred_patch=rec.get("selfplay_pred_patch"),
+        metadata=meta,
+    )
     return task, rec.get("selfplay_status") or "active"
 
 
-def export_swebench(store: TaskStore, out: str | Path, *, status: str | None = None,
-                    repo: str | None = None) -> int:
+def export_swebench(
+    store: TaskStore, out: str | Path, *, status: str | None = None, repo: str | None = None
+) -> int:
     """Write the selected tasks to `out` (jsonl); returns how many. Parents come before their children."""
     stats = sorted(store.task_stats(status=status, repo=repo), key=lambda s: s.order)
     created = {s.task_id: s.created_at for s in stats}
@@ -109,13 +132,17 @@ def export_swebench(store: TaskStore, out: str | Path, *, status: str | None = N
     count = 0
     with Path(out).open("w", encoding="utf-8") as fh:
         for i in range(0, len(stats), 500):
-            for task in store.get_tasks([s.task_id for s in stats[i:i + 500]]):
+            for task in store.get_tasks([s.task_id for s in stats[i : i + 500]]):
                 if task.repo not in repos:
                     repos[task.repo] = store.get_repo(task.repo)
                 r = repos[task.repo]
-                line = to_instance(task, image=r.image if r else None, base_commit=r.base_commit if r else None,
-                                   version=r.version if r else None,
-                                   created_at=created[task.task_id].isoformat())
+                line = to_instance(
+                    task,
+                    image=r.image if r else None,
+                    base_commit=r.base_commit if r else None,
+                    version=r.version if r else None,
+                    created_at=created[task.task_id].isoformat(),
+                )
                 fh.write(json.dumps(line, sort_keys=True) + "\n")
                 count += 1
     return count

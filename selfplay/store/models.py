@@ -119,8 +119,9 @@ class ArtifactRow(Base):
 class CheckResultRow(Base):
     __tablename__ = "check_results"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    artifact_id: Mapped[str] = mapped_column(ForeignKey("artifacts.artifact_id", ondelete="CASCADE"),
-                                             index=True)
+    artifact_id: Mapped[str] = mapped_column(
+        ForeignKey("artifacts.artifact_id", ondelete="CASCADE"), index=True
+    )
     position: Mapped[int] = mapped_column(Integer)
     name: Mapped[str] = mapped_column(String(100))
     passed: Mapped[bool] = mapped_column(Boolean)
@@ -162,8 +163,18 @@ class TaskStatsRow(Base):
     __tablename__ = "task_stats"
     __table_args__ = (
         # Sampling walks this index from a random rand_key (see queries.candidate_pool).
-        Index("ix_task_stats_sampling", "status", "rand_key", "attempts", "solves", "recent", "repo", "family",
-              "diff_hash", "task_id"),
+        Index(
+            "ix_task_stats_sampling",
+            "status",
+            "rand_key",
+            "attempts",
+            "solves",
+            "recent",
+            "repo",
+            "family",
+            "diff_hash",
+            "task_id",
+        ),
     )
     task_id: Mapped[str] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"), primary_key=True)
     status: Mapped[str] = mapped_column(String(10), default="active")

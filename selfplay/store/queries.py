@@ -19,9 +19,19 @@ from selfplay.store.records import ArtifactRecord, AttemptRecord, CheckRecord, T
 from selfplay.store.sampling import SamplingConfig
 from selfplay.task import Task
 
-STATS_COLUMNS = (TaskRow.task_id, TaskRow.repo, TaskRow.status, TaskRow.family, TaskRow.diff_hash,
-                 TaskStatsRow.attempts, TaskStatsRow.solves, TaskStatsRow.recent, TaskRow.order, TaskRow.origin,
-                 TaskRow.created_at)
+STATS_COLUMNS = (
+    TaskRow.task_id,
+    TaskRow.repo,
+    TaskRow.status,
+    TaskRow.family,
+    TaskRow.diff_hash,
+    TaskStatsRow.attempts,
+    TaskStatsRow.solves,
+    TaskStatsRow.recent,
+    TaskRow.order,
+    TaskRow.origin,
+    TaskRow.created_at,
+)
 
 
 def stats_select() -> Select:
@@ -29,23 +39,53 @@ def stats_select() -> Select:
 
 
 def to_stats(row) -> TaskStats:
-    return TaskStats(task_id=row[0], repo=row[1], status=row[2], family=row[3], diff_hash=row[4],
-                     attempts=row[5], solves=row[6], recent=row[7], order=row[8], origin=row[9],
-                     created_at=row[10])
+    return TaskStats(
+        task_id=row[0],
+        repo=row[1],
+        status=row[2],
+        family=row[3],
+        diff_hash=row[4],
+        attempts=row[5],
+        solves=row[6],
+        recent=row[7],
+        order=row[8],
+        origin=row[9],
+        created_at=row[10],
+    )
 
 
 def artifact_of(row) -> BugArtifact:
-    return BugArtifact(test_script=row.test_script, test_files=tuple(row.test_files.splitlines()),
-                       test_parser=row.test_parser, bug_inject=row.bug_inject, test_weaken=row.test_weaken)
+    return BugArtifact(
+        test_script=row.test_script,
+        test_files=tuple(row.test_files.splitlines()),
+        test_parser=row.test_parser,
+        bug_inject=row.bug_inject,
+        test_weaken=row.test_weaken,
+    )
 
 
 def task_select() -> Select:
     """Plain columns (no ORM objects: loading 256 tasks must stay cheap) of tasks with their artifacts."""
     t, a = TaskRow, ArtifactRow
-    return (select(t.task_id, t.repo, t.artifact_id, t.fail_to_pass, t.pass_to_pass, t.status, t.origin, t.order,
-                   t.parent_id, t.pred_patch, t.meta, a.test_script, a.test_files, a.test_parser, a.bug_inject,
-                   a.test_weaken, a.strategy)
-            .join(a, a.artifact_id == t.artifact_id))
+    return select(
+        t.task_id,
+        t.repo,
+        t.artifact_id,
+        t.fail_to_pass,
+        t.pass_to_pass,
+        t.status,
+        t.origin,
+        t.order,
+        t.parent_id,
+        t.pred_patch,
+        t.meta,
+        a.test_script,
+        a.test_files,
+        a.test_parser,
+        a.bug_inject,
+        a.test_weaken,
+        a.strategy,
+    ).join(a, a.artifact_id == t.artifact_id)
 
 
 def to_task(row) -> Task:
@@ -54,27 +94,58 @@ def to_task(row) -> Task:
     meta.update(status=row.status, artifact_id=row.artifact_id)
     if row.strategy:
         meta["strategy"] = row.strategy
-    return Task(task_id=row.task_id, repo=row.repo, artifact=artifact_of(row),
-                fail_to_pass=tuple(json.loads(row.fail_to_pass)), pass_to_pass=tuple(json.loads(row.pass_to_pass)),
-                origin=row.origin, order=row.order, parent_id=row.parent_id, pred_patch=row.pred_patch,
-                metadata=meta)
+    return Task(
+        task_id=row.task_id,
+        repo=row.repo,
+        artifact=artifact_of(row),
+        fail_to_pass=tuple(json.loads(row.fail_to_pass)),
+        pass_to_pass=tuple(json.loads(row.pass_to_pass)),
+        origin=row.origin,
+        order=row.order,
+        parent_id=row.parent_id,
+        pred_patch=row.pred_patch,
+        metadata=meta,
+    )
 
 
 def to_artifact_record(row: ArtifactRow, checks: list[CheckResultRow]) -> ArtifactRecord:
     return ArtifactRecord(
-        artifact_id=row.artifact_id, repo=row.repo, artifact=artifact_of(row), origin=row.origin,
-        order=row.order, strategy=row.strategy, parent_id=row.parent_id, diff_hash=row.diff_hash,
-        hashes=json.loads(row.hashes), valid=row.valid, error=row.error, episode_id=row.episode_id,
-        checks=tuple(CheckRecord(c.name, c.passed, c.detail) for c in sorted(checks, key=lambda c: c.position)),
-        created_at=row.created_at)
+        artifact_id=row.artifact_id,
+        repo=row.repo,
+        artifact=artifact_of(row),
+        origin=row.origin,
+        order=row.order,
+        strategy=row.strategy,
+        parent_id=row.parent_id,
+        diff_hash=row.diff_hash,
+        hashes=json.loads(row.hashes),
+        valid=row.valid,
+        error=row.error,
+        episode_id=row.episode_id,
+        checks=tuple(
+            CheckRecord(c.name, c.passed, c.detail) for c in sorted(checks, key=lambda c: c.position)
+        ),
+        created_at=row.created_at,
+    )
 
 
 def to_attempt(row: AttemptRow) -> AttemptRecord:
-    return AttemptRecord(id=row.id, task_id=row.task_id, role=row.role, policy_version=row.policy_version,
-                         reward=row.reward, solved=row.solved, turns=row.turns, tokens=row.tokens,
-                         termination=row.termination, trajectory_path=row.trajectory_path,
-                         wall_time=row.wall_time, run_id=row.run_id, artifact_id=row.artifact_id,
-                         created_at=row.created_at)
+    return AttemptRecord(
+        id=row.id,
+        task_id=row.task_id,
+        role=row.role,
+        policy_version=row.policy_version,
+        reward=row.reward,
+        solved=row.solved,
+        turns=row.turns,
+        tokens=row.tokens,
+        termination=row.termination,
+        trajectory_path=row.trajectory_path,
+        wall_time=row.wall_time,
+        run_id=row.run_id,
+        artifact_id=row.artifact_id,
+        created_at=row.created_at,
+    )
 
 
 def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
@@ -92,8 +163,11 @@ def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
 def tier_select(cond: ColumnElement[bool]) -> Select:
     """Active candidates meeting `cond`, in rand_key order, read from the covering sampling index."""
     s = TaskStatsRow
-    return (select(s.task_id, s.repo, s.status, s.family, s.diff_hash, s.attempts, s.solves, s.recent)
-            .where(s.status == "active", cond).order_by(s.rand_key))
+    return (
+        select(s.task_id, s.repo, s.status, s.family, s.diff_hash, s.attempts, s.solves, s.recent)
+        .where(s.status == "active", cond)
+        .order_by(s.rand_key)
+    )
 
 
 def candidate_pool(session: Session, n: int, config: SamplingConfig, start: float) -> list[TaskStats]:
@@ -107,6 +181,17 @@ def candidate_pool(session: Session, n: int, config: SamplingConfig, start: floa
         if len(rows) < limit:
             rows += session.execute(base.where(TaskStatsRow.rand_key < start).limit(limit - len(rows))).all()
         for r in rows:
-            pool.setdefault(r[0], TaskStats(task_id=r[0], repo=r[1], status=r[2], family=r[3], diff_hash=r[4],
-                                            attempts=r[5], solves=r[6], recent=r[7]))
+            pool.setdefault(
+                r[0],
+                TaskStats(
+                    task_id=r[0],
+                    repo=r[1],
+                    status=r[2],
+                    family=r[3],
+                    diff_hash=r[4],
+                    attempts=r[5],
+                    solves=r[6],
+                    recent=r[7],
+                ),
+            )
     return list(pool.values())

@@ -37,10 +37,21 @@ def artifact_id_for(repo: str, artifact: BugArtifact) -> str:
     return h.hexdigest()[:32]
 
 
-def put_artifact(s: Session, repo: str, artifact: BugArtifact, *, origin: str, diff_hash: str,
-                 order: int = 1, strategy: str | None = None, parent_id: str | None = None,
-                 episode_id: str | None = None, valid: bool | None = None, error: str | None = None,
-                 checks: Sequence[CheckRecord] | None = None) -> str:
+def put_artifact(
+    s: Session,
+    repo: str,
+    artifact: BugArtifact,
+    *,
+    origin: str,
+    diff_hash: str,
+    order: int = 1,
+    strategy: str | None = None,
+    parent_id: str | None = None,
+    episode_id: str | None = None,
+    valid: bool | None = None,
+    error: str | None = None,
+    checks: Sequence[CheckRecord] | None = None,
+) -> str:
     """Insert the artifact, or (same content already stored) refresh its validation outcome."""
     check_origin(origin)
     artifact_id = artifact_id_for(repo, artifact)
@@ -49,11 +60,26 @@ def put_artifact(s: Session, repo: str, artifact: BugArtifact, *, origin: str, d
     files = artifact_files(artifact)
     if row is None:
         row = ArtifactRow(
-            artifact_id=artifact_id, repo=repo, test_script=files[0], test_files=files[1],
-            test_parser=files[2], bug_inject=files[3], test_weaken=files[4],
-            hashes=json.dumps({n: hashlib.sha256(t.encode()).hexdigest() for n, t in zip(ARTIFACT_FILES, files)}),
-            diff_hash=diff_hash, origin=origin, order=order, strategy=strategy, parent_id=parent_id,
-            episode_id=episode_id, valid=valid, error=error, created_at=utcnow())
+            artifact_id=artifact_id,
+            repo=repo,
+            test_script=files[0],
+            test_files=files[1],
+            test_parser=files[2],
+            bug_inject=files[3],
+            test_weaken=files[4],
+            hashes=json.dumps(
+                {n: hashlib.sha256(t.encode()).hexdigest() for n, t in zip(ARTIFACT_FILES, files)}
+            ),
+            diff_hash=diff_hash,
+            origin=origin,
+            order=order,
+            strategy=strategy,
+            parent_id=parent_id,
+            episode_id=episode_id,
+            valid=valid,
+            error=error,
+            created_at=utcnow(),
+        )
         s.add(row)
         s.flush()
     elif checks is not None:
@@ -62,8 +88,15 @@ def put_artifact(s: Session, repo: str, artifact: BugArtifact, *, origin: str, d
             s.delete(old)
         s.flush()
     for position, check in enumerate(checks or ()):
-        s.add(CheckResultRow(artifact_id=artifact_id, position=position, name=check.name,
-                             passed=check.passed, detail=check.detail))
+        s.add(
+            CheckResultRow(
+                artifact_id=artifact_id,
+                position=position,
+                name=check.name,
+                passed=check.passed,
+                detail=check.detail,
+            )
+        )
     return artifact_id
 
 
@@ -71,10 +104,23 @@ def find_task(s: Session, repo: str, diff_hash: str) -> str | None:
     return s.scalar(select(TaskRow.task_id).where(TaskRow.repo == repo, TaskRow.diff_hash == diff_hash))
 
 
-def put_task(s: Session, *, task_id: str, repo: str, artifact_id: str, diff_hash: str,
-             fail_to_pass: Sequence[str], pass_to_pass: Sequence[str], origin: str, order: int,
-             parent_id: str | None, pred_patch: str | None, meta: dict, status: str = "active",
-             family: str | None = None) -> str:
+def put_task(
+    s: Session,
+    *,
+    task_id: str,
+    repo: str,
+    artifact_id: str,
+    diff_hash: str,
+    fail_to_pass: Sequence[str],
+    pass_to_pass: Sequence[str],
+    origin: str,
+    order: int,
+    parent_id: str | None,
+    pred_patch: str | None,
+    meta: dict,
+    status: str = "active",
+    family: str | None = None,
+) -> str:
     """Insert a task and its (empty) statistics; an existing task with the same normalised diff hash in
     the same repo wins and its id is returned."""
     check_origin(origin)
@@ -84,15 +130,41 @@ def put_task(s: Session, *, task_id: str, repo: str, artifact_id: str, diff_hash
     if existing is not None:
         return existing
     if s.get(TaskRow, task_id) is not None:
-        raise StoreError(f"task id {task_id!r} is already used by a different task; give the imported task "
-                         "a new id")
-    s.add(TaskRow(task_id=task_id, repo=repo, artifact_id=artifact_id, fail_to_pass=json.dumps(list(fail_to_pass)),
-                  pass_to_pass=json.dumps(list(pass_to_pass)), status=status, origin=origin, order=order,
-                  parent_id=parent_id, pred_patch=pred_patch, diff_hash=diff_hash, family=family or task_id,
-                  meta=json.dumps(meta, sort_keys=True, default=str), created_at=utcnow()))
+        raise StoreError(
+            f"task id {task_id!r} is already used by a different task; give the imported task a new id"
+        )
+    s.add(
+        TaskRow(
+            task_id=task_id,
+            repo=repo,
+            artifact_id=artifact_id,
+            fail_to_pass=json.dumps(list(fail_to_pass)),
+            pass_to_pass=json.dumps(list(pass_to_pass)),
+            status=status,
+            origin=origin,
+            order=order,
+            parent_id=parent_id,
+            pred_patch=pred_patch,
+            diff_hash=diff_hash,
+            family=family or task_id,
+            meta=json.dumps(meta, sort_keys=True, default=str),
+            created_at=utcnow(),
+        )
+    )
     s.flush()
-    s.add(TaskStatsRow(task_id=task_id, status=status, rand_key=random.random(), repo=repo, family=family or task_id,
-                       diff_hash=diff_hash, attempts=0, solves=0, recent=""))
+    s.add(
+        TaskStatsRow(
+            task_id=task_id,
+            status=status,
+            rand_key=random.random(),
+            repo=repo,
+            family=family or task_id,
+            diff_hash=diff_hash,
+            attempts=0,
+            solves=0,
+            recent="",
+        )
+    )
     s.flush()
     return task_id
 
@@ -113,5 +185,6 @@ def resolve_parent(s: Session, parent_id: str | None) -> tuple[str | None, str |
         return task.task_id, task.artifact_id
     if s.get(ArtifactRow, parent_id) is not None:
         return None, parent_id
-    raise StoreError(f"parent {parent_id!r} is neither a stored task nor a stored artifact; record the parent "
-                     "first")
+    raise StoreError(
+        f"parent {parent_id!r} is neither a stored task nor a stored artifact; record the parent first"
+    )

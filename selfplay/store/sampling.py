@@ -87,8 +87,12 @@ def band_distance(stats: TaskStats, config: SamplingConfig) -> float:
     return max(low - rate, rate - high, 0.0)
 
 
-def sample(candidates: Sequence[TaskStats], n: int, config: SamplingConfig | None = None,
-           rng: random.Random | None = None) -> SampleResult:
+def sample(
+    candidates: Sequence[TaskStats],
+    n: int,
+    config: SamplingConfig | None = None,
+    rng: random.Random | None = None,
+) -> SampleResult:
     """Draw up to `n` distinct active tasks from `candidates` (see the module docstring for the rules)."""
     config = config or SamplingConfig()
     rng = rng or random.Random()
@@ -116,8 +120,12 @@ def sample(candidates: Sequence[TaskStats], n: int, config: SamplingConfig | Non
     unseen = [s for s in eligible if s.attempts == 0]
     seen = sorted((s for s in eligible if s.attempts > 0), key=lambda s: band_distance(s, config))
     quota = math.ceil(config.unseen_share * n)
-    order = unseen[:quota] + [s for s in seen if band_distance(s, config) == 0.0] + unseen[quota:] \
+    order = (
+        unseen[:quota]
+        + [s for s in seen if band_distance(s, config) == 0.0]
+        + unseen[quota:]
         + [s for s in seen if band_distance(s, config) > 0.0]
+    )
 
     chosen = _take_capped(order, n, config)
     if len(chosen) < n and config.relax_caps_when_short:

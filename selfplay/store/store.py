@@ -1,40 +1,48 @@
-"""`TaskStore`: the curriculum store API over SQLite or PostgreSQL.
+"""`TaskStore`: the curriculum store API over SQLite or PostgreSQL (transactions, repos, runs and
+checkpoints live in `selfplay.store.base`).
 
-Every public method is one transaction: a writer killed half-way leaves nothing behind. Writers that
-race to insert the same artifact or task (same content, or same normalised diff hash) converge on one
-row: SQLite serialises writers (BEGIN IMMEDIATE); on PostgreSQL the loser of a unique-key race retries
-and finds the winner's row.
+Artifacts are content-addressed; tasks are deduplicated by the normalised hash of the buggy state within
+a repo, so recording the same bug twice (from two processes, or with different context lines) yields one
+task and returns its id.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from sqlalchemy import Engine, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import normalised_hash
 from selfplay.store import queries, rows
+from selfplay.store.base import StoreBase
 from selfplay.store.engine import make_engine, migrate, resolve_url
 from selfplay.store.errors import StoreError, TaskNotFound
-from selfplay.store.models import (RECENT_WINDOW, ArtifactRow, AttemptRow, CheckpointRow, CheckResultRow,
-                                   RepoRow, RunRow, TaskRow, TaskStatsRow, utcnow)
-from selfplay.store.records import (ArtifactRecord, AttemptRecord, CheckpointRecord, CheckRecord, RepoRecord,
-                                    RunRecord, TaskStats)
+from selfplay.store.models import (
+    RECENT_WINDOW,
+    ArtifactRow,
+    AttemptRow,
+    CheckResultRow,
+    TaskRow,
+    TaskStatsRow,
+    utcnow,
+)
+from selfplay.store.records import (
+    ArtifactRecord,
+    AttemptRecord,
+    CheckRecord,
+    TaskStats,
+)
 from selfplay.store.sampling import SamplingConfig, retirement_reason, sample
-from selfplay.task import Task
+from selfplay.task import Task, make_task_id
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 # Task metadata keys the store fills in itself on read (not stored in `meta`).
 DERIVED_META = ("status", "artifact_id", "strategy")
 
@@ -55,123 +63,33 @@ def task_hash(bug_inject: str, pred_patch: str | None) -> str:
     return hashlib.sha256(f"{base}+{normalised_hash(pred_patch)}".encode()).hexdigest()
 
 
-def _retryable(exc: Exception) -> bool:
-    # 23505 unique violation (lost an insert race), 40001 serialization failure, 40P01 deadlock
-    return getattr(getattr(exc, "orig", None), "sqlstate", None) in ("23505", "40001", "40P01")
-
-
-class TaskStore:
+class TaskStore(StoreBase):
     """Tasks, artifacts, validation results, attempts, runs and checkpoints of one self-play run."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.url = engine.url.render_as_string(hide_password=True)
-        self._write_sessions = sessionmaker(engine, expire_on_commit=False)
-        self._read_sessions = sessionmaker(engine.execution_options(write=False), expire_on_commit=False)
-
-    def __repr__(self) -> str:
-        return f"TaskStore({self.url!r})"
-
-    def __enter__(self) -> TaskStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self.engine.dispose()
-
-    # -- transactions --------------------------------------------------------------------------------
-    def _transact(self, fn: Callable[[Session], T], attempts: int = 6) -> T:
-        for attempt in range(attempts):
-            try:
-                with self._write_sessions.begin() as session:
-                    return fn(session)
-            except (IntegrityError, OperationalError) as exc:
-                if attempt == attempts - 1 or not _retryable(exc):
-                    raise
-                log.debug("retrying store write after %s", exc.__class__.__name__)
-                time.sleep(random.uniform(0, 0.01 * 2**attempt))
-        raise AssertionError("unreachable")
-
-    def _read(self, fn: Callable[[Session], T]) -> T:
-        with self._read_sessions.begin() as session:
-            return fn(session)
-
-    # -- repos, runs, checkpoints --------------------------------------------------------------------
-    def upsert_repo(self, name: str, *, image: str | None = None, base_commit: str | None = None,
-                    version: str | None = None) -> RepoRecord:
-        """Create the repo, or fill in the given (non-None) fields."""
-        def fn(s: Session) -> RepoRecord:
-            row = self._ensure_repo(s, name)
-            for key, value in (("image", image), ("base_commit", base_commit), ("version", version)):
-                if value is not None:
-                    setattr(row, key, value)
-            return RepoRecord(row.name, row.image, row.base_commit, row.version)
-        return self._transact(fn)
-
-    def get_repo(self, name: str) -> RepoRecord | None:
-        row = self._read(lambda s: s.get(RepoRow, name))
-        return RepoRecord(row.name, row.image, row.base_commit, row.version) if row else None
-
-    def _ensure_repo(self, s: Session, name: str) -> RepoRow:
-        row = s.get(RepoRow, name)
-        if row is None:
-            row = RepoRow(name=name, created_at=utcnow())
-            s.add(row)
-            s.flush()
-        return row
-
-    def register_run(self, run_id: str, config: dict[str, Any] | None = None, note: str | None = None) -> RunRecord:
-        """Create the run (idempotent: an existing run is returned unchanged)."""
-        def fn(s: Session) -> RunRecord:
-            row = self._ensure_run(s, run_id, config, note)
-            return RunRecord(row.run_id, json.loads(row.config), row.started_at, row.note)
-        return self._transact(fn)
-
-    def _ensure_run(self, s: Session, run_id: str, config: dict | None = None, note: str | None = None) -> RunRow:
-        row = s.get(RunRow, run_id)
-        if row is None:
-            row = RunRow(run_id=run_id, config=json.dumps(config or {}, sort_keys=True, default=str),
-                         note=note, started_at=utcnow())
-            s.add(row)
-            s.flush()
-        return row
-
-    def register_checkpoint(self, run_id: str, version: int, path: str | Path) -> CheckpointRecord:
-        """Record policy `version` of `run_id` saved at `path` (re-registering a version moves its path)."""
-        def fn(s: Session) -> CheckpointRecord:
-            self._ensure_run(s, run_id)
-            row = s.scalar(select(CheckpointRow).where(CheckpointRow.run_id == run_id,
-                                                       CheckpointRow.version == version))
-            if row is None:
-                row = CheckpointRow(run_id=run_id, version=version, path=str(path), created_at=utcnow())
-                s.add(row)
-            row.path = str(path)
-            return CheckpointRecord(run_id, version, str(path), row.created_at)
-        return self._transact(fn)
-
-    def checkpoints(self, run_id: str) -> list[CheckpointRecord]:
-        rows = self._read(lambda s: s.scalars(select(CheckpointRow).where(CheckpointRow.run_id == run_id)
-                                              .order_by(CheckpointRow.version)).all())
-        return [CheckpointRecord(r.run_id, r.version, r.path, r.created_at) for r in rows]
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        row = self._read(lambda s: s.get(RunRow, run_id))
-        return RunRecord(row.run_id, json.loads(row.config), row.started_at, row.note) if row else None
-
     # -- artifacts and tasks -------------------------------------------------------------------------
-    def record_validation(self, artifact: BugArtifact, repo: str, report: Any, *, origin: str,
-                          strategy: str | None = None, parent_id: str | None = None, order: int = 1,
-                          pred_patch: str | None = None, episode_id: str | None = None) -> str | None:
+    def record_validation(
+        self,
+        artifact: BugArtifact,
+        repo: str,
+        report: Any,
+        *,
+        origin: str,
+        strategy: str | None = None,
+        parent_id: str | None = None,
+        order: int = 1,
+        pred_patch: str | None = None,
+        episode_id: str | None = None,
+    ) -> str | None:
         """Store the artifact and its per-check validation results; when `report.valid`, also the task.
 
         `report` is a `selfplay.validation.ValidationReport` (anything with valid, checks of
         name/passed/detail, fail_to_pass, pass_to_pass, error). `parent_id` names a task (higher orders)
         or an artifact. Returns the task id, which is an existing task's id when one with the same
         normalised diff hash is stored already, or None for an invalid artifact."""
-        checks = [CheckRecord(str(c.name), bool(c.passed), str(getattr(c, "detail", "") or ""))
-                  for c in getattr(report, "checks", ())]
+        checks = [
+            CheckRecord(str(c.name), bool(c.passed), str(getattr(c, "detail", "") or ""))
+            for c in getattr(report, "checks", ())
+        ]
         valid = bool(report.valid)
         error = getattr(report, "error", None)
         diff_hash = task_hash(artifact.bug_inject, pred_patch)
@@ -180,16 +98,37 @@ class TaskStore:
             self._ensure_repo(s, repo)
             parent_task, parent_artifact = rows.resolve_parent(s, parent_id)
             artifact_id = rows.put_artifact(
-                s, repo, artifact, origin=origin, diff_hash=normalised_hash(artifact.bug_inject), order=order,
-                strategy=strategy, parent_id=parent_artifact, episode_id=episode_id, valid=valid,
-                error=None if error is None else str(error), checks=checks)
+                s,
+                repo,
+                artifact,
+                origin=origin,
+                diff_hash=normalised_hash(artifact.bug_inject),
+                order=order,
+                strategy=strategy,
+                parent_id=parent_artifact,
+                episode_id=episode_id,
+                valid=valid,
+                error=None if error is None else str(error),
+                checks=checks,
+            )
             if not valid:
                 return None
             return rows.put_task(
-                s, task_id=f"{repo}-{diff_hash[:16]}", repo=repo, artifact_id=artifact_id, diff_hash=diff_hash,
-                fail_to_pass=tuple(report.fail_to_pass), pass_to_pass=tuple(report.pass_to_pass),
-                origin=origin, order=order, parent_id=parent_task, pred_patch=pred_patch, meta={},
-                family=rows.family_of(s, parent_task, parent_artifact))
+                s,
+                task_id=make_task_id(repo, artifact, pred_patch),
+                repo=repo,
+                artifact_id=artifact_id,
+                diff_hash=diff_hash,
+                fail_to_pass=tuple(report.fail_to_pass),
+                pass_to_pass=tuple(report.pass_to_pass),
+                origin=origin,
+                order=order,
+                parent_id=parent_task,
+                pred_patch=pred_patch,
+                meta={},
+                family=rows.family_of(s, parent_task, parent_artifact),
+            )
+
         return self._transact(fn)
 
     def add_task(self, task: Task, *, status: str = "active", strategy: str | None = None) -> str:
@@ -205,20 +144,41 @@ class TaskStore:
                 if meta.get(key) and getattr(repo, key) is None:
                     setattr(repo, key, str(meta[key]))
             parent = task.parent_id if task.parent_id and s.get(TaskRow, task.parent_id) else None
-            artifact_id = rows.put_artifact(s, task.repo, task.artifact, origin=task.origin, order=task.order,
-                                            diff_hash=normalised_hash(task.artifact.bug_inject),
-                                            strategy=strategy, valid=True)
+            artifact_id = rows.put_artifact(
+                s,
+                task.repo,
+                task.artifact,
+                origin=task.origin,
+                order=task.order,
+                diff_hash=normalised_hash(task.artifact.bug_inject),
+                strategy=strategy,
+                valid=True,
+            )
             return rows.put_task(
-                s, task_id=task.task_id, repo=task.repo, artifact_id=artifact_id, diff_hash=diff_hash,
-                fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass, origin=task.origin,
-                order=task.order, parent_id=parent, pred_patch=task.pred_patch, meta=meta, status=status,
-                family=rows.family_of(s, parent, None))
+                s,
+                task_id=task.task_id,
+                repo=task.repo,
+                artifact_id=artifact_id,
+                diff_hash=diff_hash,
+                fail_to_pass=task.fail_to_pass,
+                pass_to_pass=task.pass_to_pass,
+                origin=task.origin,
+                order=task.order,
+                parent_id=parent,
+                pred_patch=task.pred_patch,
+                meta=meta,
+                status=status,
+                family=rows.family_of(s, parent, None),
+            )
+
         return self._transact(fn)
 
     def get_task(self, task_id: str) -> Task:
         tasks = self.get_tasks([task_id])
         if not tasks:
-            raise TaskNotFound(f"no task {task_id!r} in {self.url}; `selfplay tasks list` shows the stored ids")
+            raise TaskNotFound(
+                f"no task {task_id!r} in {self.url}; `selfplay tasks list` shows the stored ids"
+            )
         return tasks[0]
 
     def has_task(self, task_id: str) -> bool:
@@ -226,21 +186,31 @@ class TaskStore:
 
     def get_tasks(self, task_ids: Sequence[str]) -> list[Task]:
         """The tasks with these ids, in the given order (unknown ids are left out)."""
+
         def fn(s: Session) -> list[Task]:
             found = {}
             for chunk in range(0, len(task_ids), 500):
-                stmt = queries.task_select().where(TaskRow.task_id.in_(task_ids[chunk:chunk + 500]))
+                stmt = queries.task_select().where(TaskRow.task_id.in_(task_ids[chunk : chunk + 500]))
                 for row in s.execute(stmt):
                     found[row.task_id] = queries.to_task(row)
             return [found[t] for t in task_ids if t in found]
+
         return self._read(fn)
 
-    def list_tasks(self, status: str | None = None, repo: str | None = None, limit: int | None = None) -> list[Task]:
+    def list_tasks(
+        self, status: str | None = None, repo: str | None = None, limit: int | None = None
+    ) -> list[Task]:
         ids = [s.task_id for s in self.task_stats(status=status, repo=repo, limit=limit)]
         return self.get_tasks(ids)
 
-    def task_stats(self, task_ids: Iterable[str] | None = None, *, status: str | None = None,
-                   repo: str | None = None, limit: int | None = None) -> list[TaskStats]:
+    def task_stats(
+        self,
+        task_ids: Iterable[str] | None = None,
+        *,
+        status: str | None = None,
+        repo: str | None = None,
+        limit: int | None = None,
+    ) -> list[TaskStats]:
         """Solve statistics (overall and recent window) of the selected tasks, oldest first."""
         stmt = queries.stats_select().order_by(TaskRow.created_at, TaskRow.task_id)
         if task_ids is not None:
@@ -260,6 +230,7 @@ class TaskStore:
                 raise StoreError(f"no artifact {artifact_id!r} in {self.url}")
             checks = s.scalars(select(CheckResultRow).where(CheckResultRow.artifact_id == artifact_id)).all()
             return queries.to_artifact_record(row, list(checks))
+
         return self._read(fn)
 
     def set_status(self, task_ids: Iterable[str], status: str, reason: str | None = None) -> int:
@@ -267,14 +238,18 @@ class TaskStore:
         if status not in rows.STATUSES:
             raise StoreError(f"unknown task status {status!r}; use one of {', '.join(rows.STATUSES)}")
         ids = list(task_ids)
-        stmt = (update(TaskRow).where(TaskRow.task_id.in_(ids), TaskRow.status != status)
-                .values(status=status, retired_reason=reason))
+        stmt = (
+            update(TaskRow)
+            .where(TaskRow.task_id.in_(ids), TaskRow.status != status)
+            .values(status=status, retired_reason=reason)
+        )
         mirror = update(TaskStatsRow).where(TaskStatsRow.task_id.in_(ids)).values(status=status)
 
         def fn(s: Session) -> int:
             changed = s.execute(stmt).rowcount
             s.execute(mirror)
             return changed
+
         return self._transact(fn) if ids else 0
 
     def retire(self, task_ids: Iterable[str], reason: str = "retired by hand") -> int:
@@ -292,10 +267,22 @@ class TaskStore:
         return changed
 
     # -- attempts and sampling -----------------------------------------------------------------------
-    def record_attempt(self, task_id: str | None, *, role: str, policy_version: int, reward: float, turns: int,
-                       tokens: int, termination: str, trajectory_path: str | None = None,
-                       wall_time: float = 0.0, run_id: str | None = None, solved: bool | None = None,
-                       artifact_id: str | None = None) -> int:
+    def record_attempt(
+        self,
+        task_id: str | None,
+        *,
+        role: str,
+        policy_version: int,
+        reward: float,
+        turns: int,
+        tokens: int,
+        termination: str,
+        trajectory_path: str | None = None,
+        wall_time: float = 0.0,
+        run_id: str | None = None,
+        solved: bool | None = None,
+        artifact_id: str | None = None,
+    ) -> int:
         """Store one episode; a solver attempt on a task also updates the task's solve statistics in the
         same transaction. `solved` defaults to reward > 0. Returns the attempt id."""
         solved = bool(reward > 0) if solved is None else bool(solved)
@@ -308,10 +295,21 @@ class TaskStore:
                     raise TaskNotFound(f"attempt on unknown task {task_id!r}; store the task first")
             if run_id is not None:
                 self._ensure_run(s, run_id)
-            row = AttemptRow(task_id=task_id, artifact_id=artifact_id, run_id=run_id, role=role,
-                             policy_version=policy_version, reward=float(reward), solved=solved, turns=turns,
-                             tokens=tokens, termination=termination, trajectory_path=trajectory_path,
-                             wall_time=float(wall_time), created_at=utcnow())
+            row = AttemptRow(
+                task_id=task_id,
+                artifact_id=artifact_id,
+                run_id=run_id,
+                role=role,
+                policy_version=policy_version,
+                reward=float(reward),
+                solved=solved,
+                turns=turns,
+                tokens=tokens,
+                termination=termination,
+                trajectory_path=trajectory_path,
+                wall_time=float(wall_time),
+                created_at=utcnow(),
+            )
             s.add(row)
             if stats is not None and role == "solver":
                 stats.attempts += 1
@@ -320,10 +318,12 @@ class TaskStore:
                 stats.last_attempt_at = row.created_at
             s.flush()
             return row.id
+
         return self._transact(fn)
 
-    def attempts(self, task_id: str | None = None, run_id: str | None = None,
-                 limit: int | None = None) -> list[AttemptRecord]:
+    def attempts(
+        self, task_id: str | None = None, run_id: str | None = None, limit: int | None = None
+    ) -> list[AttemptRecord]:
         stmt = select(AttemptRow).order_by(AttemptRow.id)
         if task_id is not None:
             stmt = stmt.where(AttemptRow.task_id == task_id)
@@ -333,8 +333,9 @@ class TaskStore:
             stmt = stmt.limit(limit)
         return [queries.to_attempt(r) for r in self._read(lambda s: s.scalars(stmt).all())]
 
-    def sample_tasks(self, n: int, *, config: SamplingConfig | None = None,
-                     rng: random.Random | None = None) -> list[Task]:
+    def sample_tasks(
+        self, n: int, *, config: SamplingConfig | None = None, rng: random.Random | None = None
+    ) -> list[Task]:
         """Draw up to `n` tasks for solver attempts (see `selfplay.store.sampling`); candidates that the
         retirement rules catch are retired on the way."""
         config = config or SamplingConfig()

@@ -18,9 +18,13 @@ from store_data import make_artifact, make_report  # noqa: E402
 def test_tasks_commands(tmp_path):
     db = str(tmp_path / "selfplay.db")
     with open_store(db) as store:
-        ids = [store.record_validation(make_artifact(i), "toolz", make_report(n=i), origin="injector") for i in (1, 2)]
-        store.record_attempt(ids[0], role="solver", policy_version=1, reward=1.0, turns=3, tokens=10,
-                             termination="submitted")
+        ids = [
+            store.record_validation(make_artifact(i), "toolz", make_report(n=i), origin="injector")
+            for i in (1, 2)
+        ]
+        store.record_attempt(
+            ids[0], role="solver", policy_version=1, reward=1.0, turns=3, tokens=10, termination="submitted"
+        )
     runner = CliRunner()
     res = runner.invoke(app, ["tasks", "list", "--store", db], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output

@@ -8,7 +8,6 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
-
 from store_data import make_artifact, make_report
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, text
+from store_data import make_artifact, make_report
 
 from selfplay.store import open_store
 from selfplay.store.models import ArtifactRow, AttemptRow, CheckResultRow, TaskRow
-from store_data import make_artifact, make_report
 
 WORKERS = Path(__file__).with_name("workers.py")
 PROCESSES, WRITES = 4, 200
@@ -29,11 +29,26 @@ def _count(store, model, *where) -> int:
 
 @pytest.mark.slow
 def test_concurrent_writers_lose_and_duplicate_nothing(store):
-    seeded = [store.record_validation(make_artifact(i, file="seed.py"), "seed", make_report(n=i), origin="injector")
-              for i in range(1, 11)]
-    procs = [subprocess.Popen([sys.executable, str(WORKERS), "write", store.engine.url.render_as_string(False),
-                               str(w), str(WRITES)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for w in range(PROCESSES)]
+    seeded = [
+        store.record_validation(make_artifact(i, file="seed.py"), "seed", make_report(n=i), origin="injector")
+        for i in range(1, 11)
+    ]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(WORKERS),
+                "write",
+                store.engine.url.render_as_string(False),
+                str(w),
+                str(WRITES),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(PROCESSES)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -66,8 +81,9 @@ def test_concurrent_writers_lose_and_duplicate_nothing(store):
 @pytest.mark.slow
 def test_writer_killed_mid_transaction_leaves_store_consistent(store):
     url = store.engine.url.render_as_string(False)
-    proc = subprocess.Popen([sys.executable, str(WORKERS), "hang", url], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKERS), "hang", url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         line = proc.stdout.readline()
         assert line.strip() == "ready", proc.stderr.read()
@@ -77,7 +93,9 @@ def test_writer_killed_mid_transaction_leaves_store_consistent(store):
     assert proc.returncode == -signal.SIGKILL
     # Nothing of the killed transaction is visible: no repo, artifact, check, task or statistics row.
     fresh = open_store(url)
-    assert _count(fresh, TaskRow) == 0 and _count(fresh, ArtifactRow) == 0 and _count(fresh, CheckResultRow) == 0
+    assert (
+        _count(fresh, TaskRow) == 0 and _count(fresh, ArtifactRow) == 0 and _count(fresh, CheckResultRow) == 0
+    )
     assert fresh.get_repo("killed") is None
     # No lock is left behind: the same write now succeeds, whole.
     task_id = fresh.record_validation(make_artifact(7), "killed", make_report(n=7), origin="injector")

@@ -4,11 +4,18 @@ migrated schema matches the models exactly."""
 from __future__ import annotations
 
 from sqlalchemy import inspect, text
+from store_data import make_artifact, make_report
 
 from selfplay.store import open_store
-from selfplay.store.engine import current_revision, downgrade, head_revision, make_engine, migrate, resolve_url
+from selfplay.store.engine import (
+    current_revision,
+    downgrade,
+    head_revision,
+    make_engine,
+    migrate,
+    resolve_url,
+)
 from selfplay.store.models import Base
-from store_data import make_artifact, make_report
 
 TABLES = {"repos", "runs", "checkpoints", "artifacts", "check_results", "tasks", "attempts", "task_stats"}
 
@@ -32,10 +39,20 @@ def test_up_and_down_on_empty_database(store_url):
 
 def test_up_and_down_on_populated_database_keeps_and_rebuilds_statistics(store_url):
     with open_store(store_url) as store:
-        ids = [store.record_validation(make_artifact(i), "toolz", make_report(n=i), origin="injector") for i in range(3)]
+        ids = [
+            store.record_validation(make_artifact(i), "toolz", make_report(n=i), origin="injector")
+            for i in range(3)
+        ]
         for reward in (1.0, -1.0, 1.0):
-            store.record_attempt(ids[0], role="solver", policy_version=1, reward=reward, turns=1, tokens=1,
-                                 termination="submitted")
+            store.record_attempt(
+                ids[0],
+                role="solver",
+                policy_version=1,
+                reward=reward,
+                turns=1,
+                tokens=1,
+                termination="submitted",
+            )
         store.register_checkpoint("run", 1, "/ckpt")
         before = store.task_stats()
         engine = store.engine

@@ -26,12 +26,26 @@ def write(url: str, worker: int, n: int) -> None:
         kind = j % 4
         if kind in (0, 1):
             task = seeded[j % len(seeded)]
-            attempts.append(store.record_attempt(task, role="solver", policy_version=worker, reward=1.0 if (worker + j) % 3 == 0 else -1.0,
-                                                 turns=j, tokens=10 * j, termination="submitted", run_id=f"run-{worker}"))
+            attempts.append(
+                store.record_attempt(
+                    task,
+                    role="solver",
+                    policy_version=worker,
+                    reward=1.0 if (worker + j) % 3 == 0 else -1.0,
+                    turns=j,
+                    tokens=10 * j,
+                    termination="submitted",
+                    run_id=f"run-{worker}",
+                )
+            )
         elif kind == 2:
-            shared[j] = store.record_validation(make_artifact(1000 + j), "shared", make_report(n=j), origin="injector")
+            shared[j] = store.record_validation(
+                make_artifact(1000 + j), "shared", make_report(n=j), origin="injector"
+            )
         else:
-            store.record_validation(make_artifact(100_000 * (worker + 1) + j), "own", make_report(n=j), origin="procedural")
+            store.record_validation(
+                make_artifact(100_000 * (worker + 1) + j), "own", make_report(n=j), origin="procedural"
+            )
     store.close()
     print(json.dumps({"attempts": attempts, "shared": shared}))
 
