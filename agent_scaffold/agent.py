@@ -5,8 +5,11 @@ sandbox_error. A `SandboxError` ends the episode as `sandbox_error` with `infra_
 never scored as a model failure. Errors of the policy backend (HTTP failures after retries, ...) are not
 caught: there is no trajectory worth keeping from a sampler that failed mid-turn.
 
-Departure from SSR/CWM: when the context budget would overflow, the episode ends (`context_exhausted`);
-older observations are not compacted, so a trajectory is always one exact token sequence.
+When the context budget would overflow, the episode ends (`context_exhausted`, the default) or, with
+`EpisodeLimits.on_context_full="compact"`, older observations are replaced by a marker in a new context.
+Turns are never dropped from the trajectory: a compacted episode is several token-exact *segments*
+(`Trajectory.segments`), each to be trained as its own sequence (`Trajectory.sequences()`), because the
+policy conditioned the later turns on the compacted context, not on the full history.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     turns = format_errors = consecutive = 0
     termination, submission, error = "max_turns", None, None
     notes: dict[str, Any] = {}
+    compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
     try:
         while True:
             if turns >= limits.max_turns:
@@ -89,7 +93,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 break
             params = sampling.with_(max_new_tokens=min(limits.max_new_tokens, budget), stop_token_ids=stop_ids)
             t0 = time.monotonic()
-            completion = policy.generate([tr.input_ids], params)[0]
+            completion = policy.generate([tr.context_ids], params)[0]
             model_s += time.monotonic() - t0
             content = tr.add_completion(completion)
             turns += 1
@@ -115,11 +119,18 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                     break
                 observation = outcome.observation
             obs_ids = tr.observation_ids(observation)
-            if len(tr) + len(obs_ids) + limits.min_turn_tokens > limits.max_context_tokens:
+            limit = limits.max_context_tokens - limits.min_turn_tokens
+            if len(tr) + len(obs_ids) <= limit:
+                tr.add_observation(observation, obs_ids)
+                continue
+            elided = (tr.compact(observation, obs_ids, limits.keep_observations, limit)
+                      if limits.on_context_full == "compact" else None)
+            if elided is None:
                 notes["unsent_observation"] = observation  # kept for reading, not part of the tokens
                 termination = "context_exhausted"
                 break
-            tr.add_observation(observation, obs_ids)
+            compactions.append(elided)
+            log.debug("context compacted at turn %d: observations of turns %s elided", turns, elided)
     except SandboxError as exc:
         termination, error = "sandbox_error", f"{exc.__class__.__name__}: {exc}"
         log.warning("episode ended by an infrastructure failure: %s", error)
@@ -127,10 +138,13 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     timings = {"wall": wall, "model": model_s, "sandbox": sandbox_s, "scaffold": wall - model_s - sandbox_s}
     metadata = {"strategy": role.strategy, "turns": turns, "format_errors": format_errors,
                 "infra_failure": error is not None, "error": error, "timings": timings,
-                "policy_versions": sorted(set(tr.versions)), **notes}
+                "policy_versions": sorted(set(tr.versions)), "compactions": len(compactions), **notes}
+    if compactions:
+        metadata["elided_observations"] = compactions
     traj = Trajectory(input_ids=tuple(tr.input_ids), loss_mask=tuple(tr.loss_mask), logprobs=tuple(tr.logprobs),
                       turn_spans=tuple(tr.turn_spans), policy_version=min(tr.versions, default=policy.version),
-                      role=role.name, termination=termination, messages=tuple(tr.messages), metadata=metadata)
+                      role=role.name, termination=termination, messages=tuple(tr.messages), metadata=metadata,
+                      segments=tuple(tr.segments) if compactions else ())
     return Episode(traj, termination, submission, infra_failure=error is not None, error=error, timings=timings,
                    turns=turns, format_errors=format_errors)
 

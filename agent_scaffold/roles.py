@@ -20,6 +20,7 @@ PROMPTS_DIR = Path(__file__).parent / "prompts"
 ROLES_FILE = PROMPTS_DIR / "roles.toml"
 SUBMISSIONS = ("diff", "artifact")
 SPEC_KINDS = ("tests", "issue")
+CONTEXT_FULL = ("stop", "compact")
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _INCLUDE = re.compile(r"\{\{>\s*([A-Za-z0-9_.-]+)\s*\}\}")
@@ -34,8 +35,8 @@ class EpisodeLimits:
     max_new_tokens: int = 2048
     """Sampled tokens per turn (less when the context budget is nearly spent)."""
     max_context_tokens: int = 32768
-    """Total tokens (prompt + all turns + observations); never exceeded, the episode ends with
-    `context_exhausted` instead."""
+    """Tokens of the context the policy sees (prompt + turns + observations); never exceeded: see
+    `on_context_full` for what happens instead."""
     min_turn_tokens: int = 16
     """A turn is only started when at least this many tokens of context budget remain."""
     command_timeout: float = 120.0
@@ -47,10 +48,20 @@ class EpisodeLimits:
     """Longer observations keep their head and tail around a truncation marker."""
     max_format_errors: int = 3
     """Consecutive malformed replies before the episode ends with `format_errors`."""
+    on_context_full: Literal["stop", "compact"] = "stop"
+    """When the next observation would leave fewer than `min_turn_tokens` of `max_context_tokens`:
+    "stop" ends the episode with `context_exhausted`; "compact" starts a new trajectory segment whose
+    context replaces all but the `keep_observations` newest observations by a short marker (and still ends
+    with `context_exhausted` when even that does not fit). See docs/scaffold.md, "Context compaction"."""
+    keep_observations: int = 2
+    """With "compact": observations kept in full, the newest one included (fewer if they do not fit)."""
 
     def __post_init__(self) -> None:
+        if self.on_context_full not in CONTEXT_FULL:
+            raise ValueError(f"EpisodeLimits.on_context_full must be one of {CONTEXT_FULL}, "
+                             f"got {self.on_context_full!r}")
         for f in fields(self):
-            if getattr(self, f.name) <= 0:
+            if f.name != "on_context_full" and getattr(self, f.name) <= 0:
                 raise ValueError(f"EpisodeLimits.{f.name} must be positive, got {getattr(self, f.name)}")
         if self.min_turn_tokens >= self.max_context_tokens:
             raise ValueError("EpisodeLimits.min_turn_tokens must be below max_context_tokens")

@@ -2,6 +2,12 @@
 
 Assistant tokens are exactly the sampled ids with their behaviour logprobs (loss_mask 1). Everything
 else (system/user prompt, observations, chat-template glue) has loss_mask 0 and logprob 0.0.
+
+A trajectory whose context was compacted (`EpisodeLimits.on_context_full="compact"`) holds several
+*segments* back to back: each is a complete context the policy actually saw, so a learner must score each
+one as its own sequence (`sequences()`); scoring the concatenation would condition later turns on tokens
+the policy never saw and corrupt the importance ratios. Every sampled token has mask 1 in exactly one
+segment, the one it was sampled in.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ from typing import Any
 @dataclass(frozen=True)
 class Trajectory:
     input_ids: tuple[int, ...]
-    """Every token of the episode in order: prompt, then alternating sampled turns and observations."""
+    """Every token of the episode in order: prompt, then alternating sampled turns and observations (for a
+    compacted episode, its segments one after another; see `segments`)."""
     loss_mask: tuple[int, ...]
     """1 on sampled assistant tokens, 0 elsewhere; same length as input_ids."""
     logprobs: tuple[float, ...]
@@ -32,7 +39,15 @@ class Trajectory:
     messages: tuple[dict[str, Any], ...] = ()
     """Readable view: the chat messages the tokens render."""
     metadata: dict[str, Any] = field(default_factory=dict)
-    """task_id, repo, strategy, group id, wall time, ..."""
+    """task_id, repo, strategy, group id, wall time, compactions (count), ..."""
+    segments: tuple[tuple[int, int], ...] = ()
+    """[start, end) offsets of each segment in input_ids when the context was compacted; each segment is a
+    separate training sequence starting with its own prompt. Empty: one segment, the whole trajectory."""
+
+    def sequences(self) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]]:
+        """(input_ids, loss_mask, logprobs) of each segment: the sequences a learner trains on."""
+        spans = self.segments or ((0, len(self.input_ids)),)
+        return [(self.input_ids[s:e], self.loss_mask[s:e], self.logprobs[s:e]) for s, e in spans]
 
     # --- serialisation (JSON lines) and a readable view -------------------------------------------------
 
@@ -56,13 +71,14 @@ class Trajectory:
         data["logprobs"] = tuple(data["logprobs"])
         data["turn_spans"] = tuple(tuple(s) for s in data["turn_spans"])
         data["messages"] = tuple(data.get("messages", ()))
+        data["segments"] = tuple(tuple(s) for s in data.get("segments", ()))
         return cls(**data)
 
     def to_text(self) -> str:
         """The messages as plain text, one section per message, for people to read."""
         head = (f"# {self.role} episode: termination={self.termination} reward={self.reward} "
                 f"policy_version={self.policy_version} tokens={len(self.input_ids)} "
-                f"sampled={sum(self.loss_mask)}")
+                f"sampled={sum(self.loss_mask)}" + (f" segments={len(self.segments)}" if self.segments else ""))
         parts = [head]
         for i, m in enumerate(self.messages):
             parts.append(f"\n## [{i}] {m['role']}\n\n{m['content']}")

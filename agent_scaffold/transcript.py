@@ -7,16 +7,26 @@ that follows an assistant message: the end-of-turn glue, the observation message
 generation prompt. Only that delta is tokenized. When a turn ended without the end-of-turn token (it hit
 the token limit) the closing token is appended as glue with loss mask 0, so the next turn still sees a
 well-formed conversation.
+
+Compaction (optional, `compact`) starts a new *segment*: a fresh context made of the same prompt ids,
+every earlier turn's sampled ids verbatim (now loss mask 0: they were trained in the segment that
+sampled them) and observation deltas, where all but the newest observations are replaced by a short
+marker. The segment is appended after the previous one, so `input_ids` is the concatenation of segments
+and every sampled token appears exactly once with mask 1, inside the segment that conditioned it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from agent_scaffold.policy import Completion
 
 _MARK = "\u2402TURN-MARK\u2402"  # a string no template transforms, to locate the assistant content
 _DUMMY = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+ELIDED = "[observation of turn {turn} elided to save context]"
+"""The text that replaces an old observation in a compacted context (turn is 1-based)."""
 
 
 def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
@@ -28,8 +38,23 @@ def encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
+@dataclass
+class _Turn:
+    """One assistant turn and the observation that answered it (the pieces a compacted context reuses)."""
+
+    ids: list[int]
+    closed: bool
+    obs_ids: list[int] | None = None
+    marker_ids: list[int] | None = None  # the elision marker's delta, tokenized on first need
+    elided: bool = False  # once elided, an observation stays elided in every later segment
+
+
 class Transcript:
-    """Token ids, loss mask, logprobs, turn spans and the readable message list of one episode."""
+    """Token ids, loss mask, logprobs, turn spans, segments and the readable message list of one episode.
+
+    `input_ids` (and mask, logprobs, turn spans) cover the whole episode, all segments concatenated;
+    `context_ids` and `len()` are the current segment, the context the policy continues.
+    """
 
     def __init__(self, tokenizer: Any, messages: list[dict[str, str]], observation_role: str = "user") -> None:
         if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
@@ -38,15 +63,31 @@ class Transcript:
         self.tokenizer = tokenizer
         self.observation_role = observation_role
         self.messages: list[dict[str, str]] = [dict(m) for m in messages]
-        self.input_ids: list[int] = encode(tokenizer, render(tokenizer, self.messages, True))
+        self._prompt_ids = encode(tokenizer, render(tokenizer, self.messages, True))
+        self.input_ids: list[int] = list(self._prompt_ids)
         self.loss_mask: list[int] = [0] * len(self.input_ids)
         self.logprobs: list[float] = [0.0] * len(self.input_ids)
         self.turn_spans: list[tuple[int, int]] = []
         self.versions: list[int] = []
+        self.segment_starts: list[int] = [0]
+        self._turns: list[_Turn] = []
         self._closed = True  # did the last assistant turn end with the end-of-turn token?
 
     def __len__(self) -> int:
-        return len(self.input_ids)
+        """Tokens of the current context (the last segment)."""
+        return len(self.input_ids) - self.segment_starts[-1]
+
+    @property
+    def context_ids(self) -> list[int]:
+        """The ids the policy continues next: the current segment."""
+        start = self.segment_starts[-1]
+        return self.input_ids if start == 0 else self.input_ids[start:]
+
+    @property
+    def segments(self) -> list[tuple[int, int]]:
+        """[start, end) of each segment in `input_ids`."""
+        bounds = self.segment_starts + [len(self.input_ids)]
+        return list(pairwise(bounds))
 
     def add_completion(self, completion: Completion) -> str:
         """Append sampled ids (mask 1) and return the assistant message text they decode to."""
@@ -59,26 +100,70 @@ class Transcript:
         self.versions.append(completion.policy_version)
         eos = self.tokenizer.eos_token_id
         self._closed = completion.finish_reason == "stop" and bool(ids) and ids[-1] == eos
+        self._turns.append(_Turn(ids, self._closed))
         content_ids = ids[:-1] if self._closed else ids
         content = self.tokenizer.decode(content_ids, skip_special_tokens=False)
         self.messages.append({"role": "assistant", "content": content})
         return content
 
-    def observation_ids(self, text: str) -> list[int]:
-        """Tokens that would follow the last assistant turn for an observation `text` (not appended)."""
+    def observation_ids(self, text: str, closed: bool | None = None) -> list[int]:
+        """Tokens that would follow the last assistant turn (or one that ended with/without the end-of-turn
+        token, `closed`) for an observation `text` (not appended)."""
         full = render(self.tokenizer, _DUMMY + [{"role": "assistant", "content": _MARK},
                                                 {"role": self.observation_role, "content": text}], True)
         tail = full[full.index(_MARK) + len(_MARK):]
         end = self.tokenizer.eos_token
-        if self._closed and end and tail.startswith(end):
+        if (self._closed if closed is None else closed) and end and tail.startswith(end):
             tail = tail[len(end):]  # the sampled turn already holds the end-of-turn token
         return encode(self.tokenizer, tail)
 
     def add_observation(self, text: str, ids: list[int] | None = None) -> None:
         """Append an observation (mask 0); `ids` from `observation_ids` avoids tokenizing twice."""
         ids = self.observation_ids(text) if ids is None else ids
+        self._append_context(ids)
+        self._turns[-1].obs_ids = ids
+        self.messages.append({"role": self.observation_role, "content": text})
+        self._closed = True
+
+    def compact(self, text: str, ids: list[int], keep: int, limit: int) -> list[int] | None:
+        """Start a new segment that answers the last turn with observation `text` (`ids` from
+        `observation_ids`), eliding all but the `keep` newest observations (the new one counts; fewer are
+        kept if needed, never fewer than the new one). Commits and returns the 1-based turns newly elided
+        when the new context has at most `limit` tokens; otherwise changes nothing and returns None."""
+        pending = len(self._turns) - 1  # the turn `text` answers; never elided
+        for k in range(max(keep, 1), 0, -1):
+            cut = pending - (k - 1)  # observations of turns [0, cut) are elided, unless shorter than the marker
+            elide = {i for i, t in enumerate(self._turns[:max(cut, 0)])
+                     if t.elided or len(self._marker_ids(i)) < len(t.obs_ids)}  # type: ignore[arg-type]
+            context = list(self._prompt_ids)
+            for i, turn in enumerate(self._turns):
+                context += turn.ids
+                if i == pending:
+                    context += ids
+                elif i in elide or turn.elided:
+                    context += self._marker_ids(i)
+                else:
+                    context += turn.obs_ids  # type: ignore[operator]
+            if len(context) > limit:
+                continue
+            newly = sorted(i + 1 for i in elide if not self._turns[i].elided)
+            for i in elide:
+                self._turns[i].elided = True
+            self.segment_starts.append(len(self.input_ids))
+            self._append_context(context)
+            self._turns[pending].obs_ids = ids
+            self.messages.append({"role": self.observation_role, "content": text})
+            self._closed = True
+            return newly
+        return None
+
+    def _marker_ids(self, i: int) -> list[int]:
+        turn = self._turns[i]
+        if turn.marker_ids is None:
+            turn.marker_ids = self.observation_ids(ELIDED.format(turn=i + 1), turn.closed)
+        return turn.marker_ids
+
+    def _append_context(self, ids: list[int]) -> None:
         self.input_ids += ids
         self.loss_mask += [0] * len(ids)
         self.logprobs += [0.0] * len(ids)
-        self.messages.append({"role": self.observation_role, "content": text})
-        self._closed = True
