@@ -27,10 +27,12 @@ app = typer.Typer(help="Self-play SWE-RL: train one policy to inject and to fix 
 
 @app.callback()
 def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+    from rich.console import Console
     from rich.logging import RichHandler
 
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
-                        handlers=[RichHandler(show_path=False, rich_tracebacks=True)], force=True)
+                        handlers=[RichHandler(console=Console(stderr=True), show_path=False,
+                                              rich_tracebacks=True)], force=True)
 
 
 for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd):
