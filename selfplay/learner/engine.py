@@ -103,7 +103,8 @@ class LearnerEngine:
                                                      attn_implementation=attn)
         model.config.use_cache = False
         if cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+            enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.sp_group = None
         mpu = None
         if cfg.sequence_parallel_size > 1:

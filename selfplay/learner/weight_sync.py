@@ -80,11 +80,11 @@ class HFPolicySync:
 class HTTPPolicySync:
     """`selfplay serve-policy` (agent_scaffold.policy_server): /reload_weights + /weight_info."""
 
-    def __init__(self, base_url: str, timeout: float = 600.0) -> None:
+    def __init__(self, base_url: str, timeout: float = 600.0, transport: Any = None) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
-        self.client = httpx.Client(base_url=self.base_url, timeout=timeout)
+        self.client = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
 
     def push(self, version: int, checkpoint_dir: Path | None = None,
              state_dict: Mapping[str, Any] | None = None) -> None:
@@ -103,12 +103,14 @@ class HTTPPolicySync:
 class VLLMDiskSync:
     """Remote `vllm serve` (0.33, dev mode) reloading a checkpoint from a filesystem it shares with us."""
 
-    def __init__(self, base_url: str, timeout: float = 1800.0, pause_mode: str = "wait") -> None:
+    def __init__(self, base_url: str, timeout: float = 1800.0, pause_mode: str = "wait",
+                 transport: Any = None) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
         self.pause_mode = pause_mode
-        self.client = httpx.Client(base_url=self.base_url, timeout=timeout)
+        # `transport` lets tests substitute an httpx.MockTransport for the network.
+        self.client = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
 
     def _post(self, path: str, **kwargs: Any) -> Any:
         r = self.client.post(path, **kwargs)

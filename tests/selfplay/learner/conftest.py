@@ -1,0 +1,47 @@
+"""Shared, expensive fixtures: one HF model load and one trained checkpoint per test session."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfplay.learner.batch import Sample
+
+YARN = {"rope_type": "yarn", "factor": 2.0}
+
+
+def make_samples(tokenizer, n: int = 4) -> list[Sample]:
+    prompt = tokenizer.encode("The capital of France is", add_special_tokens=False)
+    outs = [" Paris.", " Lyon, maybe.", " a city", " Paris, of course."][:n]
+    samples = []
+    for i, text in enumerate(outs):
+        comp = tokenizer.encode(text, add_special_tokens=False)
+        samples.append(Sample(tuple(prompt + comp), (0,) * len(prompt) + (1,) * len(comp),
+                              (0.0,) * len(prompt) + (-1.0,) * len(comp), 1.0 if i % 2 == 0 else -1.0))
+    return samples
+
+
+@pytest.fixture(scope="session")
+def hf_model():
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM
+
+    from agent_scaffold.embedded import default_model_dir
+
+    return AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32,
+                                                attn_implementation="sdpa").eval()
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory):
+    """A YaRN-configured engine after one step, saved as checkpoint v1 (weights + optimizer)."""
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+
+    engine = LearnerEngine(EngineConfig(lr=1e-4, warmup_steps=1, rope_scaling=YARN, max_position_embeddings=16384,
+                                        token_budget=24))
+    samples = make_samples(engine.tokenizer)
+    metrics = engine.train_step(samples)
+    root = tmp_path_factory.mktemp("ckpt")
+    path = engine.save(root)
+    return engine, samples, metrics, root, path

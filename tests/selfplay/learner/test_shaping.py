@@ -1,0 +1,144 @@
+"""Overlong modes, staleness and dynamic-sampling rules, each variant on small hand-made trajectories."""
+
+import pytest
+
+from selfplay.learner.batch import BatchConfig, build_batch
+from selfplay.learner.baseline import RunningMeanBaseline
+from selfplay.learner.dynamic_sampling import (RULES, DynamicSampler, DynamicSamplingConfig, filter_groups,
+                                               group_trajectories)
+from selfplay.learner.errors import BatchError
+from selfplay.learner.overlong import MODES, OverlongConfig, shape_overlong, soft_overlong_penalty, turn_penalty
+from selfplay.learner.staleness import filter_stale
+
+from .helpers import traj
+
+# ---- overlong ---------------------------------------------------------------------------------------
+
+BATCH = [traj(1.0, sampled=4, turns=2), traj(1.0, termination="context_exhausted", sampled=10, turns=12),
+         traj(-1.0, termination="max_turns", sampled=7, turns=5)]
+CFG = dict(l_max=8, l_cache=4, turn_threshold=3, max_turns=7)
+EXPECTED = {
+    # mode: (kept rewards, dropped)
+    "none": ([1.0, 1.0, -1.0], 0),
+    "mask": ([1.0], 2),
+    "negative": ([1.0, -1.0, -1.0], 0),
+    # soft: L=4 -> 0; L=10 > L_max -> -1; L=7 -> (4 - 7)/4 = -0.75
+    "soft": ([1.0, 0.0, -1.75], 0),
+    # turns: 2 < 3 -> 0; 12 -> (3 - 12)/4 = -2.25; 5 -> (3 - 5)/4 = -0.5
+    "turns": ([1.0, 1.0 - 2.25, -1.5], 0),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_overlong_modes(mode):
+    kept, m = shape_overlong(BATCH, OverlongConfig(mode=mode, **CFG))
+    rewards, dropped = EXPECTED[mode]
+    assert [t.reward for t in kept] == pytest.approx(rewards)
+    assert m["batch/dropped_overlong"] == dropped
+    assert m["batch/truncated_frac"] == pytest.approx(2 / 3)
+
+
+def test_soft_penalty_edges_and_turn_penalty_reaches_minus_one():
+    assert soft_overlong_penalty(16384, 20480, 4096) == 0.0
+    assert soft_overlong_penalty(20480, 20480, 4096) == -1.0
+    assert soft_overlong_penalty(18432, 20480, 4096) == pytest.approx(-0.5)
+    assert soft_overlong_penalty(20481, 20480, 4096) == -1.0
+    assert turn_penalty(9, 10, 40) == 0.0 and turn_penalty(10, 10, 40) == 0.0
+    assert turn_penalty(40, 10, 40) == -1.0
+
+
+def test_overlong_rejects_bad_config_and_ungraded():
+    with pytest.raises(ValueError, match="mode"):
+        OverlongConfig(mode="drop")
+    with pytest.raises(ValueError, match="l_cache"):
+        OverlongConfig(l_max=4, l_cache=8)
+    with pytest.raises(BatchError, match="no reward"):
+        shape_overlong([traj(None)], OverlongConfig())
+
+
+# ---- staleness --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("max_staleness,kept_versions", [(0, [10]), (2, [10, 8]), (8, [10, 8, 2]), (9, [10, 8, 2, 1])])
+def test_staleness_filter(max_staleness, kept_versions):
+    batch = [traj(1.0, version=v) for v in (10, 8, 2, 1)]
+    kept, m = filter_stale(batch, 10, max_staleness)
+    assert [t.policy_version for t in kept] == kept_versions
+    assert m["batch/dropped_stale"] == 4 - len(kept_versions)
+    assert m["batch/staleness_max"] == 9
+
+
+def test_future_version_is_an_error():
+    with pytest.raises(BatchError, match="newer"):
+        filter_stale([traj(1.0, version=11)], 10)
+
+
+# ---- dynamic sampling -------------------------------------------------------------------------------
+
+GROUPS = group_trajectories([traj(1.0, group="mixed"), traj(-1.0, group="mixed"),
+                             traj(1.0, group="solved"), traj(1.0, group="solved"),
+                             traj(-1.0, group="alone"),
+                             traj(0.3, role="injector", meta={"id": "i1"})])
+BY_KEY = {g.key: g for g in GROUPS}
+MIXED, SOLVED = BY_KEY["mixed"], BY_KEY["solved"]
+
+
+@pytest.mark.parametrize("rules,kept,dropped", [
+    ((), {"mixed", "solved", "alone", "i1"}, {}),
+    (("all_equal",), {"mixed", "i1"}, {"all_equal": 2}),  # a singleton's rewards are all equal too
+    (("too_small",), {"mixed", "solved", "i1"}, {"too_small": 1}),
+    (("all_equal", "too_small"), {"mixed", "i1"}, {"all_equal": 1, "too_small": 1}),
+])
+def test_drop_rules(rules, kept, dropped):
+    out, m = filter_groups(GROUPS, DynamicSamplingConfig(drop_rules=rules))
+    assert {g.key for g in out} == kept
+    for r in RULES:
+        assert m[f"batch/dropped_{r}"] == dropped.get(r, 0)
+    assert m["batch/kept_groups"] == len(kept)
+
+
+def test_sampler_draws_until_full_and_buffers_overflow():
+    draws = iter([[SOLVED], [MIXED, MIXED], [MIXED]])
+    s = DynamicSampler(DynamicSamplingConfig(batch_groups=1, max_draws=5))
+    batch, m = s.fill(lambda: next(draws))
+    assert [g.key for g in batch] == ["mixed"] and m["batch/draws"] == 2
+    assert m["batch/dropped_all_equal"] == 1 and m["batch/buffered_groups"] == 1
+    batch2, m2 = s.fill(lambda: next(draws))  # served from the buffer, no new draw
+    assert len(batch2) == 1 and m2["batch/draws"] == 0
+
+
+def test_sampler_cap_on_draws():
+    s = DynamicSampler(DynamicSamplingConfig(batch_groups=3, max_draws=2))
+    batch, m = s.fill(lambda: [MIXED, SOLVED])
+    assert len(batch) == 2 and m["batch/draws"] == 2 and m["batch/draws_capped"] == 1.0
+
+
+def test_grouping_needs_an_id():
+    t = traj(1.0)
+    bare = type(t)(**{**t.__dict__, "metadata": {}})
+    with pytest.raises(ValueError, match="group_id"):
+        group_trajectories([bare])
+
+
+# ---- whole pipeline ---------------------------------------------------------------------------------
+
+def test_build_batch_end_to_end():
+    trajs = [traj(1.0, group="a", version=5), traj(-1.0, group="a", version=5),
+             traj(-1.0, group="a", version=5, termination="max_turns"),
+             traj(1.0, group="b", version=5), traj(1.0, group="b", version=5),
+             traj(1.0, group="c", version=0), traj(-1.0, group="c", version=0),
+             traj(0.5, role="injector", version=5, meta={"id": "i", "repo": "toolz", "strategy": "removal"})]
+    cfg = BatchConfig(advantage="dr_grpo", max_staleness=4, overlong=OverlongConfig(mode="mask"))
+    samples, m = build_batch(trajs, 8, cfg, RunningMeanBaseline())
+    # c is 8 versions old -> dropped; a loses its truncated member -> [1, -1] -> +1, -1;
+    # b is all-equal -> dropped; the injector's baseline starts at 0 -> 0.5
+    assert sorted(s.advantage for s in samples) == [-1.0, 0.5, 1.0]
+    assert m["batch/dropped_stale"] == 2 and m["batch/dropped_overlong"] == 1
+    assert m["batch/dropped_all_equal"] == 1 and m["batch/kept_groups"] == 2
+    assert m["batch/solver_reward_mean"] == 0.0 and m["batch/injector_reward_mean"] == 0.5
+
+
+def test_build_batch_rejects_ragged_trajectory():
+    t = traj(1.0)
+    bad = type(t)(**{**t.__dict__, "logprobs": t.logprobs[:-1]})
+    with pytest.raises(BatchError, match="same length"):
+        build_batch([bad], 0, BatchConfig(), RunningMeanBaseline())
