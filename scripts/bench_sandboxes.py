@@ -29,15 +29,19 @@ DIRTY = ("echo 'x = 1' >> $(git ls-files '*.py' | head -1); rm -f $(git ls-files
          "head -c 100000 /dev/urandom > new.bin; mkdir -p junk && touch junk/a /tmp/scratch")
 
 
-def median(fn: Callable[[], object], repeats: int, setup: Callable[[], object] | None = None) -> float:
-    times = []
-    for _ in range(repeats):
-        if setup is not None:
-            setup()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+def paired(fn: Callable[[], object], base: Callable[[], object], repeats: int,
+           setup: Callable[[], object] | None = None) -> tuple[float, float]:
+    """Medians of `fn` and of its baseline, run alternately so load drift on a shared machine hits both."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(repeats):
+        order = ((0, fn), (1, base)) if i % 2 == 0 else ((1, base), (0, fn))
+        for k, f in order:
+            if setup is not None:
+                setup()
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def cli(*args: str) -> None:
@@ -70,34 +74,34 @@ def main() -> None:
         with DockerSandbox.create(image) as sb:
             sb.exec("true")
 
-    create = median(create_first_exec, n)
-    rows.append(("create-to-first-exec", create, "docker run --rm IMAGE true",
-                 median(lambda: cli("run", "--rm", "--network", "none", image, "true"), n)))
+    create, run = paired(create_first_exec, lambda: cli("run", "--rm", "--network", "none", image, "true"), n)
+    rows.append(("create-to-first-exec", create, "docker run --rm IMAGE true", run))
 
     with DockerSandbox.create(image) as sb:
         sb.exec("true")
-        rows.append(('exec("true")', median(lambda: sb.exec("true"), n * 3), "docker exec CID true",
-                     median(lambda: cli("exec", sb.id, "true"), n * 3)))
+        ours, theirs = paired(lambda: sb.exec("true"), lambda: cli("exec", sb.id, "true"), n * 3)
+        rows.append(('exec("true")', ours, "docker exec CID true", theirs))
 
         def recreate() -> None:
             sb.recreate()
             sb.exec("true")
 
-        dirty = lambda: sb.exec(DIRTY)  # noqa: E731
-        rows.append(("reset (dirtied repo)", median(sb.reset, n, setup=dirty),
-                     "recreate + first exec", median(recreate, n, setup=dirty)))
-        rows.append(("reset (clean repo)", median(sb.reset, n), "recreate + first exec",
-                     median(recreate, n)))
+        def dirty() -> None:
+            sb.exec(DIRTY)
+
+        reset, again = paired(sb.reset, recreate, n, setup=dirty)
+        rows.append(("reset (dirtied repo)", reset, "recreate + first exec", again))
+        reset, again = paired(sb.reset, recreate, n)
+        rows.append(("reset (clean repo)", reset, "recreate + first exec", again))
 
         def through_sandbox() -> None:
             r = sb.exec(suite, timeout=600)
             assert r.ok, r.output[-2000:]
 
         sb.exec(suite, timeout=600)  # warm the page cache for both
-        rows.append(("toolz suite via sandbox.exec", median(through_sandbox, args.suite_repeats),
-                     "same pytest via docker exec",
-                     median(lambda: cli("exec", "-w", sb.workdir, sb.id, "bash", "-c", suite),
-                            args.suite_repeats)))
+        via, direct = paired(through_sandbox,
+                             lambda: cli("exec", "-w", sb.workdir, sb.id, "bash", "-c", suite), args.suite_repeats)
+        rows.append(("toolz suite via sandbox.exec", via, "same pytest via docker exec", direct))
 
     with SandboxPool(image, 2) as pool:
         def checkout() -> None:
@@ -105,9 +109,13 @@ def main() -> None:
                 sb.exec("true")
 
         checkout()
-        time.sleep(0.5)
-        rows.append(("pool checkout + exec", median(checkout, n, setup=lambda: time.sleep(0.3)),
-                     "create-to-first-exec", create))
+        checkouts = []
+        for _ in range(n):
+            time.sleep(0.3)  # let the background reset finish, as between real episodes
+            t0 = time.perf_counter()
+            checkout()
+            checkouts.append(time.perf_counter() - t0)
+        rows.append(("pool checkout + exec", statistics.median(checkouts), "create-to-first-exec", create))
 
     print(f"image: {image}   repeats: {n} (suite: {args.suite_repeats})")
     print(f"| {'what':30} | {'median s':>9} | {'baseline':30} | {'median s':>9} | {'ratio':>6} |")

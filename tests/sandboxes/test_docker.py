@@ -108,12 +108,20 @@ def test_fork_bomb_is_held_by_the_pid_limit(repo_image):
 
 
 def test_killed_container_raises_sandbox_dead_not_hangs(repo_image):
+    import threading
+
     from sandboxes.engine import docker_client
 
     sb = DockerSandbox.create(repo_image)
     try:
         assert sb.exec("true").ok
-        docker_client().api.kill(sb.id)
+        # Killed while a command runs: that command ends with SandboxDead, not a hang.
+        threading.Timer(1.0, lambda: docker_client().api.kill(sb.id)).start()
+        t0 = time.monotonic()
+        with pytest.raises(SandboxDead, match="exited|not running|gone"):
+            sb.exec("sleep 60", timeout=50)
+        assert time.monotonic() - t0 < 10
+        # And every later command fails fast the same way.
         t0 = time.monotonic()
         with pytest.raises(SandboxDead, match="create a new one"):
             sb.exec("true", timeout=30)

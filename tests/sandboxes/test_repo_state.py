@@ -80,3 +80,19 @@ def test_reset_restores_modified_new_deleted_binary_and_replaced_git(sandbox):
     assert state[2] == head
     assert state[3] == "0"  # status clean, no leftover process
     assert sandbox.diff() == ""
+
+
+TREE = ("find . -printf '%p %y %m %l\\n' | LC_ALL=C sort; "
+        "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum")
+
+
+def test_reset_restores_the_exact_tree_after_type_changes(sandbox):
+    before = sandbox.exec(TREE).output
+    sandbox.exec("rm -rf pkg && echo file-now > pkg; rm README.txt && mkdir -p README.txt/sub; "
+                 "chmod 600 data.bin; ln -sf /etc/passwd latin1.txt; mkdir -p .git/hooks/extra; "
+                 "echo x > .git/hooks/extra/y; echo dirt >> .git/config")
+    assert sandbox.exec(TREE).output != before
+    sandbox.reset()
+    assert sandbox.exec(TREE).output == before
+    # The incremental restore did it (no fallback to a full re-extraction).
+    assert sandbox.exec("cat /var/lib/selfplay/reset.err").output == ""
