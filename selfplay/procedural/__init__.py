@@ -1,0 +1,1 @@
+"""Procedural seed bugs: AST mutation operators, a built-in pytest parser, and `seed()`."""
