@@ -217,6 +217,8 @@ def infrastructure_reason(path: str, *, new: bool = False, test_files: tuple[str
     name = p.name
     if path in test_files:
         return "oracle test file (test_files.txt)"
+    if ".git" in p.parts:
+        return "git metadata"
     if name == "conftest.py":
         return "conftest.py (pytest hooks)"
     if len(p.parts) == 1 and name in TEST_CONFIG_FILES:

@@ -142,11 +142,15 @@ class _Seeder:
         with self.pool.checkout() as sb:
             files = sb.exec("git ls-files '*.py'", timeout=60).output.split()
         tests = [f for f in files if matches_any(f, self.spec.test_patterns)]
-        code = [f for f in files if f not in tests and PurePosixPath(f).name not in ("setup.py", "__init__.py")
+        code = [f for f in files if f not in tests and PurePosixPath(f).name not in ("setup.py", "conf.py")
                 and not f.startswith(("docs/", "doc/", "examples/", "benchmarks/"))]
         pairs = []
         for f in sorted(code):
-            stem = PurePosixPath(f).stem.lstrip("_")
+            p = PurePosixPath(f)
+            # a package's __init__.py is tested by test_<package>.py (e.g. inflection)
+            stem = (p.parent.name if p.name == "__init__.py" else p.stem).lstrip("_")
+            if not stem:
+                continue
             related = [t for t in tests if PurePosixPath(t).name in (f"test_{stem}.py", f"{stem}_test.py")]
             if related:
                 pairs.append((f, related))
