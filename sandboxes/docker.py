@@ -199,7 +199,7 @@ class DockerSandbox:
         res.close()
         code = self._exit_code(eid)
         if code is None or code in (126, 137, 255):
-            self._require_live()  # a dead container explains odd codes; raise SandboxDead if so
+            self._confirm_alive()  # a dying container explains odd codes; raise SandboxDead if so
         return (-1 if code is None else code), out, err, timed_out
 
     def _exit_code(self, eid: str) -> int | None:
@@ -219,6 +219,23 @@ class DockerSandbox:
         except SandboxError as exc:  # pids limit reached: the killer itself could not start
             log.debug("killer exec failed (%s); signalling PID 1", exc)
         self._kill_all()
+
+    def _confirm_alive(self) -> None:
+        """Raise SandboxDead unless a probe command runs. The engine reports a SIGKILLed container as
+        running for a moment after its execs died, so its state alone is not enough."""
+        for _ in range(20):
+            cid = self._require_live()
+            try:
+                eid = self._api.exec_create(cid, ["true"])["Id"]
+                self._api.exec_start(eid)
+                if self._api.exec_inspect(eid).get("ExitCode") == 0:
+                    return
+            except Exception as exc:
+                if getattr(exc, "status_code", None) in (404, 409):
+                    raise self._dead_or(exc, "probing the container") from exc
+                log.debug("probe failed (%s); retrying", exc)  # e.g. no pid free for it yet
+            time.sleep(0.1)
+        self._require_live()
 
     def _require_live(self) -> str:
         if self.id is None:
