@@ -33,15 +33,19 @@ def hf_model():
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory):
-    """A YaRN-configured engine after one step, saved as checkpoint v1 (weights + optimizer)."""
+    """A YaRN-configured engine saved as v0 (weights only), then after one step as v1 (+ optimizer)."""
     pytest.importorskip("deepspeed")
     from selfplay.learner.config import EngineConfig
     from selfplay.learner.engine import LearnerEngine
 
     engine = LearnerEngine(EngineConfig(lr=1e-4, warmup_steps=1, rope_scaling=YARN, max_position_embeddings=16384,
                                         token_budget=24))
+    from selfplay.learner.checkpoint import save_checkpoint
+
     samples = make_samples(engine.tokenizer)
-    metrics = engine.train_step(samples)
     root = tmp_path_factory.mktemp("ckpt")
+    # v0: the initial weights with the learner's model options; rollout engines start from it.
+    save_checkpoint(engine, root, optimizer=False)
+    metrics = engine.train_step(samples)
     path = engine.save(root)
     return engine, samples, metrics, root, path

@@ -25,10 +25,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def serve_policy():
+def serve_policy(trained):
+    """`selfplay serve-policy` started, as rollout servers must be, from the learner's v0 checkpoint (which
+    carries the model options, here YaRN: reloading copies tensors, not the RoPE config)."""
+    root = trained[3]
     port = _free_port()
     exe = Path(sys.executable).with_name("selfplay")
-    proc = subprocess.Popen([str(exe), "serve-policy", "--port", str(port)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([str(exe), "serve-policy", "--port", str(port), "--model", str(root / "v000000")], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env={**os.environ})
     url = f"http://127.0.0.1:{port}"
     try:
@@ -51,14 +54,17 @@ def serve_policy():
 def test_http_sync_to_real_serve_policy(trained, serve_policy):
     engine, samples, _, _, path = trained
     assert httpx.get(f"{serve_policy}/weight_info").json()["weight_version"] == 0
+    prompt = list(samples[0].input_ids[:5])
+    request = {"prompt": prompt, "max_tokens": 4, "logprobs": 0, "return_token_ids": True, "seed": 3,
+               "return_weight_versions": True}
+    old = httpx.post(f"{serve_policy}/v1/completions", timeout=120, json=request).json()["choices"][0]
+    assert engine.logprobs([prompt + old["token_ids"]])[0][len(prompt):] != pytest.approx(
+        old["logprobs"]["token_logprobs"], abs=1e-3)  # the server still has the v0 weights
     sync = HTTPPolicySync(serve_policy)
     sync.push(engine.version, checkpoint_dir=path)
     assert httpx.get(f"{serve_policy}/weight_info").json()["weight_version"] == engine.version
     # The server now samples from the learner's weights: its behaviour logprobs match the learner's.
-    prompt = list(samples[0].input_ids[:5])
-    r = httpx.post(f"{serve_policy}/v1/completions", timeout=120, json={
-        "prompt": prompt, "max_tokens": 4, "logprobs": 0, "return_token_ids": True, "seed": 3,
-        "return_weight_versions": True}).json()["choices"][0]
+    r = httpx.post(f"{serve_policy}/v1/completions", timeout=120, json=request).json()["choices"][0]
     assert r["weight_versions"][0]["version"] == engine.version
     ours = engine.logprobs([prompt + r["token_ids"]])[0][len(prompt):]
     assert ours == pytest.approx(r["logprobs"]["token_logprobs"], abs=1e-3)
@@ -73,8 +79,10 @@ def test_http_sync_to_real_serve_policy(trained, serve_policy):
 def test_hfpolicy_sync_modes(trained, mode):
     from agent_scaffold.policies.hf import HFPolicy
 
-    engine, samples, _, _, path = trained
-    policy = HFPolicy()
+    engine, samples, _, root, path = trained
+    with pytest.raises(WeightSyncError, match="RoPE"):  # a policy built without the learner's YaRN option
+        HFPolicySync(HFPolicy(), "disk").push(engine.version, checkpoint_dir=path)
+    policy = HFPolicy(root / "v000000")
     before = policy.model.state_dict()["model.layers.0.self_attn.q_proj.weight"].clone()
     HFPolicySync(policy, mode).push(engine.version, checkpoint_dir=path, state_dict=engine.state_dict())
     after = policy.model.state_dict()["model.layers.0.self_attn.q_proj.weight"]

@@ -1,0 +1,146 @@
+"""Consistency validation: the pure checks, then every handmade toolz artifact through real sandboxes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from selfplay.artifact import load_artifact
+from selfplay.validation import CHECK_NAMES, CheckResult, ValidationConfig, ValidationReport, validate
+from selfplay.validation import checks
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "fixtures" / "artifacts"
+
+
+def _config(name: str, **kw) -> ValidationConfig:
+    path = ARTIFACTS / name / "validation.json"
+    return ValidationConfig(**{**(json.loads(path.read_text()) if path.exists() else {}), **kw})
+
+
+# -- pure -----------------------------------------------------------------------------------------
+def test_flaky_tests_are_those_whose_status_differs_or_that_vanish():
+    runs = [{"a": "passed", "b": "passed", "c": "failed"}, {"a": "passed", "b": "failed"}]
+    assert checks.flaky_tests(runs) == {"b", "c"}
+
+
+def test_parser_check_drop_policy_keeps_stable_tests_and_reject_policy_rejects():
+    runs = [{"a": "passed", "b": "passed"}, {"a": "passed", "b": "failed"}]
+    flaky = checks.flaky_tests(runs)
+    dropped = checks.check_parser(runs, [None, None], flaky, "drop")
+    assert dropped.passed and "1 flaky test(s) dropped: b" in dropped.detail
+    assert not checks.check_parser(runs, [None, None], flaky, "reject").passed
+    everything_flaky = [{"a": "passed"}, {"a": "failed"}]
+    assert not checks.check_parser(everything_flaky, [None, None], {"a"}, "drop").passed
+
+
+def test_parser_check_rejects_empty_map_and_reports_errors():
+    assert "empty JSON object" in checks.check_parser([{}, {}], [None, None], set(), "drop").detail
+    assert checks.check_parser([None, {}], ["exited with 1", None], set(), "drop").detail == "exited with 1"
+
+
+def test_bug_validity_mentions_flaky_tests_that_do_not_count():
+    r = checks.check_bug_validity((), {"t::flaky"}, 1)
+    assert not r.passed and "t::flaky" in r.detail
+    assert checks.check_bug_validity(("t::a",), set(), 1).passed
+
+
+def test_weakening_counts_removed_and_passing_tests():
+    assert checks.check_weakening(("a", "b"), {"a": "failed"}).passed          # b removed
+    assert checks.check_weakening(("a", "b"), {"a": "failed", "b": "passed"}).passed
+    assert not checks.check_weakening(("a", "b"), {"a": "failed", "b": "failed"}).passed
+
+
+def test_inverse_mutation_needs_every_file_to_contribute():
+    assert checks.check_inverse_mutation(("a",), {"x.py": {"a": "passed"}, "y.py": {"a": "passed"}}).passed
+    r = checks.check_inverse_mutation(("a",), {"x.py": {"a": "passed"}, "y.py": {"a": "failed"}})
+    assert not r.passed and "y.py" in r.detail
+    assert not checks.check_inverse_mutation(("a",), {"x.py": None}).passed
+
+
+def test_report_json_shape():
+    report = ValidationReport(valid=False, checks=(CheckResult("test_files", False, "missing x"),))
+    data = report.to_json()
+    assert {"valid", "checks", "fail_to_pass", "pass_to_pass"} <= set(data)
+    assert data["checks"] == [{"name": "test_files", "passed": False, "detail": "missing x"}]
+    assert report.failed_check == "test_files"
+
+
+@pytest.mark.parametrize("field", ["min_passing_tests", "parallelism", "original_runs", "flaky_policy"])
+def test_config_rejects_bad_values_naming_the_field(field):
+    with pytest.raises(ValueError, match=field):
+        ValidationConfig(**{field: "x" if field == "flaky_policy" else -1})
+
+
+def test_malformed_artifact_object_gives_invalid_report_without_sandboxes(toolz_spec):
+    artifact = replace(load_artifact(ARTIFACTS / "valid"), bug_inject="")
+    report = validate(artifact, toolz_spec, pool=object())  # the pool is never touched
+    assert not report.valid and report.checks == () and "bug_inject.diff is empty" in report.error
+
+
+# -- Docker ---------------------------------------------------------------------------------------
+@pytest.mark.docker
+@pytest.mark.slow
+def test_valid_two_file_artifact(valid_report):
+    r = valid_report
+    assert r.valid, r.to_json()
+    assert [c.name for c in r.checks] == list(CHECK_NAMES)
+    assert sorted(r.fail_to_pass) == [
+        "toolz/tests/test_dicttoolz.py::TestCustomMapping::test_keyfilter",
+        "toolz/tests/test_dicttoolz.py::TestDefaultDict::test_keyfilter",
+        "toolz/tests/test_dicttoolz.py::TestDict::test_keyfilter",
+        "toolz/tests/test_itertoolz.py::test_frequencies",
+    ]
+    assert len(r.pass_to_pass) == 98 and not set(r.fail_to_pass) & set(r.pass_to_pass)
+    assert r.suite_runs == 6  # 2 original + buggy + weakened + one per bug file
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("check", [n for n in CHECK_NAMES])
+def test_each_fixture_fails_exactly_its_check(check, toolz_spec, toolz_pool):
+    name = f"fail_{check}"
+    report = validate(load_artifact(ARTIFACTS / name), toolz_spec, _config(name), pool=toolz_pool)
+    assert not report.valid
+    names = [c.name for c in report.checks]
+    assert names == list(CHECK_NAMES[:CHECK_NAMES.index(check) + 1]), report.to_json()
+    assert all(c.passed for c in report.checks[:-1]) and not report.checks[-1].passed
+    assert report.checks[-1].detail
+
+
+@pytest.mark.docker
+def test_hanging_parser_fails_the_parser_check_with_a_timeout(toolz_spec, toolz_pool):
+    report = validate(load_artifact(ARTIFACTS / "malformed_hanging_parser"), toolz_spec,
+                      ValidationConfig(parser_timeout=2), pool=toolz_pool)
+    assert [c.name for c in report.checks] == ["test_files", "parser"]
+    assert "did not finish within 2s" in report.checks[-1].detail
+
+
+@pytest.mark.docker
+def test_cli_validate_json_contract(tmp_path):
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["validate", str(ARTIFACTS / "fail_bug_scope"), "--repo", "toolz", "--json",
+                             "--min-changed-files", "2"])
+    assert ok.exit_code == 1, ok.output
+    data = json.loads(ok.stdout)
+    assert data["valid"] is False and data["checks"][-1]["name"] == "bug_scope"
+    assert set(data["checks"][0]) == {"name", "passed", "detail"}
+
+
+def test_cli_validate_malformed_and_usage_errors(tmp_path):
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["validate", str(ARTIFACTS / "malformed_missing_file"), "--repo", "toolz", "--json"])
+    assert bad.exit_code == 1
+    assert json.loads(bad.stdout)["valid"] is False and "missing test_parser.py" in json.loads(bad.stdout)["error"]
+    assert runner.invoke(app, ["validate", str(tmp_path / "nope"), "--repo", "toolz"]).exit_code == 2
+    assert runner.invoke(app, ["validate", str(ARTIFACTS / "valid"), "--repo", "no-such-repo"]).exit_code == 2
