@@ -13,7 +13,6 @@ Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 from sandboxes import archive, shell
 from sandboxes.engine import docker_client
 from sandboxes.errors import SandboxDead, SandboxError
+from sandboxes.exec_stream import ExecStream
 from sandboxes.output import OutputCap
 from sandboxes.reaper import owner_labels, registry
 from sandboxes.sandbox import ExecResult, PatchResult
@@ -159,56 +159,26 @@ class DockerSandbox:
     def _run(self, argv: list[str], timeout: float, env: dict[str, str] | None,
              limit: int) -> tuple[int, OutputCap, OutputCap, bool]:
         """Run argv in the container; returns (exit code, stdout cap, stderr cap, timed out)."""
-        from docker.utils.socket import frames_iter
-
-        cid = self.id
-        if cid is None:
-            raise SandboxDead(f"sandbox from {self.image!r} is closed; create a new one")
+        cid = self._require_id()
         token = uuid.uuid4().hex
-        environment = {**(env or {}), shell.TOKEN_VAR: token}
         try:
-            eid = self._api.exec_create(cid, argv, environment=environment)["Id"]
-            res = self._api._post_json(self._api._url("/exec/{0}/start", eid),
-                                       headers={"Connection": "Upgrade", "Upgrade": "tcp"},
-                                       data={"Tty": False, "Detach": False}, stream=True)
-            self._api._raise_for_status(res)
+            eid = self._api.exec_create(cid, argv, environment={**(env or {}), shell.TOKEN_VAR: token})["Id"]
+            stream = ExecStream(self._api, eid, limit)
         except Exception as exc:
             raise self._dead_or(exc, "starting a command") from exc
-        sock = self._api._get_raw_response_socket(res)
-        self._api._disable_socket_timeout(sock)
-        out, err = OutputCap(limit), OutputCap(64 << 10)
-        done = threading.Event()
-
-        def read() -> None:
-            try:
-                for stream, data in frames_iter(sock, tty=False):
-                    (err if stream == 2 else out).feed(data)
-            except (OSError, ValueError):
-                pass  # socket cut after a timeout, or closed under us
-            finally:
-                done.set()
-
-        threading.Thread(target=read, name=f"sandbox-exec-{cid[:8]}", daemon=True).start()
-        timed_out = not done.wait(timeout)
-        if timed_out:
-            self._kill(token)
-            if not done.wait(self.config.kill_grace):
-                log.warning("sandbox %s: output of a killed command stayed open; cutting it", cid[:12])
-                _shutdown(sock)
-                done.wait(5)
-        res.close()
-        code = self._exit_code(eid)
+        try:
+            timed_out = not stream.wait(timeout)
+            if timed_out:
+                self._kill(token)
+                if not stream.wait(self.config.kill_grace):
+                    log.warning("sandbox %s: output of a killed command stayed open; cutting it", cid[:12])
+                    stream.cut()
+        finally:
+            stream.close()
+        code = stream.exit_code()
         if code is None or code in (126, 137, 255):
             self._confirm_alive()  # a dying container explains odd codes; raise SandboxDead if so
-        return (-1 if code is None else code), out, err, timed_out
-
-    def _exit_code(self, eid: str) -> int | None:
-        for _ in range(200):  # the stream can close a moment before the engine records the exit
-            info = self._api.exec_inspect(eid)
-            if not info.get("Running"):
-                return info.get("ExitCode")
-            time.sleep(0.005)
-        return None
+        return (-1 if code is None else code), stream.out, stream.err, timed_out
 
     def _kill(self, token: str) -> None:
         """Kill every process of one exec; SIGUSR1 to PID 1 (kill-all, builtins only) if that fails."""
@@ -363,12 +333,3 @@ class DockerSandbox:
             raise SandboxDead(f"sandbox from {self.image!r} is closed; create a new one")
         return self.id
 
-
-def _shutdown(sock: object) -> None:
-    import socket
-
-    raw = getattr(sock, "_sock", sock)
-    try:
-        raw.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
-    except OSError:
-        pass
