@@ -30,7 +30,7 @@ class SandboxPool:
         self.image, self.size, self.workdir = image, size, workdir
         self.config = config or DockerSandboxConfig()
         self.run_id = run_id
-        self._idle: queue.Queue[DockerSandbox | BaseException] = queue.Queue()
+        self._idle: queue.Queue[DockerSandbox | Exception] = queue.Queue()
         self._all: set[DockerSandbox] = set()
         self._lock = threading.Lock()
         self._closed = False
@@ -62,9 +62,15 @@ class SandboxPool:
         except queue.Empty:
             raise SandboxError(f"no sandbox of {self.image} became free within {timeout} s "
                                f"(pool size {self.size}); raise the size or the timeout") from None
-        if isinstance(item, BaseException):  # a replacement failed to start; let the next one retry
+        if isinstance(item, Exception):  # a replacement failed to start; let the next one retry
             self._workers.submit(self._refill)
             raise SandboxError(f"pool of {self.image} could not replace a broken sandbox: {item}") from item
+        try:
+            item._require_live()  # one inspect (~ms): a container that died while idle is replaced
+        except SandboxError as exc:
+            log.warning("pool %s: idle sandbox %s died (%s); starting a new one", self.image, item, exc)
+            self._discard(item)
+            item = self._new()
         try:
             yield item
         finally:
@@ -91,7 +97,7 @@ class SandboxPool:
     def _refill(self) -> None:
         try:
             self._idle.put(self._new())
-        except BaseException as exc:  # handed to the next checkout, which reports it
+        except Exception as exc:  # handed to the next checkout, which reports it
             self._idle.put(exc)
 
     def _discard(self, sb: DockerSandbox) -> None:

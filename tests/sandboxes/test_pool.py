@@ -47,6 +47,18 @@ def test_pool_hands_clean_sandboxes_to_concurrent_threads(repo_image):
             assert before == ""  # clean: no dirt from the previous user, empty /tmp
             assert diff.count("dirt-") == 1 and diff.count("new file mode") == 1
     assert pool._all == set()
-    with pytest.raises(Exception, match="closed"):
-        with pool.checkout():
-            pass
+    with pytest.raises(Exception, match="closed"), pool.checkout():
+        pass
+
+
+def test_pool_replaces_a_sandbox_that_died_while_idle(repo_image):
+    from sandboxes.engine import docker_client
+
+    with SandboxPool(repo_image, 1, config=DockerSandboxConfig(cpus=0.5, mem_limit="256m")) as pool:
+        with pool.checkout() as sb:
+            first = sb.id
+        pool._idle.put(pool._idle.get(timeout=30))  # wait for the background reset to finish
+        docker_client().api.kill(first)
+        with pool.checkout(timeout=30) as sb:
+            assert sb.id != first
+            assert sb.exec("true").ok

@@ -59,7 +59,7 @@ def test_gc_removes_containers_of_a_killed_owner_only(repo_image, session_sandbo
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_to_the_owner_removes_its_containers(repo_image, sig):
     run_id = f"pytest-signal-{sig.name}-{os.getpid()}"
-    proc, cid = _owner(repo_image, run_id)
+    proc, _ = _owner(repo_image, run_id)
     proc.send_signal(sig)
     proc.wait(30)
     assert proc.returncode != 0  # it still dies of the signal (or of KeyboardInterrupt)
