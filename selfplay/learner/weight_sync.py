@@ -53,6 +53,7 @@ class HFPolicySync:
             if checkpoint_dir is None:
                 raise WeightSyncError("HFPolicySync(mode='disk') needs checkpoint_dir; save a checkpoint first "
                                       "or use mode='memory'")
+            _check_rope(self.policy, Path(checkpoint_dir))
             self.policy.load_weights(checkpoint_dir, version)
         else:
             if state_dict is None:
@@ -75,6 +76,22 @@ class HFPolicySync:
                 if name in state:
                     tensor.copy_(state[name].to(tensor.dtype))
             self.policy.version = int(version)
+
+
+def _check_rope(policy: Any, checkpoint_dir: Path) -> None:
+    """Reloading copies tensors only; RoPE settings live in the config, so they must already agree."""
+    import json
+
+    cfg_path = checkpoint_dir / "config.json"
+    if not cfg_path.exists():
+        raise WeightSyncError(f"{checkpoint_dir} has no config.json; pass a checkpoint written by the learner")
+    theirs = json.loads(cfg_path.read_text()).get("rope_parameters") or {}
+    ours = dict(getattr(policy.model.config, "rope_parameters", None) or {})
+    if theirs.get("rope_type", "default") != ours.get("rope_type", "default") or \
+            theirs.get("factor") != ours.get("factor"):
+        raise WeightSyncError(f"{checkpoint_dir} uses RoPE {theirs} but the policy was built with {ours}; start "
+                              "the rollout engine from the learner's v0 checkpoint so both apply the same "
+                              "model options")
 
 
 class HTTPPolicySync:
