@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from selfplay.store import SamplingConfig, open_store, sample  # noqa: E402
 from selfplay.store.models import AttemptRow, TaskRow, TaskStatsRow  # noqa: E402
-from selfplay.store.queries import tier_conditions, tier_select  # noqa: E402
+from selfplay.store.queries import sqlite_unseen_sql, tier_conditions, tier_select  # noqa: E402
 from selfplay.store.records import TaskStats  # noqa: E402
 
 BUG = (
@@ -243,28 +243,24 @@ def baseline_sample(store, n: int, config: SamplingConfig, rng: random.Random) -
 
 
 def plans(store, n: int, config: SamplingConfig) -> str:
+    """Query plans of the unseen and the in-band candidate queries, as the store runs them."""
     from sqlalchemy.dialects import postgresql, sqlite
 
-    out = []
-    stmt = (
-        tier_select(tier_conditions(config)[1])
-        .where(TaskStatsRow.rand_key >= 0.5)
-        .limit(config.pool_factor * n)
-    )
     dialect = store.engine.dialect
-    sql = str(
-        stmt.compile(
-            dialect=sqlite.dialect() if dialect.name == "sqlite" else postgresql.dialect(),
-            compile_kwargs={"literal_binds": True},
-        )
-    )
-    with store.engine.connect() as conn:
-        if dialect.name == "sqlite":
-            rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql).all()
-            out += [f"  {r[-1]}" for r in rows]
-        else:
-            rows = conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF) " + sql).all()
-            out += [f"  {r[0]}" for r in rows]
+    compiler = sqlite.dialect() if dialect.name == "sqlite" else postgresql.dialect()
+    unseen, in_band, _ = tier_conditions(config)
+    out = []
+    for name, cond, limit in (("unseen", unseen, n), ("in-band", in_band, config.pool_factor * n)):
+        stmt = tier_select(cond).where(TaskStatsRow.rand_key >= 0.5).limit(limit)
+        sql = str(stmt.compile(dialect=compiler, compile_kwargs={"literal_binds": True}))
+        if name == "unseen" and dialect.name == "sqlite":
+            sql = sqlite_unseen_sql(stmt)
+        with store.engine.connect() as conn:
+            if dialect.name == "sqlite":
+                rows = [r[-1] for r in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql)]
+            else:
+                rows = [r[0] for r in conn.exec_driver_sql("EXPLAIN (ANALYZE, COSTS OFF) " + sql)]
+        out.append(f"{name} tier:\n" + "\n".join(f"  {r}" for r in rows))
     return "\n".join(out)
 
 
@@ -289,7 +285,7 @@ def bench(url: str, name: str, data, args) -> None:
     print(f"sample_tasks({args.batch}): median {ours * 1000:.1f} ms ({got} tasks)")
     print(f"baseline GROUP BY + sample all: median {base * 1000:.1f} ms ({got_b} tasks)")
     print(f"speed-up vs baseline: {base / ours:.1f}x")
-    print("candidate query plan (in-band tier):\n" + plans(store, args.batch, cfg))
+    print(plans(store, args.batch, cfg))
     store.close()
 
 

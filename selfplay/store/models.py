@@ -23,8 +23,12 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+UNSEEN_SQL = "status = 'active' AND attempts = 0"
+"""The partial index's condition; queries must spell it with literals for planners to use the index."""
 
 RECENT_WINDOW = 32
 """How many of the latest solver outcomes each task keeps (the 'recent window')."""
@@ -174,6 +178,21 @@ class TaskStatsRow(Base):
             "family",
             "diff_hash",
             "task_id",
+        ),
+        # Unseen tasks are few once a run is under way: a partial index lets their walk skip the rest.
+        Index(
+            "ix_task_stats_unseen",
+            "rand_key",
+            "status",
+            "attempts",
+            "solves",
+            "recent",
+            "repo",
+            "family",
+            "diff_hash",
+            "task_id",
+            sqlite_where=text(UNSEEN_SQL),
+            postgresql_where=text(UNSEEN_SQL),
         ),
     )
     task_id: Mapped[str] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"), primary_key=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import ColumnElement, Select, and_, func, select
+from sqlalchemy import ColumnElement, Select, and_, func, literal_column, select, text
 from sqlalchemy.orm import Session
 
 from selfplay.artifact import BugArtifact
-from selfplay.store.models import ArtifactRow, AttemptRow, CheckResultRow, TaskRow, TaskStatsRow
+from selfplay.store.models import UNSEEN_SQL, ArtifactRow, AttemptRow, CheckResultRow, TaskRow, TaskStatsRow
 from selfplay.store.records import ArtifactRecord, AttemptRecord, CheckRecord, TaskStats
 from selfplay.store.sampling import SamplingConfig
 from selfplay.task import Task
@@ -157,17 +157,19 @@ def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
         count, solves = TaskStatsRow.attempts, TaskStatsRow.solves
     low, high = config.band
     in_band = and_(TaskStatsRow.attempts > 0, solves >= count * low, solves <= count * high)
-    return [TaskStatsRow.attempts == 0, in_band, TaskStatsRow.attempts >= 0]
+    unseen = text(UNSEEN_SQL)  # literal, so it matches ix_task_stats_unseen's WHERE
+    return [unseen, in_band, TaskStatsRow.attempts >= 0]
 
 
 def tier_select(cond: ColumnElement[bool]) -> Select:
-    """Active candidates meeting `cond`, in rand_key order, read from the covering sampling index."""
+    """Active candidates meeting `cond`, in rand_key order, read from a covering sampling index."""
     s = TaskStatsRow
-    return (
+    stmt = (
         select(s.task_id, s.repo, s.status, s.family, s.diff_hash, s.attempts, s.solves, s.recent)
-        .where(s.status == "active", cond)
+        .where(s.status == literal_column("'active'"), cond)
         .order_by(s.rand_key)
     )
+    return stmt
 
 
 def candidate_pool(session: Session, n: int, config: SamplingConfig, start: float) -> list[TaskStats]:
@@ -175,11 +177,14 @@ def candidate_pool(session: Session, n: int, config: SamplingConfig, start: floa
     and dedup), n unseen (the sampler never takes more), and n of any kind (fill-up and retirement)."""
     pool: dict[str, TaskStats] = {}
     unseen, in_band, anything = tier_conditions(config)
-    for cond, limit in ((unseen, n), (in_band, config.pool_factor * n), (anything, n)):
+    tiers = ((unseen, n, True), (in_band, config.pool_factor * n, False), (anything, n, False))
+    for cond, limit, is_unseen in tiers:
         base = tier_select(cond)
-        rows = session.execute(base.where(TaskStatsRow.rand_key >= start).limit(limit)).all()
+        rows = _run(session, base.where(TaskStatsRow.rand_key >= start).limit(limit), is_unseen)
         if len(rows) < limit:
-            rows += session.execute(base.where(TaskStatsRow.rand_key < start).limit(limit - len(rows))).all()
+            rows += _run(
+                session, base.where(TaskStatsRow.rand_key < start).limit(limit - len(rows)), is_unseen
+            )
         for r in rows:
             pool.setdefault(
                 r[0],
@@ -195,3 +200,19 @@ def candidate_pool(session: Session, n: int, config: SamplingConfig, start: floa
                 ),
             )
     return list(pool.values())
+
+
+def sqlite_unseen_sql(stmt: Select) -> str:
+    """`stmt` as SQLite text forced onto the partial unseen index: SQLite's planner cannot tell that
+    attempts = 0 is rare and would walk the wider sampling index (SQLAlchemy renders no SQLite hints).
+    Every bound value here is a number the store made, so rendering them inline is safe."""
+    from sqlalchemy.dialects import sqlite
+
+    sql = str(stmt.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))
+    return sql.replace("FROM task_stats", "FROM task_stats INDEXED BY ix_task_stats_unseen", 1)
+
+
+def _run(session: Session, stmt: Select, unseen: bool) -> list:
+    if unseen and session.get_bind().dialect.name == "sqlite":
+        return list(session.execute(text(sqlite_unseen_sql(stmt))).all())
+    return list(session.execute(stmt).all())

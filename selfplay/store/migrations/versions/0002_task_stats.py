@@ -15,7 +15,8 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-RECENT_WINDOW = 32  # frozen copy of models.RECENT_WINDOW at this revision
+RECENT_WINDOW = 32
+UNSEEN_SQL = "status = 'active' AND attempts = 0"  # frozen copies of the models' values at this revision
 
 
 def upgrade() -> None:
@@ -41,6 +42,14 @@ def upgrade() -> None:
         "task_stats",
         ["status", "rand_key", "attempts", "solves", "recent", "repo", "family", "diff_hash", "task_id"],
         unique=False,
+    )
+    op.create_index(
+        "ix_task_stats_unseen",
+        "task_stats",
+        ["rand_key", "status", "attempts", "solves", "recent", "repo", "family", "diff_hash", "task_id"],
+        unique=False,
+        sqlite_where=sa.text(UNSEEN_SQL),
+        postgresql_where=sa.text(UNSEEN_SQL),
     )
     # Backfill: one row per task, from its solver attempts in id order.
     bind = op.get_bind()
@@ -80,5 +89,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_task_stats_unseen", table_name="task_stats")
     op.drop_index("ix_task_stats_sampling", table_name="task_stats")
     op.drop_table("task_stats")
