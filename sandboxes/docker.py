@@ -2,8 +2,10 @@
 
 Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
 - PID 1 is a tiny bash loop that first tars the workdir to /var/lib/selfplay/pristine.tar; `reset()`
-  kills every process, restores the workdir from that tarball and empties /tmp. That survives a deleted or
-  replaced `.git` and is faster than recreating the container.
+  kills every process, restores from that tarball only the entries that changed, appeared or vanished
+  (ctime and sorted listings), and empties /tmp. That survives a deleted or replaced `.git` and is about
+  3x faster than recreating the container. It does not undo changes outside the workdir and /tmp (e.g. a
+  `pip install` into /opt/venv); `recreate()` does.
 - Each exec carries a token in its environment and runs in its own session; a timeout kills the session's
   process group and every process with the token, from a second exec, falling back to a SIGUSR1 to PID 1
   (builtins only) when the pids limit leaves no room to start one.
@@ -301,8 +303,9 @@ class DockerSandbox:
         return self.diff_bytes().decode("utf-8", "replace")
 
     def reset(self) -> None:
-        """Back to the pristine state: kill all processes, restore the workdir from the start-up copy,
-        empty /tmp. Falls back to `recreate()` when the copy is missing or the restore fails."""
+        """Back to the pristine state: kill all processes, restore the workdir from the start-up snapshot,
+        empty /tmp. Falls back to `recreate()` when the snapshot is missing or the restore fails.
+        Files outside the workdir and /tmp (e.g. /opt/venv) are not restored; use `recreate()` for that."""
         for _attempt in range(2):
             try:
                 code, out, _, timed_out = self._run(["bash", "-c", shell.RESET, "selfplay-reset", self.workdir],
