@@ -178,9 +178,8 @@ def mutate(source: str, operator: Operator, site: int) -> str:
     raw = [line.encode() for line in lines]  # ast column offsets count UTF-8 bytes
     first, last = node.lineno - 1, node.end_lineno - 1
     if operator.statement:
-        indent = raw[first][:node.col_offset]
-        if indent.strip() or raw[last][node.end_col_offset:].strip() not in (b"",) and not \
-                raw[last][node.end_col_offset:].lstrip().startswith(b"#"):
+        indent, rest = raw[first][:node.col_offset], raw[last][node.end_col_offset:].strip()
+        if indent.strip() or (rest and not rest.startswith(b"#")):
             raise ValueError(f"{operator.name}: statement at line {node.lineno} shares its line")
         new_raw = raw[:first] + [indent + operator.rewrite(node).encode() + b"\n"] + raw[last + 1:]
     else:

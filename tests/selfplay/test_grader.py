@@ -1,0 +1,77 @@
+"""Grading predictions against the valid toolz artifact in real sandboxes, including reward hacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from selfplay.artifact import load_artifact
+from selfplay.grader import build_buggy_state, grade
+from selfplay.validation.suite import prepare, run_suite
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+VALID = FIXTURES / "artifacts" / "valid"
+PRED = FIXTURES / "predictions"
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+# (prediction, reward, dropped file or None, error substring or None)
+CASES = [
+    ("correct", 1, None, None),
+    ("correct_alt", 1, None, None),
+    ("partial", -1, None, None),
+    ("fix_plus_test_edits", 1, "toolz/tests/test_itertoolz.py", None),
+    ("partial_plus_test_edits", -1, "toolz/tests/test_dicttoolz.py", None),
+    ("conftest_hook", -1, "conftest.py", None),
+    ("pytest_ini", -1, "pytest.ini", None),
+    ("garbage", -1, None, "not a diff"),
+]
+
+
+@pytest.mark.parametrize("name, reward, dropped, error", CASES, ids=[c[0] for c in CASES])
+def test_grading_cases(name, reward, dropped, error, toolz_spec, toolz_pool, valid_report):
+    result = grade(load_artifact(VALID), (PRED / f"{name}.diff").read_text(), valid_report.fail_to_pass,
+                   valid_report.pass_to_pass, spec=toolz_spec, pool=toolz_pool)
+    assert result.reward == reward, result.to_json()
+    assert result.resolved == (reward == 1)
+    assert set(result.tests) == set(valid_report.fail_to_pass) | set(valid_report.pass_to_pass)
+    if dropped:
+        assert [d.split(" ")[0] for d in result.dropped_hunks] == [dropped]
+    else:
+        assert result.dropped_hunks == ()
+    assert (error is None and result.error is None) or (error and error in result.error)
+    if name == "partial":
+        assert {t for t, s in result.tests.items() if s == "failed"} == {
+            t for t in valid_report.fail_to_pass if "keyfilter" in t}
+
+
+def test_a_patch_that_does_not_apply_gets_minus_one_with_the_reason(toolz_spec, toolz_pool, valid_report):
+    stale = (PRED / "correct.diff").read_text().replace("-        d[item] += 2", "-        d[item] += 7")
+    result = grade(load_artifact(VALID), stale, valid_report.fail_to_pass, valid_report.pass_to_pass,
+                   spec=toolz_spec, pool=toolz_pool)
+    assert result.reward == -1 and "does not apply" in result.error
+
+
+def test_the_conftest_hook_really_fools_an_unhardened_grader(toolz_pool):
+    """Control for the drop rule: applied as-is (SSR's grader only restores test_files.txt), the hook
+    turns the still-failing oracle tests into passes."""
+    artifact = load_artifact(VALID)
+    with toolz_pool.checkout() as sb:
+        for diff in (artifact.bug_inject, artifact.test_weaken, (PRED / "conftest_hook.diff").read_text()):
+            assert sb.apply_patch(diff).applied
+        sb.exec("git checkout -q selfplay-base -- " + " ".join(artifact.test_files), timeout=60)
+        prepare(sb, artifact)
+        run = run_suite(sb, suite_timeout=120, parser_timeout=30)
+    assert run.statuses["toolz/tests/test_itertoolz.py::test_frequencies"] == "passed"
+
+
+def test_buggy_state_has_bug_weakening_and_a_single_fresh_commit(toolz_pool):
+    artifact = load_artifact(VALID)
+    with toolz_pool.checkout() as sb:
+        build_buggy_state(sb, artifact)
+        log = sb.exec("git log --oneline | wc -l; git status --porcelain | wc -l; git tag", timeout=60).output.split()
+        itertoolz = sb.read_file("toolz/itertoolz.py").decode()
+        tests = sb.read_file("toolz/tests/test_itertoolz.py").decode()
+    assert log == ["1", "0", "selfplay-base"]
+    assert "d[item] += 2" in itertoolz and "def test_frequencies" not in tests
