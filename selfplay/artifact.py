@@ -66,8 +66,7 @@ def _parse_test_files(text: str) -> tuple[str, ...]:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        if line.startswith("./"):
-            line = line[2:]
+        line = line.removeprefix("./")
         paths.append(line)
     return tuple(dict.fromkeys(paths))  # de-duplicated, order kept
 

@@ -20,7 +20,7 @@ from unidiff.errors import UnidiffParseError
 
 from selfplay.errors import DiffError
 
-_DIFF_GIT = re.compile(r"^diff --git ", re.M)
+_DIFF_GIT = re.compile(r"^diff --git ", re.MULTILINE)
 
 # pytest reads its configuration from these files (any of them at the rootdir or above); a prediction
 # editing one can deselect, skip or xfail oracle tests, or load a plugin.
@@ -75,7 +75,7 @@ def _sections(text: str) -> list[str]:
     if _DIFF_GIT.search(text):
         starts = [m.start() for m in _DIFF_GIT.finditer(text)]
     else:
-        starts = [m.start() for m in re.finditer(r"^--- .*\n\+\+\+ ", text, re.M)]
+        starts = [m.start() for m in re.finditer(r"^--- .*\n\+\+\+ ", text, re.MULTILINE)]
     if not starts:
         return []
     return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
@@ -95,7 +95,7 @@ def split_diff(text: str, *, name: str = "diff") -> list[FileDiff]:
             path = tgt or src or pf.path
             binary = pf.is_binary_file or "GIT binary patch" in section or "\nBinary files " in section
             symlink = "120000" in (pf.source_mode or "", pf.target_mode or "") or bool(
-                re.search(r"^(new file|old|new|deleted file) mode 120000", section, re.M))
+                re.search(r"^(new file|old|new|deleted file) mode 120000", section, re.MULTILINE))
             out.append(FileDiff(path=path, source_path=src, target_path=tgt, text=section,
                                 hunks=len(pf), binary=binary, symlink=symlink))
             break  # one file per section by construction
@@ -165,13 +165,6 @@ def _reverse_section(fd: FileDiff) -> str:
         # A change block is a run of -/+ lines; reversed, its old + lines come first as - lines.
         removed: list[str] = []
         added: list[str] = []
-
-        def flush() -> None:
-            out.extend(removed)
-            out.extend(added)
-            removed.clear()
-            added.clear()
-
         last: list[str] | None = None
         for line in hunk:
             text = line.value if line.value.endswith("\n") else line.value + "\n"
@@ -188,10 +181,11 @@ def _reverse_section(fd: FileDiff) -> str:
                 else:
                     out[-1] = out[-1] + "\\ No newline at end of file\n"
             else:
-                flush()
+                out.extend(removed + added)
+                removed, added = [], []
                 out.append(" " + text)
                 last = None
-        flush()
+        out.extend(removed + added)
     return "".join(out)
 
 

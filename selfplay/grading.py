@@ -9,8 +9,9 @@ paper: the grader also reports the prediction hunks it dropped as test infrastru
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 STATUSES = ("passed", "failed")
 

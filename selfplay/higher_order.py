@@ -12,8 +12,8 @@ to 2 (the paper's) and is configurable.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox

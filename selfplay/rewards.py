@@ -10,8 +10,9 @@ ablation reward, binary on consistency alone (+1 valid, -1 invalid), is `injecto
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 InjectorMode = Literal["ssr", "consistency"]
 INJECTOR_MODES: tuple[str, ...] = ("ssr", "consistency")

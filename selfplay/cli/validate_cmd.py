@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -90,7 +89,7 @@ def register(app: typer.Typer) -> None:
         min_failing_tests: int = typer.Option(1, "--min-failing-tests", help="Tests the bug must break."),
         parallelism: int = typer.Option(2, "--parallelism", help="Sandboxes used at once."),
         as_json: bool = JSON,
-        store: Optional[str] = STORE,
+        store: str | None = STORE,
     ) -> None:
         """Run the eight consistency checks on an artifact (exit 0 valid, 1 invalid, 2 error)."""
         from selfplay.validation import ValidationConfig, ValidationReport, validate
@@ -162,10 +161,11 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("seeds"), "--out", help="Directory receiving one folder per artifact."),
         seed: int = typer.Option(0, "--seed", help="Random seed."),
         as_json: bool = JSON,
-        store: Optional[str] = STORE,
+        store: str | None = STORE,
     ) -> None:
         """Produce N validated procedural (AST-mutation) bug artifacts for a repo."""
-        from selfplay.procedural.seed import SeedConfig, seed as run_seed
+        from selfplay.procedural.seed import SeedConfig
+        from selfplay.procedural.seed import seed as run_seed
 
         spec = _spec(repo)
         if n < 1:

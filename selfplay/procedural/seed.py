@@ -17,9 +17,9 @@ import logging
 import random
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Callable
 
 from repos.spec import RepoSpec
 from selfplay.artifact import BugArtifact, save_artifact

@@ -15,7 +15,7 @@ first failure. Departures from SSR (section 2.3), which leaves these unspecified
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import has_binary, matches_any, touched_files

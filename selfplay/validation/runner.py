@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from typing import Callable, Protocol
+from typing import Protocol
 
 from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.diffs import (drop_infrastructure, has_binary, infrastructure_reason, normalised_hash, reverse_diff,
-                            split_diff, touched_files)
+from selfplay.diffs import (
+    drop_infrastructure,
+    has_binary,
+    infrastructure_reason,
+    normalised_hash,
+    reverse_diff,
+    split_diff,
+    touched_files,
+)
 from selfplay.errors import DiffError
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

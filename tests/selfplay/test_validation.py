@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from selfplay.artifact import load_artifact
-from selfplay.validation import CHECK_NAMES, CheckResult, ValidationConfig, ValidationReport, validate
-from selfplay.validation import checks
+from selfplay.validation import CHECK_NAMES, CheckResult, ValidationConfig, ValidationReport, checks, validate
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "fixtures" / "artifacts"
 
