@@ -26,7 +26,7 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.grading import GradeResult, failed_grade, grade_statuses
-from selfplay.validation.suite import check, prepare, restore_paths, run_suite
+from selfplay.validation.suite import check, prepare, run_job
 
 log = logging.getLogger(__name__)
 
@@ -87,15 +87,17 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
         log.info("grading: dropped %d test-infrastructure section(s): %s", len(dropped), "; ".join(dropped))
     if reset:
         sb.reset()
-    _apply_layers(sb, artifact, base_patch)
-    if filtered.kept.strip():
-        res = sb.apply_patch(filtered.kept)
-        if not res.applied:
-            return failed_grade(f"the prediction does not apply to the buggy state: {res.error}",
-                                dropped_hunks=dropped, **tests)
-    restore_paths(sb, artifact.test_files)
-    prepare(sb, artifact)
-    run = run_suite(sb, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout)
+    layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if base_patch else ())
+    prepare(sb, artifact, **{"layer.diff": base_patch or "", "prediction.diff": filtered.kept})
+    run = run_job(sb, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout,
+                  patches=layers + (("prediction.diff",) if filtered.kept.strip() else ()),
+                  restore=artifact.test_files)
+    if run.apply_error and not run.apply_error.startswith("prediction.diff:"):
+        raise ValidationInfraError(f"the task's own layers no longer apply ({run.apply_error}); "
+                                   "the task is broken, not the prediction")
+    if run.apply_error:
+        return failed_grade(f"the prediction does not apply to the buggy state: "
+                            f"{run.apply_error.partition(': ')[2]}", dropped_hunks=dropped, **tests)
     if run.statuses is None:
         return failed_grade(run.error or "no test results", dropped_hunks=dropped, **tests)
     return grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped)

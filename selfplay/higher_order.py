@@ -21,7 +21,7 @@ from selfplay.diffs import drop_infrastructure, normalised_hash
 from selfplay.errors import DiffError
 from selfplay.grader import GraderConfig, _apply_layers
 from selfplay.task import Task, make_task_id
-from selfplay.validation.suite import check, prepare, restore_paths, run_suite
+from selfplay.validation.suite import check, prepare, run_job
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +102,20 @@ def make_higher_order_task(parent: Task, failed_patch: str, *, spec: RepoSpec, s
         log.info("no higher-order task from %s: %s", parent.task_id, reason)
         return None
     sb.reset()
-    _apply_layers(sb, parent.artifact, None)
-    try:
-        layer = _combined_layer(sb, parent, failed.kept)
-        if not parent.pred_patch:
-            applied = sb.apply_patch(layer)
-            if not applied.applied:
-                raise DiffError(applied.error or "does not apply")
-    except DiffError as exc:
-        log.info("no higher-order task from %s: the failed patch does not apply (%s)", parent.task_id, exc)
+    layer = failed.kept
+    if parent.pred_patch:
+        _apply_layers(sb, parent.artifact, None)
+        try:
+            layer = _combined_layer(sb, parent, failed.kept)
+        except DiffError as exc:
+            log.info("no higher-order task from %s: the failed patch does not apply (%s)", parent.task_id, exc)
+            return None
+    prepare(sb, parent.artifact, **{"layer.diff": layer})
+    run = run_job(sb, suite_timeout=grader_config.suite_timeout, parser_timeout=grader_config.parser_timeout,
+                  patches=("bug_inject.diff", "test_weaken.diff", "layer.diff"), restore=parent.artifact.test_files)
+    if run.apply_error:
+        log.info("no higher-order task from %s: does not apply (%s)", parent.task_id, run.apply_error)
         return None
-    restore_paths(sb, parent.artifact.test_files)
-    prepare(sb, parent.artifact)
-    run = run_suite(sb, suite_timeout=grader_config.suite_timeout, parser_timeout=grader_config.parser_timeout)
     if run.statuses is None:
         log.info("no higher-order task from %s: the oracle run failed (%s)", parent.task_id, run.error)
         return None

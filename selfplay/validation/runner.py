@@ -1,22 +1,24 @@
 """`validate(artifact, spec, config)`: run the eight consistency checks in sandboxes of the repo's image.
 
-Suite runs are grouped in two waves of independent runs, each spread over a pool of sandboxes
-(`config.parallelism` at once):
-  wave 1: the original suite twice (flaky detection), plus the file-existence and `git apply` probes;
+Suite runs are grouped in two waves of independent runs, spread over `config.parallelism` sandboxes
+that are checked out of the pool once for the whole validation (a run cleans the tree with git, which
+is far cheaper than a pool reset):
+  wave 1: the original suite twice (flaky detection); the first run also reports which oracle test
+          files are missing from the original commit and then tries `git apply` of both diffs;
   wave 2: with the bug; with bug + weakening; and one run per bug file with that file reverted.
 Checks are then evaluated strictly in order and the report stops at the first failure. Wave 2 is
 started only when checks 1-5 pass; its inverse-mutation runs are speculative (they are wasted when
 bug_validity or weakening fails) because running them alongside saves a whole suite-run of latency.
-Every run starts from a reset sandbox, with the oracle test files restored where SSR says so.
+The oracle test files are restored before every run except the weakened one, as SSR says.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from typing import Protocol
 
 from repos.spec import RepoSpec
@@ -28,7 +30,7 @@ from selfplay.grading import split_tests
 from selfplay.validation import checks
 from selfplay.validation.config import ValidationConfig
 from selfplay.validation.report import CheckResult, ValidationReport
-from selfplay.validation.suite import SuiteRun, missing_files, prepare, restore_paths, run_suite
+from selfplay.validation.suite import SuiteRun, prepare, run_job
 
 log = logging.getLogger(__name__)
 
@@ -39,69 +41,37 @@ class Pool(Protocol):
     def checkout(self) -> AbstractContextManager[Sandbox]: ...
 
 
-def _apply(sb: Sandbox, diff: str, what: str) -> str | None:
-    res = sb.apply_patch(diff)
-    return None if res.applied else (res.error or f"{what} did not apply")
-
-
-def _must_apply(sb: Sandbox, diff: str, what: str) -> None:
-    error = _apply(sb, diff, what)
-    if error:  # it applied in wave 1, so this is the sandbox's fault
-        raise ValidationInfraError(f"{what} applied in an earlier sandbox but not now: {error}")
-
-
 class _Runner:
-    def __init__(self, artifact: BugArtifact, config: ValidationConfig, pool: Pool):
-        self.artifact, self.config, self.pool = artifact, config, pool
+    """Runs jobs on a fixed set of sandboxes, each staged once with the artifact's files."""
+
+    def __init__(self, artifact: BugArtifact, config: ValidationConfig, sandboxes: list[Sandbox]):
+        self.artifact, self.config = artifact, config
+        self.free: queue.Queue[Sandbox] = queue.Queue()
+        self.size = len(sandboxes)
         self.runs = 0
+        with ThreadPoolExecutor(max_workers=self.size) as ex:
+            list(ex.map(lambda sb: prepare(sb, artifact), sandboxes))
+        for sb in sandboxes:
+            self.free.put(sb)
 
-    def in_sandbox(self, job: Callable[[Sandbox], object]) -> object:
-        with self.pool.checkout() as sb:  # the pool hands out reset sandboxes
-            prepare(sb, self.artifact)
-            return job(sb)
+    def job(self, job: dict) -> SuiteRun:
+        sb = self.free.get()
+        try:
+            self.runs += 1
+            return run_job(sb, suite_timeout=self.config.suite_timeout,
+                           parser_timeout=self.config.parser_timeout, **job)
+        finally:
+            self.free.put(sb)
 
-    def suite(self, sb: Sandbox, *, parse_twice: bool = False) -> SuiteRun:
-        self.runs += 1
-        return run_suite(sb, suite_timeout=self.config.suite_timeout, parser_timeout=self.config.parser_timeout,
-                         parse_twice=parse_twice)
+    def wave(self, jobs: list[dict]) -> list[SuiteRun]:
+        with ThreadPoolExecutor(max_workers=min(self.size, len(jobs))) as ex:
+            return list(ex.map(self.job, jobs))
 
-    def wave(self, jobs: list[Callable[[Sandbox], object]]) -> list[object]:
-        with ThreadPoolExecutor(max_workers=min(self.config.parallelism, len(jobs))) as ex:
-            futures = [ex.submit(self.in_sandbox, job) for job in jobs]
-            return [f.result() for f in futures]
 
-    # wave 1 ---------------------------------------------------------------------------------------
-    def probe_original(self, sb: Sandbox) -> dict:
-        a = self.artifact
-        out: dict = {"missing": missing_files(sb, a.test_files)}
-        out["run"] = self.suite(sb, parse_twice=True)
-        errors = {"bug_inject.diff": _apply(sb, a.bug_inject, "bug_inject.diff")}
-        errors["test_weaken.diff"] = (_apply(sb, a.test_weaken, "test_weaken.diff")
-                                      if errors["bug_inject.diff"] is None else None)
-        out["apply_errors"] = errors
-        return out
-
-    def original(self, sb: Sandbox) -> SuiteRun:
-        return self.suite(sb)
-
-    # wave 2 ---------------------------------------------------------------------------------------
-    def buggy(self, sb: Sandbox) -> SuiteRun:
-        _must_apply(sb, self.artifact.bug_inject, "bug_inject.diff")
-        restore_paths(sb, self.artifact.test_files)
-        return self.suite(sb)
-
-    def weakened(self, sb: Sandbox) -> SuiteRun:
-        _must_apply(sb, self.artifact.bug_inject, "bug_inject.diff")
-        _must_apply(sb, self.artifact.test_weaken, "test_weaken.diff")
-        return self.suite(sb)
-
-    def inverse(self, paths: tuple[str, ...]) -> Callable[[Sandbox], SuiteRun]:
-        def job(sb: Sandbox) -> SuiteRun:
-            _must_apply(sb, self.artifact.bug_inject, "bug_inject.diff")
-            _must_apply(sb, self.artifact.test_weaken, "test_weaken.diff")
-            restore_paths(sb, (*self.artifact.test_files, *paths))
-            return self.suite(sb)
-        return job
+def _must_have_applied(run: SuiteRun) -> SuiteRun:
+    if run.apply_error:  # both diffs applied in wave 1, so this is the sandbox's fault
+        raise ValidationInfraError(f"a diff applied in wave 1 but not now: {run.apply_error}")
+    return run
 
 
 def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = ValidationConfig(), *,
@@ -125,9 +95,11 @@ def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = V
             return validate(artifact, spec, config, pool=owned)
         finally:
             owned.close()
-    runner = _Runner(artifact, config, pool)
+    size = max(1, min(config.parallelism, getattr(pool, "size", config.parallelism)))
     try:
-        report = _validate(runner, artifact, spec, config)
+        with ExitStack() as stack:
+            runner = _Runner(artifact, config, [stack.enter_context(pool.checkout()) for _ in range(size)])
+            report = _validate(runner, artifact, spec, config)
     except ValidationInfraError:
         raise
     except Exception as exc:  # a sandbox failure: name it, keep the cause
@@ -144,26 +116,33 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         done.append(result)
         return None if result.passed else ValidationReport(valid=False, checks=tuple(done), **kw)
 
-    jobs = [r.probe_original] + [r.original] * (config.original_runs - 1)
-    probe, *others = r.wave(jobs)
-    runs = [probe["run"], *others]
+    probe_job = {"missing": artifact.test_files, "parse_twice": True,
+                 "check_after": ("bug_inject.diff", "test_weaken.diff")}
+    runs = r.wave([probe_job] + [{}] * (config.original_runs - 1))
+    probe = runs[0]
     maps = [run.statuses for run in runs]
     flaky = checks.flaky_tests(maps) if all(m is not None for m in maps) else set()
-    if (rep := stop(checks.check_test_files(artifact, probe["missing"]))) is not None:
+    apply_errors = {"bug_inject.diff": None, "test_weaken.diff": None}
+    if probe.apply_error:
+        apply_errors[probe.extra.get("check_failed", "bug_inject.diff")] = probe.apply_error
+    if (rep := stop(checks.check_test_files(artifact, list(probe.missing)))) is not None:
         return rep
     if (rep := stop(checks.check_parser(maps, [run.error for run in runs], flaky, config.flaky_policy),
                     flaky=tuple(sorted(flaky)))) is not None:
         return rep
     original = {t: s for t, s in maps[0].items() if t not in flaky}
     for result in (checks.check_test_script(original, config.min_passing_tests),
-                   checks.check_patch_hygiene(artifact, spec.test_patterns, probe["apply_errors"]),
+                   checks.check_patch_hygiene(artifact, spec.test_patterns, apply_errors),
                    checks.check_bug_scope(artifact, config.min_changed_files)):
         if (rep := stop(result, flaky=tuple(sorted(flaky)))) is not None:
             return rep
 
     units = [tuple(dict.fromkeys(p for p in (fd.source_path, fd.target_path) if p))
              for fd in split_diff(artifact.bug_inject)]
-    results = r.wave([r.buggy, r.weakened] + [r.inverse(u) for u in units])
+    both = ("bug_inject.diff", "test_weaken.diff")
+    results = [_must_have_applied(run) for run in r.wave(
+        [{"patches": both[:1], "restore": artifact.test_files}, {"patches": both}]
+        + [{"patches": both, "restore": (*artifact.test_files, *u)} for u in units])]
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:
         return stop(CheckResult("bug_validity", False, f"with the bug applied: {buggy.error}"))

@@ -1,0 +1,76 @@
+"""Validation wall time per artifact against its floor (issue 4's benchmark).
+
+floor = (suite runs the validation needs) x (one suite run) / (cores used), where "one suite run" is the
+median time of the artifact's own test_script.sh through `docker exec` in a warm sandbox, measured in
+the same process, and cores used = the validation's parallelism. Target: ratio <= 1.5.
+Also printed: the same validation run sequentially (parallelism 1) as a second reference.
+
+Usage: python scripts/bench_validation.py [--repo toolz] [--artifact tests/fixtures/artifacts/valid] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from repos.listfile import get_repo
+from sandboxes.images import repo_image
+from sandboxes.pool import SandboxPool
+from selfplay.artifact import load_artifact
+from selfplay.validation import ValidationConfig, validate
+from selfplay.validation.suite import SCRATCH, prepare
+
+
+def suite_time(pool: SandboxPool, artifact, repeats: int) -> float:
+    times = []
+    with pool.checkout() as sb:
+        prepare(sb, artifact)
+        for _ in range(repeats + 1):
+            start = time.monotonic()
+            res = sb.exec(f"bash {SCRATCH}/test_script.sh > /dev/null 2>&1", timeout=300)
+            times.append(time.monotonic() - start)
+            assert not res.timed_out
+    return statistics.median(times[1:])  # the first run warms the page cache
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repo", default="toolz")
+    ap.add_argument("--artifact", default=str(Path(__file__).resolve().parent.parent
+                                              / "tests/fixtures/artifacts/valid"))
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--cores", type=int, default=2, help="Parallelism of the validation (cores used).")
+    args = ap.parse_args()
+
+    spec = get_repo(args.repo)
+    artifact = load_artifact(args.artifact)
+    config = ValidationConfig(parallelism=args.cores)
+    with SandboxPool(repo_image(spec), size=args.cores, workdir=spec.workdir) as pool:
+        validate(artifact, spec, config, pool=pool)  # warm-up
+        rows = []
+        for _ in range(args.repeats):
+            t_suite = suite_time(pool, artifact, 3)
+            report = validate(artifact, spec, config, pool=pool)
+            assert report.valid, report.to_json()
+            seq = validate(artifact, spec, replace(config, parallelism=1), pool=pool)
+            floor = report.suite_runs * t_suite / args.cores
+            rows.append((t_suite, report.duration, seq.duration, floor, report.suite_runs))
+    t_suite = statistics.median(r[0] for r in rows)
+    wall = statistics.median(r[1] for r in rows)
+    seq = statistics.median(r[2] for r in rows)
+    ratio = statistics.median(r[1] / r[3] for r in rows)
+    runs = rows[0][4]
+    print(f"repo {args.repo}, artifact {Path(args.artifact).name}, {args.repeats} repeats, medians")
+    print(f"one suite run (docker exec, warm sandbox): {t_suite:.2f} s")
+    print(f"suite runs per validation: {runs}; cores used: {args.cores}; floor: {runs * t_suite / args.cores:.2f} s")
+    print(f"validation wall time, parallelism {args.cores}: {wall:.2f} s = {ratio:.2f}x floor "
+          f"(target <= 1.5x)")
+    print(f"validation wall time, parallelism 1: {seq:.2f} s = {seq / (runs * t_suite):.2f}x sequential floor "
+          f"({runs * t_suite:.2f} s); speed-up from the pool {seq / wall:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
