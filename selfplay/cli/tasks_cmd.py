@@ -32,6 +32,12 @@ def list_tasks(
     from rich.console import Console
     from rich.table import Table
 
+    from selfplay.store.rows import STATUSES
+
+    if status is not None and status not in STATUSES:
+        raise typer.BadParameter(
+            f"unknown status {status!r}; use one of {', '.join(STATUSES)}", param_hint="--status"
+        )
     with _open(store) as st:
         rows = st.task_stats(status=status, repo=repo, limit=limit)
     table = Table(title=f"tasks ({len(rows)} shown)")

@@ -29,6 +29,10 @@ def test_tasks_commands(tmp_path):
     res = runner.invoke(app, ["tasks", "list", "--store", db], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert ids[0] in res.output and ids[1] in res.output and "active" in res.output
+    res = runner.invoke(app, ["tasks", "list", "--status", "retired", "--store", db], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "0 shown" in res.output
+    res = runner.invoke(app, ["tasks", "list", "--status", "done", "--store", db], env={"COLUMNS": "200"})
+    assert res.exit_code != 0 and "unknown status 'done'; use one of active, retired, invalid" in res.output
     res = runner.invoke(app, ["tasks", "show", ids[0], "--store", db], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "bug_validity" in res.output and "return x - 1" in res.output
     res = runner.invoke(app, ["tasks", "show", "nope", "--store", db])
