@@ -43,12 +43,14 @@ def main() -> None:
                                               / "tests/fixtures/artifacts/valid"))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--cores", type=int, default=2, help="Parallelism of the validation (cores used).")
+    ap.add_argument("--pool", type=int, default=0, help="Pool size (default 2 x cores, so a validation never "
+                                                       "waits for the background reset of the previous one).")
     args = ap.parse_args()
 
     spec = get_repo(args.repo)
     artifact = load_artifact(args.artifact)
     config = ValidationConfig(parallelism=args.cores)
-    with SandboxPool(repo_image(spec), size=args.cores, workdir=spec.workdir) as pool:
+    with SandboxPool(repo_image(spec), size=args.pool or 2 * args.cores, workdir=spec.workdir) as pool:
         validate(artifact, spec, config, pool=pool)  # warm-up
         rows = []
         for _ in range(args.repeats):
@@ -63,7 +65,8 @@ def main() -> None:
     seq = statistics.median(r[2] for r in rows)
     ratio = statistics.median(r[1] / r[3] for r in rows)
     runs = rows[0][4]
-    print(f"repo {args.repo}, artifact {Path(args.artifact).name}, {args.repeats} repeats, medians")
+    print(f"repo {args.repo}, artifact {Path(args.artifact).name}, {args.repeats} repeats, medians, "
+          f"pool of {args.pool or 2 * args.cores}")
     print(f"one suite run (docker exec, warm sandbox): {t_suite:.2f} s")
     print(f"suite runs per validation: {runs}; cores used: {args.cores}; floor: {runs * t_suite / args.cores:.2f} s")
     print(f"validation wall time, parallelism {args.cores}: {wall:.2f} s = {ratio:.2f}x floor "
