@@ -55,6 +55,19 @@ def first_word_reward(text: str, target: str) -> float:
     return 1.0 if words and words[0] == target else -1.0
 
 
+def target_probability(policy: object, prompts: list[list[int]], target_ids: list[int]) -> float:
+    """Mean over prompts of the probability that the first sampled token is the target word: a
+    noise-free proxy of the expected reward (first token alone; "No" + "ble" would not count as "no")."""
+    import torch
+
+    total = 0.0
+    with torch.no_grad():
+        for prompt in prompts:
+            logits = policy.model(input_ids=torch.tensor([prompt])).logits[0, -1].float()  # type: ignore[attr-defined]
+            total += float(torch.softmax(logits, -1)[target_ids].sum())
+    return total / len(prompts)
+
+
 def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
     """Run the loop; returns one metrics dict per step (incl. demo/reward_mean of that step's rollouts)."""
     from dataclasses import replace
@@ -74,8 +87,13 @@ def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None
     batch_cfg = BatchConfig(advantage="grpo")
     baseline = RunningMeanBaseline()
     history: list[dict[str, float]] = []
+    target_ids = [i for i in range(len(tok)) if re.fullmatch(r"\s*" + re.escape(config.target) + r"[\s.,!]*",
+                                                             tok.decode([i]).lower())]
+    probe = "model.layers.0.mlp.down_proj.weight"  # watched in the *rollout* policy: proves sync happened
+    initial = policy.model.state_dict()[probe].clone()
     ckpt_root = Path(tempfile.mkdtemp(prefix="selfplay-demo-")) if config.sync == "disk" else None
     for step in range(config.steps):
+        metrics_pre = {"demo/target_prob": target_probability(policy, prompts, target_ids)}
         params = SamplingParams(max_new_tokens=config.max_new_tokens, seed=config.seed * 100003 + step * 1009)
         trajectories = []
         for p_i, prompt in enumerate(prompts):
@@ -88,6 +106,7 @@ def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None
                     reward=first_word_reward(c.text, config.target),
                     metadata={"group_id": f"{step}-{p_i}", "id": f"{step}-{p_i}-{k}"}))
         samples, metrics = build_batch(trajectories, engine.version, batch_cfg, baseline)
+        metrics.update(metrics_pre)
         metrics["demo/reward_mean"] = sum(t.reward for t in trajectories) / len(trajectories)  # type: ignore[misc]
         if samples:
             metrics.update(engine.train_step(samples))
@@ -100,6 +119,8 @@ def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None
         else:
             sync.push(engine.version, state_dict=engine.state_dict())
         metrics["demo/policy_version"] = float(policy.version)
+        metrics["demo/rollout_versions"] = float(max(t.policy_version for t in trajectories))
+        metrics["demo/policy_weight_change"] = float((policy.model.state_dict()[probe] - initial).abs().max())
         history.append(metrics)
         log.info("step %d reward %.3f loss %.4f", step, metrics["demo/reward_mean"], metrics.get("learner/loss", 0.0))
         if on_step:

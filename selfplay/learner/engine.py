@@ -48,8 +48,13 @@ def init_distributed() -> None:
     """Join the process group, creating a one-process world (gloo on CPU) when no launcher set one up."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
-    for key, value in (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29517"), ("RANK", "0"),
-                       ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
+    if "MASTER_PORT" not in os.environ:  # a free port: several one-process learners may share a machine
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    for key, value in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
         os.environ.setdefault(key, value)
     deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
 
