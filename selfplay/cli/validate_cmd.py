@@ -61,11 +61,14 @@ def _record(store_url: str | None, artifact, repo: str, report, origin: str, str
     return open_store(store_url).record_validation(artifact, repo, report, origin=origin, strategy=strategy)
 
 
-def _print_report(report, as_json: bool) -> None:
+def _print_report(report, as_json: bool, task_id: str | None = None) -> None:
     from rich.console import Console
 
     if as_json:
-        typer.echo(json.dumps(report.to_json()))
+        data = report.to_json()
+        if task_id is not None:
+            data["task_id"] = task_id
+        typer.echo(json.dumps(data))
         return
     console = Console()
     for c in report.checks:
@@ -74,7 +77,8 @@ def _print_report(report, as_json: bool) -> None:
         console.print(f"[red]malformed artifact:[/] {report.error}", highlight=False)
     verdict = "[green]valid[/]" if report.valid else "[red]invalid[/]"
     console.print(f"{verdict}: {len(report.fail_to_pass)} FAIL_TO_PASS, {len(report.pass_to_pass)} PASS_TO_PASS "
-                  f"({report.suite_runs} suite runs, {report.duration:.1f}s)")
+                  f"({report.suite_runs} suite runs, {report.duration:.1f}s)"
+                  + (f"; stored as task {task_id}" if task_id else ""))
 
 
 def register(app: typer.Typer) -> None:
@@ -109,8 +113,8 @@ def register(app: typer.Typer) -> None:
                     report = validate(artifact, spec, config, pool=pool)
             except Exception as exc:  # engine, image or sandbox failure: no verdict
                 raise _fail(f"validation could not run: {exc}") from exc
-        _record(store, artifact, repo, report, origin="imported")
-        _print_report(report, as_json)
+        task_id = _record(store, artifact, repo, report, origin="imported")
+        _print_report(report, as_json, task_id)
         raise typer.Exit(0 if report.valid else 1)
 
     @app.command("grade")

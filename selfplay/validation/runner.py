@@ -90,7 +90,7 @@ def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = V
         from sandboxes.images import repo_image
         from sandboxes.pool import SandboxPool
 
-        owned = SandboxPool(repo_image(spec), size=config.parallelism)
+        owned = SandboxPool(repo_image(spec), size=config.parallelism, workdir=spec.workdir)
         try:
             return validate(artifact, spec, config, pool=owned)
         finally:

@@ -160,10 +160,16 @@ def test_cli_seed_on_other_default_repos(repo, tmp_path):
 
     from selfplay.cli import app
 
-    result = CliRunner().invoke(app, ["seed", "--repo", repo, "-n", "1", "--out", str(tmp_path), "--json"])
+    db = tmp_path / "tasks.db"
+    result = CliRunner().invoke(app, ["seed", "--repo", repo, "-n", "1", "--out", str(tmp_path / "seeds"),
+                                      "--json", "--store", str(db)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["produced"] == 1 and data["artifacts"][0]["fail_to_pass"]
+    from selfplay.store import open_store
+
+    stored = open_store(str(db)).list_tasks()
+    assert len(stored) == 1 and stored[0].origin == "procedural"
     # the seeded artifact validates again from disk through the CLI, and grades +1 with its reversed bug
     artifact_dir = data["artifacts"][0]["dir"]
     from selfplay.artifact import load_artifact

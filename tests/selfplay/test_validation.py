@@ -132,6 +132,22 @@ def test_cli_validate_json_contract(tmp_path):
     assert set(data["checks"][0]) == {"name", "passed", "detail"}
 
 
+@pytest.mark.docker
+def test_cli_validate_valid_artifact_into_the_store(tmp_path):
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+    from selfplay.store import open_store
+
+    db = tmp_path / "tasks.db"
+    out = CliRunner().invoke(app, ["validate", str(ARTIFACTS / "valid"), "--repo", "toolz", "--json", "--store", str(db)])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["valid"] is True and [c["name"] for c in data["checks"]] == list(CHECK_NAMES)
+    task = open_store(str(db)).get_task(data["task_id"])
+    assert sorted(task.fail_to_pass) == sorted(data["fail_to_pass"]) and len(task.fail_to_pass) == 4
+
+
 def test_cli_validate_malformed_and_usage_errors(tmp_path):
     from typer.testing import CliRunner
 
