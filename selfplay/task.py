@@ -43,12 +43,15 @@ class Task:
         """The task as a SWE-bench-shaped instance (FAIL_TO_PASS/PASS_TO_PASS as JSON-encoded lists)."""
         import json
 
+        from selfplay.diffs import reverse_diff
+
         return {
             "instance_id": self.task_id,
             "repo": self.repo,
             "base_commit": "selfplay-base",
             "problem_statement": self.spec,
-            "patch": "",  # the fix is the reverse of bug_inject.diff (and of pred_patch); not shown to solvers
+            # a reference fix for first-order tasks (never shown to solvers); none is known for higher orders
+            "patch": reverse_diff(self.artifact.bug_inject) if self.order == 1 else "",
             "test_patch": self.spec,
             "FAIL_TO_PASS": json.dumps(list(self.fail_to_pass)),
             "PASS_TO_PASS": json.dumps(list(self.pass_to_pass)),

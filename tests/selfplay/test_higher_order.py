@@ -48,6 +48,15 @@ def test_task_spec_is_the_reversed_weakening():
     assert "+def test_frequencies():" in spec and "+    def test_keyfilter(self):" in spec
 
 
+def test_swebench_shape():
+    import json
+
+    inst = _parent().to_swebench()
+    assert json.loads(inst["FAIL_TO_PASS"]) == ["a", "b"] and json.loads(inst["PASS_TO_PASS"]) == ["c"]
+    assert inst["problem_statement"] == _parent().spec
+    assert "+        d[item] += 1" in inst["patch"]  # the reference fix undoes the bug
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 def test_second_order_task_from_a_partial_fix(toolz_spec, toolz_pool, valid_report):
