@@ -101,6 +101,10 @@ def job_command(*, patches: tuple[str, ...] = (), restore: tuple[str, ...] = (),
     lines = ["export GIT_PAGER=cat GIT_OPTIONAL_LOCKS=0"]
     if clean:
         lines.append(f"git reset -q --hard {BASE_REF} && git clean -qfd || exit 90")
+    # Bytecode caches go stale when an edit keeps a file's size within the same second as its cached
+    # .pyc (e.g. `+= 1` -> `+= 2` right after a reset): Python would run the old code. No caches at all.
+    lines.append("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
+                 "export PYTHONDONTWRITEBYTECODE=1")
     if missing:
         quoted = " ".join(shlex.quote(p) for p in missing)
         lines.append(f"for f in {quoted}; do git cat-file -e {BASE_REF}:\"$f\" 2>/dev/null "

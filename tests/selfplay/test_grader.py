@@ -75,3 +75,19 @@ def test_buggy_state_has_bug_weakening_and_a_single_fresh_commit(toolz_pool):
         tests = sb.read_file("toolz/tests/test_itertoolz.py").decode()
     assert log == ["1", "0", "selfplay-base"]
     assert "d[item] += 2" in itertoolz and "def test_frequencies" not in tests
+
+
+def test_stale_bytecode_cannot_hide_a_same_size_edit(toolz_pool):
+    """`+= 1` -> `+= 2` keeps the file size; with the mtime forced equal too, a cached .pyc of the
+    original would be loaded. Suite runs remove caches and write none, so the bug is seen."""
+    artifact = load_artifact(VALID)
+    with toolz_pool.checkout() as sb:
+        pinned = "touch -d @1000000000 toolz/itertoolz.py"
+        res = sb.exec(f"{pinned} && python -c 'import toolz.itertoolz' && ls toolz/__pycache__ | grep -c itertoolz",
+                      timeout=60)
+        assert res.ok and res.output.strip() == "1"  # a cache of the original exists
+        assert sb.apply_patch(artifact.bug_inject).applied
+        assert sb.exec(pinned, timeout=30).ok
+        prepare(sb, artifact)
+        run = run_suite(sb, suite_timeout=120, parser_timeout=30)
+    assert run.statuses["toolz/tests/test_itertoolz.py::test_frequencies"] == "failed"
