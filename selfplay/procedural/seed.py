@@ -160,7 +160,9 @@ class _Seeder:
         if diff and not sb.apply_patch(diff).applied:
             return None
         sb.write_file(f"{SCRATCH}/test_script.sh", script)
-        res = sb.exec(f"bash {SCRATCH}/test_script.sh", timeout=timeout)
+        # no bytecode caches: a same-size mutant within the same second would run the cached original
+        res = sb.exec("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
+                      f"PYTHONDONTWRITEBYTECODE=1 bash {SCRATCH}/test_script.sh", timeout=timeout)
         return None if res.timed_out else parse(res.output)
 
     def attempt(self, code_file: str, tests: list[str]) -> BugArtifact | None:
