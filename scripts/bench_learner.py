@@ -70,7 +70,8 @@ def worker(kind: str, length: int) -> dict:
                                                      attn_implementation="sdpa")
         model.train()
         warm = torch.tensor([ids[:64]])
-        model(input_ids=warm, labels=warm).loss.backward()  # allocate .grad once, as a training loop would
+        model(input_ids=warm, labels=warm).loss.backward()
+        model.zero_grad(set_to_none=True)  # as optimizer.zero_grad() does: the step allocates its gradients
         x = torch.tensor([ids])
         with PeakRSS() as mem:
             t = time.perf_counter()
@@ -86,11 +87,14 @@ def worker(kind: str, length: int) -> dict:
                                             logprob_chunk=1024))
         half = length // 2
         sample = Sample(tuple(ids), (0,) * half + (1,) * (length - half), (0.0,) * half + (-1.0,) * (length - half), 1.0)
-        step_times = []
+        step_times: list[float] = []
+        fb_peak: list[int] = []
+        meter: list[PeakRSS] = []
         orig = engine.engine.step
 
         def timed_step(*a: object, **k: object) -> object:
-            fb_peak.append(mem.peak)  # the forward+backward part of the step ends here
+            if meter:
+                fb_peak.append(meter[0].peak)  # the forward+backward part of the step ends here
             t = time.perf_counter()
             out = orig(*a, **k)
             step_times.append(time.perf_counter() - t)
@@ -100,8 +104,8 @@ def worker(kind: str, length: int) -> dict:
         # Warm-up step at 64 tokens: allocates optimizer states and gradient buckets once, as in training.
         engine.train_step([Sample(tuple(ids[:64]), (0,) * 32 + (1,) * 32, (0.0,) * 32 + (-1.0,) * 32, 1.0)])
         step_times.clear()
-        fb_peak: list[int] = []
         with PeakRSS() as mem:
+            meter.append(mem)
             t = time.perf_counter()
             engine.train_step([sample])
             total = time.perf_counter() - t
