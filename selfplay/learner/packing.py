@@ -31,7 +31,7 @@ class Packed:
     seq_lens: tuple[int, ...]
     """Length of each packed sequence, in order."""
     attention_mask: torch.Tensor | None
-    """(1, 1, N, N) block-diagonal causal mask, or None for flash-attention varlen."""
+    """(1, 1, N, N) block-diagonal causal mask, or None (flash-attention varlen, or a single sequence)."""
 
 
 def pack(sequences: Sequence[Sequence[int]], *, block_mask: bool = True, device: str | torch.device = "cpu") -> Packed:
@@ -46,7 +46,8 @@ def pack(sequences: Sequence[Sequence[int]], *, block_mask: bool = True, device:
     same_next = seq_id[1:] == seq_id[:-1]
     targets[:-1] = torch.where(same_next, ids[1:], torch.full_like(ids[1:], IGNORE))
     mask = None
-    if block_mask:
+    # One sequence needs no block mask: plain causal attention (SDPA's faster is_causal kernel).
+    if block_mask and len(lens) > 1:
         n = ids.numel()
         causal = torch.ones(n, n, dtype=torch.bool, device=device).tril_()
         mask = (causal & (seq_id[:, None] == seq_id[None, :]))[None, None]

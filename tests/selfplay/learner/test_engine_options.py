@@ -38,3 +38,31 @@ def test_sequence_parallel_needs_several_gpus():
 
     engine = LearnerEngine(EngineConfig(sequence_parallel_size=2))
     assert engine.sp_group is not None
+
+
+@pytest.mark.slow
+def test_zero3_with_tis_and_kl_on_cpu(tmp_path):
+    """ZeRO-3 (gathered weights for saving), TIS recompute and the KL reference path, in one engine."""
+    pytest.importorskip("deepspeed")
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from selfplay.learner.checkpoint import save_checkpoint
+    from selfplay.learner.engine import LearnerEngine
+
+    from .conftest import make_samples
+
+    engine = LearnerEngine(EngineConfig(zero_stage=3, lr=1e-4, warmup_steps=1, gradient_checkpointing=False,
+                                        loss=LossConfig(tis_cap=2.0, kl_coef=0.05)))
+    m = engine.train_step(make_samples(engine.tokenizer, 2))
+    # Rollout logprobs in make_samples are -1.0, far from the model's: TIS weights are capped at 2.
+    assert 0 < m["learner/tis_weight_mean"] <= 2.0
+    assert m["learner/kl"] == pytest.approx(0.0, abs=1e-6)  # first step: policy == reference
+    assert m["learner/grad_norm"] > 0
+    path = save_checkpoint(engine, tmp_path, optimizer=False)
+    saved = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
+    state = engine.state_dict()
+    assert state["model.embed_tokens.weight"].shape == saved["model.embed_tokens.weight"].shape  # gathered, not a shard
+    assert torch.equal(saved["model.layers.0.mlp.up_proj.weight"], state["model.layers.0.mlp.up_proj.weight"].float())
+    engine.train_step(make_samples(engine.tokenizer, 2))
+    assert engine.train_step(make_samples(engine.tokenizer, 2))["learner/kl"] > 0  # moved away from the reference
