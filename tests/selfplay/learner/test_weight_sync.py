@@ -51,44 +51,59 @@ def serve_policy(trained):
         proc.wait(timeout=30)
 
 
-def test_http_sync_to_real_serve_policy(trained, serve_policy):
+@pytest.fixture(scope="module")
+def v1(trained):
+    """The v1 checkpoint's own weights and version (the session engine may have trained further since)."""
+    from transformers import AutoModelForCausalLM
+
+    from selfplay.learner.checkpoint import read_version
+
+    engine, _, _, _, path = trained
+    return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa").eval(), \
+        read_version(path)
+
+
+def test_http_sync_to_real_serve_policy(trained, v1, serve_policy):
     engine, samples, _, _, path = trained
+    model, version = v1
     assert httpx.get(f"{serve_policy}/weight_info").json()["weight_version"] == 0
     prompt = list(samples[0].input_ids[:5])
     request = {"prompt": prompt, "max_tokens": 4, "logprobs": 0, "return_token_ids": True, "seed": 3,
                "return_weight_versions": True}
     old = httpx.post(f"{serve_policy}/v1/completions", timeout=120, json=request).json()["choices"][0]
-    assert engine.logprobs([prompt + old["token_ids"]])[0][len(prompt):] != pytest.approx(
+    assert engine.logprobs([prompt + old["token_ids"]], model)[0][len(prompt):] != pytest.approx(
         old["logprobs"]["token_logprobs"], abs=1e-3)  # the server still has the v0 weights
     sync = HTTPPolicySync(serve_policy)
-    sync.push(engine.version, checkpoint_dir=path)
-    assert httpx.get(f"{serve_policy}/weight_info").json()["weight_version"] == engine.version
+    sync.push(version, checkpoint_dir=path)
+    assert httpx.get(f"{serve_policy}/weight_info").json()["weight_version"] == version
     # The server now samples from the learner's weights: its behaviour logprobs match the learner's.
     r = httpx.post(f"{serve_policy}/v1/completions", timeout=120, json=request).json()["choices"][0]
-    assert r["weight_versions"][0]["version"] == engine.version
-    ours = engine.logprobs([prompt + r["token_ids"]])[0][len(prompt):]
+    assert r["weight_versions"][0]["version"] == version
+    ours = engine.logprobs([prompt + r["token_ids"]], model)[0][len(prompt):]
     assert ours == pytest.approx(r["logprobs"]["token_logprobs"], abs=1e-3)
     with pytest.raises(WeightSyncError, match="checkpoint_dir"):
-        sync.push(engine.version + 1)
+        sync.push(version + 1)
     with pytest.raises(WeightSyncError, match="400|500"):
-        sync.push(engine.version + 1, checkpoint_dir=path.parent / "missing")
+        sync.push(version + 1, checkpoint_dir=path.parent / "missing")
     sync.close()
 
 
 @pytest.mark.parametrize("mode", ["disk", "memory"])
-def test_hfpolicy_sync_modes(trained, mode):
+def test_hfpolicy_sync_modes(trained, v1, mode):
     from agent_scaffold.policies.hf import HFPolicy
 
     engine, samples, _, root, path = trained
+    model, version = v1
+    state = model.state_dict()
     with pytest.raises(WeightSyncError, match="RoPE"):  # a policy built without the learner's YaRN option
-        HFPolicySync(HFPolicy(), "disk").push(engine.version, checkpoint_dir=path)
+        HFPolicySync(HFPolicy(), "disk").push(version, checkpoint_dir=path)
     policy = HFPolicy(root / "v000000")
     before = policy.model.state_dict()["model.layers.0.self_attn.q_proj.weight"].clone()
-    HFPolicySync(policy, mode).push(engine.version, checkpoint_dir=path, state_dict=engine.state_dict())
+    HFPolicySync(policy, mode).push(version, checkpoint_dir=path, state_dict=state)
     after = policy.model.state_dict()["model.layers.0.self_attn.q_proj.weight"]
-    assert policy.version == engine.version
+    assert policy.version == version
     assert not torch.equal(before, after)
-    assert torch.equal(after, engine.state_dict()["model.layers.0.self_attn.q_proj.weight"])
+    assert torch.equal(after, state["model.layers.0.self_attn.q_proj.weight"])
 
 
 def test_vllm_disk_sync_call_sequence(tmp_path):
