@@ -77,7 +77,7 @@ def prepare_groups(trajectories: Sequence[Trajectory], current_version: int,
 
 def to_samples(groups: Sequence[Group], config: BatchConfig,
                baseline: RunningMeanBaseline) -> tuple[list[Sample], dict[str, float]]:
-    """Advantages per role; one `Sample` per trajectory (zero-advantage ones dropped if configured)."""
+    """Advantages per role; one `Sample` per trajectory segment (zero-advantage ones dropped if configured)."""
     pairs: list[tuple[Trajectory, float]] = []
     injectors = [g.members[0] for g in groups if g.running_baseline]
     metrics: dict[str, float] = {}
@@ -90,8 +90,11 @@ def to_samples(groups: Sequence[Group], config: BatchConfig,
                                      [float(t.reward) for t in injectors])  # type: ignore[arg-type]
         pairs.extend(zip(injectors, adv))
         metrics.update({f"batch/{k}": v for k, v in m.items()})
-    samples = [Sample(t.input_ids, t.loss_mask, t.logprobs, a, t.role) for t, a in pairs
-               if not (config.drop_zero_advantage and a == 0.0)]
+    # A compacted episode (agent_scaffold context compaction) is several segments, each the exact token
+    # sequence the policy conditioned on; each trains as its own sequence with the episode's advantage.
+    samples = [Sample(ids, mask, lps, a, t.role) for t, a in pairs
+               if not (config.drop_zero_advantage and a == 0.0)
+               for ids, mask, lps in t.sequences()]
     for role in sorted({t.role for t, _ in pairs}):
         rs = [float(t.reward) for t, _ in pairs if t.role == role]  # type: ignore[arg-type]
         metrics[f"batch/{role}_reward_mean"] = sum(rs) / len(rs)

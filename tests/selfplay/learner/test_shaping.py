@@ -142,3 +142,19 @@ def test_build_batch_rejects_ragged_trajectory():
     bad = type(t)(**{**t.__dict__, "logprobs": t.logprobs[:-1]})
     with pytest.raises(BatchError, match="same length"):
         build_batch([bad], 0, BatchConfig(), RunningMeanBaseline())
+
+
+def test_compacted_trajectory_trains_each_segment_with_the_episode_advantage():
+    import dataclasses
+
+    whole = traj(1.0, group="s", prompt=2, sampled=3)
+    # Two segments as agent_scaffold writes them after a compaction: each sampled token is trained once.
+    ids = whole.input_ids + whole.input_ids
+    mask = (0, 0, 1, 1, 0) + (0, 0, 0, 0, 1)
+    compacted = dataclasses.replace(whole, input_ids=ids, loss_mask=mask, logprobs=(-0.5,) * 10,
+                                    segments=((0, 5), (5, 10)))
+    samples, m = build_batch([compacted, traj(-1.0, group="s")], 0, BatchConfig(), RunningMeanBaseline())
+    mine = [s for s in samples if s.advantage > 0]
+    assert [s.loss_mask for s in mine] == [mask[:5], mask[5:]]
+    assert len({s.advantage for s in mine}) == 1
+    assert m["batch/samples"] == 3.0
