@@ -11,6 +11,7 @@ absolute or `..` paths in it, each with an error naming the file.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,17 @@ class BugArtifact:
             "bug_inject.diff": self.bug_inject,
             "test_weaken.diff": self.test_weaken,
         }
+
+    @classmethod
+    def from_files(cls, files: Mapping[str, str]) -> BugArtifact:
+        """The inverse of `files()`: the five files' texts by name (test_files.txt as its text)."""
+        return cls(
+            test_script=files["test_script.sh"],
+            test_files=_parse_test_files(files["test_files.txt"]),
+            test_parser=files["test_parser.py"],
+            bug_inject=files["bug_inject.diff"],
+            test_weaken=files["test_weaken.diff"],
+        )
 
     def digest(self) -> str:
         """Stable sha256 over the normalised diffs (the artifact's identity for dedup)."""
@@ -92,13 +104,7 @@ def load_artifact(directory: str | Path) -> BugArtifact:
         except UnicodeDecodeError as exc:
             raise ArtifactError(f"{name} in {root} is not valid UTF-8 (byte {exc.start}: {exc.reason}); "
                                 "write it as UTF-8 text") from None
-    artifact = BugArtifact(
-        test_script=texts["test_script.sh"],
-        test_files=_parse_test_files(texts["test_files.txt"]),
-        test_parser=texts["test_parser.py"],
-        bug_inject=texts["bug_inject.diff"],
-        test_weaken=texts["test_weaken.diff"],
-    )
+    artifact = BugArtifact.from_files(texts)
     check_format(artifact)
     return artifact
 

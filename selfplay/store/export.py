@@ -90,13 +90,8 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
         )
     try:
         files = json.loads(rec["selfplay_artifact"])
-        artifact = BugArtifact(
-            test_script=files["test_script.sh"],
-            test_files=tuple(files["test_files.txt"]),
-            test_parser=files["test_parser.py"],
-            bug_inject=files["bug_inject.diff"],
-            test_weaken=files["test_weaken.diff"],
-        )
+        # The export keeps test_files.txt as a JSON list; the artifact's own format is one path a line.
+        artifact = BugArtifact.from_files({**files, "test_files.txt": "\n".join(files["test_files.txt"])})
         meta = json.loads(rec.get("selfplay_metadata") or "{}")
         f2p, p2p = json.loads(rec["FAIL_TO_PASS"]), json.loads(rec["PASS_TO_PASS"])
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
