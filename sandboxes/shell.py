@@ -31,8 +31,9 @@ touch "$S/ready"
 # SIGUSR1 from the engine API: kill everything but PID 1, with builtins only (works under a fork bomb).
 trap 'for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done' USR1
 trap 'exit 0' TERM
-# PID 1 must reap orphans; bash does so while it waits. The read throttles the loop if fork fails.
-while :; do sleep 3600 & wait $!; read -t 0.1 -u 3; done
+# PID 1 must reap orphans: bash's SIGCHLD handler does, without a child of its own. The loop must not
+# fork: under a fork bomb a failed fork makes a non-interactive bash exit, and the container with it.
+while :; do read -t 1 -u 3; done
 """
 """Container command (PID 1): snapshot the workdir, then reap orphans forever. Args: workdir."""
 
