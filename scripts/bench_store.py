@@ -224,19 +224,7 @@ def baseline_sample(store, n: int, config: SamplingConfig, rng: random.Random) -
     )
     with store.engine.connect() as conn:
         rows = conn.execute(stmt).all()
-    cands = [
-        TaskStats(
-            task_id=r[0],
-            repo=r[1],
-            status=r[2],
-            family=r[3],
-            diff_hash=r[4],
-            attempts=r[5],
-            solves=int(r[6]),
-            recent="",
-        )
-        for r in rows
-    ]
+    cands = [TaskStats(*r[:6], solves=int(r[6])) for r in rows]  # columns in TaskStats field order
     # recent is unknown without a window query; the baseline bands on the overall rate.
     result = sample(cands, n, SamplingConfig(**{**config.__dict__, "rate": "overall"}), rng)
     return store.get_tasks(list(result.chosen))

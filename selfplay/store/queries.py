@@ -162,7 +162,9 @@ def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
 
 
 def tier_select(cond: ColumnElement[bool]) -> Select:
-    """Active candidates meeting `cond`, in rand_key order, read from a covering sampling index."""
+    """Active candidates meeting `cond`, in rand_key order, read from a covering sampling index.
+
+    The columns are TaskStats' leading fields in order, so a row constructs one positionally."""
     s = TaskStatsRow
     stmt = (
         select(s.task_id, s.repo, s.status, s.family, s.diff_hash, s.attempts, s.solves, s.recent)
@@ -186,19 +188,7 @@ def candidate_pool(session: Session, n: int, config: SamplingConfig, start: floa
                 session, base.where(TaskStatsRow.rand_key < start).limit(limit - len(rows)), is_unseen
             )
         for r in rows:
-            pool.setdefault(
-                r[0],
-                TaskStats(
-                    task_id=r[0],
-                    repo=r[1],
-                    status=r[2],
-                    family=r[3],
-                    diff_hash=r[4],
-                    attempts=r[5],
-                    solves=r[6],
-                    recent=r[7],
-                ),
-            )
+            pool.setdefault(r[0], TaskStats(*r))  # tier_select's columns are TaskStats' leading fields
     return list(pool.values())
 
 
