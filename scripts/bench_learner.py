@@ -1,6 +1,7 @@
 """Benchmark the learner against plain HF training on the same batch (CPU here; GPU when present).
 
     .venv/bin/python scripts/bench_learner.py [--lengths 1024,2048,4096] [--repeats 3] [--chunk-lengths 2048,4096,8192]
+        [--variants learner,learner-ckpt] [--gpu-lengths 8192,32768]
 
 1. Learner step (packing, chunked logprobs, DAPO loss, DeepSpeed backward) vs plain HF
    `model(input_ids, labels).loss.backward()` on one sequence of each length, both fp32 without
@@ -8,8 +9,11 @@
    apart) and peak resident memory added during forward+backward (and, for the learner, the whole step). Ratio = learner time / HF time.
    Both sides run one 64-token warm-up step first, so one-time allocations (gradients, Adam states,
    DeepSpeed buckets) are not counted in the measured step.
-2. Peak memory and time of chunked vs naive logprobs+entropy (forward+backward) through the real lm_head.
-3. GPU section: tokens/s, MFU and peak memory for a random-init model at 32k tokens when CUDA is present.
+   Variants: `learner` is the default path (fused head); `learner-ckpt` checkpoints head chunks instead.
+2. Peak memory and time of naive, chunked (checkpointed) and fused logprobs (forward+backward) through
+   the real lm_head.
+3. GPU section (CUDA only): tokens/s, MFU and peak memory of a learner step on a random-init model of
+   Qwen2.5-0.5B's shape in bf16 at 8k and 32k tokens.
 
 Each measurement runs in a fresh subprocess (so peaks do not mix); figures are medians over --repeats.
 """
@@ -78,13 +82,13 @@ def worker(kind: str, length: int) -> dict:
             model(input_ids=x, labels=x).loss.backward()
             dt = time.perf_counter() - t
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
-    if kind == "learner":
+    if kind in ("learner", "learner-ckpt"):
         from selfplay.learner.batch import Sample
         from selfplay.learner.config import EngineConfig
         from selfplay.learner.engine import LearnerEngine
 
         engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=False, token_budget=1 << 20,
-                                            logprob_chunk=1024))
+                                            logprob_chunk=1024, fused_head=kind == "learner"))
         half = length // 2
         sample = Sample(tuple(ids), (0,) * half + (1,) * (length - half), (0.0,) * half + (-1.0,) * (length - half), 1.0)
         step_times: list[float] = []
@@ -111,22 +115,93 @@ def worker(kind: str, length: int) -> dict:
             total = time.perf_counter() - t
         return {"fwd_bwd_s": total - step_times[0], "opt_step_s": step_times[0],
                 "peak_mb": (fb_peak[-1] - mem.start) / 2**20, "step_peak_mb": mem.added_mb}
-    if kind in ("chunked", "naive"):
+    if kind in ("chunked", "naive", "fused"):
         from transformers import AutoModelForCausalLM
 
         from agent_scaffold.embedded import default_model_dir
-        from selfplay.learner.logprobs import chunked_logprobs, naive_logprobs
+        from selfplay.learner.logprobs import chunked_logprobs, fused_head_loss, naive_logprobs
 
         head = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32).get_output_embeddings()
         hidden = torch.randn(length, head.in_features, requires_grad=True)
         targets = torch.tensor(ids)
         with PeakRSS() as mem:
             t = time.perf_counter()
-            lp, _ = chunked_logprobs(head, hidden, targets, 1024) if kind == "chunked" else naive_logprobs(head, hidden, targets)
-            lp.sum().backward()
+            if kind == "fused":  # the same loss, sum of logprobs, with its gradients made in forward
+                fused_head_loss(head, hidden, targets, lambda lp, s, e: lp.sum(), 1024)[0].backward()
+            else:
+                lp, _ = chunked_logprobs(head, hidden, targets, 1024) if kind == "chunked" else naive_logprobs(head, hidden, targets)
+                lp.sum().backward()
             dt = time.perf_counter() - t
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
+    if kind == "gpu":
+        return gpu_worker(length)
     raise SystemExit(f"unknown worker kind {kind}")
+
+
+# Qwen2.5-0.5B's shape (151,936-token vocabulary, tied embeddings), randomly initialised: no download.
+GPU_MODEL = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6)
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
+"""Dense bf16 peak of each device family (no sparsity), for MFU."""
+
+
+def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
+    """One learner step on one `length`-token sequence of a random-init model in bf16 (gradient
+    checkpointing on, fused head), on CUDA when present (the CPU run is a smoke test of this code)."""
+    import shutil
+    import tempfile
+
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.learner.batch import Sample
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+
+    cuda = torch.cuda.is_available()
+    shape = model_shape or GPU_MODEL
+    tmp = tempfile.mkdtemp(prefix="bench-gpu-model-")
+    try:
+        config = Qwen2Config(max_position_embeddings=max(length, 32768), **shape)
+        AutoModelForCausalLM.from_config(config).save_pretrained(tmp)
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):  # only for saving
+            if (default_model_dir() / name).exists():
+                shutil.copy(default_model_dir() / name, tmp)
+        engine = LearnerEngine(EngineConfig(model_dir=tmp, dtype="bf16" if cuda else "fp32", lr=1e-6,
+                                            gradient_checkpointing=True, token_budget=max(length, 64),
+                                            logprob_chunk=4096))
+        params = sum(p.numel() for p in engine.module.parameters())
+        torch.manual_seed(0)
+        ids = torch.randint(0, shape["vocab_size"], (length,)).tolist()
+        half = length // 2
+
+        def sample(n: int) -> Sample:
+            h = n // 2
+            return Sample(tuple(ids[:n]), (0,) * h + (1,) * (n - h), (0.0,) * h + (-5.0,) * (n - h), 1.0)
+
+        engine.train_step([sample(64)])  # warm-up: optimizer states, buckets, kernels
+        if cuda:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        t = time.perf_counter()
+        engine.train_step([sample(length)])
+        if cuda:
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t
+        del half
+        layers, hidden = shape["num_hidden_layers"], shape["hidden_size"]
+        # Model FLOPs of one training step: 6 per parameter per token (forward + backward) plus causal
+        # attention, 6 * layers * hidden * T per token (half of the 12 L H T of full attention).
+        # Gradient checkpointing's recompute is not counted (MFU, not hardware utilisation).
+        flops = 6 * params * length + 6 * layers * hidden * length * length
+        name = torch.cuda.get_device_name() if cuda else "cpu"
+        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
+        return {"device": name, "params": params, "tokens": length, "step_s": dt, "tokens_per_s": length / dt,
+                "mfu": flops / dt / (peak * 1e12) if peak else None,
+                "peak_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run(kind: str, length: int) -> dict:
@@ -144,6 +219,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--lengths", default="1024,2048,4096")
     p.add_argument("--chunk-lengths", default="2048,4096,8192")
+    p.add_argument("--gpu-lengths", default="8192,32768")
+    p.add_argument("--variants", default="learner",
+                   help="learner (fused head, the default path) and/or learner-ckpt (checkpointed head chunks)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--worker", nargs=2, metavar=("KIND", "LENGTH"))
     a = p.parse_args()
@@ -153,36 +231,52 @@ def main() -> None:
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
+    variants = [v for v in a.variants.split(",") if v]
     print("## Learner step vs plain HF forward+backward (SmolLM2-135M, fp32, CPU, one sequence)\n")
-    print("| tokens | HF tok/s | learner tok/s | time ratio learner/HF | HF peak MB | learner peak MB "
+    print("| tokens | variant | HF tok/s | learner tok/s | time ratio learner/HF | HF peak MB | learner peak MB "
           "| memory ratio | learner peak MB incl. optimizer step | optimizer step s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in a.lengths.split(",") if x]:
-        hf, ln = [], []
-        for _ in range(a.repeats):  # interleaved so machine load drifts hit both alike
+        hf: list[dict] = []
+        ln: dict[str, list[dict]] = {v: [] for v in variants}
+        for _ in range(a.repeats):  # interleaved so machine load drifts hit all sides alike
             hf.append(run("hf", n))
-            ln.append(run("learner", n))
-        ratios = [l["fwd_bwd_s"] / h["fwd_bwd_s"] for h, l in zip(hf, ln)]
-        print(f"| {n} | {n / median(hf, 'fwd_bwd_s'):.0f} | {n / median(ln, 'fwd_bwd_s'):.0f} | "
-              f"{statistics.median(ratios):.2f} | {median(hf, 'peak_mb'):.0f} | {median(ln, 'peak_mb'):.0f} | "
-              f"{median(ln, 'peak_mb') / median(hf, 'peak_mb'):.2f} | {median(ln, 'step_peak_mb'):.0f} | "
-              f"{median(ln, 'opt_step_s'):.2f} |", flush=True)
-    print("\n## Chunked (1024 positions) vs naive logprobs+entropy, forward+backward through the lm_head (V=49152)\n")
-    print("| positions | naive peak MB | chunked peak MB | memory ratio chunked/naive | time ratio chunked/naive |")
-    print("|---|---|---|---|---|")
+            for v in variants:
+                ln[v].append(run(v, n))
+        for v, rows in ln.items():
+            ratios = [r["fwd_bwd_s"] / h["fwd_bwd_s"] for h, r in zip(hf, rows)]
+            print(f"| {n} | {v} | {n / median(hf, 'fwd_bwd_s'):.0f} | {n / median(rows, 'fwd_bwd_s'):.0f} | "
+                  f"{statistics.median(ratios):.2f} | {median(hf, 'peak_mb'):.0f} | {median(rows, 'peak_mb'):.0f} | "
+                  f"{median(rows, 'peak_mb') / median(hf, 'peak_mb'):.2f} | {median(rows, 'step_peak_mb'):.0f} | "
+                  f"{median(rows, 'opt_step_s'):.2f} |", flush=True)
+    print("\n## Head: naive vs chunked (checkpointed, 1024 positions) vs fused logprobs, forward+backward "
+          "through the lm_head (V=49152)\n")
+    print("| positions | naive peak MB | chunked peak MB | fused peak MB | chunked/naive time | fused/naive time |")
+    print("|---|---|---|---|---|---|")
     for n in [int(x) for x in a.chunk_lengths.split(",") if x]:
-        nv, ch = [], []
+        res: dict[str, list[dict]] = {"naive": [], "chunked": [], "fused": []}
         for _ in range(a.repeats):
-            nv.append(run("naive", n))
-            ch.append(run("chunked", n))
-        print(f"| {n} | {median(nv, 'peak_mb'):.0f} | {median(ch, 'peak_mb'):.0f} | "
-              f"{median(ch, 'peak_mb') / median(nv, 'peak_mb'):.2f} | "
-              f"{statistics.median(c['fwd_bwd_s'] / v['fwd_bwd_s'] for c, v in zip(ch, nv)):.2f} |", flush=True)
-    print("\n## GPU\n")
+            for kind, rows in res.items():
+                rows.append(run(kind, n))
+
+        def time_ratio(kind: str) -> float:
+            return statistics.median(r["fwd_bwd_s"] / v["fwd_bwd_s"] for r, v in zip(res[kind], res["naive"]))
+
+        print(f"| {n} | {median(res['naive'], 'peak_mb'):.0f} | {median(res['chunked'], 'peak_mb'):.0f} | "
+              f"{median(res['fused'], 'peak_mb'):.0f} | {time_ratio('chunked'):.2f} | {time_ratio('fused'):.2f} |",
+              flush=True)
+    print("\n## GPU: learner step, random-init Qwen2.5-0.5B shape, bf16, gradient checkpointing, one sequence\n")
     if not torch.cuda.is_available():
         print("no GPU available")
-    else:
-        print(f"device: {torch.cuda.get_device_name()} — GPU benchmark not implemented in this script yet")
+        return
+    print("| device | params | tokens | step s | tokens/s | MFU | peak GB |")
+    print("|---|---|---|---|---|---|---|")
+    for n in [int(x) for x in a.gpu_lengths.split(",") if x]:
+        rows = [run("gpu", n) for _ in range(a.repeats)]
+        r = rows[0]
+        mfu = statistics.median(x["mfu"] for x in rows) if r["mfu"] is not None else float("nan")
+        print(f"| {r['device']} | {r['params'] / 1e9:.2f}B | {n} | {median(rows, 'step_s'):.2f} | "
+              f"{median(rows, 'tokens_per_s'):.0f} | {mfu:.1%} | {median(rows, 'peak_gb'):.1f} |", flush=True)
 
 
 if __name__ == "__main__":

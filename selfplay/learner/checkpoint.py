@@ -4,8 +4,10 @@ plus DeepSpeed optimizer/scheduler state for resuming, under a monotonically inc
 Layout of root/v<version:06d>/:
     config.json, generation_config.json, model.safetensors, tokenizer files   <- HF checkpoint
     optimizer/                                                                 <- DeepSpeed state (resume)
-    selfplay_learner.json   {"policy_version": N}
-and root/latest holds the name of the newest directory. A directory is written under a temporary name
+    selfplay_learner.json   {"policy_version": N, "model_dir": ..., "state": {...}}
+`state` is the caller's JSON-able training state that is not weights (the injector's running-mean
+baselines, `baseline.RunningMeanBaseline.state_dict()`, under "injector_baseline"), so a resumed run
+continues with the baselines it had. root/latest holds the name of the newest directory. A directory is written under a temporary name
 and renamed when complete, so a crash never leaves a half checkpoint under a real name.
 """
 
@@ -56,8 +58,13 @@ def save_hf(engine: Any, target: Path) -> None:
     write_legacy_rope_key(target)
 
 
-def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True) -> Path:
-    """Write root/v<engine.version>; refuses to go back in versions."""
+def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True,
+                    state: dict[str, Any] | None = None) -> Path:
+    """Write root/v<engine.version> (with `state`, JSON-able, alongside); refuses to go back in versions."""
+    try:
+        state_json = json.dumps(state or {})
+    except TypeError as exc:
+        raise LearnerError(f"checkpoint state must be JSON-serialisable (dicts, lists, numbers, strings): {exc}") from exc
     root.mkdir(parents=True, exist_ok=True)
     latest = latest_checkpoint(root)
     if latest is not None and read_version(latest) >= engine.version:
@@ -71,7 +78,8 @@ def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True) -> Path:
     if optimizer:
         engine.engine.save_checkpoint(str(tmp / "optimizer"), tag="state",
                                       client_state={"policy_version": engine.version})
-    (tmp / META).write_text(json.dumps({"policy_version": engine.version, "model_dir": engine.model_dir}) + "\n")
+    meta = {"policy_version": engine.version, "model_dir": engine.model_dir, "state": json.loads(state_json)}
+    (tmp / META).write_text(json.dumps(meta) + "\n")
     tmp.rename(final)
     pointer = root / ".latest.tmp"
     pointer.write_text(final.name + "\n")
@@ -80,8 +88,14 @@ def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True) -> Path:
     return final
 
 
-def load_checkpoint(engine: Any, checkpoint_dir: Path) -> None:
-    """Restore model, optimizer and scheduler state and the policy version."""
+def read_state(checkpoint_dir: str | Path) -> dict[str, Any]:
+    """The training state saved with a checkpoint ({} for checkpoints saved without one)."""
+    read_version(checkpoint_dir)  # names the problem when this is not a checkpoint
+    return dict(json.loads((Path(checkpoint_dir) / META).read_text()).get("state") or {})
+
+
+def load_checkpoint(engine: Any, checkpoint_dir: Path) -> dict[str, Any]:
+    """Restore model, optimizer and scheduler state and the policy version; return the saved `state`."""
     version = read_version(checkpoint_dir)
     opt_dir = checkpoint_dir / "optimizer"
     if not opt_dir.exists():
@@ -92,3 +106,4 @@ def load_checkpoint(engine: Any, checkpoint_dir: Path) -> None:
     if path is None:
         raise LearnerError(f"DeepSpeed found no state in {opt_dir}")
     engine.version = version
+    return read_state(checkpoint_dir)

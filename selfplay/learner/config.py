@@ -61,6 +61,10 @@ class EngineConfig:
     """Max tokens per packed micro-batch (a longer single trajectory gets a micro-batch of its own)."""
     logprob_chunk: int = 1024
     """Positions per lm_head chunk when computing logprobs and entropy."""
+    fused_head: bool = True
+    """Compute each lm_head chunk's gradients in forward from the separable loss (one head matmul fewer
+    than checkpointed chunks). Used with ZeRO-2, no sequence parallelism and a plain Linear head;
+    otherwise, or when False, chunks are checkpointed and recomputed in backward."""
     rope_scaling: dict[str, Any] | None = None
     """RoPE scaling applied to the model config in the learner and written into saved checkpoints,
     e.g. {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}."""

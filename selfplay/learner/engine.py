@@ -36,7 +36,8 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(TRAIN_EXTRA_HINT) from exc
 
-from selfplay.learner.logprobs import packed_token_logprobs
+from selfplay.learner.fused_loss import packed_policy_loss
+from selfplay.learner.logprobs import can_fuse, decoder_hidden, packed_token_logprobs
 from selfplay.learner.losses import batch_denominator, policy_loss
 from selfplay.learner.model_options import apply_model_options
 from selfplay.learner.packing import pack, pad_rows, unpack
@@ -59,11 +60,13 @@ def init_distributed() -> None:
     deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
 
 
-def ds_config(cfg: EngineConfig, bf16: bool) -> dict[str, Any]:
+def ds_config(cfg: EngineConfig, bf16: bool, cuda: bool = False) -> dict[str, Any]:
     """The DeepSpeed config dict for `cfg`."""
     # Buckets of 5e7 elements instead of DeepSpeed's 5e8: the reduce bucket is a second copy of the
-    # gradients, and on one device a smaller one costs nothing in communication.
-    zero: dict[str, Any] = {"stage": cfg.zero_stage, "reduce_bucket_size": int(5e7),
+    # gradients, and on one device a smaller one costs nothing in communication. Contiguous gradients
+    # (copy each gradient into one buffer as it is made) avoid fragmentation on GPU; on CPU the copies
+    # were 4% of a learner step (measured, docs/benchmarks.md) and there is no allocator to defragment.
+    zero: dict[str, Any] = {"stage": cfg.zero_stage, "reduce_bucket_size": int(5e7), "contiguous_gradients": cuda,
                             "allgather_bucket_size": int(5e7)}
     if cfg.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
@@ -122,7 +125,7 @@ class LearnerEngine:
         warmup = cfg.warmup_steps
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
-            config=ds_config(cfg, bf16), mpu=mpu,
+            config=ds_config(cfg, bf16, cuda), mpu=mpu,
             lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(
                 opt, lambda step: min(1.0, (step + 1) / warmup)))
         self.engine.train()
@@ -133,6 +136,10 @@ class LearnerEngine:
                                                                   attn_implementation=attn).to(self.device).eval()
             self.ref_model.requires_grad_(False)
         self.version = initial_version
+        # The fused head (logits and their gradients made chunk by chunk in forward) reads the head weight
+        # directly: ZeRO-3 partitions it outside the module's own forward, and Ulysses shards positions.
+        self.fused = (cfg.fused_head and cfg.zero_stage == 2 and self.sp_group is None
+                      and can_fuse(self.module.get_output_embeddings()))
         log.info("learner engine: %s, %s, ZeRO-%d, attn=%s, version %d", model_dir, self.dtype,
                  cfg.zero_stage, attn, self.version)
 
@@ -218,7 +225,6 @@ class LearnerEngine:
         for k, idx in enumerate(plan):
             mb = [samples[i] for i in idx]
             mask = masks[k].to(self.device)
-            lp, ent = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
             rollout = pad_rows([s.old_logprobs for s in mb], device=self.device)
             adv = torch.tensor([s.advantage for s in mb], device=self.device)[:, None] * mask
             extra: dict[str, Any] = {}
@@ -228,9 +234,19 @@ class LearnerEngine:
                 extra.update(rollout_logprobs=rollout, tis_cap=lcfg.tis_cap)
             if self.ref_model is not None:
                 extra.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
-            loss, m = policy_loss(lp.float(), old, adv, mask, clip_low=lcfg.clip_low, clip_high=lcfg.clip_high,
-                                  agg=lcfg.agg, clip_ratio_c=lcfg.clip_ratio_c, norm_len=lcfg.norm_len,
-                                  denominator=den, **extra)
+            terms = dict(clip_low=lcfg.clip_low, clip_high=lcfg.clip_high, clip_ratio_c=lcfg.clip_ratio_c, **extra)
+            if self.fused:
+                packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
+                loss, lp, ent = packed_policy_loss(
+                    self.module.get_output_embeddings(), decoder_hidden(self.module, packed), packed, old, adv,
+                    mask, agg=lcfg.agg, norm_len=lcfg.norm_len, denominator=den, chunk=cfg.logprob_chunk, **terms)
+                with torch.no_grad():
+                    _, m = policy_loss(lp, old, adv, mask, agg=lcfg.agg, norm_len=lcfg.norm_len,
+                                       denominator=den, **terms)
+            else:
+                lp, ent = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
+                loss, m = policy_loss(lp.float(), old, adv, mask, agg=lcfg.agg, norm_len=lcfg.norm_len,
+                                      denominator=den, **terms)
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             self.engine.backward(loss, scale_wrt_gas=False)
             n_tok = float(mask.sum())
@@ -269,17 +285,19 @@ class LearnerEngine:
             return self.engine._zero3_consolidated_16bit_state_dict()
         return self.module.state_dict()
 
-    def save(self, root: str | Path) -> Path:
-        """Checkpoint the current weights, tokenizer and optimizer under root/v<version> (see checkpoint.py)."""
+    def save(self, root: str | Path, state: dict[str, Any] | None = None) -> Path:
+        """Checkpoint the current weights, tokenizer and optimizer under root/v<version>, with the caller's
+        JSON-able training `state` (e.g. the injector baselines) alongside (see checkpoint.py)."""
         from selfplay.learner.checkpoint import save_checkpoint
 
-        return save_checkpoint(self, Path(root))
+        return save_checkpoint(self, Path(root), state=state)
 
-    def resume(self, checkpoint_dir: str | Path) -> None:
-        """Restore weights, optimizer, scheduler and version from a directory written by `save`."""
+    def resume(self, checkpoint_dir: str | Path) -> dict[str, Any]:
+        """Restore weights, optimizer, scheduler and version from a directory written by `save`; returns
+        the `state` saved with it."""
         from selfplay.learner.checkpoint import load_checkpoint
 
-        load_checkpoint(self, Path(checkpoint_dir))
+        return load_checkpoint(self, Path(checkpoint_dir))
 
 
 def _has_flash_attn() -> bool:

@@ -9,16 +9,20 @@ hidden states, cheap), so only the head is chunked.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from selfplay.learner.packing import IGNORE, Packed, shift_to_tokens
 
+TokenLoss = Callable[[torch.Tensor, int, int], torch.Tensor]
+"""(logprobs of positions [start, end), start, end) -> their scalar loss contribution."""
+
 
 def _chunk_logprobs(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    logits = head(hidden).float()  # (C, V)
+    logits = head(hidden)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32))  # (C, V), at least fp32
     logz = torch.logsumexp(logits, dim=-1)  # (C,)
     safe = targets.clamp(min=0)
     lp = logits.gather(-1, safe[:, None])[:, 0] - logz  # (C,)
@@ -48,11 +52,94 @@ def naive_logprobs(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.T
     return _chunk_logprobs(head, hidden, targets)
 
 
+class _FusedHeadLoss(torch.autograd.Function):
+    """lm_head + log-softmax + a per-token loss, one chunk of positions at a time, gradients made in forward.
+
+    The loss of a position depends on its own logprob only (`token_loss` is separable: every policy-loss
+    aggregation is a weighted token sum, see `losses.token_weights`). So once a chunk's logprobs are known,
+    d loss / d logprob is known, and with it d loss / d logits = g * (onehot(target) - softmax): the
+    chunk's gradients w.r.t. the hidden states and the head weight are computed right there and its logits
+    are freed. That is one head matmul forward and two backward, as plain training does, where
+    recomputing a checkpointed chunk in backward costs a third (and a second softmax).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                token_loss: TokenLoss, chunk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        n = hidden.shape[0]
+        # Softmax and accumulators in at least fp32: a bf16 gradient accumulator would round away small
+        # contributions over many chunks.
+        acc = torch.promote_types(weight.dtype, torch.float32)
+        grad_hidden = torch.empty_like(hidden)
+        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        lp = torch.zeros(n, dtype=acc, device=hidden.device)
+        ent = torch.zeros(n, dtype=acc, device=hidden.device)
+        total = torch.zeros((), dtype=acc, device=hidden.device)
+        for s in range(0, n, chunk):
+            e = min(s + chunk, n)
+            h, t = hidden[s:e], targets[s:e]
+            logp = torch.log_softmax((h @ weight.T).to(acc), dim=-1)  # (C, V)
+            valid = t != IGNORE
+            safe = t.clamp(min=0)[:, None]
+            lp_c = torch.where(valid, logp.gather(1, safe)[:, 0], 0.0).to(acc)
+            probs = logp.exp()
+            ent[s:e] = -torch.einsum("cv,cv->c", probs, logp)  # a batched dot: no third (C, V) buffer
+            del logp
+            with torch.enable_grad():
+                leaf = lp_c.detach().requires_grad_()
+                loss_c = token_loss(leaf, s, e)
+                (g,) = torch.autograd.grad(loss_c, leaf, allow_unused=True, materialize_grads=True)
+            g = torch.where(valid, g, 0.0)
+            lp[s:e] = lp_c
+            total += loss_c.detach()
+            probs.mul_(-g[:, None]).scatter_add_(1, safe, g[:, None])  # d loss / d logits
+            grad_logits = probs.to(weight.dtype)
+            del probs
+            grad_hidden[s:e] = grad_logits @ weight
+            grad_weight.addmm_(grad_logits.T.to(acc), h.to(acc))
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        ctx.weight_dtype = weight.dtype
+        ctx.mark_non_differentiable(lp, ent)
+        return total, lp, ent
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: torch.Tensor, *_: Any) -> tuple[Any, ...]:
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return (grad_hidden * grad_loss.to(grad_hidden.dtype), (grad_weight * grad_loss).to(ctx.weight_dtype),
+                None, None, None)
+
+
+def can_fuse(head: torch.nn.Module) -> bool:
+    """The fused path computes logits as hidden @ weight.T: a plain bias-free Linear head (Llama, Qwen,
+    SmolLM2); heads that scale or soft-cap logits take the checkpointed path."""
+    return type(head) is torch.nn.Linear and head.bias is None
+
+
+def fused_head_loss(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, token_loss: TokenLoss,
+                    chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """hidden (N, H), targets (N,) with IGNORE -> (loss, logprobs (N,), entropy (N,)).
+
+    `token_loss(lp, start, end)` is the loss contribution of positions [start, end) given their logprobs
+    `lp` (end - start,), and must depend on each logprob alone. The loss is differentiable w.r.t. `hidden`
+    and the head weight (tied embeddings accumulate as usual); logprobs and entropy are detached.
+    Logits exist for `chunk` positions at a time, in forward and in backward.
+    """
+    if not can_fuse(head):
+        raise ValueError(f"fused_head_loss needs a bias-free nn.Linear head, got {type(head).__name__}; "
+                         "use chunked_logprobs")
+    return _FusedHeadLoss.apply(hidden, head.weight, targets.to(hidden.device), token_loss, chunk)
+
+
+def decoder_hidden(model: Any, packed: Packed) -> torch.Tensor:
+    """Final hidden states (N, H) of a packed row (the decoder stack, final norm included)."""
+    out = model.base_model(input_ids=packed.input_ids, position_ids=packed.position_ids,
+                           attention_mask=packed.attention_mask, use_cache=False)
+    return out.last_hidden_state[0]
+
+
 def packed_token_logprobs(model: Any, packed: Packed, chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """Logprob (N,) of each token given its prefix (0 at sequence starts) and the entropy of the
     distribution that predicted it (N,), for a packed row, via the model's decoder and chunked head."""
-    out = model.base_model(input_ids=packed.input_ids, position_ids=packed.position_ids,
-                           attention_mask=packed.attention_mask, use_cache=False)
-    hidden = out.last_hidden_state[0]  # (N, H)
+    hidden = decoder_hidden(model, packed)
     lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, packed.targets.to(hidden.device), chunk)
     return shift_to_tokens(lp, packed.seq_lens), shift_to_tokens(ent, packed.seq_lens)

@@ -70,6 +70,27 @@ def agg_loss(mat: Tensor, mask: Tensor, mode: str = "token-mean", *, norm_len: i
     return AGGREGATIONS[mode](mat, mask.to(mat.dtype), norm_len, denominator)
 
 
+def token_weights(mask: Tensor, mode: str = "token-mean", *, norm_len: int | None = None,
+                  denominator: float | None = None) -> Tensor:
+    """Per-token weights w (B, T) such that agg_loss(mat, mask, mode, ...) == (mat * w).sum() for any mat.
+
+    Every aggregation is a weighted token sum; these weights let the loss be evaluated chunk by chunk
+    along a packed row (`logprobs.fused_head_loss`).
+    """
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {sorted(AGGREGATIONS)}")
+    m = mask.to(torch.float32 if not mask.is_floating_point() else mask.dtype)
+    if mode == "seq-mean-token-mean":
+        tokens = m.sum(-1, keepdim=True)  # (B, 1)
+        den = (tokens > 0).sum().clamp(min=1) if denominator is None else denominator
+        return m / tokens.clamp(min=1) / den
+    if mode == "token-mean":
+        den = m.sum().clamp(min=1) if denominator is None else max(denominator, 1e-12)
+        return m / den
+    den = m.shape[0] * (norm_len or m.shape[-1]) if denominator is None else denominator
+    return m / den
+
+
 def batch_denominator(masks: list[Tensor], mode: str, norm_len: int | None = None) -> float:
     """The normaliser `agg_loss` would use on the concatenation of `masks` (each (b_i, T_i))."""
     if mode == "token-mean":

@@ -63,6 +63,17 @@ def shift_to_tokens(per_position: torch.Tensor, seq_lens: Sequence[int]) -> torc
     return out * keep.to(out.dtype)
 
 
+def to_positions(rows: torch.Tensor, seq_lens: Sequence[int]) -> torch.Tensor:
+    """(B, T_max) values aligned to tokens -> (N,) aligned to the packed positions that predict them.
+
+    The inverse of `unpack(shift_to_tokens(x))` off the sequence starts: position i of a sequence
+    predicts token i + 1, so it gets row[i + 1]; the last position of each sequence predicts nothing
+    and gets 0.
+    """
+    parts = [torch.cat([rows[b, 1:n], rows.new_zeros(1)]) for b, n in enumerate(seq_lens)]
+    return torch.cat(parts)
+
+
 def unpack(values: torch.Tensor, seq_lens: Sequence[int], pad: float = 0.0) -> torch.Tensor:
     """(N,) packed values -> (B, T_max) right-padded rows, differentiably."""
     parts = torch.split(values, list(seq_lens))

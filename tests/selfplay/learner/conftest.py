@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from selfplay.learner.baseline import RunningMeanBaseline
 from selfplay.learner.batch import Sample
 
 YARN = {"rope_type": "yarn", "factor": 2.0}
@@ -33,7 +34,8 @@ def hf_model():
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory):
-    """A YaRN-configured engine saved as v0 (weights only), then after one step as v1 (+ optimizer)."""
+    """A YaRN-configured engine saved as v0 (weights only), then after one step as v1 (+ optimizer and an
+    injector baseline as training state)."""
     pytest.importorskip("deepspeed")
     from selfplay.learner.config import EngineConfig
     from selfplay.learner.engine import LearnerEngine
@@ -47,5 +49,7 @@ def trained(tmp_path_factory):
     # v0: the initial weights with the learner's model options; rollout engines start from it.
     save_checkpoint(engine, root, optimizer=False)
     metrics = engine.train_step(samples)
-    path = engine.save(root)
+    baseline = RunningMeanBaseline()
+    baseline.advantages(["toolz|removal", "toolz|history", "toolz|removal"], [0.5, -1.0, 0.2])
+    path = engine.save(root, state={"injector_baseline": baseline.state_dict()})
     return engine, samples, metrics, root, path

@@ -1,5 +1,5 @@
 """Engine step, checkpoint round-trip through transformers and HFPolicy, YaRN carried into the rollout
-engine, resume with optimizer state, monotonic versions."""
+engine, resume with optimizer state and training state (injector baselines), monotonic versions."""
 
 import json
 
@@ -8,6 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("deepspeed")
 
+from selfplay.learner.baseline import RunningMeanBaseline  # noqa: E402
 from selfplay.learner.checkpoint import latest_checkpoint, read_version  # noqa: E402
 from selfplay.learner.errors import LearnerError  # noqa: E402
 
@@ -60,8 +61,11 @@ def test_resume_restores_optimizer_and_version(trained):
     engine, samples, _, root, path = trained
     resumed = LearnerEngine(EngineConfig(lr=1e-4, warmup_steps=1, rope_scaling=YARN, max_position_embeddings=16384,
                                          token_budget=24))
-    resumed.resume(path)
+    state = resumed.resume(path)
     assert resumed.version == 1
+    baseline = RunningMeanBaseline.from_state_dict(state["injector_baseline"])
+    assert baseline.baseline("toolz|removal") == pytest.approx(0.35) and baseline.baseline("toolz|history") == -1.0
+    assert baseline.baseline("other|removal") == pytest.approx(-0.1)  # the role-wide mean, restored too
     probe = ["model.layers.3.mlp.up_proj.weight", "model.embed_tokens.weight"]
     for name in probe:
         assert torch.equal(resumed.state_dict()[name], engine.state_dict()[name])
@@ -72,6 +76,8 @@ def test_resume_restores_optimizer_and_version(trained):
     for name in probe:
         assert torch.allclose(resumed.state_dict()[name], engine.state_dict()[name], atol=1e-7), name
     assert engine.version == resumed.version == 2
+    with pytest.raises(LearnerError, match="JSON-serialisable"):
+        resumed.save(root, state={"baseline": object()})
     with pytest.raises(LearnerError, match="not newer"):
         resumed.version = 1
         resumed.save(root)

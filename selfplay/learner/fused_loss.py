@@ -1,0 +1,47 @@
+"""`packed_policy_loss`: the policy loss of a packed row through the fused lm_head (torch).
+
+Takes the same token-aligned (B, T) inputs as `losses.policy_loss` plus the packed row's final hidden
+states, and returns the same loss, with logits made and freed one chunk of positions at a time
+(`logprobs.fused_head_loss`). The per-token inputs are laid out along the packed row, and each chunk's
+loss is `policy_loss` over its positions with the aggregation's token weights as the mask
+(`losses.token_weights`), so the chunks sum to exactly the aggregated loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from selfplay.learner.logprobs import fused_head_loss
+from selfplay.learner.losses import policy_loss, token_weights
+from selfplay.learner.packing import Packed, shift_to_tokens, to_positions, unpack
+
+PER_TOKEN_TERMS = ("rollout_logprobs", "ref_logprobs")
+"""Optional `policy_loss` arguments that are (B, T) tensors rather than scalars."""
+
+
+def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Packed, old_logprobs: torch.Tensor,
+                       advantages: torch.Tensor, loss_mask: torch.Tensor, *, agg: str = "token-mean",
+                       norm_len: int | None = None, denominator: float | None = None, chunk: int = 1024,
+                       **terms: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """-> (loss, logprobs (B, T), entropy (B, T)); logprobs and entropy are detached.
+
+    `terms` are the remaining `policy_loss` keywords (clip_low, clip_high, clip_ratio_c, tis_cap, kl_coef,
+    and the (B, T) rollout_logprobs / ref_logprobs).
+    """
+    lens = packed.seq_lens
+    weights = token_weights(loss_mask, agg, norm_len=norm_len, denominator=denominator)
+    tensors = {"old": old_logprobs, "adv": advantages, "w": weights}
+    tensors.update({k: terms.pop(k) for k in PER_TOKEN_TERMS if terms.get(k) is not None})
+    dtype = torch.promote_types(hidden.dtype, torch.float32)
+    row = {k: to_positions(v.to(device=hidden.device, dtype=dtype), lens) for k, v in tensors.items()}
+
+    def token_loss(lp: torch.Tensor, s: int, e: int) -> torch.Tensor:
+        extra = {k: row[k][None, s:e] for k in PER_TOKEN_TERMS if k in row}
+        loss, _ = policy_loss(lp[None], row["old"][None, s:e], row["adv"][None, s:e], row["w"][None, s:e],
+                              agg="token-mean", denominator=1.0, **terms, **extra)
+        return loss
+
+    loss, lp, ent = fused_head_loss(head, hidden, packed.targets, token_loss, chunk)
+    return loss, unpack(shift_to_tokens(lp, lens), lens), unpack(shift_to_tokens(ent, lens), lens)
