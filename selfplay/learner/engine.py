@@ -119,6 +119,7 @@ class LearnerEngine:
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.sp_group = None
+        self.token_budget = cfg.token_budget
         mpu = None
         if cfg.sequence_parallel_size > 1:
             mpu = self._setup_sequence_parallel(model, attn)
@@ -149,8 +150,10 @@ class LearnerEngine:
         return self.engine.module
 
     def _setup_sequence_parallel(self, model: Any, attn: str) -> Any:
-        if not torch.cuda.is_available():
-            raise ValueError("sequence_parallel_size > 1 needs CUDA GPUs (DeepSpeed Ulysses/ALST); set it to 1")
+        sp, world = self.config.sequence_parallel_size, torch.distributed.get_world_size()
+        if world % sp:
+            raise ValueError(f"sequence_parallel_size {sp} must divide the number of learner processes ({world}); "
+                             "launch sp (or a multiple of sp) ranks, e.g. `deepspeed --num_gpus {sp}`, or set it to 1")
         from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
         mpu = UlyssesSPAttentionHF.register_with_transformers(
@@ -158,7 +161,9 @@ class LearnerEngine:
             sequence_parallel_size=self.config.sequence_parallel_size, micro_batch_size=1,
             seq_length_is_variable=True)
         self.sp_group = mpu.get_sequence_parallel_group()
-        self.block_mask = False  # ALST shards position ids; the attention kernel handles packing
+        self.block_mask = False  # Ulysses drops 4D masks; flash-attention separates sequences by position ids
+        if attn != "flash_attention_2":  # SDPA would attend across packed sequences: one per micro-batch
+            self.token_budget = 1
         return mpu
 
     # ---- logprobs -------------------------------------------------------------------------------
@@ -166,39 +171,19 @@ class LearnerEngine:
     def _forward(self, model: Any, sequences: Sequence[Sequence[int]]) -> tuple[Any, Any]:
         packed = pack(sequences, block_mask=self.block_mask, device=self.device)
         if self.sp_group is not None:
-            return self._forward_sp(model, packed)
-        lp, ent = packed_token_logprobs(model, packed, self.config.logprob_chunk)
+            from selfplay.learner.sequence_parallel import sp_token_logprobs
+
+            lp, ent = sp_token_logprobs(model, packed, self.sp_group, self.config.logprob_chunk)
+        else:
+            lp, ent = packed_token_logprobs(model, packed, self.config.logprob_chunk)
         return unpack(lp, packed.seq_lens), unpack(ent, packed.seq_lens)
-
-    def _forward_sp(self, model: Any, packed: Any) -> tuple[Any, Any]:
-        """Ulysses: each rank runs a contiguous shard of the packed row; shards are gathered back."""
-        import torch.distributed.nn.functional as dist_fn
-
-        from selfplay.learner.logprobs import chunked_logprobs
-        from selfplay.learner.packing import IGNORE, shift_to_tokens
-
-        sp = self.config.sequence_parallel_size
-        rank = torch.distributed.get_rank(self.sp_group)
-        n = packed.input_ids.shape[1]
-        pad = (-n) % sp
-        ids = torch.nn.functional.pad(packed.input_ids, (0, pad))
-        pos = torch.nn.functional.pad(packed.position_ids, (0, pad))
-        tgt = torch.nn.functional.pad(packed.targets, (0, pad), value=IGNORE)
-        size = (n + pad) // sp
-        sl = slice(rank * size, (rank + 1) * size)
-        hidden = model.base_model(input_ids=ids[:, sl], position_ids=pos[:, sl], use_cache=False).last_hidden_state[0]
-        lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, tgt[sl], self.config.logprob_chunk)
-        lp = torch.cat(dist_fn.all_gather(lp, group=self.sp_group))[:n]
-        ent = torch.cat(dist_fn.all_gather(ent, group=self.sp_group))[:n]
-        return (unpack(shift_to_tokens(lp, packed.seq_lens), packed.seq_lens),
-                unpack(shift_to_tokens(ent.detach(), packed.seq_lens), packed.seq_lens))
 
     @torch.no_grad()
     def logprobs(self, sequences: Sequence[Sequence[int]], model: Any = None) -> list[list[float]]:
         """Per-token logprobs (0.0 for the first token) under the current (or given) weights."""
         lens = [len(s) for s in sequences]
         out: dict[int, list[float]] = {}
-        for idx in plan_microbatches(lens, self.config.token_budget):
+        for idx in plan_microbatches(lens, self.token_budget):
             lp, _ = self._forward(model or self.module, [sequences[i] for i in idx])
             for row, i in zip(lp, idx):
                 out[i] = row[: lens[i]].tolist()
@@ -213,7 +198,7 @@ class LearnerEngine:
         cfg, lcfg = self.config, self.config.loss
         start = time.perf_counter()
         lens = [len(s.input_ids) for s in samples]
-        plan = plan_microbatches(lens, cfg.token_budget)
+        plan = plan_microbatches(lens, self.token_budget)
         masks = [pad_rows([samples[i].loss_mask for i in idx]) for idx in plan]
         den = batch_denominator(masks, lcfg.agg, lcfg.norm_len)
         learner_old = None
