@@ -219,7 +219,7 @@ class LearnerEngine:
                 extra.update(rollout_logprobs=rollout, tis_cap=lcfg.tis_cap)
             if self.ref_model is not None:
                 extra.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
-            terms = dict(clip_low=lcfg.clip_low, clip_high=lcfg.clip_high, clip_ratio_c=lcfg.clip_ratio_c, **extra)
+            terms = {"clip_low": lcfg.clip_low, "clip_high": lcfg.clip_high, "clip_ratio_c": lcfg.clip_ratio_c, **extra}
             if self.fused:
                 packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
                 loss, lp, ent = packed_policy_loss(

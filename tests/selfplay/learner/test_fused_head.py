@@ -95,10 +95,10 @@ def test_fused_head_bf16_weight_keeps_dtype_and_matches():
     with torch.no_grad():
         head16.weight.copy_(head.weight.to(torch.bfloat16))
     h = hidden.to(torch.bfloat16).requires_grad_(True)
-    loss, lp, _ = packed_policy_loss(head16, h, packed, old.float(), adv.float(), mask.float(), chunk=4)
+    loss, _, _ = packed_policy_loss(head16, h, packed, old.float(), adv.float(), mask.float(), chunk=4)
     loss.backward()
     assert h.grad.dtype == torch.bfloat16 and head16.weight.grad.dtype == torch.bfloat16
-    ref, lp_ref, _ = packed_policy_loss(head32, hidden.float(), packed, old.float(), adv.float(), mask.float())
+    ref, _, _ = packed_policy_loss(head32, hidden.float(), packed, old.float(), adv.float(), mask.float())
     assert abs(float(loss) - float(ref)) < 0.05 * max(1.0, abs(float(ref)))
 
 
