@@ -60,7 +60,7 @@ class PeakRSS:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def worker(kind: str, length: int) -> dict:
+def worker(kind: str, length: int, grad_ckpt: bool = False) -> dict:
     import torch
 
     torch.manual_seed(0)
@@ -73,6 +73,8 @@ def worker(kind: str, length: int) -> dict:
         model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32,
                                                      attn_implementation="sdpa")
         model.train()
+        if grad_ckpt:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         warm = torch.tensor([ids[:64]])
         model(input_ids=warm, labels=warm).loss.backward()
         model.zero_grad(set_to_none=True)  # as optimizer.zero_grad() does: the step allocates its gradients
@@ -87,7 +89,7 @@ def worker(kind: str, length: int) -> dict:
         from selfplay.learner.config import EngineConfig
         from selfplay.learner.engine import LearnerEngine
 
-        engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=False, token_budget=1 << 20,
+        engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=grad_ckpt, token_budget=1 << 20,
                                             logprob_chunk=1024, fused_head=kind == "learner"))
         half = length // 2
         sample = Sample(tuple(ids), (0,) * half + (1,) * (length - half), (0.0,) * half + (-1.0,) * (length - half), 1.0)
@@ -204,8 +206,13 @@ def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+GRAD_CKPT = False
+"""--grad-ckpt: decoder gradient checkpointing on both sides (what makes 16k fit in 24 GB on CPU)."""
+
+
 def run(kind: str, length: int) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--worker", kind, str(length)], capture_output=True, text=True)
+    cmd = [sys.executable, __file__, "--worker", kind, str(length)] + (["--grad-ckpt"] if GRAD_CKPT else [])
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} {length} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -223,16 +230,21 @@ def main() -> None:
     p.add_argument("--variants", default="learner",
                    help="learner (fused head, the default path) and/or learner-ckpt (checkpointed head chunks)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--grad-ckpt", action="store_true",
+                   help="gradient checkpointing of decoder layers on both sides (needed for 16k in 24 GB)")
     p.add_argument("--worker", nargs=2, metavar=("KIND", "LENGTH"))
     a = p.parse_args()
     if a.worker:
-        print(json.dumps(worker(a.worker[0], int(a.worker[1]))))
+        print(json.dumps(worker(a.worker[0], int(a.worker[1]), a.grad_ckpt)))
         return
+    global GRAD_CKPT
+    GRAD_CKPT = a.grad_ckpt
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
     variants = [v for v in a.variants.split(",") if v]
-    print("## Learner step vs plain HF forward+backward (SmolLM2-135M, fp32, CPU, one sequence)\n")
+    ckpt = ", decoder gradient checkpointing on both sides" if a.grad_ckpt else ""
+    print(f"## Learner step vs plain HF forward+backward (SmolLM2-135M, fp32, CPU, one sequence{ckpt})\n")
     print("| tokens | variant | HF tok/s | learner tok/s | time ratio learner/HF | HF peak MB | learner peak MB "
           "| memory ratio | learner peak MB incl. optimizer step | optimizer step s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
