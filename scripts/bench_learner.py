@@ -60,7 +60,7 @@ class PeakRSS:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def worker(kind: str, length: int, grad_ckpt: bool = False) -> dict:
+def worker(kind: str, length: int, grad_ckpt: bool = False, warm_full: bool = False) -> dict:
     import torch
 
     torch.manual_seed(0)
@@ -75,7 +75,7 @@ def worker(kind: str, length: int, grad_ckpt: bool = False) -> dict:
         model.train()
         if grad_ckpt:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        warm = torch.tensor([ids[:64]])
+        warm = torch.tensor([ids if warm_full else ids[:64]])
         model(input_ids=warm, labels=warm).loss.backward()
         model.zero_grad(set_to_none=True)  # as optimizer.zero_grad() does: the step allocates its gradients
         x = torch.tensor([ids])
@@ -108,7 +108,8 @@ def worker(kind: str, length: int, grad_ckpt: bool = False) -> dict:
 
         engine.engine.step = timed_step
         # Warm-up step at 64 tokens: allocates optimizer states and gradient buckets once, as in training.
-        engine.train_step([Sample(tuple(ids[:64]), (0,) * 32 + (1,) * 32, (0.0,) * 32 + (-1.0,) * 32, 1.0)])
+        engine.train_step([sample if warm_full else
+                           Sample(tuple(ids[:64]), (0,) * 32 + (1,) * 32, (0.0,) * 32 + (-1.0,) * 32, 1.0)])
         step_times.clear()
         with PeakRSS() as mem:
             meter.append(mem)
@@ -206,12 +207,15 @@ def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+WARM_FULL = False
+"""--warm-full: the warm-up step is a full-length one (steady state) instead of 64 tokens (cold first step)."""
 GRAD_CKPT = False
 """--grad-ckpt: decoder gradient checkpointing on both sides (what makes 16k fit in 24 GB on CPU)."""
 
 
 def run(kind: str, length: int) -> dict:
-    cmd = [sys.executable, __file__, "--worker", kind, str(length)] + (["--grad-ckpt"] if GRAD_CKPT else [])
+    cmd = ([sys.executable, __file__, "--worker", kind, str(length)] + (["--grad-ckpt"] if GRAD_CKPT else [])
+           + (["--warm-full"] if WARM_FULL else []))
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} {length} failed:\n{out.stderr[-3000:]}")
@@ -232,18 +236,21 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--grad-ckpt", action="store_true",
                    help="gradient checkpointing of decoder layers on both sides (needed for 16k in 24 GB)")
+    p.add_argument("--warm-full", action="store_true",
+                   help="warm up with a full-length step on both sides and time the second (steady state)")
     p.add_argument("--worker", nargs=2, metavar=("KIND", "LENGTH"))
     a = p.parse_args()
     if a.worker:
-        print(json.dumps(worker(a.worker[0], int(a.worker[1]), a.grad_ckpt)))
+        print(json.dumps(worker(a.worker[0], int(a.worker[1]), a.grad_ckpt, a.warm_full)))
         return
-    global GRAD_CKPT
-    GRAD_CKPT = a.grad_ckpt
+    global GRAD_CKPT, WARM_FULL
+    GRAD_CKPT, WARM_FULL = a.grad_ckpt, a.warm_full
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
     variants = [v for v in a.variants.split(",") if v]
     ckpt = ", decoder gradient checkpointing on both sides" if a.grad_ckpt else ""
+    ckpt += ", steady state (full-length warm-up step)" if a.warm_full else ""
     print(f"## Learner step vs plain HF forward+backward (SmolLM2-135M, fp32, CPU, one sequence{ckpt})\n")
     print("| tokens | variant | HF tok/s | learner tok/s | time ratio learner/HF | HF peak MB | learner peak MB "
           "| memory ratio | learner peak MB incl. optimizer step | optimizer step s |")

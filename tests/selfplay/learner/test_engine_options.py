@@ -28,8 +28,8 @@ def test_bf16_step_on_gpu():
 
 @pytest.mark.gpu
 def test_sequence_parallel_needs_several_gpus():
-    """Ulysses/ALST (sequence_parallel_size > 1) is wired through DeepSpeed's UlyssesSPAttentionHF; a real
-    check needs a multi-GPU `deepspeed --num_gpus N` launch, which this suite does not do."""
+    """Ulysses/ALST on GPUs (NCCL, flash-attention varlen). The same path runs on CPU with two gloo ranks
+    in test_sequence_parallel.py; this one needs a `deepspeed --num_gpus N` launch."""
     import os
 
     if int(os.environ.get("WORLD_SIZE", "1")) < 2:
