@@ -138,7 +138,54 @@ def worker(kind: str, length: int, grad_ckpt: bool = False, warm_full: bool = Fa
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
     if kind == "gpu":
         return gpu_worker(length)
+    if kind == "ab":
+        return ab_worker(length, AB_REPS)
     raise SystemExit(f"unknown worker kind {kind}")
+
+
+AB_REPS = 4
+"""--ab-reps: alternating HF / learner steps per in-process A/B run."""
+
+
+def ab_worker(length: int, reps: int) -> dict:
+    """HF and learner in one process, steps alternating (HF, learner, HF, ...) after a full-length warm-up
+    of each: the steady state that training sees, with machine-load drift hitting both sides alike."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.learner.batch import Sample
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 49152, (length,)).tolist()
+    half = length // 2
+    sample = Sample(tuple(ids), (0,) * half + (1,) * (length - half), (0.0,) * half + (-1.0,) * (length - half), 1.0)
+    engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=False, token_budget=1 << 20))
+    opt_s: list[float] = []
+    orig = engine.engine.step
+
+    def timed_step(*a: object, **k: object) -> object:
+        t = time.perf_counter()
+        out = orig(*a, **k)
+        opt_s.append(time.perf_counter() - t)
+        return out
+
+    engine.engine.step = timed_step
+    model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32, attn_implementation="sdpa")
+    model.train()
+    x = torch.tensor([ids])
+    hf, ln = [], []
+    for i in range(reps + 1):  # the first pair is the warm-up
+        t = time.perf_counter()
+        model(input_ids=x, labels=x).loss.backward()
+        hf.append(time.perf_counter() - t)
+        model.zero_grad(set_to_none=True)
+        t = time.perf_counter()
+        engine.train_step([sample])
+        ln.append(time.perf_counter() - t - opt_s[-1])
+    return {"hf_s": hf[1:], "learner_s": ln[1:]}
 
 
 # Qwen2.5-0.5B's shape (151,936-token vocabulary, tied embeddings), randomly initialised: no download.
@@ -215,7 +262,7 @@ GRAD_CKPT = False
 
 def run(kind: str, length: int) -> dict:
     cmd = ([sys.executable, __file__, "--worker", kind, str(length)] + (["--grad-ckpt"] if GRAD_CKPT else [])
-           + (["--warm-full"] if WARM_FULL else []))
+           + (["--warm-full"] if WARM_FULL else []) + ["--ab-reps", str(AB_REPS)])
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} {length} failed:\n{out.stderr[-3000:]}")
@@ -238,13 +285,17 @@ def main() -> None:
                    help="gradient checkpointing of decoder layers on both sides (needed for 16k in 24 GB)")
     p.add_argument("--warm-full", action="store_true",
                    help="warm up with a full-length step on both sides and time the second (steady state)")
+    p.add_argument("--ab-lengths", default="",
+                   help="also run the in-process A/B (steady state, alternating steps) at these lengths")
+    p.add_argument("--ab-reps", type=int, default=4)
     p.add_argument("--worker", nargs=2, metavar=("KIND", "LENGTH"))
     a = p.parse_args()
     if a.worker:
+        globals()["AB_REPS"] = a.ab_reps
         print(json.dumps(worker(a.worker[0], int(a.worker[1]), a.grad_ckpt, a.warm_full)))
         return
-    global GRAD_CKPT, WARM_FULL
-    GRAD_CKPT, WARM_FULL = a.grad_ckpt, a.warm_full
+    global GRAD_CKPT, WARM_FULL, AB_REPS
+    GRAD_CKPT, WARM_FULL, AB_REPS = a.grad_ckpt, a.warm_full, a.ab_reps
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
@@ -268,6 +319,16 @@ def main() -> None:
                   f"{statistics.median(ratios):.2f} | {median(hf, 'peak_mb'):.0f} | {median(rows, 'peak_mb'):.0f} | "
                   f"{median(rows, 'peak_mb') / median(hf, 'peak_mb'):.2f} | {median(rows, 'step_peak_mb'):.0f} | "
                   f"{median(rows, 'opt_step_s'):.2f} |", flush=True)
+    if a.ab_lengths:
+        print("\n## In-process A/B: HF and learner steps alternating in one process, after a full-length "
+              "warm-up of each\n")
+        print("| tokens | HF s (median) | learner s (median) | per-pair ratios | median ratio |")
+        print("|---|---|---|---|---|")
+        for n in [int(x) for x in a.ab_lengths.split(",") if x]:
+            r = run("ab", n)
+            ratios = [lv / hv for hv, lv in zip(r["hf_s"], r["learner_s"])]
+            print(f"| {n} | {statistics.median(r['hf_s']):.2f} | {statistics.median(r['learner_s']):.2f} | "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |", flush=True)
     print("\n## Head: naive vs chunked (checkpointed, 1024 positions) vs fused logprobs, forward+backward "
           "through the lm_head (V=49152)\n")
     print("| positions | naive peak MB | chunked peak MB | fused peak MB | chunked/naive time | fused/naive time |")
