@@ -99,7 +99,7 @@ def test_fused_head_bf16_weight_keeps_dtype_and_matches():
     loss.backward()
     assert h.grad.dtype == torch.bfloat16 and head16.weight.grad.dtype == torch.bfloat16
     ref, _, _ = packed_policy_loss(head32, hidden.float(), packed, old.float(), adv.float(), mask.float())
-    assert abs(float(loss) - float(ref)) < 0.05 * max(1.0, abs(float(ref)))
+    assert abs(float(loss.detach()) - float(ref.detach())) < 0.05 * max(1.0, abs(float(ref.detach())))
 
 
 def test_fused_head_refuses_other_heads():
