@@ -1,10 +1,17 @@
 """Per-token logprobs and entropy from hidden states, in chunks along the sequence (torch).
 
-The lm_head (vocabulary 49k for SmolLM2, 150k for Qwen) is run on `chunk` positions at a time inside
-`torch.utils.checkpoint`, so neither the forward nor the backward pass ever holds full-vocabulary logits
-for more than `chunk` positions: a 128k-token trajectory with a 150k vocabulary would otherwise need
-~77 GB of fp32 logits. The final norm is part of the decoder stack in HF models (applied once to the
-hidden states, cheap), so only the head is chunked.
+The lm_head (vocabulary 49k for SmolLM2, 150k for Qwen) is run on `chunk` positions at a time, so
+neither the forward nor the backward pass ever holds full-vocabulary logits for more than `chunk`
+positions: a 128k-token trajectory with a 150k vocabulary would otherwise need ~77 GB of fp32 logits.
+Two ways:
+
+- `fused_head_loss` (training default): each chunk's gradients are made in forward from a separable
+  per-token loss, so backward never recomputes the head;
+- `chunked_logprobs`: each chunk inside `torch.utils.checkpoint`, recomputed in backward (any loss of
+  the logprobs; used under ZeRO-3 and sequence parallelism, and without grad).
+
+The final norm is part of the decoder stack in HF models (applied once to the hidden states, cheap), so
+only the head is chunked.
 """
 
 from __future__ import annotations
