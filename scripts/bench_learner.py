@@ -60,22 +60,55 @@ class PeakRSS:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def worker(kind: str, length: int, grad_ckpt: bool = False, warm_full: bool = False) -> dict:
+def half_sample(ids: list[int], rollout_logprob: float = -1.0):  # -> Sample
+    """One training sample: the first half of `ids` is prompt, the second half sampled tokens."""
+    from selfplay.learner.batch import Sample
+
+    n, h = len(ids), len(ids) // 2
+    return Sample(tuple(ids), (0,) * h + (1,) * (n - h), (0.0,) * h + (rollout_logprob,) * (n - h), 1.0)
+
+
+def hf_train_model(grad_ckpt: bool = False):  # -> transformers model
+    """The embedded model as plain HF training sees it: fp32, SDPA, train mode."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agent_scaffold.embedded import default_model_dir
+
+    model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32, attn_implementation="sdpa")
+    model.train()
+    if grad_ckpt:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def time_optimizer_steps(engine, before_step=None) -> list[float]:
+    """Wraps `engine`'s DeepSpeed step so each call's seconds are appended to the returned list (the
+    optimizer step is timed apart from forward+backward); `before_step()` runs just before each."""
+    times: list[float] = []
+    orig = engine.engine.step
+
+    def timed_step(*a: object, **k: object) -> object:
+        if before_step:
+            before_step()
+        t = time.perf_counter()
+        out = orig(*a, **k)
+        times.append(time.perf_counter() - t)
+        return out
+
+    engine.engine.step = timed_step
+    return times
+
+
+def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
     import torch
 
     torch.manual_seed(0)
     ids = torch.randint(0, 49152, (length,)).tolist()
+    warm_ids = ids if opts.warm_full else ids[:64]
     if kind == "hf":
-        from transformers import AutoModelForCausalLM
-
-        from agent_scaffold.embedded import default_model_dir
-
-        model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32,
-                                                     attn_implementation="sdpa")
-        model.train()
-        if grad_ckpt:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        warm = torch.tensor([ids if warm_full else ids[:64]])
+        model = hf_train_model(opts.grad_ckpt)
+        warm = torch.tensor([warm_ids])
         model(input_ids=warm, labels=warm).loss.backward()
         model.zero_grad(set_to_none=True)  # as optimizer.zero_grad() does: the step allocates its gradients
         x = torch.tensor([ids])
@@ -85,36 +118,22 @@ def worker(kind: str, length: int, grad_ckpt: bool = False, warm_full: bool = Fa
             dt = time.perf_counter() - t
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
     if kind in ("learner", "learner-ckpt"):
-        from selfplay.learner.batch import Sample
         from selfplay.learner.config import EngineConfig
         from selfplay.learner.engine import LearnerEngine
 
-        engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=grad_ckpt, token_budget=1 << 20,
+        engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=opts.grad_ckpt, token_budget=1 << 20,
                                             logprob_chunk=1024, fused_head=kind == "learner"))
-        half = length // 2
-        sample = Sample(tuple(ids), (0,) * half + (1,) * (length - half), (0.0,) * half + (-1.0,) * (length - half), 1.0)
-        step_times: list[float] = []
         fb_peak: list[int] = []
         meter: list[PeakRSS] = []
-        orig = engine.engine.step
-
-        def timed_step(*a: object, **k: object) -> object:
-            if meter:
-                fb_peak.append(meter[0].peak)  # the forward+backward part of the step ends here
-            t = time.perf_counter()
-            out = orig(*a, **k)
-            step_times.append(time.perf_counter() - t)
-            return out
-
-        engine.engine.step = timed_step
-        # Warm-up step at 64 tokens: allocates optimizer states and gradient buckets once, as in training.
-        engine.train_step([sample if warm_full else
-                           Sample(tuple(ids[:64]), (0,) * 32 + (1,) * 32, (0.0,) * 32 + (-1.0,) * 32, 1.0)])
+        # The forward+backward part of the step ends when DeepSpeed's step starts.
+        step_times = time_optimizer_steps(engine, lambda: meter and fb_peak.append(meter[0].peak))
+        # Warm-up step (64 tokens, or full length): allocates optimizer states and gradient buckets once.
+        engine.train_step([half_sample(warm_ids)])
         step_times.clear()
         with PeakRSS() as mem:
             meter.append(mem)
             t = time.perf_counter()
-            engine.train_step([sample])
+            engine.train_step([half_sample(ids)])
             total = time.perf_counter() - t
         return {"fwd_bwd_s": total - step_times[0], "opt_step_s": step_times[0],
                 "peak_mb": (fb_peak[-1] - mem.start) / 2**20, "step_peak_mb": mem.added_mb}
@@ -139,45 +158,25 @@ def worker(kind: str, length: int, grad_ckpt: bool = False, warm_full: bool = Fa
     if kind == "gpu":
         return gpu_worker(length)
     if kind == "ab":
-        return ab_worker(length, AB_REPS)
+        return ab_worker(ids, opts.ab_reps)
     raise SystemExit(f"unknown worker kind {kind}")
 
 
-AB_REPS = 4
-"""--ab-reps: alternating HF / learner steps per in-process A/B run."""
-
-
-def ab_worker(length: int, reps: int) -> dict:
+def ab_worker(ids: list[int], reps: int) -> dict:
     """HF and learner in one process, steps alternating (HF, learner, HF, ...) after a full-length warm-up
     of each: the steady state that training sees, with machine-load drift hitting both sides alike."""
     import torch
-    from transformers import AutoModelForCausalLM
 
-    from agent_scaffold.embedded import default_model_dir
-    from selfplay.learner.batch import Sample
     from selfplay.learner.config import EngineConfig
     from selfplay.learner.engine import LearnerEngine
 
-    torch.manual_seed(0)
-    ids = torch.randint(0, 49152, (length,)).tolist()
-    half = length // 2
-    sample = Sample(tuple(ids), (0,) * half + (1,) * (length - half), (0.0,) * half + (-1.0,) * (length - half), 1.0)
+    sample = half_sample(ids)
     engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=False, token_budget=1 << 20))
-    opt_s: list[float] = []
-    orig = engine.engine.step
-
-    def timed_step(*a: object, **k: object) -> object:
-        t = time.perf_counter()
-        out = orig(*a, **k)
-        opt_s.append(time.perf_counter() - t)
-        return out
-
-    engine.engine.step = timed_step
-    model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32, attn_implementation="sdpa")
-    model.train()
+    opt_s = time_optimizer_steps(engine)
+    model = hf_train_model()
     x = torch.tensor([ids])
     hf, ln = [], []
-    for i in range(reps + 1):  # the first pair is the warm-up
+    for _ in range(reps + 1):  # the first pair is the warm-up
         t = time.perf_counter()
         model(input_ids=x, labels=x).loss.backward()
         hf.append(time.perf_counter() - t)
@@ -202,10 +201,9 @@ def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
     import tempfile
 
     import torch
-    from transformers import AutoModelForCausalLM, Qwen2Config
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
     from agent_scaffold.embedded import default_model_dir
-    from selfplay.learner.batch import Sample
     from selfplay.learner.config import EngineConfig
     from selfplay.learner.engine import LearnerEngine
 
@@ -215,31 +213,22 @@ def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
     try:
         config = Qwen2Config(max_position_embeddings=max(length, 32768), **shape)
         AutoModelForCausalLM.from_config(config).save_pretrained(tmp)
-        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):  # only for saving
-            if (default_model_dir() / name).exists():
-                shutil.copy(default_model_dir() / name, tmp)
+        AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(tmp)  # the engine saves it with checkpoints
         engine = LearnerEngine(EngineConfig(model_dir=tmp, dtype="bf16" if cuda else "fp32", lr=1e-6,
                                             gradient_checkpointing=True, token_budget=max(length, 64),
                                             logprob_chunk=4096))
         params = sum(p.numel() for p in engine.module.parameters())
         torch.manual_seed(0)
         ids = torch.randint(0, shape["vocab_size"], (length,)).tolist()
-        half = length // 2
-
-        def sample(n: int) -> Sample:
-            h = n // 2
-            return Sample(tuple(ids[:n]), (0,) * h + (1,) * (n - h), (0.0,) * h + (-5.0,) * (n - h), 1.0)
-
-        engine.train_step([sample(64)])  # warm-up: optimizer states, buckets, kernels
+        engine.train_step([half_sample(ids[:64], -5.0)])  # warm-up: optimizer states, buckets, kernels
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         t = time.perf_counter()
-        engine.train_step([sample(length)])
+        engine.train_step([half_sample(ids, -5.0)])
         if cuda:
             torch.cuda.synchronize()
         dt = time.perf_counter() - t
-        del half
         layers, hidden = shape["num_hidden_layers"], shape["hidden_size"]
         # Model FLOPs of one training step: 6 per parameter per token (forward + backward) plus causal
         # attention, 6 * layers * hidden * T per token (half of the 12 L H T of full attention).
@@ -254,15 +243,12 @@ def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-WARM_FULL = False
-"""--warm-full: the warm-up step is a full-length one (steady state) instead of 64 tokens (cold first step)."""
-GRAD_CKPT = False
-"""--grad-ckpt: decoder gradient checkpointing on both sides (what makes 16k fit in 24 GB on CPU)."""
+WORKER_FLAGS: list[str] = []
+"""The options main() forwards to every worker subprocess (--grad-ckpt, --warm-full, --ab-reps N)."""
 
 
 def run(kind: str, length: int) -> dict:
-    cmd = ([sys.executable, __file__, "--worker", kind, str(length)] + (["--grad-ckpt"] if GRAD_CKPT else [])
-           + (["--warm-full"] if WARM_FULL else []) + ["--ab-reps", str(AB_REPS)])
+    cmd = [sys.executable, __file__, "--worker", kind, str(length), *WORKER_FLAGS]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{kind} {length} failed:\n{out.stderr[-3000:]}")
@@ -291,11 +277,10 @@ def main() -> None:
     p.add_argument("--worker", nargs=2, metavar=("KIND", "LENGTH"))
     a = p.parse_args()
     if a.worker:
-        globals()["AB_REPS"] = a.ab_reps
-        print(json.dumps(worker(a.worker[0], int(a.worker[1]), a.grad_ckpt, a.warm_full)))
+        print(json.dumps(worker(a.worker[0], int(a.worker[1]), a)))
         return
-    global GRAD_CKPT, WARM_FULL, AB_REPS
-    GRAD_CKPT, WARM_FULL, AB_REPS = a.grad_ckpt, a.warm_full, a.ab_reps
+    WORKER_FLAGS[:] = (["--grad-ckpt"] * a.grad_ckpt + ["--warm-full"] * a.warm_full
+                       + ["--ab-reps", str(a.ab_reps)])
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")

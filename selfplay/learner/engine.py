@@ -212,14 +212,14 @@ class LearnerEngine:
             mask = masks[k].to(self.device)
             rollout = pad_rows([s.old_logprobs for s in mb], device=self.device)
             adv = torch.tensor([s.advantage for s in mb], device=self.device)[:, None] * mask
-            extra: dict[str, Any] = {}
+            terms: dict[str, Any] = {"clip_low": lcfg.clip_low, "clip_high": lcfg.clip_high,
+                                     "clip_ratio_c": lcfg.clip_ratio_c}
             old = rollout
             if learner_old is not None:
                 old = pad_rows([learner_old[i] for i in idx], device=self.device)
-                extra.update(rollout_logprobs=rollout, tis_cap=lcfg.tis_cap)
+                terms.update(rollout_logprobs=rollout, tis_cap=lcfg.tis_cap)
             if self.ref_model is not None:
-                extra.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
-            terms = {"clip_low": lcfg.clip_low, "clip_high": lcfg.clip_high, "clip_ratio_c": lcfg.clip_ratio_c, **extra}
+                terms.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
             if self.fused:
                 packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
                 loss, lp, ent = packed_policy_loss(

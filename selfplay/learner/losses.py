@@ -35,60 +35,46 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 Tensor = torch.Tensor
 
 
-def _token_mean(mat: Tensor, mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
-    den = mask.sum() if denominator is None else denominator
-    return (mat * mask).sum() / (den.clamp(min=1) if isinstance(den, Tensor) else max(den, 1e-12))
+def _token_mean(mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
+    den = mask.sum().clamp(min=1) if denominator is None else max(denominator, 1e-12)
+    return mask / den
 
 
-def _seq_mean_token_mean(mat: Tensor, mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
-    tokens = mask.sum(-1)  # (B,)
-    seq_means = (mat * mask).sum(-1) / tokens.clamp(min=1)  # (B,)
-    valid = (tokens > 0).to(mat.dtype)
-    den = valid.sum().clamp(min=1) if denominator is None else denominator
-    return (seq_means * valid).sum() / den
+def _seq_mean_token_mean(mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
+    tokens = mask.sum(-1, keepdim=True)  # (B, 1)
+    den = (tokens > 0).sum().clamp(min=1) if denominator is None else denominator
+    return mask / tokens.clamp(min=1) / den
 
 
-def _seq_mean_token_sum_norm(mat: Tensor, mask: Tensor, norm_len: int | None,
-                             denominator: float | None) -> Tensor:
-    den = mat.shape[0] * (norm_len or mat.shape[-1]) if denominator is None else denominator
-    return (mat * mask).sum() / den
+def _seq_mean_token_sum_norm(mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
+    den = mask.shape[0] * (norm_len or mask.shape[-1]) if denominator is None else denominator
+    return mask / den
 
 
-AGGREGATIONS: dict[str, Callable[[Tensor, Tensor, int | None, float | None], Tensor]] = {
+AGGREGATIONS: dict[str, Callable[[Tensor, int | None, float | None], Tensor]] = {
     "token-mean": _token_mean,
     "seq-mean-token-mean": _seq_mean_token_mean,
     "seq-mean-token-sum-norm": _seq_mean_token_sum_norm,
 }
-"""Registry of loss aggregation modes."""
+"""Registry of loss aggregation modes: each gives the per-token weights of its weighted token sum."""
+
+
+def token_weights(mask: Tensor, mode: str = "token-mean", *, norm_len: int | None = None,
+                  denominator: float | None = None) -> Tensor:
+    """Per-token weights w (B, T) of an aggregation: agg_loss(mat, mask, mode, ...) == (mat * w).sum().
+
+    Every aggregation is a weighted token sum; the weights also let the loss be evaluated chunk by chunk
+    along a packed row (`logprobs.fused_head_loss`).
+    """
+    if mode not in AGGREGATIONS:
+        raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {sorted(AGGREGATIONS)}")
+    return AGGREGATIONS[mode](mask if mask.is_floating_point() else mask.float(), norm_len, denominator)
 
 
 def agg_loss(mat: Tensor, mask: Tensor, mode: str = "token-mean", *, norm_len: int | None = None,
              denominator: float | None = None) -> Tensor:
     """Reduce a per-token matrix (B, T) under mask (B, T) to a scalar."""
-    if mode not in AGGREGATIONS:
-        raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {sorted(AGGREGATIONS)}")
-    return AGGREGATIONS[mode](mat, mask.to(mat.dtype), norm_len, denominator)
-
-
-def token_weights(mask: Tensor, mode: str = "token-mean", *, norm_len: int | None = None,
-                  denominator: float | None = None) -> Tensor:
-    """Per-token weights w (B, T) such that agg_loss(mat, mask, mode, ...) == (mat * w).sum() for any mat.
-
-    Every aggregation is a weighted token sum; these weights let the loss be evaluated chunk by chunk
-    along a packed row (`logprobs.fused_head_loss`).
-    """
-    if mode not in AGGREGATIONS:
-        raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {sorted(AGGREGATIONS)}")
-    m = mask.to(torch.float32 if not mask.is_floating_point() else mask.dtype)
-    if mode == "seq-mean-token-mean":
-        tokens = m.sum(-1, keepdim=True)  # (B, 1)
-        den = (tokens > 0).sum().clamp(min=1) if denominator is None else denominator
-        return m / tokens.clamp(min=1) / den
-    if mode == "token-mean":
-        den = m.sum().clamp(min=1) if denominator is None else max(denominator, 1e-12)
-        return m / den
-    den = m.shape[0] * (norm_len or m.shape[-1]) if denominator is None else denominator
-    return m / den
+    return (mat * token_weights(mask.to(mat.dtype), mode, norm_len=norm_len, denominator=denominator)).sum()
 
 
 def batch_denominator(masks: list[Tensor], mode: str, norm_len: int | None = None) -> float:

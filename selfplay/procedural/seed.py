@@ -28,7 +28,7 @@ from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.task import make_task_id
 from selfplay.validation import ValidationConfig, ValidationReport, validate
-from selfplay.validation.suite import SCRATCH
+from selfplay.validation.suite import NO_BYTECODE, SCRATCH
 
 log = logging.getLogger(__name__)
 PARSER_SOURCE = (Path(__file__).parent / "pytest_parser.py").read_text()
@@ -161,8 +161,7 @@ class _Seeder:
             return None
         sb.write_file(f"{SCRATCH}/test_script.sh", script)
         # no bytecode caches: a same-size mutant within the same second would run the cached original
-        res = sb.exec("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
-                      f"PYTHONDONTWRITEBYTECODE=1 bash {SCRATCH}/test_script.sh", timeout=timeout)
+        res = sb.exec(f"{NO_BYTECODE}; bash {SCRATCH}/test_script.sh", timeout=timeout)
         return None if res.timed_out else parse(res.output)
 
     def attempt(self, code_file: str, tests: list[str]) -> BugArtifact | None:

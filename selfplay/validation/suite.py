@@ -92,6 +92,13 @@ def restore_paths(sb: Sandbox, paths: tuple[str, ...] | list[str]) -> None:
         check(sb.exec(_restore_cmd(paths), timeout=60), f"restoring {len(paths)} file(s) from {BASE_REF}")
 
 
+NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
+               "export PYTHONDONTWRITEBYTECODE=1")
+"""Shell line run before a suite: bytecode caches go stale when an edit keeps a file's size within the
+same second as its cached .pyc (e.g. `+= 1` -> `+= 2` right after a reset), and Python would run the
+old code. So no caches at all."""
+
+
 def job_command(*, patches: tuple[str, ...] = (), restore: tuple[str, ...] = (), clean: bool = True,
                 missing: tuple[str, ...] = (), parse_twice: bool = False, check_after: tuple[str, ...] = (),
                 suite_timeout: float, parser_timeout: float) -> str:
@@ -101,10 +108,7 @@ def job_command(*, patches: tuple[str, ...] = (), restore: tuple[str, ...] = (),
     lines = ["export GIT_PAGER=cat GIT_OPTIONAL_LOCKS=0"]
     if clean:
         lines.append(f"git reset -q --hard {BASE_REF} && git clean -qfd || exit 90")
-    # Bytecode caches go stale when an edit keeps a file's size within the same second as its cached
-    # .pyc (e.g. `+= 1` -> `+= 2` right after a reset): Python would run the old code. No caches at all.
-    lines.append("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
-                 "export PYTHONDONTWRITEBYTECODE=1")
+    lines.append(NO_BYTECODE)
     if missing:
         quoted = " ".join(shlex.quote(p) for p in missing)
         lines.append(f"for f in {quoted}; do git cat-file -e {BASE_REF}:\"$f\" 2>/dev/null "

@@ -31,9 +31,7 @@ def test_shard_bounds_cover_the_row():
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
     """A random 2-layer Llama (4 heads, 2 KV heads: divisible by sp=2), with the embedded tokenizer."""
-    import shutil
-
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
     from agent_scaffold.embedded import default_model_dir
 
@@ -42,9 +40,7 @@ def tiny_model(tmp_path_factory):
     config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                          num_key_value_heads=2, vocab_size=512, max_position_embeddings=256, tie_word_embeddings=True)
     AutoModelForCausalLM.from_config(config).save_pretrained(path)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (default_model_dir() / name).exists():
-            shutil.copy(default_model_dir() / name, path)
+    AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(path)
     return path
 
 
