@@ -8,6 +8,10 @@ from typing import Literal
 from selfplay.artifact import BugArtifact
 
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
+BASE_COMMIT = "selfplay-base"
+"""The tag on the buggy state in a task image (its SWE-bench `base_commit`)."""
+LOG_PARSER = "parse_log_pytest"
+"""The swebench parser (`PARSER_REGISTRY` key) of task logs: test scripts run `pytest -rA`."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +43,61 @@ class Task:
 
         return reverse_diff(self.artifact.test_weaken)
 
-    def to_swebench(self) -> dict[str, object]:
-        """The task as a SWE-bench-shaped instance (FAIL_TO_PASS/PASS_TO_PASS as JSON-encoded lists)."""
+    @property
+    def gold_patch(self) -> str:
+        """The reference fix over the buggy state (never shown to solvers): the reverse of the bug; for a
+        higher-order task the reverse of the failed prediction first, then the reverse of the bug (two
+        diffs in one file, applied in that order)."""
+        from selfplay.diffs import reverse_diff
+
+        fix = reverse_diff(self.artifact.bug_inject)
+        return reverse_diff(self.pred_patch) + fix if self.pred_patch else fix
+
+    @property
+    def problem_statement(self) -> str:
+        """The solver's task text: the test-spec prompt section rendered with the reversed weakening."""
+        from agent_scaffold.roles import solver_variables
+
+        return solver_variables(self.spec, "tests")["spec_section"]
+
+    @property
+    def image_name(self) -> str:
+        """The task image (`selfplay.eval.task_image.build_task_image` builds it): the repo image with the
+        buggy state committed as the only commit, tagged `selfplay-base`. The tag hashes the layers."""
+        import hashlib
+
+        h = hashlib.sha256(f"{self.artifact.digest()}\0{self.pred_patch or ''}".encode()).hexdigest()[:12]
+        safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.task_id.lower())
+        return f"selfplay-task-{safe}:{h}"
+
+    def eval_script(self, workdir: str = "/testbed") -> str:
+        """SWE-bench's eval.sh for this task: restore the oracle test files, apply `test_patch`, run the
+        artifact's test script between the harness's output markers, restore the test files again."""
+        import shlex
+
+        from selfplay.diffs import reverse_diff
+
+        files = " ".join(shlex.quote(f) for f in self.artifact.test_files)
+        test_patch = reverse_diff(self.artifact.test_weaken)
+        marker = "EOF_114329324912"  # the harness's heredoc marker
+        if marker in test_patch:
+            raise ValueError(f"task {self.task_id}: its test patch contains the heredoc marker {marker}")
+        return "\n".join([
+            "#!/bin/bash", "set -uxo pipefail", f"cd {shlex.quote(workdir)}",
+            f"git checkout {BASE_COMMIT} -- {files}",
+            f"git apply -v - <<'{marker}'", test_patch.rstrip("\n"), marker,
+            ": '>>>>> Start Test Output'",
+            f"bash -c {shlex.quote(self.artifact.test_script)}",
+            ": '>>>>> End Test Output'",
+            f"git checkout {BASE_COMMIT} -- {files}", ""])
+
+    def to_swebench(self, *, version: str | None = None, created_at: str = "") -> dict[str, object]:
+        """The task as a SWE-bench 5.x instance, the one serialiser (`tasks export` adds its own fields).
+
+        `image` is the task image, whose `/testbed` holds the buggy state as commit `selfplay-base`
+        (`base_commit`), so the official harness applies a prediction and runs `eval_script` unchanged.
+        FAIL_TO_PASS/PASS_TO_PASS are JSON-encoded lists, as the published datasets store them.
+        `log_parser` is swebench's pytest parser: task test scripts run `pytest -rA`."""
         import json
 
         from selfplay.diffs import reverse_diff
@@ -48,15 +105,19 @@ class Task:
         return {
             "instance_id": self.task_id,
             "repo": self.repo,
-            "base_commit": "selfplay-base",
-            "problem_statement": self.spec,
-            # a reference fix for first-order tasks (never shown to solvers); none is known for higher orders
-            "patch": reverse_diff(self.artifact.bug_inject) if self.order == 1 else "",
-            "test_patch": self.spec,
+            "version": version or "selfplay",
+            "base_commit": BASE_COMMIT,
+            "image": self.image_name,
+            "problem_statement": self.problem_statement,
+            "hints_text": "",
+            "created_at": created_at,
+            "patch": self.gold_patch,
+            "test_patch": reverse_diff(self.artifact.test_weaken),
             "FAIL_TO_PASS": json.dumps(list(self.fail_to_pass)),
             "PASS_TO_PASS": json.dumps(list(self.pass_to_pass)),
-            "origin": self.origin,
-            "order": self.order,
+            "eval_script": self.eval_script(),
+            "log_parser": LOG_PARSER,
+            "eval_type": "pass_and_fail",
         }
 
 

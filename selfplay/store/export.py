@@ -1,10 +1,9 @@
 """SWE-bench jsonl export and import of stored tasks.
 
-Each line is a SWE-bench instance: `patch` is the reverse of the bug (the gold fix), `test_patch` the
-reverse of the test weakening (restores the oracle tests), FAIL_TO_PASS / PASS_TO_PASS are JSON-encoded
-lists (as SWE-bench stores them) and `problem_statement` is the solver's test-spec prompt text
-(engineer C's `agent_scaffold/prompts/solver_spec_tests.md`, rendered with the reversed weakening).
-`selfplay_*` fields carry what SWE-bench has no field for (the five artifact files, origin, order,
+Each line is `Task.to_swebench` (the one SWE-bench serialiser: task image, `selfplay-base`, gold patch,
+test patch, problem statement, eval_script, log_parser, eval_type; see `selfplay.task`), so the official
+harness grades it unchanged once the task image exists (`selfplay eval swebench` builds it). `selfplay_*` fields
+carry the repo's clean image and commit and what SWE-bench has no field for (the five artifact files, origin, order,
 parent, failed prediction, status), so `tasks import` restores the task exactly. Nested values are
 JSON strings, so `datasets.load_dataset("json", ...)` infers one flat schema for every row.
 
@@ -21,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from selfplay.artifact import ARTIFACT_FILES, BugArtifact
-from selfplay.diffs import reverse_diff
 from selfplay.store.errors import ImportFormatError
 from selfplay.task import Task
 
@@ -34,21 +32,20 @@ REQUIRED = ("instance_id", "repo", "FAIL_TO_PASS", "PASS_TO_PASS", "selfplay_art
 
 
 def problem_statement(task: Task) -> str:
-    """The solver's test-spec prompt text for `task`."""
-    spec = reverse_diff(task.artifact.test_weaken)
-    from agent_scaffold.roles import solver_variables
-
-    return solver_variables(spec, "tests")["spec_section"]
+    """The solver's test-spec prompt text for `task` (kept for callers; see `Task.problem_statement`)."""
+    return task.problem_statement
 
 
 def gold_patch(task: Task) -> str:
-    patch = reverse_diff(task.artifact.bug_inject)
-    return reverse_diff(task.pred_patch) + patch if task.pred_patch else patch
+    return task.gold_patch
 
 
 def to_instance(
     task: Task, *, image: str | None, base_commit: str | None, version: str | None, created_at: str
 ) -> dict[str, Any]:
+    """`Task.to_swebench` (the one SWE-bench serialiser) plus the `selfplay_*` fields `tasks import` needs.
+    `image` and `base_commit` are the repo's (clean image, clean commit), kept as `selfplay_repo_*`: the
+    instance's own `image`/`base_commit` are the task image and its buggy-state tag."""
     art = task.artifact
     files = dict(
         zip(
@@ -58,18 +55,9 @@ def to_instance(
     )
     meta = {k: v for k, v in task.metadata.items() if k not in ("status", "artifact_id")}
     return {
-        "instance_id": task.task_id,
-        "repo": task.repo,
-        "image": image,
-        "base_commit": base_commit,
-        "version": version,
-        "patch": gold_patch(task),
-        "test_patch": reverse_diff(art.test_weaken),
-        "FAIL_TO_PASS": json.dumps(list(task.fail_to_pass)),
-        "PASS_TO_PASS": json.dumps(list(task.pass_to_pass)),
-        "problem_statement": problem_statement(task),
-        "hints_text": "",
-        "created_at": created_at,
+        **task.to_swebench(version=version, created_at=created_at),
+        "selfplay_repo_image": image,
+        "selfplay_repo_base_commit": base_commit,
         "selfplay_artifact": json.dumps(files),
         "selfplay_origin": task.origin,
         "selfplay_order": task.order,
@@ -98,9 +86,13 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
         raise ImportFormatError(
             f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})"
         ) from exc
-    for key in ("image", "base_commit", "version"):
-        if rec.get(key):
-            meta[key] = rec[key]
+    # Files from before the one serialiser carried the repo's image and commit in `image`/`base_commit`.
+    old = "selfplay_repo_image" not in rec
+    for key, field in (("image", "image" if old else "selfplay_repo_image"),
+                       ("base_commit", "base_commit" if old else "selfplay_repo_base_commit"),
+                       ("version", "version")):
+        if rec.get(field) and rec.get(field) != "selfplay":
+            meta[key] = rec[field]
     origin = rec.get("selfplay_origin") or "imported"
     task = Task(
         task_id=rec["instance_id"],

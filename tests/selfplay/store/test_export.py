@@ -47,12 +47,15 @@ def test_export_import_round_trip_and_datasets_load(store, tmp_path):
     assert export_swebench(store, out) == 4
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     row = next(r for r in rows if r["instance_id"] == ids[0])
-    assert (row["repo"], row["image"], row["base_commit"], row["version"]) == (
+    assert (row["repo"], row["selfplay_repo_image"], row["selfplay_repo_base_commit"], row["version"]) == (
         "toolz",
         "selfplay/toolz:1.0.0",
         "c0ffee",
         "1.0.0",
     )
+    # the instance itself is the task image with the buggy state at selfplay-base (Task.to_swebench)
+    assert row["image"].startswith("selfplay-task-") and row["base_commit"] == "selfplay-base"
+    assert {"eval_script", "log_parser", "eval_type"} <= set(row)
     assert json.loads(row["FAIL_TO_PASS"]) == ["tests/test_core.py::test_1"]
     assert "+    assert f(1) == 2" in row["test_patch"] and "assert f(1) == 2" in row["problem_statement"]
 
