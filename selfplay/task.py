@@ -87,7 +87,7 @@ class Task:
             f"git checkout {BASE_COMMIT} -- {files}",
             f"git apply -v - <<'{marker}'", test_patch.rstrip("\n"), marker,
             ": '>>>>> Start Test Output'",
-            f"bash -c {shlex.quote(self.artifact.test_script)}",
+            f"bash -c {shlex.quote(_without_shebang(self.artifact.test_script))}",
             ": '>>>>> End Test Output'",
             f"git checkout {BASE_COMMIT} -- {files}", ""])
 
@@ -119,6 +119,13 @@ class Task:
             "log_parser": LOG_PARSER,
             "eval_type": "pass_and_fail",
         }
+
+
+def _without_shebang(script: str) -> str:
+    """The script minus its `#!` line: swebench's eval-script parser drops any line that is exactly
+    `#!/bin/bash`, which would otherwise cut a line out of the quoted test command."""
+    lines = script.splitlines()
+    return "\n".join(lines[1:] if lines and lines[0].startswith("#!") else lines).strip("\n")
 
 
 def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None) -> str:

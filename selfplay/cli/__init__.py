@@ -12,11 +12,13 @@ import typer
 
 from selfplay.cli import (
     episode_cmd,
+    eval_cmd,
     learn_cmd,
     repos_cmd,
     run_cmd,
     sandboxes_cmd,
     serve_cmd,
+    solve_cmd,
     tasks_cmd,
     validate_cmd,
 )
@@ -35,7 +37,8 @@ def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debu
                                               rich_tracebacks=True)], force=True)
 
 
-for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd):
+for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd,
+                eval_cmd, solve_cmd):
     _module.register(app)
 
 

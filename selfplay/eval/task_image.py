@@ -1,0 +1,132 @@
+"""Task images: a repo image plus one task's buggy state, so SWE-bench tooling sees a normal instance.
+
+`/testbed` holds original -> bug -> weakening (-> the failed prediction of a higher-order task) as the one
+and only commit, tagged `selfplay-base` (`Task.to_swebench`'s base_commit): the same starting point the
+grader gives solvers in training (`selfplay.grader.build_buggy_state`), with no history to leak the fix.
+Built with one container and `docker commit` (no BuildKit here), named `Task.image_name`, reused when
+present. Not built through `DockerSandbox`: its PID 1 snapshots the workdir into the container, and a
+committed snapshot of the wrong tree would make `reset()` restore it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+import time
+from typing import Any
+
+from sandboxes.base_image import image_id
+from sandboxes.engine import docker_client
+from sandboxes.errors import ImageBuildError
+from sandboxes.reaper import registry
+from selfplay.task import BASE_COMMIT, Task
+
+log = logging.getLogger(__name__)
+LAYERS = "/var/lib/selfplay-task"
+SCRIPT = f"""
+set -euo pipefail
+cd "$1"
+for layer in bug_inject.diff test_weaken.diff pred.diff; do
+  if [ -s {LAYERS}/$layer ]; then git apply --whitespace=nowarn {LAYERS}/$layer || {{ echo "$layer does not apply" >&2; exit 4; }}; fi
+done
+rm -rf .git {LAYERS}
+git init -q
+git add -A -f
+GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z' \\
+  git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m 'initial commit'
+git tag {BASE_COMMIT}
+"""
+
+
+def _layers_tar(task: Task) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, text in (("bug_inject.diff", task.artifact.bug_inject),
+                           ("test_weaken.diff", task.artifact.test_weaken), ("pred.diff", task.pred_patch or "")):
+            data = text.encode() if text.endswith("\n") or not text else (text + "\n").encode()
+            info = tarfile.TarInfo(f"{LAYERS.strip('/')}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def build_task_image(task: Task, repo_image: str, *, workdir: str = "/testbed", rebuild: bool = False) -> str:
+    """The tag of `task`'s image on top of `repo_image`, built when missing. Raises ImageBuildError with
+    the build output's tail when a layer does not apply."""
+    tag = task.image_name
+    if not rebuild and image_id(tag):
+        return tag
+    client = docker_client()
+    start = time.monotonic()
+    container = client.containers.create(repo_image, command=["bash", "-c", SCRIPT, "build", workdir],
+                                         network_disabled=True)
+    registry.register(client, container.id)
+    try:
+        container.put_archive("/", _layers_tar(task))
+        container.start()
+        status: dict[str, Any] = container.wait(timeout=600)
+        if status.get("StatusCode") != 0:
+            tail = container.logs().decode("utf-8", "replace").strip()[-1500:]
+            raise ImageBuildError(f"task {task.task_id}: building its image from {repo_image} failed "
+                                  f"(exit {status.get('StatusCode')}): {tail}")
+        repository, version = tag.rsplit(":", 1)
+        container.commit(repository=repository, tag=version,
+                         changes=['CMD ["sleep", "infinity"]', f"LABEL selfplay.task={task.task_id}"],
+                         message=f"selfplay task image for {task.task_id}")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass
+        registry.forget(container.id)
+    log.info("built task image %s in %.1f s", tag, time.monotonic() - start)
+    return tag
+
+
+def ensure_instance_image(instance: dict[str, Any], *, pull: bool = True) -> str:
+    """The instance's image, present in the engine: a `selfplay-task-*` image is built from the
+    instance's `selfplay_*` fields and the repo's image; any other image is pulled when `pull`.
+    Raises ImageBuildError saying what is missing."""
+    image = str(instance["image"])
+    if image_id(image):
+        return image
+    if image.startswith("selfplay-task-"):
+        return build_task_image(task_from_instance(instance), _repo_image(instance))
+    if not pull:
+        raise ImageBuildError(f"instance {instance['instance_id']}: image {image} is not in the engine")
+    log.info("pulling %s", image)
+    try:
+        docker_client().images.pull(image)
+    except Exception as exc:
+        raise ImageBuildError(
+            f"instance {instance['instance_id']}: cannot pull {image} ({exc.__class__.__name__}: {exc}); "
+            "this machine needs registry access, or load the images first (docs/eval.md), or pick another "
+            "--namespace") from exc
+    return image
+
+
+def task_from_instance(instance: dict[str, Any]) -> Task:
+    from selfplay.store.export import from_instance
+
+    if "selfplay_artifact" not in instance:
+        raise ImageBuildError(f"instance {instance['instance_id']}: image {instance['image']} is missing and "
+                              "the instance carries no selfplay_artifact to build it from")
+    rec = dict(instance)
+    for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):  # normalised to lists; from_instance reads the JSON
+        if not isinstance(rec[key], str):
+            import json
+
+            rec[key] = json.dumps(rec[key])
+    task, _ = from_instance(rec, f"instance {instance['instance_id']}")
+    return task
+
+
+def _repo_image(instance: dict[str, Any]) -> str:
+    from repos.listfile import get_repo
+    from sandboxes.images import repo_image
+
+    stored = instance.get("selfplay_repo_image")
+    if stored and image_id(stored):
+        return stored
+    return repo_image(get_repo(instance["repo"]))
