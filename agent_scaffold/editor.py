@@ -1,8 +1,10 @@
 """`Editor`: the search-replace file editor tool (view, create, str_replace, insert, undo).
 
 Every method returns the observation text for the agent; mistakes the agent can fix (no match, several
-matches, bad line numbers, missing file) raise `EditError` whose message is that observation. Sandbox
-failures (`SandboxError`) pass through untouched: they are infrastructure, not agent, errors.
+matches, bad line numbers, missing file, a file too large to read, one the agent user may not read or
+write) raise `EditError` whose message is that observation. Sandbox failures (`SandboxError`) pass
+through untouched: they are infrastructure, not agent, errors. Reads, writes and commands all run as the
+sandbox's agent uid (`user="agent"`), never as the grader's root.
 """
 
 from __future__ import annotations
@@ -59,10 +61,14 @@ class Editor:
         return posixpath.normpath(posixpath.join(self.sandbox.workdir, path))
 
     def _read(self, path: str) -> str | None:
+        # As the agent uid (the default, said explicitly): root-only files are refused, and the size is
+        # capped before any byte moves (a huge or sparse file is an observation, not a dead host).
         try:
-            return self.sandbox.read_file(self._abs(path)).decode("utf-8", errors="replace")
+            return self.sandbox.read_file(self._abs(path), user="agent").decode("utf-8", errors="replace")
         except (FileNotFoundError, IsADirectoryError):
             return None
+        except OSError as exc:  # too large, not readable by the agent, not a regular file
+            raise EditError(f"cannot open {path}: {exc.strerror or exc}") from exc
 
     def _must_read(self, path: str) -> str:
         content = self._read(path)
@@ -72,8 +78,14 @@ class Editor:
         return content
 
     def _write(self, path: str, content: str, before: str | None) -> None:
-        self.sandbox.write_file(self._abs(path), content)
+        self._put(path, content)
         self._history.setdefault(path, []).append(before)
+
+    def _put(self, path: str, content: str) -> None:
+        try:
+            self.sandbox.write_file(self._abs(path), content, user="agent")
+        except OSError as exc:  # not writable by the agent, disk limit reached, a directory
+            raise EditError(f"cannot write {path}: {exc.strerror or exc}") from exc
 
     def _snippet(self, path: str, content: str, line: int, note: str) -> str:
         lines = content.split("\n")
@@ -82,10 +94,10 @@ class Editor:
         return f"{note}\n{numbered(lines[lo - 1:hi], lo)}"
 
     def view(self, path: str, start: int | None = None, end: int | None = None) -> str:
-        res = self.sandbox.exec(f"test -d {shlex.quote(self._abs(path))}")
+        res = self.sandbox.exec(f"test -d {shlex.quote(self._abs(path))}", user="agent")
         if res.exit_code == 0:
             listing = self.sandbox.exec(f"find {shlex.quote(self._abs(path))} -maxdepth 2 -not -path '*/.*' "
-                                        "| sort | head -200")
+                                        "| sort | head -200", user="agent")
             return listing.output
         content = self._must_read(path)
         lines = content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
@@ -133,7 +145,7 @@ class Editor:
             raise EditError(f"undo: no edit of {path} to undo.")
         previous = history.pop()
         if previous is None:
-            self.sandbox.exec(f"rm -f {shlex.quote(self._abs(path))}")
+            self.sandbox.exec(f"rm -f {shlex.quote(self._abs(path))}", user="agent")
             return f"Undid the creation of {path} (removed it)."
-        self.sandbox.write_file(self._abs(path), previous)
+        self._put(path, previous)
         return f"Restored {path} to its content before the last edit."

@@ -54,7 +54,7 @@ class Toolbox:
         return self._edit(action)
 
     def _bash(self, command: str) -> Outcome:
-        res = self.sandbox.exec(command, timeout=self.command_timeout)
+        res = self.sandbox.exec(command, timeout=self.command_timeout, user="agent")  # never as the grader
         output = truncate(res.output, self.max_observation_chars)
         if res.timed_out:
             note = f"[command timed out after {self.command_timeout:g} s and was killed]"

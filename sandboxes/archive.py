@@ -6,11 +6,14 @@ No exec is involved, so reading and writing work even while the container's pids
 from __future__ import annotations
 
 import base64
+import errno
 import io
 import json
 import tarfile
 import time
 from typing import Any
+
+from sandboxes.errors import FileTooLarge
 
 _MODE_DIR = 1 << 31  # Go's os.ModeDir, as the engine reports it
 
@@ -26,8 +29,10 @@ def path_stat(api: Any, cid: str, path: str) -> dict | None:
     return json.loads(base64.b64decode(header)) if header else None
 
 
-def get_file(api: Any, cid: str, path: str) -> bytes:
-    """Bytes of the regular file at `path`, following symlinks (at most 20)."""
+def get_file(api: Any, cid: str, path: str, max_bytes: int | None = None) -> bytes:
+    """Bytes of the regular file at `path`, following symlinks (at most 20). Raises FileTooLarge when the
+    engine's stat says it is over `max_bytes`, before transferring anything; the transfer itself stops
+    past the cap too (a file that grows meanwhile)."""
     for _ in range(20):
         st = path_stat(api, cid, path)
         if st is None:
@@ -38,13 +43,29 @@ def get_file(api: Any, cid: str, path: str) -> bytes:
         if not target:
             break
         path = target if target.startswith("/") else f"{path.rsplit('/', 1)[0]}/{target}"
+    if max_bytes is not None and st.get("size", 0) > max_bytes:
+        raise _too_large(path, st.get("size", 0), max_bytes)
     stream, _ = api.get_archive(cid, path)
-    with tarfile.open(fileobj=io.BytesIO(b"".join(stream)), mode="r") as tar:
+    buf, total = io.BytesIO(), 0
+    room = None if max_bytes is None else max_bytes + 64 * 1024  # tar headers and padding
+    for chunk in stream:
+        total += len(chunk)
+        if room is not None and total > room:
+            getattr(stream, "close", lambda: None)()  # stop the transfer; the engine drops the rest
+            raise _too_large(path, total, max_bytes)
+        buf.write(chunk)
+    buf.seek(0)
+    with tarfile.open(fileobj=buf, mode="r") as tar:
         member = tar.next()
         extracted = tar.extractfile(member) if member is not None else None
         if extracted is None:
             raise OSError(f"could not read {path}: the engine returned no regular file")
         return extracted.read()
+
+
+def _too_large(path: str, size: int, limit: int | None) -> FileTooLarge:
+    return FileTooLarge(errno.EFBIG, f"{path} is larger than the read cap of {limit} bytes ({size} bytes); "
+                        "read a part of it with a command (head, sed -n, grep) instead")
 
 
 def put_file(api: Any, cid: str, path: str, data: bytes, mode: int = 0o644) -> None:

@@ -1,11 +1,28 @@
 """`DockerSandbox`: a repository in a Docker container, driven through the engine API.
 
-Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
-- PID 1 is a tiny bash loop that first tars the workdir to /var/lib/selfplay/pristine.tar; `reset()`
-  kills every process, restores from that tarball only the entries that changed, appeared or vanished
-  (ctime and sorted listings), and empties /tmp. That survives a deleted or replaced `.git` and is about
-  3x faster than recreating the container. It does not undo changes outside the workdir and /tmp (e.g. a
-  `pip install` into /opt/venv); `recreate()` does.
+Design choices (measured in docs/benchmarks.md, section "Sandboxes"; the threat model is docs/security.md):
+- Privileges: root in the container is the grader's. Model-controlled commands, reads and writes run as
+  `sandboxes.users.AGENT_UID` (setpriv: no capabilities, no_new_privs), which owns the workdir and can
+  write only it and the private tmpfs dirs (/tmp, /var/tmp, /dev/shm, /run/lock). The container runs
+  with no-new-privileges and only the capabilities root's bookkeeping needs (ROOT_CAPS). Grader state
+  (snapshot, grader-owned git dir, staged files) lives in /var/lib/selfplay, 0700.
+- Disk-write limit: the backing filesystem is ext4 under overlay2, where docker's `storage_opt size`
+  does not work, and RLIMIT_FSIZE caps one file, not the total. So every place the agent uid can write
+  is a size-limited tmpfs: images built by `sandboxes.images` carry the workdir's snapshot (label
+  `selfplay.snapshot`), and their sandboxes mount a tmpfs at the workdir that the keeper fills from it
+  (DockerSandboxConfig.workdir_size; tmpfs pages count against mem_limit, so sizes derive from it).
+  Writing past a limit fails with ENOSPC; the container lives on. Measured on toolz (2 cores): start to
+  first exec 0.31 -> 0.33 s, reset of a dirtied repo 0.16 -> 0.12 s (see the report in docs/benchmarks.md).
+- Images without a snapshot (not built by us) keep the workdir on overlayfs: the keeper hands it to the
+  agent uid and snapshots it at start; the scratch dirs are still tmpfs, the workdir has no size limit.
+- `reset()` kills every process and proves none is left, then restores the workdir: on tmpfs by wiping
+  and re-extracting the snapshot (correct by construction), on overlayfs incrementally (ctime and sorted
+  listings; a whiteout per lower-layer file makes a full re-extraction slow there) and then verifies it
+  against the snapshot (`tar --compare` plus listing equality), falling back to a full restore. It empties
+  and checks the scratch dirs and System V IPC; a reset that does not verify recreates the container.
+- Grader-side git (diff, apply_patch, rebase) runs with `shell.GIT_SAFE`: the grader-owned git dir, no
+  system/global configuration, hooks and fsmonitor off, fixed diff options. The model's `.git` is never
+  read by them.
 - Each exec carries a token in its environment and runs in its own session; a timeout kills the session's
   process group and every process with the token, from a second exec, falling back to a SIGUSR1 to PID 1
   (builtins only) when the pids limit leaves no room to start one.
@@ -14,7 +31,9 @@ Design choices (measured in docs/benchmarks.md, section "Sandboxes"):
 
 from __future__ import annotations
 
+import errno
 import logging
+import shlex
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,11 +41,12 @@ from typing import TYPE_CHECKING
 
 from sandboxes import archive, shell
 from sandboxes.engine import docker_client
-from sandboxes.errors import SandboxDead, SandboxError
+from sandboxes.errors import FileTooLarge, SandboxDead, SandboxError
 from sandboxes.exec_stream import ExecStream
 from sandboxes.output import OutputCap
 from sandboxes.reaper import owner_labels, registry
 from sandboxes.sandbox import ExecResult, PatchResult
+from sandboxes.users import AGENT_UID, USERS
 
 if TYPE_CHECKING:
     import docker
@@ -34,6 +54,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "SETPCAP", "KILL", "SYS_PTRACE")
+"""The only capabilities root keeps in a sandbox (bookkeeping: restore owners and modes, read and remove
+anything, drop to the model uids with setpriv, which needs SETPCAP for the bounding set, kill them, and
+read their /proc/PID/environ, where the killer finds an exec's token: that needs SYS_PTRACE for another
+uid's process). The model uids have none."""
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(size: str | int) -> int:
+    """Bytes of a docker-style size ('512m', '4g', '1048576')."""
+    if isinstance(size, int):
+        return size
+    text = size.strip().lower()
+    unit = text[-1] if text and text[-1] in _UNITS else ""
+    try:
+        return int(float(text[: len(text) - len(unit)]) * _UNITS[unit])
+    except ValueError:
+        raise ValueError(f"size {size!r} is not a docker size such as '512m' or '4g'") from None
 
 
 @dataclass(frozen=True)
@@ -56,6 +94,15 @@ class DockerSandboxConfig:
     """Largest `diff()` accepted; a bigger one raises instead of being truncated."""
     kill_grace: float = 10.0
     """Seconds to wait for a killed command's output stream to close before cutting the socket."""
+    max_read_bytes: int = 16 << 20
+    """Largest file `read_file` returns; a bigger one raises `FileTooLarge` before any byte moves."""
+    workdir_size: str | None = None
+    """Size of the tmpfs holding the repo (docker syntax), i.e. the disk-write limit of the workdir, used
+    when the image carries a snapshot (images built by `sandboxes.images` do). None: a quarter of
+    mem_limit. tmpfs pages count against the memory limit, which is why the sizes derive from it."""
+    tmp_size: str | None = None
+    """Size of the private tmpfs at /tmp (/var/tmp and /dev/shm get half of it). None: an eighth of
+    mem_limit."""
     venv_bin: str = "/opt/venv/bin"
     """Put first on PATH: repo images keep the repo's virtualenv there."""
     labels: dict[str, str] = field(default_factory=dict)
@@ -75,6 +122,8 @@ class DockerSandbox:
         self.run_id = run_id
         self._env = dict(env or {})
         self.id: str | None = None
+        self.mode = "overlay"
+        """"tmpfs" when the workdir is a size-limited tmpfs filled from the image's snapshot."""
         self._start()
 
     @classmethod
@@ -90,18 +139,31 @@ class DockerSandbox:
 
         cfg = self.config
         try:
-            image_env = self._api.inspect_image(self.image)["Config"].get("Env") or []
+            image_config = self._api.inspect_image(self.image)["Config"]
         except docker.errors.ImageNotFound as exc:
             raise SandboxError(f"image {self.image!r} is not in the engine; build it first "
                                "(`selfplay repos build NAME`, or `selfplay setup` for the base image)") from exc
+        image_env, labels = image_config.get("Env") or [], image_config.get("Labels") or {}
         path = next((e[5:] for e in image_env if e.startswith("PATH=")), DEFAULT_PATH)
         if cfg.venv_bin and cfg.venv_bin not in path.split(":"):
             path = f"{cfg.venv_bin}:{path}"
+        # An image carrying its snapshot gets its workdir on a size-limited tmpfs, filled by the keeper.
+        self.mode = "tmpfs" if labels.get(shell.SNAPSHOT_LABEL) else "overlay"
+        mem = parse_size(cfg.mem_limit)
+        tmp = parse_size(cfg.tmp_size) if cfg.tmp_size else mem // 8
+        scratch = "rw,exec,nosuid,nodev,mode=1777,size={}"
+        tmpfs = {"/tmp": scratch.format(tmp), "/var/tmp": scratch.format(tmp // 2),
+                 "/run/lock": scratch.format(1 << 20)}
+        if self.mode == "tmpfs":
+            size = parse_size(cfg.workdir_size) if cfg.workdir_size else mem // 4
+            tmpfs[self.workdir] = f"rw,exec,nosuid,nodev,mode=0755,uid={AGENT_UID},gid={AGENT_UID},size={size}"
         host_config = self._api.create_host_config(
             nano_cpus=int(cfg.cpus * 1e9), mem_limit=cfg.mem_limit, memswap_limit=cfg.mem_limit,
-            pids_limit=cfg.pids_limit, network_mode=None if cfg.network else "none")
+            pids_limit=cfg.pids_limit, network_mode=None if cfg.network else "none",
+            tmpfs=tmpfs, shm_size=tmp // 2, security_opt=["no-new-privileges"],
+            cap_drop=["ALL"], cap_add=list(ROOT_CAPS))
         container = self._api.create_container(
-            self.image, command=["bash", "-c", shell.KEEPER, "selfplay-keeper", self.workdir],
+            self.image, command=["bash", "-c", shell.KEEPER, "selfplay-keeper", self.workdir, self.mode],
             environment={"PATH": path, "LANG": "C.UTF-8", **self._env},
             labels={**owner_labels(self.run_id), **cfg.labels}, host_config=host_config,
             network_disabled=not cfg.network, stop_signal="SIGKILL")
@@ -143,20 +205,29 @@ class DockerSandbox:
     # -- commands --------------------------------------------------------------------------------------
 
     def exec(self, cmd: str, timeout: float | None = None, *, workdir: str | None = None,
-             env: dict[str, str] | None = None, stdin: str | bytes | None = None) -> ExecResult:
-        """Run `cmd` with non-login bash in `workdir` (default: the repo); stdout and stderr interleaved."""
+             env: dict[str, str] | None = None, stdin: str | bytes | None = None,
+             user: str = "agent") -> ExecResult:
+        """Run `cmd` with non-login bash in `workdir` (default: the repo); stdout and stderr interleaved.
+        `user`: "agent" (the unprivileged AGENT_UID; for anything a model wrote) or "root" (grader
+        bookkeeping only)."""
         timeout = self.config.default_timeout if timeout is None else timeout
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        t0 = time.monotonic()
+        code, out, _err, timed_out = self._run(self._wrap(cmd, workdir, stdin, user), timeout, env,
+                                               self.config.max_output_bytes)
+        return ExecResult(exit_code=-1 if timed_out else code, output=out.text(), timed_out=timed_out,
+                          duration=time.monotonic() - t0, dropped_bytes=out.dropped)
+
+    def _wrap(self, cmd: str, workdir: str | None, stdin: str | bytes | None, user: str) -> list[str]:
+        """argv of WRAPPER running `cmd` as `user`, with `stdin` staged in the root-only state dir."""
+        if user not in USERS:
+            raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
         stdin_path = ""
         if stdin is not None:
             stdin_path = f"{shell.STATE}/in-{uuid.uuid4().hex[:12]}"
-            self._put(stdin_path, stdin.encode() if isinstance(stdin, str) else stdin)
-        argv = ["bash", "-c", shell.WRAPPER, "selfplay-exec", workdir or self.workdir, cmd, stdin_path]
-        t0 = time.monotonic()
-        code, out, _err, timed_out = self._run(argv, timeout, env, self.config.max_output_bytes)
-        return ExecResult(exit_code=-1 if timed_out else code, output=out.text(), timed_out=timed_out,
-                          duration=time.monotonic() - t0, dropped_bytes=out.dropped)
+            self._put(stdin_path, stdin.encode() if isinstance(stdin, str) else stdin, 0o600)
+        return ["bash", "-c", shell.WRAPPER, "selfplay-exec", workdir or self.workdir, cmd, stdin_path, user]
 
     def _run(self, argv: list[str], timeout: float, env: dict[str, str] | None,
              limit: int) -> tuple[int, OutputCap, OutputCap, bool]:
@@ -240,11 +311,19 @@ class DockerSandbox:
         except Exception as exc:
             raise self._dead_or(exc, f"writing {path}") from exc
 
-    def read_file(self, path: str) -> bytes:
-        """Bytes of `path` (relative to the repo root, or absolute); follows symlinks."""
+    def read_file(self, path: str, *, max_bytes: int | None = None, user: str = "agent") -> bytes:
+        """Bytes of `path` (relative to the repo root, or absolute); follows symlinks. Raises
+        FileTooLarge past `max_bytes` (default: config.max_read_bytes) before transferring anything.
+        user="agent" reads with the agent uid's permissions (root-only files raise PermissionError);
+        "root" reads anything through the engine's archive API (no exec, works under a full pids limit)."""
         p = self._abspath(path)
+        limit = self.config.max_read_bytes if max_bytes is None else max_bytes
+        if user == "agent":
+            return self._read_as_agent(p, limit)
+        if user != "root":
+            raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
         try:
-            return archive.get_file(self._api, self._require_id(), p)
+            return archive.get_file(self._api, self._require_id(), p, limit)
         except FileNotFoundError:
             self._require_live()  # a 404 may mean the container is gone
             raise
@@ -253,9 +332,47 @@ class DockerSandbox:
         except Exception as exc:
             raise self._dead_or(exc, f"reading {p}") from exc
 
-    def write_file(self, path: str, content: str | bytes) -> None:
-        """Create or overwrite `path`, creating parent directories; an existing file keeps its mode."""
+    def _read_as_agent(self, p: str, limit: int) -> bytes:
+        q = shlex.quote(p)
+        # Exit codes say why; nothing but the file's bytes reaches stdout. A regular file only: a FIFO
+        # would block and /dev/zero never ends. /proc files report size 0, so head caps them too.
+        cmd = (f"[ -e {q} ] || exit 44; [ -d {q} ] && exit 45; [ -r {q} ] || exit 46; [ -f {q} ] || exit 47; "
+               f"s=$(stat -Lc %s -- {q}) || exit 46; [ \"$s\" -le {limit} ] || exit 48; "
+               f"exec head -c {limit + 1} -- {q} 2>/dev/null")
+        code, out, _, timed_out = self._run(self._wrap(cmd, "/", None, "agent"), 120, None, limit + 2)
+        if code == 0 and not timed_out and not out.dropped and out.total <= limit:
+            return out.raw()
+        if code in (0, 48) or out.total > limit:
+            raise FileTooLarge(errno.EFBIG, f"{p} is larger than the read cap of {limit} bytes; read a part "
+                               "of it with a command (head, sed -n, grep) instead")
+        errors = {44: (FileNotFoundError, errno.ENOENT, "does not exist"),
+                  45: (IsADirectoryError, errno.EISDIR, "is a directory"),
+                  46: (PermissionError, errno.EACCES, "is not readable by the agent user"),
+                  47: (OSError, errno.EINVAL, "is not a regular file")}
+        cls, num, why = errors.get(code, (OSError, errno.EIO, f"could not be read (exit {code})"))
+        raise cls(num, f"{p} {why}", p)
+
+    def write_file(self, path: str, content: str | bytes, *, user: str = "agent") -> None:
+        """Create or overwrite `path`, creating parent directories; an existing file keeps its mode.
+        user="agent" writes with the agent uid's permissions (PermissionError outside what it may write,
+        OSError when a disk limit is hit); "root" writes anything through the engine's archive API."""
         p = self._abspath(path)
+        data = content.encode() if isinstance(content, str) else content
+        if user == "agent":
+            q = shlex.quote(p)
+            cmd = (f"[ -d {q} ] && exit 45; mkdir -p -- \"$(dirname -- {q})\" 2>&1 || exit 46; "
+                   f"cat > {q} 2>&1 || exit 46")
+            res = self.exec(cmd, 120, workdir="/", stdin=data)
+            if res.ok:
+                return
+            if res.exit_code == 45:
+                raise IsADirectoryError(errno.EISDIR, f"{p} is a directory", p)
+            message = res.output.strip()[-500:] or f"exit {res.exit_code}"
+            if "Permission denied" in message or "Read-only" in message:
+                raise PermissionError(errno.EACCES, f"{p} is not writable by the agent user: {message}", p)
+            raise OSError(errno.EIO, f"writing {p} failed: {message}", p)
+        if user != "root":
+            raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
         try:
             st = archive.path_stat(self._api, self._require_id(), p)
         except SandboxError:
@@ -265,7 +382,7 @@ class DockerSandbox:
         if st is None:
             self._require_live()  # a 404 may mean the container is gone
         mode = (st["mode"] & 0o777) if st else 0o644
-        self._put(p, content.encode() if isinstance(content, str) else content, mode)
+        self._put(p, data, mode)
 
     def apply_patch(self, diff: str | bytes, *, reverse: bool = False) -> PatchResult:
         """All-or-nothing `git apply` at the repo root; git's message on failure, tree unchanged."""
@@ -303,13 +420,14 @@ class DockerSandbox:
         return self.diff_bytes().decode("utf-8", "replace")
 
     def reset(self) -> None:
-        """Back to the pristine state: kill all processes, restore the workdir from the start-up snapshot,
-        empty /tmp. Falls back to `recreate()` when the snapshot is missing or the restore fails.
-        Files outside the workdir and /tmp (e.g. /opt/venv) are not restored; use `recreate()` for that."""
+        """Back to the base state, verified (see shell.RESET): kill every process and prove none is left,
+        restore the workdir, empty the scratch tmpfs dirs and System V IPC, drop staged files. A sandbox
+        whose reset does not verify is recreated. The model uids cannot write anywhere else (the
+        interpreter and the image are root's), so nothing else needs restoring."""
         for _attempt in range(2):
             try:
-                code, out, _, timed_out = self._run(["bash", "-c", shell.RESET, "selfplay-reset", self.workdir],
-                                                    300, None, 64 << 10)
+                code, out, _, timed_out = self._run(
+                    ["bash", "-c", shell.RESET, "selfplay-reset", self.workdir, self.mode], 300, None, 64 << 10)
             except SandboxDead:
                 break
             except SandboxError as exc:  # e.g. a full pids limit left no room to start the reset
@@ -321,8 +439,22 @@ class DockerSandbox:
                       out.text().strip() or f"exit {code}")
             self._kill_all()
             time.sleep(0.2)
-        log.warning("sandbox %s: reset failed; recreating the container", (self.id or "?")[:12])
+        log.warning("sandbox %s: reset failed or did not verify; recreating the container", (self.id or "?")[:12])
         self.recreate()
+
+    def rebase(self, message: str = "initial commit") -> None:
+        """Make the current tree the new base (grader-side, root): `.git` becomes one fresh commit tagged
+        selfplay-base owned by the agent uid, the grader-owned git dir likewise, and the reset snapshot is
+        replaced by the current tree (the old one is deleted). Afterwards `reset()` returns here, and
+        nothing the agent uid can read holds the previous tree: its bytecode caches and git objects are
+        gone, and the image's copy lies under the workdir's tmpfs mount (or the overlay's upper layer).
+        Kills every process first. Raises SandboxError when it fails (the sandbox is then unusable)."""
+        code, out, err, timed_out = self._run(
+            ["bash", "-c", shell.REBASE, "selfplay-rebase", self.workdir, self.mode, message], 300,
+            shell.GIT_SAFE, 64 << 10)
+        if timed_out or code != 0:
+            raise SandboxError(f"rebasing {self.workdir} in {(self.id or '?')[:12]} failed (exit {code}): "
+                               f"{(out.text() + err.text()).strip()[-2000:]}; close this sandbox")
 
     def _kill_all(self) -> None:
         """SIGUSR1 to PID 1, whose trap kills every other process with builtins only."""

@@ -17,3 +17,8 @@ class ImageBuildError(SandboxError):
 
 class SandboxDead(SandboxError):
     """The container is gone (killed, OOM, removed) and cannot run commands."""
+
+
+class FileTooLarge(SelfPlayError, OSError):
+    """A file asked for is bigger than the read cap; caused by what is in the sandbox (which a model may
+    have written), so it is not a SandboxError: the agent sees it as an observation."""

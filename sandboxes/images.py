@@ -8,6 +8,9 @@ committed, instead of a Dockerfile: there is no BuildKit here, and a container l
 host's pip cache and copy in the host CA bundle for that step only (deleted before the commit, so it is in
 no layer). The tag is `selfplay-repo-<name>:<hash12>`, the hash covering the image-relevant spec fields,
 the source tree, the base image id and this build recipe, so an unchanged repo is never rebuilt.
+The last build step hands the workdir to the agent uid and stores its snapshot and the grader-owned git
+dir in the root-only state dir (`sandboxes.shell.IMAGE_SNAPSHOT`); the label `selfplay.snapshot` tells
+`DockerSandbox` to put the workdir on a size-limited tmpfs filled from it.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from sandboxes.base_image import BASE_IMAGE, default_log_dir, ensure_base_image,
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.reaper import registry
+from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,12 @@ git config --global user.name selfplay
 git config --global user.email selfplay@localhost
 git config --global init.defaultBranch main
 git config --global --add safe.directory '*'
+# For the model uids (their HOME is an empty /tmp): commits work, and a repo owned by the agent uid is
+# usable by the runner uid. Our own git calls ignore system configuration (sandboxes.shell.GIT_SAFE).
+git config --system user.name selfplay
+git config --system user.email selfplay@localhost
+git config --system init.defaultBranch main
+git config --system --add safe.directory '*'
 {python} -m venv {venv}
 export PIP_CACHE_DIR={pip_cache} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off
 if [ -s {ca} ]; then export PIP_CERT={ca}; fi
@@ -68,6 +78,8 @@ git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info
 git tag -f {base_tag} >/dev/null
 test -z "$(git status --porcelain)" || {{ git status --porcelain; echo "selfplay: tree not clean" >&2; exit 91; }}
 {venv}/bin/python -m pytest --version
+# Last: the workdir goes to the agent uid, its snapshot and the grader-owned git dir to the state dir.
+bash -c {snapshot} selfplay-snapshot {workdir}
 """
 
 
@@ -107,7 +119,8 @@ def content_hash(spec: RepoSpec, source: Path, base_id: str) -> str:
               "history": spec.history, "url": spec.url, "commit": spec.commit, "workdir": spec.workdir,
               "install": list(spec.install), "python": spec.python, "env": [list(e) for e in spec.env]}
     payload = json.dumps({"spec": fields, "tree": tree_digest(source), "base": base_id,
-                          "recipe": BUILD_SCRIPT, "path": IMAGE_PATH}, sort_keys=True)
+                          "recipe": BUILD_SCRIPT, "path": IMAGE_PATH,
+                          "snapshot": IMAGE_SNAPSHOT}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -207,7 +220,8 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
         requirements.append("pytest")
     script = BUILD_SCRIPT.format(ca=_CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
                                  pip_cache=_PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),
-                                 requirements=shlex.join(requirements), name=spec.name, base_tag=BASE_TAG)
+                                 requirements=shlex.join(requirements), name=spec.name, base_tag=BASE_TAG,
+                                 snapshot=shlex.quote(IMAGE_SNAPSHOT))
     # No labels on the build container: `docker commit` would copy them into the image and onto every
     # container made from it. Its name carries our pid instead (see remove_stale_builds), and the
     # sandbox registry removes it if we are interrupted.
@@ -235,7 +249,8 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
         repository, version = tag.rsplit(":", 1)
         changes = [f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
                    f"WORKDIR {spec.workdir}", f"LABEL selfplay.repo={spec.name}",
-                   f"LABEL selfplay.content-hash={version}", 'CMD ["sleep", "infinity"]']
+                   f"LABEL selfplay.content-hash={version}", f"LABEL {SNAPSHOT_LABEL}=1",
+                   'CMD ["sleep", "infinity"]']
         changes += [f"ENV {key}={json.dumps(value)}" for key, value in spec.env]
         replaced = image_id(tag)
         new = container.commit(repository=repository, tag=version, changes=changes,

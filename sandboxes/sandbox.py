@@ -53,28 +53,32 @@ class Sandbox(Protocol):
     workdir: str
 
     def exec(self, cmd: str, timeout: float | None = None, *, workdir: str | None = None,
-             env: dict[str, str] | None = None, stdin: str | bytes | None = None) -> ExecResult:
-        """Run `cmd` with bash (non-login, so the image's PATH holds) in `workdir` (default: the repo)."""
+             env: dict[str, str] | None = None, stdin: str | bytes | None = None,
+             user: str = "agent") -> ExecResult:
+        """Run `cmd` with bash (non-login, so the image's PATH holds) in `workdir` (default: the repo).
+        user: "agent" (unprivileged; the default, for anything a model wrote) or "root" (grader only)."""
         ...
 
-    def read_file(self, path: str) -> bytes:
-        """Bytes of `path` (relative to the repo root, or absolute). Raises FileNotFoundError."""
+    def read_file(self, path: str, *, max_bytes: int | None = None, user: str = "agent") -> bytes:
+        """Bytes of `path` (relative to the repo root, or absolute). Raises FileNotFoundError, and
+        `sandboxes.errors.FileTooLarge` past `max_bytes` before transferring anything."""
         ...
 
-    def write_file(self, path: str, content: str | bytes) -> None:
+    def write_file(self, path: str, content: str | bytes, *, user: str = "agent") -> None:
         """Create or overwrite `path`, creating parent directories."""
         ...
 
     def apply_patch(self, diff: str | bytes, *, reverse: bool = False) -> PatchResult:
-        """Apply a git/unified diff at the repo root; all-or-nothing."""
+        """Apply a git/unified diff at the repo root; all-or-nothing. Grader-side: hooks off, the
+        model's git configuration unused."""
         ...
 
     def diff(self) -> str:
-        """`git diff` of the working tree against the base commit, new files included."""
+        """`git diff` of the working tree against the base commit, new files included; grader-side."""
         ...
 
     def reset(self) -> None:
-        """Return the repo (and scratch space) to the pristine image state."""
+        """Return the repo (and scratch space) to the base state, verified."""
         ...
 
     def close(self) -> None:

@@ -1,6 +1,8 @@
 """`LocalSandbox`: a documented test double of the `Sandbox` protocol over a temporary git repo on the host.
 
-It lets the editor, action and loop tests run in milliseconds. The same paths run for real against a
+It lets the editor, action and loop tests run in milliseconds. It runs everything as the host user: the
+`user=` and `max_bytes=` keywords are accepted (max_bytes is honoured) but there is no privilege split;
+that is tested against real Docker sandboxes only. The same paths run for real against a
 Docker sandbox of toolz in test_agent_docker.py (the scripted fix and the hf episode).
 """
 
@@ -27,7 +29,7 @@ class LocalSandbox:
         p = Path(path)
         return p if p.is_absolute() else Path(self.workdir) / p
 
-    def exec(self, cmd, timeout=None, *, workdir=None, env=None, stdin=None) -> ExecResult:
+    def exec(self, cmd, timeout=None, *, workdir=None, env=None, stdin=None, user="agent") -> ExecResult:
         self.commands.append(cmd)
         t0 = time.monotonic()
         try:
@@ -38,10 +40,15 @@ class LocalSandbox:
                               True, time.monotonic() - t0)
         return ExecResult(p.returncode, p.stdout + p.stderr, False, time.monotonic() - t0)
 
-    def read_file(self, path: str) -> bytes:
-        return self._path(path).read_bytes()
+    def read_file(self, path: str, *, max_bytes=None, user="agent") -> bytes:
+        p = self._path(path)
+        if max_bytes is not None and p.stat().st_size > max_bytes:
+            from sandboxes.errors import FileTooLarge
 
-    def write_file(self, path: str, content) -> None:
+            raise FileTooLarge(27, f"{p} is larger than the read cap of {max_bytes} bytes")
+        return p.read_bytes()
+
+    def write_file(self, path: str, content, *, user="agent") -> None:
         p = self._path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_bytes(content.encode() if isinstance(content, str) else content)
@@ -52,6 +59,10 @@ class LocalSandbox:
     def diff(self) -> str:
         subprocess.run("git add -A -N", shell=True, cwd=self.workdir, check=True)
         return subprocess.run(["git", "diff"], cwd=self.workdir, capture_output=True, text=True, check=True).stdout
+
+    def rebase(self, message="initial commit") -> None:
+        subprocess.run(f"rm -rf .git && git init -q && git add -A -f && git -c user.name=t -c user.email=t@t "
+                       f"commit -qm {message!r} && git tag selfplay-base", shell=True, cwd=self.workdir, check=True)
 
     def reset(self) -> None:
         subprocess.run("git checkout -q . && git clean -qfd", shell=True, cwd=self.workdir, check=True)

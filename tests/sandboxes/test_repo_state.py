@@ -17,7 +17,8 @@ diff --git a/pkg/calc.py b/pkg/calc.py
 """
 
 
-def test_apply_good_patch_then_reverse(sandbox):
+def test_apply_good_patch_then_reverse(any_sandbox):
+    sandbox = any_sandbox
     r = sandbox.apply_patch(GOOD)
     assert r.applied and r.error is None and r.files == ("pkg/calc.py",) and not r.binary
     assert b"return a - b" in sandbox.read_file("pkg/calc.py")
@@ -27,7 +28,8 @@ def test_apply_good_patch_then_reverse(sandbox):
     assert sandbox.diff() == ""
 
 
-def test_conflicting_patch_leaves_tree_unchanged(sandbox):
+def test_conflicting_patch_leaves_tree_unchanged(any_sandbox):
+    sandbox = any_sandbox
     two_files = GOOD + """\
 diff --git a/README.txt b/README.txt
 --- a/README.txt
@@ -45,7 +47,8 @@ diff --git a/README.txt b/README.txt
     assert not sandbox.apply_patch("").applied
 
 
-def test_binary_and_non_utf8_diffs_roundtrip_through_diff(sandbox):
+def test_binary_and_non_utf8_diffs_roundtrip_through_diff(any_sandbox):
+    sandbox = any_sandbox
     sandbox.write_file("new.bin", bytes(range(256)))
     sandbox.write_file("latin1.txt", b"na\xefve latin-1 \xe9\n")
     sandbox.exec("rm README.txt")
@@ -63,7 +66,8 @@ def test_binary_and_non_utf8_diffs_roundtrip_through_diff(sandbox):
     assert sandbox.diff_bytes() == diff
 
 
-def test_reset_restores_modified_new_deleted_binary_and_replaced_git(sandbox):
+def test_reset_restores_modified_new_deleted_binary_and_replaced_git(any_sandbox):
+    sandbox = any_sandbox
     pristine = {p: sandbox.read_file(p) for p in ("pkg/calc.py", "README.txt", "data.bin", "latin1.txt")}
     head = sandbox.exec("git rev-parse selfplay-base").output.strip()
     sandbox.exec("echo 'x = 1' >> pkg/calc.py; rm README.txt; printf '\\x00\\xff' > data.bin; "
@@ -86,7 +90,8 @@ TREE = ("find . -printf '%p %y %m %l\\n' | LC_ALL=C sort; "
         "find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum")
 
 
-def test_reset_restores_the_exact_tree_after_type_changes(sandbox):
+def test_reset_restores_the_exact_tree_after_type_changes(any_sandbox):
+    sandbox = any_sandbox
     before = sandbox.exec(TREE).output
     sandbox.exec("rm -rf pkg && echo file-now > pkg; rm README.txt && mkdir -p README.txt/sub; "
                  "chmod 600 data.bin; ln -sf /etc/passwd latin1.txt; mkdir -p .git/hooks/extra; "
@@ -95,4 +100,4 @@ def test_reset_restores_the_exact_tree_after_type_changes(sandbox):
     sandbox.reset()
     assert sandbox.exec(TREE).output == before
     # The incremental restore did it (no fallback to a full re-extraction).
-    assert sandbox.exec("cat /var/lib/selfplay/reset.err").output == ""
+    assert sandbox.exec("cat /var/lib/selfplay/reset.err", user="root").output == ""
