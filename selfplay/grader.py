@@ -11,8 +11,14 @@ prediction section that touches test infrastructure (`selfplay.diffs.drop_infras
 pattern-matched test files, any conftest.py, pytest/tox/setup.cfg/pyproject configuration, interpreter
 start-up hooks and .pth files, package metadata that registers plugins, bytecode caches, new modules
 shadowing stdlib or pytest at the repo root, binary and symlink changes, files named in test_script.sh)
-and report each one. What cannot be stopped at file level: code under test that monkeypatches the test
-runner from inside the process (SSR Appendix A's "dominant challenger" applies to solvers too).
+and report each one. What cannot be stopped at file level, code under test that tampers with the test
+runner from inside the process (SSR Appendix A's "dominant challenger" applies to solvers too), is met by
+two detections: the runner-tampering screen of the kept sections (`selfplay.tamper`) and the canary
+tests of every run (`selfplay.validation.canary`); either earns -1 with the reason in `GradeResult.tamper`.
+
+Whose fault (issue 15, class 5): a run whose job dies or times out is the prediction's (-1, reason
+recorded) unless a control run of the same task with an empty prediction, on a reset sandbox, fails too:
+then the task is broken and ValidationInfraError is raised. Nothing the model prints can raise it.
 """
 
 from __future__ import annotations
@@ -26,19 +32,24 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.grading import GradeResult, failed_grade, grade_statuses
-from selfplay.validation.suite import check, prepare, run_job
+from selfplay.tamper import TamperConfig, screen
+from selfplay.validation.suite import MAX_TEST_OUTPUT, SuiteRun, check, prepare, run_job
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class GraderConfig:
-    """Time limits of one grading run."""
+    """Time limits and screens of one grading run."""
 
     suite_timeout: float = 120.0
     """Seconds test_script.sh may take."""
     parser_timeout: float = 30.0
     """Seconds test_parser.py may take."""
+    max_test_output: int = MAX_TEST_OUTPUT
+    """Bytes of test output a run may print; more fails the run (-1)."""
+    tamper: TamperConfig = TamperConfig()
+    """The runner-tampering screen applied to the kept sections of each prediction."""
 
 
 def _apply_layers(sb: Sandbox, artifact: BugArtifact, base_patch: str | None) -> None:
@@ -55,14 +66,11 @@ def _apply_layers(sb: Sandbox, artifact: BugArtifact, base_patch: str | None) ->
 def build_buggy_state(sb: Sandbox, artifact: BugArtifact, *, base_patch: str | None = None) -> None:
     """Turn a fresh sandbox into the solver's starting point, with no history to leak the answer.
 
-    original -> bug -> weakening (-> failed prediction) -> `rm -rf .git` -> one fresh commit. The sandbox
-    cannot be `reset()` to the original afterwards; use it for one solver episode and close it.
+    original -> bug -> weakening (-> failed prediction) -> `Sandbox.rebase`: `.git` becomes one fresh
+    commit, and the reset snapshot becomes this state (no copy of the original is left in the sandbox).
     """
     _apply_layers(sb, artifact, base_patch)
-    res = sb.exec("rm -rf .git && git init -q && git add -A -f && "
-                  "git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m 'initial commit' "
-                  "&& git tag selfplay-base", timeout=120)
-    check(res, "re-creating .git as one fresh commit")
+    sb.rebase("initial commit")  # also replaces the reset snapshot and the grader-owned git dir
 
 
 def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
@@ -85,13 +93,19 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
     dropped = filtered.dropped
     if dropped:
         log.info("grading: dropped %d test-infrastructure section(s): %s", len(dropped), "; ".join(dropped))
+    if (tamper := screen(filtered.kept, config.tamper)) is not None:
+        return failed_grade(f"runner tampering: {tamper}", dropped_hunks=dropped, tamper=tamper, **tests)
     if reset:
         sb.reset()
-    layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if base_patch else ())
-    prepare(sb, artifact, **{"layer.diff": base_patch or "", "prediction.diff": filtered.kept})
-    run = run_job(sb, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout,
-                  patches=layers + (("prediction.diff",) if filtered.kept.strip() else ()),
-                  restore=artifact.test_files)
+    run = _run(sb, artifact, base_patch, filtered.kept, config)
+    if run.died or run.timed_out:
+        # The prediction's fault unless the task cannot run either: a control with an empty prediction.
+        sb.reset()
+        control = _run(sb, artifact, base_patch, "", config)
+        if control.died or control.timed_out or control.statuses is None:
+            raise ValidationInfraError(f"the task cannot run: a control run with an empty prediction failed too "
+                                       f"({control.error}); the prediction's run: {run.error}")
+        return failed_grade(f"the prediction's run failed: {run.error}", dropped_hunks=dropped, **tests)
     if run.apply_error and not run.apply_error.startswith("prediction.diff:"):
         raise ValidationInfraError(f"the task's own layers no longer apply ({run.apply_error}); "
                                    "the task is broken, not the prediction")
@@ -100,7 +114,18 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
                             f"{run.apply_error.partition(': ')[2]}", dropped_hunks=dropped, **tests)
     if run.statuses is None:
         return failed_grade(run.error or "no test results", dropped_hunks=dropped, **tests)
-    return grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped)
+    if run.tampered:
+        return failed_grade(f"run integrity: {run.integrity}", dropped_hunks=dropped, tamper=run.integrity,
+                            integrity=run.integrity, **tests)
+    return grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped, integrity=run.integrity)
+
+
+def _run(sb: Sandbox, artifact: BugArtifact, base_patch: str | None, kept: str, config: GraderConfig) -> SuiteRun:
+    layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if base_patch else ())
+    prepare(sb, artifact, **{"layer.diff": base_patch or "", "prediction.diff": kept})
+    return run_job(sb, artifact, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout,
+                   max_output=config.max_test_output,
+                   patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=artifact.test_files)
 
 
 def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],

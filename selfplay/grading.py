@@ -30,11 +30,17 @@ class GradeResult:
     """Prediction file sections dropped as test infrastructure, `path (N hunks): reason`."""
     error: str | None = None
     """Why the prediction could not be graded normally (did not apply, parser failed, ...)."""
+    tamper: str | None = None
+    """Set when runner tampering was detected (the screen of the prediction, or the canary tests)."""
+    integrity: str | None = None
+    """The run's canary verdict: "ok", "inconclusive: ..." (the script or parser skipped the canaries)
+    or "tampered: ..."; None when no run was parsed."""
 
     def to_json(self) -> dict[str, Any]:
         """The `selfplay grade --json` object."""
         return {"reward": self.reward, "resolved": self.resolved, "tests": dict(self.tests),
-                "dropped_hunks": list(self.dropped_hunks), "error": self.error}
+                "dropped_hunks": list(self.dropped_hunks), "error": self.error, "tamper": self.tamper,
+                "integrity": self.integrity}
 
 
 class ParserOutputError(ValueError):
@@ -69,20 +75,22 @@ def parse_status_map(stdout: str) -> dict[str, str]:
 
 def grade_statuses(statuses: Mapping[str, str], fail_to_pass: tuple[str, ...] | list[str],
                    pass_to_pass: tuple[str, ...] | list[str], *, dropped_hunks: tuple[str, ...] = (),
-                   error: str | None = None) -> GradeResult:
+                   error: str | None = None, integrity: str | None = None) -> GradeResult:
     """+1 iff every test in F2P ∪ P2P is reported passed; a missing id counts as failed."""
     wanted = list(dict.fromkeys([*fail_to_pass, *pass_to_pass]))
     tests = {t: ("passed" if statuses.get(t) == "passed" else "failed") for t in wanted}
     resolved = bool(wanted) and all(s == "passed" for s in tests.values()) and error is None
     return GradeResult(reward=1 if resolved else -1, resolved=resolved, tests=tests,
-                       dropped_hunks=tuple(dropped_hunks), error=error)
+                       dropped_hunks=tuple(dropped_hunks), error=error, integrity=integrity)
 
 
-def failed_grade(error: str, *, dropped_hunks: tuple[str, ...] = (),
-                 fail_to_pass: tuple[str, ...] = (), pass_to_pass: tuple[str, ...] = ()) -> GradeResult:
-    """-1 with a reason, e.g. when the prediction does not apply."""
+def failed_grade(error: str, *, dropped_hunks: tuple[str, ...] = (), fail_to_pass: tuple[str, ...] = (),
+                 pass_to_pass: tuple[str, ...] = (), tamper: str | None = None,
+                 integrity: str | None = None) -> GradeResult:
+    """-1 with a reason, e.g. when the prediction does not apply or tampering was detected."""
     tests = {t: "failed" for t in dict.fromkeys([*fail_to_pass, *pass_to_pass])}
-    return GradeResult(reward=-1, resolved=False, tests=tests, dropped_hunks=tuple(dropped_hunks), error=error)
+    return GradeResult(reward=-1, resolved=False, tests=tests, dropped_hunks=tuple(dropped_hunks), error=error,
+                       tamper=tamper, integrity=integrity)
 
 
 def split_tests(original: Mapping[str, str], buggy: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

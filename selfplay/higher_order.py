@@ -21,7 +21,7 @@ from selfplay.diffs import drop_infrastructure, normalised_hash
 from selfplay.errors import DiffError
 from selfplay.grader import GraderConfig, _apply_layers
 from selfplay.task import Task, make_task_id
-from selfplay.validation.suite import check, prepare, run_job
+from selfplay.validation.suite import check, git_env_line, prepare, run_job
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +70,15 @@ def _combined_layer(sb: Sandbox, parent: Task, failed: str) -> str:
     if not parent.pred_patch:
         return failed
     # Index trick: snapshot the bug+weakening tree, apply both layers, diff against the snapshot.
-    res = sb.exec("git add -A -f && git write-tree", timeout=60)
+    res = sb.exec(f"{git_env_line()}; git add -A -f && git write-tree", timeout=60, user="root")
     check(res, "snapshotting the buggy tree")
     tree = res.output.strip().splitlines()[-1]
     for diff in (parent.pred_patch, failed):
         applied = sb.apply_patch(diff)
         if not applied.applied:
             raise DiffError(f"a prediction layer does not apply: {applied.error}")
-    res = sb.exec(f"git add -A -f && git diff --cached --binary {tree} && git reset -q", timeout=60)
+    res = sb.exec(f"{git_env_line()}; git add -A -f && git diff --cached --binary --no-color --no-ext-diff "
+                  f"--no-textconv --no-renames {tree} && git reset -q", timeout=60, user="root")
     check(res, "diffing the combined prediction layers")
     return res.output
 
@@ -111,7 +112,8 @@ def make_higher_order_task(parent: Task, failed_patch: str, *, spec: RepoSpec, s
             log.info("no higher-order task from %s: the failed patch does not apply (%s)", parent.task_id, exc)
             return None
     prepare(sb, parent.artifact, **{"layer.diff": layer})
-    run = run_job(sb, suite_timeout=grader_config.suite_timeout, parser_timeout=grader_config.parser_timeout,
+    run = run_job(sb, parent.artifact, suite_timeout=grader_config.suite_timeout,
+                  parser_timeout=grader_config.parser_timeout, max_output=grader_config.max_test_output,
                   patches=("bug_inject.diff", "test_weaken.diff", "layer.diff"), restore=parent.artifact.test_files)
     if run.apply_error:
         log.info("no higher-order task from %s: does not apply (%s)", parent.task_id, run.apply_error)

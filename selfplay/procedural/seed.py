@@ -28,6 +28,7 @@ from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.task import make_task_id
 from selfplay.validation import ValidationConfig, ValidationReport, validate
+from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.validation.suite import NO_BYTECODE, SCRATCH
 
 log = logging.getLogger(__name__)
@@ -159,9 +160,11 @@ class _Seeder:
     def run(self, sb, script: str, diff: str | None, timeout: float) -> dict[str, str] | None:
         if diff and not sb.apply_patch(diff).applied:
             return None
-        sb.write_file(f"{SCRATCH}/test_script.sh", script)
-        # no bytecode caches: a same-size mutant within the same second would run the cached original
-        res = sb.exec(f"{NO_BYTECODE}; bash {SCRATCH}/test_script.sh", timeout=timeout)
+        sb.write_file(f"{SCRATCH}/test_script.sh", script, user="root")
+        # no bytecode caches: a same-size mutant within the same second would run the cached original;
+        # the mutant runs as the runner uid, as in validation
+        res = sb.exec(f"{NO_BYTECODE}; {drop_privileges(RUNNER_UID)} bash /dev/fd/3 3<{SCRATCH}/test_script.sh",
+                      timeout=timeout, user="root")
         return None if res.timed_out else parse(res.output)
 
     def attempt(self, code_file: str, tests: list[str]) -> BugArtifact | None:

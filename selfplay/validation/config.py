@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from selfplay.tamper import TamperConfig
+from selfplay.validation.suite import MAX_TEST_OUTPUT
 
 FlakyPolicy = Literal["drop", "reject"]
 
@@ -31,6 +34,10 @@ class ValidationConfig:
     artifact at the parser check."""
     original_runs: int = 2
     """Runs of the original suite used to detect flaky tests (1 disables the check)."""
+    max_test_output: int = MAX_TEST_OUTPUT
+    """Bytes of test output one run may print; more fails that run (an output flood is the artifact's fault)."""
+    tamper: TamperConfig = field(default_factory=TamperConfig)
+    """The runner-tampering screen applied to bug_inject.diff (at the patch_hygiene check)."""
 
     def __post_init__(self) -> None:
         for name in ("min_passing_tests", "min_changed_files", "min_failing_tests"):

@@ -10,6 +10,14 @@ Checks are then evaluated strictly in order and the report stops at the first fa
 started only when checks 1-5 pass; its inverse-mutation runs are speculative (they are wasted when
 bug_validity or weakening fails) because running them alongside saves a whole suite-run of latency.
 The oracle test files are restored before every run except the weakened one, as SSR says.
+
+Hardening (issue 15): every run appends a neutral comment with a fresh token to each Python bug file and
+canary tests to each Python oracle test file (`selfplay.validation.suite`), so no tree state is seen twice
+and the buggy run doubles as the perturbation control (a parser honest only on states it has seen fails
+it); a canary with the wrong status fails the check of that run ("run integrity"). bug_inject.diff goes
+through the runner-tampering screen at patch_hygiene. A run whose job dies or whose script hangs is the
+artifact's fault (its check fails with the reason) unless a control on the reset sandbox fails too, which
+raises ValidationInfraError.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
 from selfplay.errors import ArtifactError, ValidationInfraError
 from selfplay.grading import split_tests
+from selfplay.tamper import screen
 from selfplay.validation import checks
 from selfplay.validation.config import ValidationConfig
 from selfplay.validation.report import CheckResult, ValidationReport
@@ -58,14 +67,42 @@ class _Runner:
         sb = self.free.get()
         try:
             self.runs += 1
-            return run_job(sb, suite_timeout=self.config.suite_timeout,
-                           parser_timeout=self.config.parser_timeout, **job)
+            run = run_job(sb, self.artifact, suite_timeout=self.config.suite_timeout,
+                          parser_timeout=self.config.parser_timeout, max_output=self.config.max_test_output, **job)
+            if run.died or run.timed_out:
+                self._control(sb, run)
+            return run
         finally:
             self.free.put(sb)
+
+    def _control(self, sb: Sandbox, run: SuiteRun) -> None:
+        """After a job died or hung: reset and re-stage the sandbox, then prove it runs a job. If it does,
+        the failure was the artifact's; if not, raise ValidationInfraError (no verdict)."""
+        try:
+            sb.reset()
+            prepare(sb, self.artifact)
+            res = sb.exec("echo selfplay-control", timeout=60, user="root")
+            ok = res.ok and "selfplay-control" in res.output
+        except Exception as exc:  # the sandbox layer failed: infrastructure
+            raise ValidationInfraError(f"a suite job failed ({run.error}) and so did the control run on a "
+                                       f"reset sandbox ({exc.__class__.__name__}: {exc})") from exc
+        if not ok:
+            raise ValidationInfraError(f"a suite job failed ({run.error}) and so did the control run on a "
+                                       f"reset sandbox (exit {res.exit_code}): {res.output[-300:]}")
+        log.info("validation: a run failed (%s); the control run passed, so the artifact is at fault", run.error)
 
     def wave(self, jobs: list[dict]) -> list[SuiteRun]:
         with ThreadPoolExecutor(max_workers=min(self.size, len(jobs))) as ex:
             return list(ex.map(self.job, jobs))
+
+
+def _tampered(runs: list[SuiteRun]) -> str | None:
+    return next((run.integrity for run in runs if run.tampered), None)
+
+
+def _integrity_note(runs: list[SuiteRun]) -> str:
+    verdicts = {run.integrity.split(":")[0] for run in runs if run.integrity}
+    return f"; run integrity (canaries): {', '.join(sorted(verdicts))}" if verdicts else ""
 
 
 def _must_have_applied(run: SuiteRun) -> SuiteRun:
@@ -127,12 +164,18 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         apply_errors[probe.extra.get("check_failed", "bug_inject.diff")] = probe.apply_error
     if (rep := stop(checks.check_test_files(artifact, list(probe.missing)))) is not None:
         return rep
-    if (rep := stop(checks.check_parser(maps, [run.error for run in runs], flaky, config.flaky_policy),
-                    flaky=tuple(sorted(flaky)))) is not None:
+    parser = checks.check_parser(maps, [run.error for run in runs], flaky, config.flaky_policy)
+    if parser.passed and (tampered := _tampered(runs)):
+        parser = CheckResult("parser", False, f"run integrity on the original code: {tampered}")
+    elif parser.passed:
+        parser = CheckResult("parser", True, parser.detail + _integrity_note(runs))
+    if (rep := stop(parser, flaky=tuple(sorted(flaky)))) is not None:
         return rep
     original = {t: s for t, s in maps[0].items() if t not in flaky}
-    for result in (checks.check_test_script(original, config.min_passing_tests),
-                   checks.check_patch_hygiene(artifact, spec.test_patterns, apply_errors),
+    hygiene = checks.check_patch_hygiene(artifact, spec.test_patterns, apply_errors)
+    if hygiene.passed and (tamper := screen(artifact.bug_inject, config.tamper)) is not None:
+        hygiene = CheckResult("patch_hygiene", False, f"bug_inject.diff: runner tampering: {tamper}")
+    for result in (checks.check_test_script(original, config.min_passing_tests), hygiene,
                    checks.check_bug_scope(artifact, config.min_changed_files)):
         if (rep := stop(result, flaky=tuple(sorted(flaky)))) is not None:
             return rep
@@ -146,6 +189,9 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:
         return stop(CheckResult("bug_validity", False, f"with the bug applied: {buggy.error}"))
+    for name, group in (("bug_validity", [buggy]), ("weakening", [weakened]), ("inverse_mutation", reverted)):
+        if (tampered := _tampered(group)) is not None:
+            return stop(CheckResult(name, False, f"run integrity: {tampered}"))
     f2p, p2p = split_tests(original, buggy.statuses)
     flaky_failing = {t for t in flaky if buggy.statuses.get(t) != "passed"}
     kw = {"fail_to_pass": f2p, "pass_to_pass": p2p, "flaky": tuple(sorted(flaky))}

@@ -1,37 +1,60 @@
 """One run of an artifact's test suite inside a sandbox: the I/O both validation and grading share.
 
-The artifact's test_script.sh and test_parser.py are written from the artifact into a scratch folder
-outside the repo, so nothing in the repo (which a bug or a prediction may have changed) can stand in
-for them. The parser runs with `python3 -I` from that folder, so the repo is not on its sys.path.
+A run is one `docker exec` of a generated bash job, run as root (the grader) in a repo sandbox, then one
+exec in a parser box (`selfplay.validation.parser_box`):
+  root: clean the tree with git (the grader-owned git dir, hooks and configuration off:
+        `sandboxes.shell.GIT_SAFE`), apply the staged diffs, restore oracle test files, append a
+        neutral comment with a fresh token to each Python bug file and the canary tests
+        (`selfplay.validation.canary`) to each Python oracle test file;
+  RUNNER_UID: test_script.sh under `timeout`, its stdout+stderr through a pipe into a capped root-only
+        log (a pipe: the code under test cannot seek or truncate it); the repo is read-only to it;
+  root: SIGKILL every RUNNER_UID process with bash builtins (works under a fork bomb), then collect
+        the log; a process holding the pipe is dead by then, so the job never waits on it;
+  parser box: test_parser.py on the log, as PARSER_UID, with nothing else to read.
 
-Speed: a run is one `docker exec` of a generated bash job (clean the tree with git, apply the staged
-diffs, restore paths, run the script under `timeout`, run the parser under `timeout`, print the map),
-and staging all files is one more exec. Per-call overhead (~0.1 s each) would otherwise cost more than
-a whole toolz suite run. Between runs of one validation the tree is cleaned with `git reset --hard`
-and `git clean -fd` instead of a full sandbox reset.
+Class 5 of issue 15 (model output forging an infrastructure error): marker lines carry a random token per
+job, and every model-controlled text (the test output, git's messages about model diffs, the parser's
+stdout/stderr) crosses to the host base64-encoded, so nothing the model prints can be read as a marker.
+A job that does not finish (killed, hung, sandbox gone) comes back as `SuiteRun.died`, never as an
+exception: the grader and the validator decide whose fault it is with a control run.
+
+Every run looks the same from inside, whether validation or grading: same tokens appended, same uids,
+same parser box. Staged artifact files live in SCRATCH (root-only).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import gzip
 import io
 import logging
 import shlex
 import tarfile
+import uuid
 from dataclasses import dataclass, field
 
+from sandboxes.errors import SandboxError
 from sandboxes.sandbox import Sandbox
+from sandboxes.shell import GIT_SAFE, STATE
+from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact
+from selfplay.diffs import touched_files
 from selfplay.errors import ValidationInfraError
 from selfplay.grading import ParserOutputError, parse_status_map
+from selfplay.validation.canary import Canary
+from selfplay.validation.parser_box import kill_uid_shell, parse_output
 
 log = logging.getLogger(__name__)
 
 BASE_REF = "selfplay-base"
 """Git tag of the original commit in every repo image (see sandboxes.images)."""
-SCRATCH = "/tmp/selfplay-artifact"
-"""Where the artifact's script, parser, diffs and the raw output live inside the sandbox (outside the repo)."""
-_MARK = "__selfplay__"
+SCRATCH = f"{STATE}/artifact"
+"""Where the artifact's script, parser, diffs and the raw output live inside the sandbox (root-only)."""
+MAX_TEST_OUTPUT = 4 << 20
+"""Default cap on the test output (bytes); more is a flood, which fails the run."""
+_INLINE = 600_000
+"""Compressed output up to this size comes back in the job's own output; bigger is read as a file."""
 
 
 @dataclass(frozen=True)
@@ -39,18 +62,31 @@ class SuiteRun:
     """Outcome of one job: test_script.sh piped through test_parser.py (after patches and restores)."""
 
     statuses: dict[str, str] | None
-    """The parsed map; None when a patch did not apply, the script timed out or the parser failed."""
+    """The parsed map (canary ids removed); None when a patch did not apply, the script timed out or
+    flooded, the parser failed, or the job died."""
     error: str | None = None
-    """Why there is no map (patch, script timeout, parser crash, parser timeout, bad JSON)."""
+    """Why there is no map (patch, script timeout, flood, parser crash, parser timeout, bad JSON, died)."""
     duration: float = 0.0
     """Seconds the script took."""
     output_tail: str = ""
-    """Last lines of the script's output, for error messages."""
+    """Last lines of the script's output, for error messages (model text: show, never parse)."""
     apply_error: str | None = None
     """Set when a staged diff did not apply: `name: git's message`."""
     missing: tuple[str, ...] = ()
     """Paths asked about with `missing=` that do not exist in the original commit."""
     extra: dict[str, str] = field(default_factory=dict)
+    died: bool = False
+    """The job itself did not finish (killed, hung past its own timeout, sandbox gone): whose fault it
+    is takes a control run to tell."""
+    timed_out: bool = False
+    """test_script.sh ran past the suite timeout."""
+    integrity: str = ""
+    """The canary verdict: "ok", "inconclusive: ...", "tampered: ..." ("" when nothing was parsed)."""
+
+    @property
+    def tampered(self) -> str | None:
+        """The canary verdict when it says the run was tampered with, else None."""
+        return self.integrity if self.integrity.startswith("tampered") else None
 
 
 def check(result, what: str) -> None:
@@ -61,23 +97,28 @@ def check(result, what: str) -> None:
 
 
 def stage(sb: Sandbox, files: dict[str, str]) -> None:
-    """Write `files` (name -> text) into the scratch folder with one exec (a tarball on stdin)."""
+    """Write `files` (name -> text) into the root-only scratch folder with one exec (a tarball on stdin)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, text in files.items():
             data = text.encode("utf-8", "surrogateescape")
             info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o755 if name.endswith(".sh") else 0o644
+            info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
     payload = base64.b64encode(buf.getvalue()).decode()
-    check(sb.exec(f"mkdir -p {SCRATCH} && base64 -d | tar -x -C {SCRATCH}", timeout=60, stdin=payload),
-          "staging the artifact files")
+    check(sb.exec(f"install -d -m 700 {STATE} {SCRATCH} && base64 -d | tar -x --no-same-owner -C {SCRATCH}",
+                  timeout=60, stdin=payload, user="root"), "staging the artifact files")
 
 
 def prepare(sb: Sandbox, artifact: BugArtifact, **extra: str) -> None:
     """Stage the artifact's script, parser and diffs (plus `extra` files) in the scratch folder."""
-    stage(sb, {"test_script.sh": artifact.test_script, "test_parser.py": artifact.test_parser,
-               "bug_inject.diff": artifact.bug_inject, "test_weaken.diff": artifact.test_weaken, **extra})
+    stage(sb, {"test_script.sh": artifact.test_script, "bug_inject.diff": artifact.bug_inject,
+               "test_weaken.diff": artifact.test_weaken, **extra})
+
+
+def git_env_line() -> str:
+    """Shell line exporting the grader's safe git environment (run from the workdir, as root)."""
+    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in GIT_SAFE.items()) + ' GIT_WORK_TREE="$PWD"'
 
 
 def _restore_cmd(paths: tuple[str, ...] | list[str]) -> str:
@@ -89,7 +130,8 @@ def _restore_cmd(paths: tuple[str, ...] | list[str]) -> str:
 def restore_paths(sb: Sandbox, paths: tuple[str, ...] | list[str]) -> None:
     """Put `paths` back to their original version; a path absent from the original is deleted."""
     if paths:
-        check(sb.exec(_restore_cmd(paths), timeout=60), f"restoring {len(paths)} file(s) from {BASE_REF}")
+        check(sb.exec(f"{git_env_line()}; {_restore_cmd(paths)}", timeout=60, user="root"),
+              f"restoring {len(paths)} file(s) from {BASE_REF}")
 
 
 NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
@@ -98,104 +140,169 @@ NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev
 same second as its cached .pyc (e.g. `+= 1` -> `+= 2` right after a reset), and Python would run the
 old code. So no caches at all."""
 
+_SAFE_FILE = """safe_file() {  # a regular file reached through no symlink: root may append to it
+  local p=. c parts; IFS=/ read -ra parts <<< "$1"
+  for c in "${parts[@]}"; do p="$p/$c"; [ -L "$p" ] && return 1; done
+  [ -f "$p" ]
+}"""
 
-def job_command(*, patches: tuple[str, ...] = (), restore: tuple[str, ...] = (), clean: bool = True,
-                missing: tuple[str, ...] = (), parse_twice: bool = False, check_after: tuple[str, ...] = (),
-                suite_timeout: float, parser_timeout: float) -> str:
-    """The bash job: [clean] -> [report missing originals] -> apply `patches` (staged file names) ->
-    restore `restore` -> script -> parser (twice) -> print the map; then try applying `check_after`."""
-    s, m = SCRATCH, _MARK
-    lines = ["export GIT_PAGER=cat GIT_OPTIONAL_LOCKS=0"]
+
+def job_command(*, marker: str, canary: Canary, patches: tuple[str, ...] = (), restore: tuple[str, ...] = (),
+                clean: bool = True, missing: tuple[str, ...] = (), check_after: tuple[str, ...] = (),
+                perturb: tuple[str, ...] = (), canary_files: tuple[str, ...] = (), suite_timeout: float,
+                max_output: int = MAX_TEST_OUTPUT) -> str:
+    """The root bash job: [clean] -> [report missing originals] -> apply `patches` (staged file names) ->
+    restore `restore` -> perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log;
+    then try applying `check_after`."""
+    s, m = SCRATCH, marker
+    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), _SAFE_FILE]
     if clean:
         lines.append(f"git reset -q --hard {BASE_REF} && git clean -qfd || exit 90")
     lines.append(NO_BYTECODE)
     if missing:
         quoted = " ".join(shlex.quote(p) for p in missing)
-        lines.append(f"for f in {quoted}; do git cat-file -e {BASE_REF}:\"$f\" 2>/dev/null "
-                     f"|| echo \"{m}MISSING $f\"; done")
+        lines.append(f"i=0; for f in {quoted}; do git cat-file -e {BASE_REF}:\"$f\" 2>/dev/null "
+                     f"|| echo \"{m} MISSING $i\"; i=$((i + 1)); done")
     for name in patches:
         lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
-                     f"|| {{ echo \"{m}APPLY {name}\"; cat {s}/apply.err; exit 0; }}")
+                     f"|| {{ echo \"{m} APPLY {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; exit 0; }}")
     if restore:
         lines.append(_restore_cmd(restore))
+    token = canary.cls
+    if perturb:  # a neutral edit with a fresh token: no run's tree state is ever seen twice
+        quoted = " ".join(shlex.quote(p) for p in perturb)
+        lines.append(f"for f in {quoted}; do safe_file \"$f\" && printf '\\n# {token}\\n' >> \"$f\"; done")
+    if canary_files:
+        quoted = " ".join(shlex.quote(p) for p in canary_files)
+        lines.append(f"C={shlex.quote(canary.source())}")
+        lines.append(f"for f in {quoted}; do safe_file \"$f\" && printf '%s' \"$C\" >> \"$f\"; done")
     lines += [
-        "start=$(date +%s.%N)",
-        f"timeout -k 5 {suite_timeout:g} bash {s}/test_script.sh > {s}/output.log 2>&1; rc=$?",
-        f"echo \"{m}SCRIPT $rc $start $(date +%s.%N)\"",
-        f"if [ $rc = 124 ] || [ $rc = 137 ]; then echo \"{m}TAIL\"; tail -c 1500 {s}/output.log; exit 0; fi",
+        f"exec 3<{s}/test_script.sh 4> >(exec head -c {max_output + 1} > {s}/output.log); rd=$!",
+        "start=$EPOCHREALTIME",
+        # bash reads the script through fd 3 (the file sits in a root-only folder); stdout and stderr go
+        # into the pipe only, so nothing the script prints reaches this job's own output.
+        f"timeout -k 5 {suite_timeout:g} {drop_privileges(RUNNER_UID)} bash /dev/fd/3 < /dev/null >&4 2>&4 4>&-; rc=$?",
+        "end=$EPOCHREALTIME",
+        "exec 3<&- 4>&-",
+        f"killuid || echo \"{m} UNKILLABLE\"",
+        "wait $rd",
+        f"echo \"{m} SCRIPT $rc $start $end $(stat -c %s {s}/output.log)\"",
+        f"gzip -1 -c {s}/output.log > {s}/output.gz || exit 91",
+        f"if [ $(stat -c %s {s}/output.gz) -le {_INLINE} ]; then echo \"{m} OUTPUT\"; base64 -w0 {s}/output.gz; "
+        f"echo; else echo \"{m} OUTFILE\"; fi",
     ]
-    runs = 2 if parse_twice else 1
-    for i in range(runs):
-        lines += [f"(cd {s} && timeout -k 2 {parser_timeout:g} python3 -I {s}/test_parser.py "
-                  f"< {s}/output.log > {s}/parsed{i}.json 2> {s}/parser.err); prc=$?",
-                  f"if [ $prc != 0 ]; then echo \"{m}PARSER $prc\"; tail -c 600 {s}/parser.err; "
-                  f"echo \"{m}TAIL\"; tail -c 1500 {s}/output.log; exit 0; fi"]
-    if parse_twice:
-        lines.append(f"cmp -s {s}/parsed0.json {s}/parsed1.json || echo \"{m}NONDETERMINISTIC\"")
     for name in check_after:
         lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
-                     f"|| {{ echo \"{m}CHECK {name}\"; cat {s}/apply.err; exit 0; }}")
-    lines += [f"echo \"{m}JSON\"", f"cat {s}/parsed0.json"]
+                     f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")
+    lines.append(f"echo \"{m} END\"")
     return "\n".join(lines)
 
 
-def _sections(output: str) -> list[tuple[str, str]]:
-    """Split the job's output at marker lines into (marker line, text up to the next marker)."""
-    out: list[tuple[str, str]] = []
-    for chunk in output.split(_MARK)[1:]:
-        head, _, body = chunk.partition("\n")
-        out.append((head, body))
-    return out
+def _b64(text: str) -> str:
+    try:
+        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return "(undecodable)"
 
 
-def parse_job_output(output: str, *, suite_timeout: float, parser_timeout: float) -> SuiteRun:
-    """Turn the job's marked output into a SuiteRun."""
-    missing, duration, tail, error, apply_error, extra = [], 0.0, "", None, None, {}
-    for head, body in _sections(output):
-        kind, *args = head.split(" ")
+def parse_job_output(output: str, marker: str, missing: tuple[str, ...] = ()) -> dict:
+    """The fields printed after `marker` lines; model text only ever appears base64-encoded."""
+    lines = output.splitlines()
+    found: dict = {"missing": [], "end": False}
+    for k, line in enumerate(lines):
+        if not line.startswith(marker + " "):
+            continue
+        kind, *args = line[len(marker) + 1:].split(" ")
+        nxt = lines[k + 1] if k + 1 < len(lines) else ""
         if kind == "MISSING":
-            missing.append(head.partition(" ")[2])
+            found["missing"].append(missing[int(args[0])])
         elif kind in ("APPLY", "CHECK"):
-            apply_error = f"{args[0]}: {body.strip()[:600]}"
-            if kind == "APPLY":
-                return SuiteRun(None, f"{args[0]} does not apply", 0.0, "", apply_error, tuple(missing))
-            extra["check_failed"] = args[0]
+            found[kind.lower()] = f"{args[0]}: {_b64(nxt).strip()[:600]}"
+            found[f"{kind.lower()}_name"] = args[0]
         elif kind == "SCRIPT":
-            rc, start, end = args
-            duration, extra["script_exit"] = float(end) - float(start), rc
-            if rc in ("124", "137"):
-                error = f"test_script.sh did not finish within {suite_timeout:g}s"
-        elif kind == "PARSER":
-            rc = args[0]
-            error = (f"test_parser.py did not finish within {parser_timeout:g}s (it must read stdin to EOF "
-                     "and exit)" if rc in ("124", "137") else f"test_parser.py exited with {rc}: {body.strip()}")
-        elif kind == "TAIL":
-            tail = body
-        elif kind == "NONDETERMINISTIC":
-            error = "test_parser.py gave two different maps for the same output"
-        elif kind == "JSON" and error is None:
-            try:
-                statuses = parse_status_map(body)
-            except ParserOutputError as exc:
-                error = f"test_parser.py output is invalid: {exc}"
-            else:
-                return SuiteRun(statuses, None, duration, tail, apply_error, tuple(missing), extra)
-    return SuiteRun(None, error or "the job printed no result", duration, tail, apply_error, tuple(missing), extra)
+            found["script"] = (args[0], float(args[2]) - float(args[1]), int(args[3]))
+        elif kind == "OUTPUT":
+            found["output"] = nxt
+        elif kind in ("OUTFILE", "UNKILLABLE"):
+            found[kind.lower()] = True
+        elif kind == "END":
+            found["end"] = True
+    return found
 
 
-def run_job(sb: Sandbox, *, suite_timeout: float, parser_timeout: float, **job) -> SuiteRun:
-    """Run one job (see `job_command`) in `sb`, whose scratch folder was staged with `prepare`."""
-    cmd = job_command(suite_timeout=suite_timeout, parser_timeout=parser_timeout, **job)
-    res = sb.exec(cmd, timeout=suite_timeout + 2 * parser_timeout + 120)
-    if res.timed_out or res.exit_code != 0:
-        raise ValidationInfraError(f"a suite job failed in the sandbox (exit {res.exit_code}, "
-                                   f"timed out: {res.timed_out}): {res.output[-500:]}")
-    run = parse_job_output(res.output, suite_timeout=suite_timeout, parser_timeout=parser_timeout)
-    log.debug("suite job: %.2fs, %s", run.duration, f"{len(run.statuses)} tests" if run.statuses else run.error)
-    return run
+def _died(why: str) -> SuiteRun:
+    return SuiteRun(None, f"the suite job did not finish: {why}", died=True)
 
 
-def run_suite(sb: Sandbox, *, suite_timeout: float, parser_timeout: float, parse_twice: bool = False) -> SuiteRun:
+def run_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
+            parse_twice: bool = False, max_output: int = MAX_TEST_OUTPUT, **job) -> SuiteRun:
+    """Run one job (see `job_command`) in `sb`, whose scratch folder was staged with `prepare`, and parse
+    its output in a parser box. Never raises for what the artifact or the prediction did."""
+    marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
+    py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
+    cmd = job_command(marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
+                      perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files), **job)
+    try:
+        res = sb.exec(cmd, timeout=suite_timeout + 120, user="root")
+    except SandboxError as exc:
+        return _died(f"the sandbox failed ({exc})")
+    found = parse_job_output(res.output, marker, tuple(job.get("missing", ())))
+    missing = tuple(found["missing"])
+    if "apply" in found:
+        return SuiteRun(None, f"{found['apply_name']} does not apply", apply_error=found["apply"], missing=missing)
+    if res.timed_out or not found["end"] or "script" not in found:
+        return _died(f"exit {res.exit_code}, timed out: {res.timed_out}")
+    rc, duration, size = found["script"]
+    extra = {"script_exit": rc}
+    if "check" in found:
+        extra["check_failed"] = found["check_name"]
+    common = dict(duration=duration, apply_error=found.get("check"), missing=missing, extra=extra)
+    try:
+        raw = (base64.b64decode(found["output"], validate=True) if "output" in found
+               else sb.read_file(f"{SCRATCH}/output.gz", user="root", max_bytes=max_output + (1 << 20)))
+        log_bytes = gzip.decompress(raw)
+    except Exception as exc:  # our own encoding: a failure here is the sandbox's
+        return _died(f"the test output could not be collected ({exc.__class__.__name__}: {exc})")
+    tail = log_bytes[-1500:].decode("utf-8", "replace")
+    if rc in ("124", "137"):
+        return SuiteRun(None, f"test_script.sh did not finish within {suite_timeout:g}s", output_tail=tail,
+                        timed_out=True, **common)
+    if size > max_output:
+        return SuiteRun(None, f"test_script.sh printed more than {max_output} bytes (output flood); keep the "
+                              "test output under the cap", output_tail=tail, **common)
+    runs = parse_output(artifact.test_parser, log_bytes, runs=2 if parse_twice else 1, timeout=parser_timeout)
+    if runs is None:
+        raise ValidationInfraError("the parser box failed twice in a row (not the artifact's doing: it runs "
+                                   "even a crashing parser fine); check the Docker engine")
+    error = _parser_error(runs, parser_timeout)
+    if error is None and parse_twice and runs[0].stdout != runs[1].stdout:
+        error = "test_parser.py gave two different maps for the same output"
+    if error is None:
+        try:
+            statuses = parse_status_map(runs[0].stdout.decode("utf-8", "replace"))
+        except ParserOutputError as exc:
+            error = f"test_parser.py output is invalid: {exc}"
+    if error is not None:
+        return SuiteRun(None, error, output_tail=tail, **common)
+    real, integrity = canary.split(statuses)
+    log.debug("suite job: %.2fs, %d tests, integrity %s", duration, len(real), integrity)
+    return SuiteRun(real, None, output_tail=tail, integrity=integrity, **common)
+
+
+def _parser_error(runs, parser_timeout: float) -> str | None:
+    for run in runs:
+        if run.exit_code in (124, 137):
+            return (f"test_parser.py did not finish within {parser_timeout:g}s (it must read stdin to EOF "
+                    "and exit)")
+        if run.exit_code != 0:
+            return f"test_parser.py exited with {run.exit_code}: {run.stderr.decode('utf-8', 'replace')[-600:]}"
+        if run.flooded:
+            return "test_parser.py printed more than the cap on stdout"
+    return None
+
+
+def run_suite(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
+              parse_twice: bool = False) -> SuiteRun:
     """Run the staged script on the tree as it is (no clean, no patches) and parse its output."""
-    return run_job(sb, suite_timeout=suite_timeout, parser_timeout=parser_timeout, clean=False,
+    return run_job(sb, artifact, suite_timeout=suite_timeout, parser_timeout=parser_timeout, clean=False,
                    parse_twice=parse_twice)

@@ -1,0 +1,118 @@
+"""A static screen of model-written code for constructs that tamper with the test runner in-process.
+
+File filtering (`selfplay.diffs.drop_infrastructure`) keeps a prediction from editing test files,
+conftest.py or pytest configuration, but the code under test itself still runs inside the test
+process: it can monkeypatch pytest's report objects, rewrite the process's stdout through
+/proc/self/fd, register an `atexit` hook that prints fake PASSED lines, or `os._exit(0)` before the
+failures are printed. No file rule stops that, so two detections cover it (issue 15, class 4):
+
+- this screen, over the *added* lines of the kept non-test sections of a prediction (grading) and of
+  bug_inject.diff (validation): a line matching one of `TamperConfig.patterns` earns -1 / invalid
+  with the pattern's reason;
+- the canary tests of `selfplay.validation.canary`, which check the run itself.
+
+The screen is a blunt, documented instrument: it flags constructs a bug fix in library code has almost
+no reason to add, and its false-positive rate is measured on the gold fixes of every bundled task
+(docs/security.md). It only sees what the diff adds, so code already in the repo is not judged, and
+an obfuscation it does not list gets through; the canaries are the second line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from selfplay.diffs import split_diff
+
+
+@dataclass(frozen=True)
+class TamperPattern:
+    """One construct the screen looks for in an added line."""
+
+    name: str
+    """Short name reported in the reason, e.g. "pytest-internals"."""
+    regex: str
+    """Python regex searched in each added line (comments and strings included: obfuscation hides there)."""
+    why: str
+    """What the construct lets code under test do to the run."""
+
+
+DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
+    TamperPattern("test-runner-internals", r"\b(_?pytest|unittest|pluggy|_pytest)\b",
+                  "imports or touches the test runner (report objects, hooks, results) from library code"),
+    TamperPattern("sys-modules", r"\bsys\s*\.\s*modules\b",
+                  "replaces or inspects loaded modules (can swap the runner's modules)"),
+    TamperPattern("atexit", r"\batexit\b", "runs code after the tests, when it can rewrite the log"),
+    TamperPattern("early-exit", r"\bos\s*\.\s*_exit\b|\bsys\s*\.\s*exit\b|(?<![\w.])(quit|exit)\s*\(",
+                  "ends the test process early, with a success code of its choosing"),
+    TamperPattern("proc-self", r"/proc/|/dev/(fd|stdout|stderr|tty)",
+                  "reaches the process's own file descriptors or other processes through /proc or /dev"),
+    TamperPattern("fd-surgery", r"\bos\s*\.\s*(dup2?|write|fdopen|openpty|close|closerange|lseek|ftruncate)\s*\(",
+                  "writes to, duplicates or closes raw file descriptors (the test log is fd 1-2)"),
+    TamperPattern("std-streams", r"\bsys\s*\.\s*(__)?(stdout|stderr|stdin)(__)?\b",
+                  "rebinds or writes the interpreter's standard streams (the test log)"),
+    TamperPattern("builtins", r"\b__builtins__\b|\bbuiltins\b", "patches builtins every module shares"),
+    TamperPattern("tracing", r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)\b|\bthreading\s*\.\s*"
+                             r"(settrace|setprofile)\b",
+                  "hooks every frame of the running tests"),
+    TamperPattern("frame-walking", r"\bsys\s*\.\s*_getframe\b|\binspect\s*\.\s*(stack|currentframe|getouterframes|"
+                                   r"trace)\b|\bf_back\b|\bf_globals\b|\bf_locals\b|\btb_frame\b",
+                  "reaches the caller's frames (the test runner's locals)"),
+    TamperPattern("gc-objects", r"\bgc\s*\.\s*(get_objects|get_referrers|get_referents)\b",
+                  "finds the runner's objects through the garbage collector"),
+    TamperPattern("ctypes", r"\bctypes\b|\bcffi\b", "writes process memory directly"),
+    TamperPattern("signals", r"\bsignal\s*\.\s*(signal|alarm|setitimer|pthread_kill|raise_signal)\b|\bimport\s+signal\b"
+                             r"|\bfrom\s+signal\s+import\b",
+                  "installs signal handlers or signals the process"),
+    TamperPattern("kill", r"\bos\s*\.\s*(kill|killpg|getppid|setsid|fork|forkpty|posix_spawn)\b",
+                  "signals or escapes the process tree of the run (the job shell, the runner)"),
+    TamperPattern("faulthandler", r"\bfaulthandler\b", "dumps or redirects tracebacks onto the log"),
+    TamperPattern("dynamic-code", r"(?<![\w.])(exec|eval|compile|__import__)\s*\(|\bimportlib\b",
+                  "runs code built from strings, which the screen cannot read"),
+    TamperPattern("obfuscation", r"\b(base64|codecs|zlib|bz2|lzma|binascii|marshal|pickle)\b|\\x[0-9a-fA-F]{2}",
+                  "decodes hidden text or code"),
+    TamperPattern("subprocess", r"\bsubprocess\b|\bos\s*\.\s*(system|popen|exec\w*|spawn\w*)\b|\bpty\b",
+                  "starts other programs (which can reach the runner from outside the process)"),
+)
+
+
+@dataclass(frozen=True)
+class TamperConfig:
+    """The runner-tampering screen of predictions (grading) and bug_inject.diff (validation)."""
+
+    enabled: bool = True
+    """False turns the screen off (the canary check still runs)."""
+    patterns: tuple[TamperPattern, ...] = DEFAULT_PATTERNS
+    """Constructs flagged in added lines; replace or extend the tuple to tune the screen."""
+    skip_suffixes: tuple[str, ...] = (".md", ".rst", ".txt")
+    """Sections of files with these suffixes are not screened (prose, not code)."""
+    _compiled: tuple[tuple[TamperPattern, re.Pattern[str]], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        compiled = []
+        for p in self.patterns:
+            try:
+                compiled.append((p, re.compile(p.regex)))
+            except re.error as exc:
+                raise ValueError(f"TamperConfig.patterns: {p.name!r} has an invalid regex ({exc})") from None
+        object.__setattr__(self, "_compiled", tuple(compiled))
+
+
+def screen(diff: str, config: TamperConfig = TamperConfig()) -> str | None:
+    """The first tampering construct among the lines `diff` adds, as a reason naming the file, the line
+    and the pattern, or None when nothing matches (or the screen is off)."""
+    if not config.enabled or not diff.strip():
+        return None
+    for fd in split_diff(diff):
+        if fd.path.endswith(config.skip_suffixes):
+            continue
+        in_hunk = False
+        for line in fd.text.splitlines():
+            in_hunk = in_hunk or line.startswith("@@")  # before the first hunk, `+++ b/x` is a header
+            if not in_hunk or not line.startswith("+"):
+                continue
+            for pattern, rx in config._compiled:
+                if rx.search(line):
+                    return (f"{fd.path}: added line {line[1:].strip()[:120]!r} matches the runner-tampering "
+                            f"screen ({pattern.name}: {pattern.why})")
+    return None

@@ -1,0 +1,68 @@
+"""Canary tests: an integrity check on each suite run that does not trust the code under test.
+
+Every job (validation and grading alike, so an artifact cannot tell them apart) appends two tests with
+fresh random names to each Python oracle test file after the patches and restores: one that must pass
+and one that must fail. They are a `unittest.TestCase` class, which pytest and unittest both collect.
+After parsing, their ids are taken out of the status map (no check ever sees them) and compared with
+what an honest run reports:
+- the must-fail canary reported "passed": the run was tampered with (code under test rewrote the
+  reports, the log, or the exit path; or the parser reports everything passed);
+- the must-pass canary reported "failed" while no real test failed: tampered too (an honest import
+  error in a test file fails that file's real tests with it);
+- the must-fail canary absent: inconclusive (the script does not run whole files, or the parser drops
+  unknown ids), which is reported, not punished.
+
+Detection only: code that reads the test files can tell the canaries from real tests (they are absent
+from the git history) and spare them. The tamper screen (`selfplay.tamper`) is the other layer.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Canary:
+    """The random names of one job's canary tests."""
+
+    cls: str
+    """Class name token (every canary id contains at least one of the three tokens)."""
+    passing: str
+    """Token in the must-pass test's name."""
+    failing: str
+    """Token in the must-fail test's name."""
+
+    @classmethod
+    def new(cls) -> Canary:
+        return cls(*(secrets.token_hex(6) for _ in range(3)))
+
+    def source(self) -> str:
+        """The Python text appended to each oracle test file (after a blank line, at module level)."""
+        return (f"\n\n\nimport unittest as _unittest_{self.cls}\n\n\n"
+                f"class TestC{self.cls}(_unittest_{self.cls}.TestCase):\n"
+                f"    def test_p{self.passing}(self):\n        pass\n\n"
+                f"    def test_f{self.failing}(self):\n        self.fail('f{self.failing}')\n")
+
+    def split(self, statuses: Mapping[str, str]) -> tuple[dict[str, str], str]:
+        """(the map without canary ids, the integrity verdict: "ok", "inconclusive: ..." or "tampered: ...")."""
+        real: dict[str, str] = {}
+        passing, failing = [], []
+        for test, status in statuses.items():
+            if self.passing in test:
+                passing.append(status)
+            elif self.failing in test:
+                failing.append(status)
+            elif self.cls not in test:
+                real[test] = status
+        if "passed" in failing:
+            return real, ("tampered: the canary test that must fail was reported passed (the run's reports, "
+                          "log or exit path were rewritten, or the parser reports tests it did not see)")
+        if "failed" in passing and "failed" not in real.values():
+            return real, ("tampered: the canary test that must pass was reported failed while every real test "
+                          "passed")
+        if not failing:
+            return real, ("inconclusive: the canary tests appended to the oracle test files were not reported "
+                          "(the script does not run whole files, or the parser drops unknown ids)")
+        return real, "ok"
