@@ -53,7 +53,14 @@ class BugArtifact:
 
     @classmethod
     def from_files(cls, files: Mapping[str, str]) -> BugArtifact:
-        """The inverse of `files()`: the five files' texts by name (test_files.txt as its text)."""
+        """The inverse of `files()`: the five files' texts by name (test_files.txt as its text).
+
+        Raises `ArtifactError` naming the missing files: an injector that submits fewer than five files
+        gets an invalid verdict, not a KeyError."""
+        missing = [name for name in ARTIFACT_FILES if name not in files]
+        if missing:
+            raise ArtifactError(f"the artifact is missing {', '.join(missing)} "
+                                f"(an artifact needs all of: {', '.join(ARTIFACT_FILES)})")
         return cls(
             test_script=files["test_script.sh"],
             test_files=_parse_test_files(files["test_files.txt"]),

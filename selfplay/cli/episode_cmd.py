@@ -1,4 +1,10 @@
-"""`selfplay episode`: run one injector or solver episode in a fresh sandbox and save its trajectory."""
+"""`selfplay episode`: run one injector or solver episode in a fresh sandbox and save its trajectory.
+
+With `--artifact DIR` the solver starts exactly as in the run loop: a fresh sandbox of the repo image turned
+into the task's buggy state by `selfplay.grader.build_buggy_state` (no history, no copy of the original
+code), and the reversed test_weaken.diff as its spec. Its prediction is saved as `<role>-<time>.diff`, the
+file `selfplay grade --patch` takes.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +42,9 @@ def episode(
                                         help="Solver: a test_weaken.diff (reversed into the spec), a reversed "
                                              "diff or an issue text (default: a demo issue)."),
     spec_kind: str = typer.Option("auto", "--spec-kind", help="auto, weaken, tests or issue."),
+    artifact: Optional[Path] = typer.Option(None, "--artifact", file_okay=False,
+                                            help="Solver: start from this artifact's buggy state, with its "
+                                                 "reversed test_weaken.diff as the spec (as the run loop)."),
     out: Path = typer.Option(Path("runs/episodes"), "--out", help="Directory for the trajectory files."),
     model: Optional[str] = typer.Option(None, "--model", help="hf: checkpoint dir; openai: model name."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
@@ -46,7 +55,8 @@ def episode(
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed."),
 ) -> None:
     """Run one episode with the training sampling settings and save <out>/<role>-<time>.jsonl plus a .txt
-    view. Prints the ending; infrastructure failures are marked as such."""
+    view (and, for the solver, its prediction as a .diff). Prints the ending; infrastructure failures are
+    marked as such."""
     import dataclasses
     import time
 
@@ -64,7 +74,13 @@ def episode(
     if role not in ("injector", "solver"):
         raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
     cfg = load_role(role, (strategy or "removal") if role == "injector" else strategy)
-    variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
+    task = _load_task(artifact, role, spec)
+    if task is not None:
+        from agent_scaffold.roles import solver_variables
+
+        variables = solver_variables(task.spec, "tests")
+    else:
+        variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
     if policy == "hf":
         pol = make_policy("hf", model_dir=model)
     elif policy == "openai":
@@ -90,7 +106,9 @@ def episode(
     limits = dataclasses.replace(cfg.limits, **overrides)
     console = Console()
     spec_repo = get_repo(repo)
-    with DockerSandbox.create(repo_image(spec_repo), workdir="/testbed") as box:
+    with DockerSandbox.create(repo_image(spec_repo), workdir=spec_repo.workdir) as box:
+        if task is not None:
+            _enter_buggy_state(box, task.artifact, artifact)
         console.print(f"[bold]{role}[/] episode on {repo} with the {policy} policy ...")
         ep = run_episode(pol, box, cfg, variables, limits=limits, sampling=TRAINING.with_(seed=seed))
     traj = dataclasses.replace(ep.trajectory, metadata={**ep.trajectory.metadata, "repo": repo, "policy": policy,
@@ -99,11 +117,48 @@ def episode(
     stem = out / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}"
     save_jsonl([traj], stem.with_suffix(".jsonl"))
     stem.with_suffix(".txt").write_text(traj.to_text())
+    saved = f"{stem}.jsonl and {stem}.txt"
+    if role == "solver":  # the prediction `selfplay grade --patch` takes; empty when nothing was submitted
+        stem.with_suffix(".diff").write_text(ep.submission if isinstance(ep.submission, str) else "")
+        saved = f"{stem}.jsonl, {stem}.txt and {stem}.diff"
     style = "red" if ep.infra_failure else "green"
     console.print(f"[{style}]ended: {ep.termination}[/] after {ep.turns} turns ({ep.format_errors} format errors, "
                   f"{sum(traj.loss_mask)} sampled tokens, {ep.timings['wall']:.1f} s)"
                   + (f"; infrastructure failure: {ep.error}" if ep.infra_failure else ""))
-    console.print(f"saved {stem}.jsonl and {stem}.txt")
+    console.print(f"saved {saved}")
+
+
+def _load_task(artifact: Optional[Path], role: str, spec: Optional[Path]):
+    """The Task (spec = reversed test_weaken.diff) of `--artifact`, or None without one."""
+    if artifact is None:
+        return None
+    if role != "solver":
+        raise typer.BadParameter("--artifact starts a solver from a task's buggy state; use it with --role solver")
+    if spec is not None:
+        raise typer.BadParameter("--artifact gives the spec (its reversed test_weaken.diff); drop --spec")
+    from selfplay.artifact import load_artifact
+    from selfplay.errors import ArtifactError
+    from selfplay.task import Task
+
+    try:
+        loaded = load_artifact(artifact)
+    except (FileNotFoundError, ArtifactError) as exc:
+        raise typer.BadParameter(str(exc), param_hint="--artifact") from None
+    return Task(task_id=artifact.name, repo="", artifact=loaded, fail_to_pass=(), pass_to_pass=())
+
+
+def _enter_buggy_state(box, artifact, directory: Path) -> None:
+    """The run loop's solver start (`build_buggy_state`); a task whose layers do not apply exits 2."""
+    from rich.console import Console
+
+    from selfplay.errors import SelfPlayError
+    from selfplay.grader import build_buggy_state
+
+    try:
+        build_buggy_state(box, artifact)
+    except SelfPlayError as exc:
+        Console(stderr=True).print(f"[red]error:[/] cannot build the buggy state of {directory}: {exc}")
+        raise typer.Exit(2) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -185,7 +185,10 @@ def import_(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="A `tasks export` .jsonl file."),
     store: str = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
-    """Read a SWE-bench jsonl export into the store (tasks already there are kept as they are)."""
+    """Read a SWE-bench jsonl export into the store (tasks already there are kept as they are).
+
+    Every entry passes validation's format check and a higher-order entry's failed prediction must pass the
+    test-infrastructure filter untouched; one bad entry rejects the whole file (nothing is written)."""
     from rich.console import Console
 
     from selfplay.store import ImportFormatError
@@ -194,8 +197,8 @@ def import_(
     with _open(store) as st:
         try:
             summary = import_swebench(st, path)
-        except ImportFormatError as exc:
-            raise typer.BadParameter(str(exc), param_hint="PATH") from exc
+        except ImportFormatError as exc:  # all-or-nothing per file: every entry is checked before any write
+            raise typer.BadParameter(f"{exc}; nothing from {path} was imported", param_hint="PATH") from exc
     Console().print(f"imported {summary.added} new tasks ({summary.existing} already stored) from {path}")
 
 

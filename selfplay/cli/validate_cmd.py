@@ -1,7 +1,11 @@
 """`selfplay validate`, `selfplay grade` and `selfplay seed` (issue 4's CLI contract).
 
 Exit codes: validate 0 valid / 1 invalid / 2 usage or infrastructure error; grade 0 whenever grading ran
-(any reward) / 2 on a usage or infrastructure error; seed 0 when all K were produced / 1 when fewer / 2.
+(any reward) / 2 on a usage or infrastructure error (1 is never used); seed 0 when all K were produced /
+1 when fewer / 2.
+
+Trust (docs/security.md, class 8): `grade` takes FAIL_TO_PASS/PASS_TO_PASS only from a validation it runs
+itself or from the store's record of exactly this artifact, never from a file beside the artifact.
 """
 
 from __future__ import annotations
@@ -121,41 +125,32 @@ def register(app: typer.Typer) -> None:
     def grade_cmd(
         artifact_dir: Path = typer.Argument(..., help="Directory holding the five artifact files."),
         repo: str = REPO,
-        patch: Path = typer.Option(..., "--patch", help="The solver's prediction: a diff over the buggy state.",
-                                   exists=False),
+        patch: list[Path] = typer.Option(..., "--patch", help="A solver prediction (a diff over the buggy state); "
+                                         "repeat to grade several in order through one pooled sandbox."),
         as_json: bool = JSON,
+        store: str | None = typer.Option(None, "--store", help="Take FAIL_TO_PASS/PASS_TO_PASS from this store "
+                                         "when it validated exactly this artifact; otherwise it is validated."),
     ) -> None:
-        """Grade a prediction against a valid artifact (exit 0 whenever grading ran, 2 on error)."""
-        from selfplay.grader import grade
-        from selfplay.validation import ValidationConfig, validate
-
+        """Grade predictions against a valid artifact (exit 0 whenever grading ran, 2 when it could not)."""
         spec = _spec(repo)
-        if not patch.is_file():
-            raise _fail(f"--patch {patch}: no such file")
-        prediction = patch.read_bytes().decode("utf-8", "replace")
+        absent = [str(p) for p in patch if not p.is_file()]
+        if absent:
+            raise _fail(f"--patch {', '.join(absent)}: no such file")
+        predictions = [(p, p.read_bytes().decode("utf-8", "replace")) for p in patch]
         artifact, error = _load(artifact_dir)
         if artifact is None:
             raise _fail(f"cannot grade against a malformed artifact: {error}")
-        try:
-            with _pool(spec, 2) as pool:
-                f2p, p2p = _oracle_split(artifact_dir, artifact, spec, pool, validate, ValidationConfig())
-                result = grade(artifact, prediction, f2p, p2p, spec=spec, pool=pool)
-        except typer.Exit:
-            raise
-        except Exception as exc:
-            raise _fail(f"grading could not run: {exc}") from None
-        if as_json:
-            typer.echo(json.dumps(result.to_json()))
+        f2p, p2p = _oracle_split(artifact, repo, spec, store)
+        objects = _grade_all(artifact, predictions, f2p, p2p, spec)
+        if as_json:  # one --patch: the single object without its path, as it always was
+            typer.echo(json.dumps(objects if len(objects) > 1
+                                  else {k: v for k, v in objects[0].items() if k != "patch"}))
         else:
-            from rich.console import Console
-
-            console = Console()
-            for line in result.dropped_hunks:
-                console.print(f"[yellow]dropped[/] {line}", highlight=False)
-            failed = [t for t, s in result.tests.items() if s != "passed"]
-            console.print(f"reward {result.reward:+d} ({'resolved' if result.resolved else 'not resolved'}; "
-                          f"{len(failed)} of {len(result.tests)} tests fail)"
-                          + (f": {result.error}" if result.error else ""), highlight=False)
+            _print_grades(objects)
+        broken = [o for o in objects if o["reward"] is None]
+        if broken:
+            raise _fail(f"grading could not run for {len(broken)} of {len(objects)} prediction(s): "
+                        + "; ".join(f"{o['patch']}: {o['error']}" for o in broken))
         raise typer.Exit(0)
 
     @app.command("seed")
@@ -193,18 +188,77 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(0 if len(results) == n else 1)
 
 
-def _oracle_split(artifact_dir: Path, artifact, spec, pool, validate, config):
-    """FAIL_TO_PASS/PASS_TO_PASS from a valid report.json next to the artifact, else by validating it."""
-    cached = artifact_dir / "report.json"
-    if cached.is_file():
-        try:
-            data = json.loads(cached.read_text())
-            if data.get("valid") and data.get("fail_to_pass"):
-                return tuple(data["fail_to_pass"]), tuple(data.get("pass_to_pass", ()))
-        except (json.JSONDecodeError, AttributeError):
-            pass
-    report = validate(artifact, spec, config, pool=pool)
+def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """FAIL_TO_PASS/PASS_TO_PASS from the store that validated exactly this artifact, else by validating it.
+
+    Never from a file beside the artifact (a report.json there may be the model's own writing): the grade
+    is only as honest as these lists, so they come from a validation this process ran or one the store
+    recorded under the artifact's content address (all five files)."""
+    from rich.console import Console
+
+    from selfplay.validation import ValidationConfig, validate
+
+    note = Console(stderr=True)
+    if store_url is not None:
+        from selfplay.store import open_store
+
+        with open_store(store_url) as st:
+            stored = st.validated_tests(repo, artifact)
+        if stored is not None and stored[0]:
+            note.print(f"oracle tests: {len(stored[0])} FAIL_TO_PASS, {len(stored[1])} PASS_TO_PASS from the "
+                       f"store's validation of this artifact", highlight=False)
+            return stored
+        note.print("oracle tests: the store has no valid validation of this exact artifact; validating it",
+                   highlight=False)
+    config = ValidationConfig()
+    try:
+        with _pool(spec, config.parallelism) as pool:
+            report = validate(artifact, spec, config, pool=pool)
+    except Exception as exc:  # engine, image or sandbox failure: no verdict
+        raise _fail(f"grading could not run: validating the artifact failed: {exc}") from exc
     if not report.valid:
         raise _fail(f"the artifact is not valid ({report.failed_check or report.error}); "
                     "grading needs a valid artifact (run `selfplay validate` for details)")
+    note.print(f"oracle tests: {len(report.fail_to_pass)} FAIL_TO_PASS, {len(report.pass_to_pass)} PASS_TO_PASS "
+               f"from validating the artifact ({report.suite_runs} suite runs)", highlight=False)
     return report.fail_to_pass, report.pass_to_pass
+
+
+def _grade_all(artifact, predictions, f2p, p2p, spec) -> list[dict]:
+    """Grade each (path, text) in order through ONE pooled sandbox, as the run loop does: the pool resets
+    it between attempts, so whatever one attempt leaves behind meets the next. An attempt whose grading
+    could not run gets reward None and the reason; the others are still graded."""
+    from selfplay.grader import grade
+
+    objects = []
+    try:
+        pool = _pool(spec, 1)
+    except Exception as exc:
+        raise _fail(f"grading could not run: no sandbox of {spec.name}: {exc}") from exc
+    with pool:
+        for path, prediction in predictions:
+            try:
+                result = grade(artifact, prediction, f2p, p2p, spec=spec, pool=pool)
+            except Exception as exc:  # sandbox or broken task: no verdict on the prediction
+                objects.append({"patch": str(path), "reward": None, "resolved": None, "tests": {},
+                                "dropped_hunks": [], "error": f"grading could not run: {exc}"})
+                continue
+            objects.append({"patch": str(path), **result.to_json()})
+    return objects
+
+
+def _print_grades(objects: list[dict]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    for o in objects:
+        head = f"{o['patch']}: " if len(objects) > 1 else ""
+        for line in o["dropped_hunks"]:
+            console.print(f"{head}[yellow]dropped[/] {line}", highlight=False)
+        if o["reward"] is None:
+            console.print(f"{head}[red]not graded[/]: {o['error']}", highlight=False)
+            continue
+        failed = [t for t, s in o["tests"].items() if s != "passed"]
+        console.print(f"{head}reward {o['reward']:+d} ({'resolved' if o['resolved'] else 'not resolved'}; "
+                      f"{len(failed)} of {len(o['tests'])} tests fail)"
+                      + (f": {o['error']}" if o["error"] else ""), highlight=False)

@@ -9,6 +9,13 @@ JSON strings, so `datasets.load_dataset("json", ...)` infers one flat schema for
 
 Departure: for a higher-order task the gold `patch` is the reverse of the failed prediction followed by
 the reverse of the bug, two diffs in one file.
+
+Import trusts nothing in the file beyond its shape: each entry's artifact passes the format check
+validation runs (`selfplay.artifact.check_format`), and a higher-order entry's failed prediction must be
+free of test infrastructure (`selfplay.diffs.drop_infrastructure` drops nothing from it: the store only
+ever holds filtered predictions, so one that would lose sections was not written by `tasks export`).
+Import is all-or-nothing per file: every entry is checked before any is written, and the first bad one
+is named (file, line, instance id) with what is wrong.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfplay.artifact import ARTIFACT_FILES, BugArtifact
+from selfplay.artifact import ARTIFACT_FILES, BugArtifact, check_format
+from selfplay.errors import ArtifactError, DiffError
 from selfplay.store.errors import ImportFormatError
 from selfplay.task import Task
 
@@ -86,6 +94,14 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
         raise ImportFormatError(
             f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})"
         ) from exc
+    where = f"{where} ({rec['instance_id']})"
+    try:
+        check_format(artifact)
+    except ArtifactError as exc:
+        raise ImportFormatError(f"{where}: the artifact fails the format check of validation: {exc}") from None
+    if not f2p:
+        raise ImportFormatError(f"{where}: FAIL_TO_PASS is empty; a task needs at least one test the bug breaks")
+    _check_prediction(rec.get("selfplay_pred_patch"), artifact, rec["repo"], where)
     # Files from before the one serialiser carried the repo's image and commit in `image`/`base_commit`.
     old = "selfplay_repo_image" not in rec
     for key, field in (("image", "image" if old else "selfplay_repo_image"),
@@ -107,6 +123,31 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
         metadata=meta,
     )
     return task, rec.get("selfplay_status") or "active"
+
+
+def _check_prediction(pred: str | None, artifact: BugArtifact, repo: str, where: str) -> None:
+    """Reject a higher-order entry whose failed prediction is not a diff or touches test infrastructure."""
+    if not pred:
+        return
+    from repos.errors import RepoError
+    from repos.listfile import get_repo
+    from repos.spec import DEFAULT_TEST_PATTERNS
+    from selfplay.diffs import drop_infrastructure
+
+    try:
+        patterns = get_repo(repo).test_patterns
+    except RepoError:  # a repo this checkout does not list: the default patterns still apply
+        patterns = DEFAULT_TEST_PATTERNS
+    try:
+        filtered = drop_infrastructure(pred, test_files=artifact.test_files, test_patterns=patterns,
+                                       script=artifact.test_script)
+    except DiffError as exc:
+        raise ImportFormatError(f"{where}: selfplay_pred_patch is not a valid diff: {exc}") from None
+    if filtered.dropped or not filtered.kept.strip():
+        why = "; ".join(filtered.dropped) or "no file section"
+        raise ImportFormatError(f"{where}: selfplay_pred_patch would lose sections to the test-infrastructure "
+                                f"filter ({why}); stored predictions are always filtered, so this entry was not "
+                                "written by `selfplay tasks export`")
 
 
 def export_swebench(

@@ -9,6 +9,7 @@ task and returns its id.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 from collections.abc import Iterable, Sequence
@@ -232,6 +233,26 @@ class TaskStore(StoreBase):
             return queries.to_artifact_record(row, list(checks))
 
         return self._read(fn)
+
+    def validated_tests(self, repo: str, artifact: BugArtifact) -> tuple[tuple[str, ...], ...] | None:
+        """(FAIL_TO_PASS, PASS_TO_PASS) stored when exactly this artifact was validated valid in `repo`,
+        or None.
+
+        The key is the artifact's content address (`rows.artifact_id_for`: the repo and all five files), not
+        `BugArtifact.digest()`, which covers only the two diffs: an artifact whose parser or script differs
+        from the validated one is a different artifact and must be validated itself. Only first-order tasks
+        count (a higher-order task's lists hold for its failed-prediction layer, not for the bare artifact).
+        """
+        artifact_id = rows.artifact_id_for(repo, artifact)
+        stmt = (select(TaskRow.fail_to_pass, TaskRow.pass_to_pass)
+                .join(ArtifactRow, ArtifactRow.artifact_id == TaskRow.artifact_id)
+                .where(TaskRow.artifact_id == artifact_id, TaskRow.repo == repo, TaskRow.pred_patch.is_(None),
+                       ArtifactRow.valid.is_(True))
+                .order_by(TaskRow.created_at).limit(1))
+        row = self._read(lambda s: s.execute(stmt).first())
+        if row is None:
+            return None
+        return tuple(json.loads(row.fail_to_pass)), tuple(json.loads(row.pass_to_pass))
 
     def set_status(self, task_ids: Iterable[str], status: str, reason: str | None = None) -> int:
         """Move tasks to `status` (active, retired, invalid); returns how many changed."""
