@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent_scaffold.policy import Policy, SamplingParams
+from agent_scaffold.trajectory import save_jsonl
 from selfplay.eval.predictions import Prediction, append_prediction, read_predictions
 from selfplay.eval.report import EvalReport, InstanceResult
 
@@ -106,8 +107,7 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
             run_dir.mkdir(parents=True, exist_ok=True)
             with (run_dir / "episodes.jsonl").open("a") as fh:
                 fh.write(json.dumps(info) + "\n")
-            with (run_dir / "trajectories.jsonl").open("a") as fh:
-                fh.write(json.dumps(traj.to_json()) + "\n")
+            save_jsonl([traj], run_dir / "trajectories.jsonl")
             if not ep.infra_failure:
                 patch = ep.submission if isinstance(ep.submission, str) else ""
                 append_prediction(run_dir / "predictions.jsonl",
