@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import posixpath
 import shlex
 import time
 import uuid
@@ -315,13 +316,14 @@ class DockerSandbox:
         """Bytes of `path` (relative to the repo root, or absolute); follows symlinks. Raises
         FileTooLarge past `max_bytes` (default: config.max_read_bytes) before transferring anything.
         user="agent" reads with the agent uid's permissions (root-only files raise PermissionError);
-        "root" reads anything through the engine's archive API (no exec, works under a full pids limit)."""
+        "root" reads anything, through the engine's archive API where it can (no exec: works under a full
+        pids limit), through an exec on tmpfs mounts."""
         p = self._abspath(path)
         limit = self.config.max_read_bytes if max_bytes is None else max_bytes
-        if user == "agent":
-            return self._read_as_agent(p, limit)
-        if user != "root":
+        if user not in USERS:
             raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
+        if user == "agent" or self._on_tmpfs(p):
+            return self._read_by_exec(p, limit, user)
         try:
             return archive.get_file(self._api, self._require_id(), p, limit)
         except FileNotFoundError:
@@ -332,14 +334,25 @@ class DockerSandbox:
         except Exception as exc:
             raise self._dead_or(exc, f"reading {p}") from exc
 
-    def _read_as_agent(self, p: str, limit: int) -> bytes:
+    def _in_workdir(self, p: str) -> bool:
+        p, w = posixpath.normpath(p), self.workdir.rstrip("/")
+        return p == w or p.startswith(w + "/")
+
+    def _on_tmpfs(self, p: str) -> bool:
+        """True when `p` lies on a tmpfs mount, which the engine's archive API does not see (it works on
+        the container's root filesystem): such paths are read and written through an exec."""
+        mounts = ((self.workdir,) if self.mode == "tmpfs" else ()) + shell.SCRATCH_DIRS
+        p = posixpath.normpath(p)
+        return any(p == m or p.startswith(m.rstrip("/") + "/") for m in mounts)
+
+    def _read_by_exec(self, p: str, limit: int, user: str) -> bytes:
         q = shlex.quote(p)
         # Exit codes say why; nothing but the file's bytes reaches stdout. A regular file only: a FIFO
         # would block and /dev/zero never ends. /proc files report size 0, so head caps them too.
         cmd = (f"[ -e {q} ] || exit 44; [ -d {q} ] && exit 45; [ -r {q} ] || exit 46; [ -f {q} ] || exit 47; "
                f"s=$(stat -Lc %s -- {q}) || exit 46; [ \"$s\" -le {limit} ] || exit 48; "
                f"exec head -c {limit + 1} -- {q} 2>/dev/null")
-        code, out, _, timed_out = self._run(self._wrap(cmd, "/", None, "agent"), 120, None, limit + 2)
+        code, out, _, timed_out = self._run(self._wrap(cmd, "/", None, user), 120, None, limit + 2)
         if code == 0 and not timed_out and not out.dropped and out.total <= limit:
             return out.raw()
         if code in (0, 48) or out.total > limit:
@@ -347,7 +360,7 @@ class DockerSandbox:
                                "of it with a command (head, sed -n, grep) instead")
         errors = {44: (FileNotFoundError, errno.ENOENT, "does not exist"),
                   45: (IsADirectoryError, errno.EISDIR, "is a directory"),
-                  46: (PermissionError, errno.EACCES, "is not readable by the agent user"),
+                  46: (PermissionError, errno.EACCES, f"is not readable by the {user} user"),
                   47: (OSError, errno.EINVAL, "is not a regular file")}
         cls, num, why = errors.get(code, (OSError, errno.EIO, f"could not be read (exit {code})"))
         raise cls(num, f"{p} {why}", p)
@@ -355,24 +368,28 @@ class DockerSandbox:
     def write_file(self, path: str, content: str | bytes, *, user: str = "agent") -> None:
         """Create or overwrite `path`, creating parent directories; an existing file keeps its mode.
         user="agent" writes with the agent uid's permissions (PermissionError outside what it may write,
-        OSError when a disk limit is hit); "root" writes anything through the engine's archive API."""
+        OSError when a disk limit is hit); "root" writes anything (grader-side: staged files), through the
+        engine's archive API outside the repo and the tmpfs mounts; what it creates in the repo is handed
+        to the agent uid."""
         p = self._abspath(path)
         data = content.encode() if isinstance(content, str) else content
-        if user == "agent":
+        if user not in USERS:
+            raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
+        if user == "agent" or self._on_tmpfs(p) or self._in_workdir(p):
             q = shlex.quote(p)
             cmd = (f"[ -d {q} ] && exit 45; mkdir -p -- \"$(dirname -- {q})\" 2>&1 || exit 46; "
                    f"cat > {q} 2>&1 || exit 46")
-            res = self.exec(cmd, 120, workdir="/", stdin=data)
+            if user == "root" and self._in_workdir(p):  # what root creates in the repo goes to the agent uid
+                cmd += f"; cd {shlex.quote(self.workdir)} && {shell.OWN_TREE}"
+            res = self.exec(cmd, 120, workdir="/", stdin=data, user=user)
             if res.ok:
                 return
             if res.exit_code == 45:
                 raise IsADirectoryError(errno.EISDIR, f"{p} is a directory", p)
             message = res.output.strip()[-500:] or f"exit {res.exit_code}"
             if "Permission denied" in message or "Read-only" in message:
-                raise PermissionError(errno.EACCES, f"{p} is not writable by the agent user: {message}", p)
+                raise PermissionError(errno.EACCES, f"{p} is not writable by the {user} user: {message}", p)
             raise OSError(errno.EIO, f"writing {p} failed: {message}", p)
-        if user != "root":
-            raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
         try:
             st = archive.path_stat(self._api, self._require_id(), p)
         except SandboxError:

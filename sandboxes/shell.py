@@ -62,7 +62,7 @@ def git_env(workdir: str) -> dict[str, str]:
 
 
 _WAIT_READY = f'while [ ! -e {STATE}/ready ]; do sleep 0.02; done\n'
-_OWN_TREE = (f'find . \\( ! -user {AGENT_UID} -o ! -group {AGENT_UID} \\) '
+OWN_TREE = (f'find . \\( ! -user {AGENT_UID} -o ! -group {AGENT_UID} \\) '
              f'-exec chown -h {AGENT_UID}:{AGENT_UID} {{}} +')
 """Hands entries root created in the workdir (current directory) to the agent uid; stats only the rest."""
 _SNAPSHOT = """
@@ -86,7 +86,7 @@ if [ "$M" = tmpfs ]; then
 elif [ ! -e "$S/pristine.tar" ]; then
   # An image not built by us: hand the tree to the agent uid, then snapshot it (a tarball: several times
   # faster to write and restore than `cp -a` on overlayfs).
-  {{ mkdir -p "$W" && cd "$W" && {_OWN_TREE} && snapshot; }} || echo "snapshot failed" > "$S/error"
+  {{ mkdir -p "$W" && cd "$W" && {OWN_TREE} && snapshot; }} || echo "snapshot failed" > "$S/error"
   cd /
 fi
 if [ ! -d "$S/git" ] && [ -d "$W/.git" ]; then
@@ -260,7 +260,7 @@ export GIT_WORK_TREE="$1"
 R=; [ "$3" = 1 ] && R=-R
 git apply $R --numstat -z -- "$2" > "$2.stat" 2>&1 || {{ cat "$2.stat"; rm -f "$2.stat"; exit 2; }}
 git apply $R --whitespace=nowarn -- "$2" 2>&1; rc=$?
-[ $rc = 0 ] && cat "$2.stat" && {{ {_OWN_TREE} 2>&1 || rc=7; }}
+[ $rc = 0 ] && cat "$2.stat" && {{ {OWN_TREE} 2>&1 || rc=7; }}
 rm -f "$2.stat" "$2"; exit $rc
 """
 """All-or-nothing `git apply` (atomic without --reject), run with GIT_SAFE; what it creates is handed to
@@ -281,7 +281,7 @@ rm -rf .git "$S/git" "$S/git.tmp" || exit 4
   git init -q -b main && cp "$S/exclude.keep" .git/info/exclude && git add -A -f &&
   git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$MSG" &&
   git tag selfplay-base ) >&2 || exit 4
-cp -a .git "$S/git.tmp" && mv "$S/git.tmp" "$S/git" && {_OWN_TREE} && snapshot || exit 4
+cp -a .git "$S/git.tmp" && mv "$S/git.tmp" "$S/git" && {OWN_TREE} && snapshot || exit 4
 rm -f "$S/exclude.keep"
 touch "$S/ready"
 """
@@ -295,7 +295,7 @@ set -e
 S={STATE}; W="$1"
 install -d -m 0700 "$S"
 cd "$W"
-{_OWN_TREE}
+{OWN_TREE}
 {_SNAPSHOT}
 snapshot
 rm -rf "$S/git"

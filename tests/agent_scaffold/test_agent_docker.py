@@ -15,11 +15,11 @@ FIX_DIFF_LINES = ["-        d[item] = 1", "+        d[item] += 1"]
 
 
 def _inject_bug(box):
-    """Make the buggy state the base commit, as the solver's repo is built (bug committed, fresh base)."""
+    """Make the buggy state the base, as the solver's repo is built (`rebase`: one fresh commit, no original)."""
     res = box.exec("sed -i 's/        d\\[item\\] += 1/        d[item] = 1/' toolz/itertoolz.py && "
-                   "git -c user.name=t -c user.email=t@t commit -qam bug && git tag -f selfplay-base >/dev/null && "
                    "grep -c 'd\\[item\\] = 1' toolz/itertoolz.py")
     assert res.ok and res.output.strip() == "1", res.output
+    box.rebase()
 
 
 def test_scripted_policy_fixes_a_real_bug(toolz_sandbox, tokenizer):

@@ -1,8 +1,9 @@
 """Shared Docker fixtures: one tiny repo image (built once, reused by tag) and one session sandbox.
 
 The image is `selfplay-base:bookworm` plus a small git repository at /testbed (a text module, a
-binary file, a subdirectory) committed and tagged `selfplay-base`, and an empty /opt/venv/bin: the same
-layout engineer B's repo images have, without the minutes a real `pip install` costs.
+binary file, a subdirectory, a line no other file has, and its bytecode) committed and tagged
+`selfplay-base`, and an empty /opt/venv/bin: the same layout repo images have, without the minutes a real
+`pip install` costs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ SETUP = r"""
 set -e
 mkdir -p /opt/venv/bin /testbed/pkg
 cd /testbed
-printf 'def add(a, b):\n    return a + b\n' > pkg/calc.py
+printf 'def add(a, b):\n    return a + b\n\nORIGIN = "selfplay-original-line-5c1e"\n' > pkg/calc.py
 printf 'hello\n' > README.txt
 printf '\x00\x01\x02\xff\xfe binary\n' > data.bin
 printf 'caf\xe9 latin-1\n' > latin1.txt
@@ -24,6 +25,8 @@ git init -q
 git add -A
 git -c user.name=selfplay -c user.email=selfplay@localhost commit -qm base
 git tag selfplay-base
+printf '__pycache__/\n' >> .git/info/exclude
+python3 -m compileall -q pkg  # bytecode of the original in the image, as an installed repo may have
 """
 
 

@@ -75,7 +75,7 @@ def test_build_then_reuse_by_content_hash(tiny_source, tmp_path):
     host_ca = hashlib.sha256(HOST_CA_BUNDLE.read_bytes()).hexdigest() if HOST_CA_BUNDLE.exists() else "-"
     with DockerSandbox.create(built.image, workdir=spec.workdir) as sb:
         checks = sb.exec("command -v python; command -v pytest; git status --porcelain; "
-                         "git rev-parse HEAD selfplay-base; git config --global user.name; "
+                         "git rev-parse HEAD selfplay-base; git config user.name; "
                          "ls /tmp/selfplay-host-ca.crt 2>&1; sha256sum /etc/ssl/certs/ca-certificates.crt",
                          timeout=60)
         lines = checks.output.splitlines()
@@ -85,6 +85,10 @@ def test_build_then_reuse_by_content_hash(tiny_source, tmp_path):
         assert "No such file" in lines[5], "the host CA bundle must not stay in the image"
         assert host_ca not in lines[6]
         assert sb.exec(spec.test_command, timeout=120).ok
+        # The repo sits on a size-limited tmpfs filled from the image's snapshot, owned by the agent uid.
+        assert sb.mode == "tmpfs"
+        assert sb.exec("stat -c %u . tinycalc/__init__.py; findmnt -no FSTYPE .").output.split() == \
+            ["1000", "1000", "tmpfs"]
         # Editable install: a bug written into the workdir is what the tests import.
         sb.write_file("tinycalc/__init__.py", "def add(a, b):\n    return a - b\n")
         broken = sb.exec(spec.test_command, timeout=120)
