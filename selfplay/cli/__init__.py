@@ -11,10 +11,12 @@ import logging
 import typer
 
 from selfplay.cli import (
+    demos_cmd,
     episode_cmd,
     eval_cmd,
     learn_cmd,
     repos_cmd,
+    rft_cmd,
     run_cmd,
     sandboxes_cmd,
     serve_cmd,
@@ -38,7 +40,7 @@ def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debu
 
 
 for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd,
-                eval_cmd, solve_cmd):
+                eval_cmd, solve_cmd, demos_cmd, rft_cmd):
     _module.register(app)
 
 

@@ -257,6 +257,60 @@ class LearnerEngine:
         })
         return metrics
 
+    def sft_step(self, samples: Sequence[Sample]) -> dict[str, float]:
+        """One optimizer step of supervised fine-tuning (rejection fine-tuning): the token-mean negative
+        log-likelihood of the `loss_mask` tokens over all `samples` (`advantage` and `old_logprobs` are
+        ignored). Same micro-batches, packing, fused head and DeepSpeed step as `train_step`; bumps `version`.
+
+        At ratio 1 with advantage 1 the DAPO gradient equals this one; the NLL needs no behaviour logprobs.
+        """
+        if not samples:
+            raise ValueError("sft_step got no samples; collect demonstrations first (`selfplay demos`)")
+        from selfplay.learner.logprobs import fused_head_loss
+        from selfplay.learner.losses import token_weights
+        from selfplay.learner.packing import to_positions
+
+        start = time.perf_counter()
+        lens = [len(s.input_ids) for s in samples]
+        plan = plan_microbatches(lens, self.token_budget)
+        masks = [pad_rows([samples[i].loss_mask for i in idx]) for idx in plan]
+        den = batch_denominator(masks, "token-mean")
+        if den == 0:
+            raise ValueError("sft_step: every loss_mask is 0; nothing to train on")
+        total_loss = 0.0
+        for k, idx in enumerate(plan):
+            mb = [samples[i] for i in idx]
+            w = token_weights(masks[k].to(self.device), "token-mean", denominator=den)  # (b, T)
+            if self.fused:
+                packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
+                hidden = decoder_hidden(self.module, packed)
+                row_w = to_positions(w.to(torch.promote_types(hidden.dtype, torch.float32)), packed.seq_lens)
+
+                def token_loss(lp: Any, s: int, e: int, row_w: Any = row_w) -> Any:
+                    return -(lp * row_w[s:e]).sum()
+
+                loss, _, _ = fused_head_loss(self.module.get_output_embeddings(), hidden, packed.targets,
+                                             token_loss, self.config.logprob_chunk)
+            else:
+                lp, _ = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
+                loss = -(lp.float() * w).sum()
+            self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
+            self.engine.backward(loss, scale_wrt_gas=False)
+            total_loss += float(loss.detach())
+        self.engine.step()
+        self.version += 1
+        elapsed = time.perf_counter() - start
+        grad_norm = self.engine.get_global_grad_norm()
+        return {
+            "sft/loss": total_loss,
+            "sft/grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
+            "sft/lr": float(self.scheduler.get_last_lr()[0]),
+            "sft/tokens": float(sum(lens)),
+            "sft/loss_tokens": den,
+            "sft/tokens_per_s": sum(lens) / elapsed,
+            "sft/step_s": elapsed,
+        }
+
     @torch.no_grad()
     def _forward_ref(self, mb: Sequence[Sample]) -> Any:
         lp, _ = self._forward(self.ref_model, [s.input_ids for s in mb])

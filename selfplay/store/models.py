@@ -225,3 +225,5 @@ class AttemptRow(Base):
     trajectory_path: Mapped[str | None] = mapped_column(Text)
     wall_time: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    source: Mapped[str] = mapped_column(String(20), default="policy", server_default="policy")
+    """"policy" (an episode of the policy being trained) or "demo" (a scripted expert's demonstration)."""

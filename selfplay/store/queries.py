@@ -142,6 +142,7 @@ def to_attempt(row: AttemptRow) -> AttemptRecord:
         termination=row.termination,
         trajectory_path=row.trajectory_path,
         wall_time=row.wall_time,
+        source=row.source,
         run_id=row.run_id,
         artifact_id=row.artifact_id,
         created_at=row.created_at,

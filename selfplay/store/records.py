@@ -93,6 +93,12 @@ class AttemptRecord:
     run_id: str | None
     artifact_id: str | None
     created_at: datetime
+    source: str = "policy"
+    """"policy" or "demo" (see `ATTEMPT_SOURCES`)."""
+
+
+ATTEMPT_SOURCES = ("policy", "demo")
+"""Who produced an attempt: the policy being trained, or a scripted expert (`selfplay demos`)."""
 
 
 @dataclass(frozen=True)

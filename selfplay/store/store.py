@@ -35,6 +35,7 @@ from selfplay.store.models import (
     utcnow,
 )
 from selfplay.store.records import (
+    ATTEMPT_SOURCES,
     ArtifactRecord,
     AttemptRecord,
     CheckRecord,
@@ -303,10 +304,14 @@ class TaskStore(StoreBase):
         run_id: str | None = None,
         solved: bool | None = None,
         artifact_id: str | None = None,
+        source: str = "policy",
     ) -> int:
-        """Store one episode; a solver attempt on a task also updates the task's solve statistics in the
-        same transaction. `solved` defaults to reward > 0. Returns the attempt id."""
+        """Store one episode; a solver attempt of the policy on a task also updates the task's solve
+        statistics in the same transaction (a `source="demo"` attempt, a scripted expert's demonstration,
+        does not: the statistics measure the policy). `solved` defaults to reward > 0. Returns the id."""
         solved = bool(reward > 0) if solved is None else bool(solved)
+        if source not in ATTEMPT_SOURCES:
+            raise StoreError(f"attempt source {source!r} is unknown; use one of {', '.join(ATTEMPT_SOURCES)}")
 
         def fn(s: Session) -> int:
             stats = None
@@ -330,9 +335,10 @@ class TaskStore(StoreBase):
                 trajectory_path=trajectory_path,
                 wall_time=float(wall_time),
                 created_at=utcnow(),
+                source=source,
             )
             s.add(row)
-            if stats is not None and role == "solver":
+            if stats is not None and role == "solver" and source == "policy":
                 stats.attempts += 1
                 stats.solves += int(solved)
                 stats.recent = (stats.recent + ("1" if solved else "0"))[-RECENT_WINDOW:]
@@ -343,9 +349,16 @@ class TaskStore(StoreBase):
         return self._transact(fn)
 
     def attempts(
-        self, task_id: str | None = None, run_id: str | None = None, limit: int | None = None
+        self,
+        task_id: str | None = None,
+        run_id: str | None = None,
+        limit: int | None = None,
+        *,
+        source: str | None = None,
     ) -> list[AttemptRecord]:
         stmt = select(AttemptRow).order_by(AttemptRow.id)
+        if source is not None:
+            stmt = stmt.where(AttemptRow.source == source)
         if task_id is not None:
             stmt = stmt.where(AttemptRow.task_id == task_id)
         if run_id is not None:

@@ -1,0 +1,47 @@
+"""`selfplay demos`: scripted-expert demonstrations on procedural tasks, graded, stored as `demo` attempts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
+
+
+def demos(
+    repo: str = typer.Option(..., "--repo", help="Name in the repo list (selfplay repos list)."),
+    n: int = typer.Option(8, "-n", help="Tasks to seed and demonstrate."),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    out: Path = typer.Option(Path("runs/demos"), "--out", help="Directory for seeds and trajectory files."),
+    seed: int = typer.Option(0, "--seed", help="Seeds the procedural bugs and the expert's choices."),
+    per_task: int = typer.Option(1, "--per-task", help="Demonstrations per task (each varied)."),
+    max_context: int = typer.Option(2048, "--max-context", help="Token budget of one demonstration."),
+) -> None:
+    """Seed procedural bugs on REPO, let the scripted expert solve each through the real tools, grade the
+    final diff with the real grader and store the +1 demonstrations (attempt source "demo")."""
+    from rich.console import Console
+
+    from repos.listfile import get_repo
+    from selfplay.demos.collect import make_demos
+    from selfplay.store import open_store
+
+    console = Console()
+    spec = get_repo(repo)
+    with open_store(store) as st:
+        rep = make_demos(spec, n, st, out / repo, seed=seed, per_task=per_task, max_context_tokens=max_context,
+                         on_demo=lambda d: console.print(
+                             f"{d.task_id}: reward {d.reward:+.0f} ({d.reason}), {len(d.trajectory.input_ids)} "
+                             f"tokens, {d.wall_time:.1f} s"))
+        url = st.url
+    mean = sum(rep.tokens) / len(rep.tokens) if rep.tokens else 0
+    console.print(f"[bold]{repo}[/]: {len(rep.kept)} demonstrations kept of {len(rep.tasks) * per_task} "
+                  f"({len(rep.dropped)} dropped, {rep.skipped_long} tasks skipped as too long), mean {mean:.0f} "
+                  f"tokens, {rep.wall_time:.0f} s; stored in {url}")
+    for line in rep.dropped:
+        console.print(f"  dropped {line}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("demos")(demos)

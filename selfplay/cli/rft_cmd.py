@@ -1,0 +1,84 @@
+"""`selfplay rft`: rejection fine-tuning on the store's successful trajectories -> an HF checkpoint;
+`selfplay warm-start`: demonstrations on the training repos + RFT, cached by its inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
+
+
+def rft(
+    out: Path = typer.Option(..., "--out", help="Directory for the fine-tuned HF checkpoint."),
+    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    source: str = typer.Option("all", "--source", help="success (the policy's), demo (scripted experts') or all."),
+    max_per_task: int = typer.Option(4, "--max-per-task", help="At most this many trajectories per task."),
+    injector: bool = typer.Option(False, "--injector/--no-injector",
+                                  help="Also train on injector trajectories whose artifact validated."),
+    preset: str = typer.Option("cpu", "--preset", help="nebius (paper: lr 5e-6, batch 64, 1 epoch) or cpu."),
+    model: Optional[str] = typer.Option(None, "--model", help="Starting checkpoint (default: embedded SmolLM2)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Override the preset's peak learning rate."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the preset's epochs."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Override trajectories per step."),
+    seed: int = typer.Option(0, "--seed", help="Shuffling and torch seed."),
+) -> None:
+    """Collect successful trajectories (deduplicated, capped per task, format-error turns masked), run SFT on
+    the learner's engine and save a checkpoint usable as `--policy hf --model OUT`."""
+    from rich.console import Console
+
+    from selfplay.learner.rft import RFTDataError, collect, sft_samples
+    from selfplay.learner.sft import preset as make_preset
+    from selfplay.learner.sft import train_sft
+    from selfplay.store import open_store
+
+    console = Console()
+    try:
+        config = make_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--preset") from exc
+    with open_store(store) as st:
+        try:
+            data = collect(st, source=source, max_per_task=max_per_task, injector=injector)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+        except RFTDataError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2) from exc
+    samples = sft_samples(data.trajectories)
+    console.print(f"{len(data.trajectories)} trajectories ({', '.join(f'{k}={v}' for k, v in data.stats.items())}), "
+                  f"{len(samples)} sequences, {sum(sum(s.loss_mask) for s in samples)} loss tokens")
+    result = train_sft(samples, out, config, metadata={"source": source, **data.stats},
+                       on_step=lambda i, m: console.print(f"step {i + 1}: loss {m['sft/loss']:.4f} "
+                                                          f"lr {m['sft/lr']:.2e} ({m['sft/step_s']:.1f} s)"))
+    console.print(f"saved {result.out_dir} in {result.wall_time:.0f} s; use it with --policy hf --model {result.out_dir}")
+
+
+def warm_start(
+    repos: Optional[str] = typer.Option(None, "--repos", help="Comma-separated training repos "
+                                        "(default: the warm-start split, see docs/warm_start.md)."),
+    n: int = typer.Option(6, "-n", help="Demonstrated tasks per repo."),
+    seed: int = typer.Option(0, "--seed", help="Seeds bugs, expert choices and training."),
+    preset: str = typer.Option("cpu", "--preset", help="SFT preset: cpu or nebius."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when a cached checkpoint exists."),
+) -> None:
+    """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
+    (keyed by its inputs); prints the checkpoint directory."""
+    from rich.console import Console
+
+    from selfplay.demos.warm_start import WarmStartConfig, warm_start_checkpoint
+
+    cfg = WarmStartConfig(n_per_repo=n, seed=seed, preset=preset)
+    if repos:
+        from dataclasses import replace
+
+        cfg = replace(cfg, repos=tuple(r.strip() for r in repos.split(",") if r.strip()))
+    path = warm_start_checkpoint(cfg, force=force)
+    Console().print(str(path))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rft")(rft)
+    app.command("warm-start")(warm_start)

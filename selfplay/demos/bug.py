@@ -1,0 +1,122 @@
+"""`KnownBug`: what the scripted experts know about a procedural bug, read from its `bug_inject.diff`.
+
+Pure: the hunks of a unified diff as (old lines, new lines) with their context, the repair as a
+`str_replace` whose SEARCH text is unique in the buggy file, and the function that holds the bug.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+from dataclasses import dataclass
+
+from selfplay.errors import DiffError
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk of a one-file diff: its lines tagged ' ', '-' or '+', and where it starts."""
+
+    path: str
+    """File the hunk changes (relative to the repo root)."""
+    new_start: int
+    """1-based line of the hunk's first line in the new (buggy) file."""
+    lines: tuple[tuple[str, str], ...]
+    """(tag, text without newline) in diff order."""
+
+    def side(self, tags: str, lo: int = 0, hi: int | None = None) -> list[str]:
+        """Lines lo..hi of the hunk that belong to a side: ' +' is the new file, ' -' the old."""
+        return [text for tag, text in self.lines[lo:hi] if tag in tags]
+
+    @property
+    def changed(self) -> tuple[int, int]:
+        """[first, last] index of the changed lines inside `lines`."""
+        idx = [i for i, (tag, _) in enumerate(self.lines) if tag != " "]
+        return idx[0], idx[-1]
+
+    @property
+    def first_changed_line(self) -> int:
+        """1-based line in the new file of the first changed (or, for a pure deletion, following) line."""
+        first, _ = self.changed
+        return self.new_start + sum(1 for tag, _ in self.lines[:first] if tag == " ")
+
+
+def parse_hunks(diff: str) -> list[Hunk]:
+    """The hunks of a git diff (every file in it)."""
+    hunks: list[Hunk] = []
+    path = None
+    current: list[tuple[str, str]] | None = None
+    start = 0
+    for line in diff.splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].strip().removeprefix("b/")
+            continue
+        if line.startswith(("diff --git", "--- ", "index ")):
+            continue
+        m = _HUNK.match(line)
+        if m:
+            if current:
+                hunks.append(Hunk(path or "", start, tuple(current)))
+            current, start = [], int(m.group(2))
+            continue
+        if current is not None and line[:1] in (" ", "-", "+"):
+            current.append((line[0], line[1:]))
+        elif current is not None and line == "":
+            current.append((" ", ""))
+    if current:
+        hunks.append(Hunk(path or "", start, tuple(current)))
+    if not hunks or any(not h.path or not any(t != " " for t, _ in h.lines) for h in hunks):
+        raise DiffError("bug_inject.diff has no usable hunks; the scripted expert needs a unified diff")
+    return hunks
+
+
+def repair(hunk: Hunk, buggy_source: str, rng: random.Random, extra_context: int = 0) -> tuple[str, str]:
+    """(SEARCH, REPLACE) texts that undo `hunk` in `buggy_source`: the changed lines plus the fewest
+    context lines (and up to `extra_context` more, drawn by `rng`) that make SEARCH match exactly once."""
+    first, last = hunk.changed
+    n = len(hunk.lines)
+    for total in range(0, n + 1):
+        for before in range(0, total + 1):
+            lo, hi = first - before, last + 1 + (total - before)
+            if lo < 0 or hi > n:
+                continue
+            search = hunk.side(" +", lo, hi)
+            if not search or not any(line.strip() for line in search):
+                continue
+            text = "\n".join(search) + "\n"
+            if buggy_source.count(text) == 1:
+                more = rng.randint(0, extra_context)
+                lo2, hi2 = max(0, lo - more // 2), min(n, hi + more - more // 2)
+                wider = "\n".join(hunk.side(" +", lo2, hi2)) + "\n"
+                if buggy_source.count(wider) == 1:
+                    lo, hi, text = lo2, hi2, wider
+                return text.removesuffix("\n"), "\n".join(hunk.side(" -", lo, hi))
+    raise DiffError(f"no unique SEARCH text undoes the hunk at {hunk.path}:{hunk.new_start}")
+
+
+@dataclass(frozen=True)
+class Function:
+    """A function (or method) of a source file: name and 1-based line span."""
+
+    name: str
+    start: int
+    end: int
+
+
+def enclosing_function(source: str, line: int) -> Function | None:
+    """The innermost function whose span holds `line`, or None."""
+    best = None
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno <= line <= node.end_lineno:
+            if best is None or node.lineno >= best.start:
+                best = Function(node.name, node.lineno, node.end_lineno)
+    return best
+
+
+def other_functions(source: str, exclude: str) -> list[str]:
+    """Names of the top-level functions of `source` except `exclude` (targets of a wrong first look)."""
+    return [n.name for n in ast.parse(source).body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != exclude]

@@ -1,0 +1,100 @@
+"""`make_demos`: seed procedural tasks on a repo, run the scripted solver on each, keep what the real
+grader scores +1, and store it (task, trajectory file, attempt with source "demo").
+
+Tasks whose spec is too long for a short demonstration (`solver.fits`) are skipped; seeding goes on in
+rounds (a new seed each) until `n` tasks fit or `max_rounds` is reached.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from repos.spec import RepoSpec
+from selfplay.demos.solver import DEMO_LIMITS, SolverDemo, demo_limits, fits, run_solver_demo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DemoReport:
+    """What one `make_demos` call did."""
+
+    repo: str
+    tasks: list[str] = field(default_factory=list)
+    """Task ids that got a demonstration attempt."""
+    skipped_long: int = 0
+    """Seeded tasks skipped because their spec does not fit a short demonstration."""
+    kept: list[str] = field(default_factory=list)
+    """Trajectory files of the demonstrations graded +1."""
+    dropped: list[str] = field(default_factory=list)
+    """`task_id: reason` of the demonstrations not graded +1."""
+    tokens: list[int] = field(default_factory=list)
+    """Token count of each kept demonstration."""
+    wall_time: float = 0.0
+
+
+def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
+               max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
+               tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None) -> DemoReport:
+    """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored."""
+    from agent_scaffold.trajectory import save_jsonl
+    from sandboxes.images import repo_image
+    from selfplay.procedural.seed import SeedConfig
+    from selfplay.procedural.seed import seed as run_seed
+
+    if n < 1 or per_task < 1:
+        raise ValueError(f"-n and --per-task must be >= 1 (got {n}, {per_task})")
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        from agent_scaffold.embedded import default_model_dir
+
+        tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    start = time.monotonic()
+    out = Path(out_dir)
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    limits = demo_limits(max_context_tokens)
+    report = DemoReport(spec.name)
+    image = repo_image(spec)
+    tasks = []
+    for rnd in range(max_rounds):
+        need = n - len(tasks)
+        if need <= 0:
+            break
+        for result in run_seed(spec, need, out / "seeds", config=SeedConfig(seed=seed * 1000 + rnd)):
+            task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
+                                              strategy=result.operator)
+            if task_id is None or any(t.task_id == task_id for t in tasks):
+                continue
+            task = store.get_task(task_id)
+            if fits(task, tokenizer, limits):
+                tasks.append(task)
+            else:
+                report.skipped_long += 1
+    for task in tasks[:n]:
+        report.tasks.append(task.task_id)
+        for j in range(per_task):
+            rng = random.Random(f"{seed}:{task.task_id}:{j}")
+            demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image)
+            if on_demo:
+                on_demo(demo)
+            if not demo.kept:
+                report.dropped.append(f"{task.task_id}: {demo.reason}")
+                log.info("demo on %s dropped: %s", task.task_id, demo.reason)
+                continue
+            path = out / "trajectories" / f"{task.task_id}-s{seed}-{j}.jsonl"
+            save_jsonl([demo.trajectory], path, append=False)
+            traj = demo.trajectory
+            store.record_attempt(task.task_id, role="solver", policy_version=traj.policy_version,
+                                 reward=demo.reward, turns=len(traj.turn_spans), tokens=len(traj.input_ids),
+                                 termination=demo.termination, trajectory_path=str(path.resolve()),
+                                 wall_time=demo.wall_time, source="demo")
+            report.kept.append(str(path))
+            report.tokens.append(len(traj.input_ids))
+    report.wall_time = time.monotonic() - start
+    return report

@@ -1,0 +1,109 @@
+"""Solver demonstrations: the scripted expert solves a task through the real tools in a real sandbox,
+and only a demonstration whose final diff the real grader scores +1 is kept.
+
+The expert's actions (`solver_plan.solver_actions`) are replayed by the `scripted` policy backend with
+the embedded model's tokenizer, so the trajectory is token-exact like any policy's: the prompt rendered
+by the chat template, each action's tokens plus `<|im_end|>` with loss mask 1, observations mask 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent_scaffold.roles import EpisodeLimits
+from repos.spec import RepoSpec
+from selfplay.demos.bug import parse_hunks
+from selfplay.demos.solver_plan import SolverTask, solver_actions
+from selfplay.errors import SelfPlayError
+from selfplay.task import Task
+
+log = logging.getLogger(__name__)
+
+DEMO_LIMITS = EpisodeLimits(max_turns=14, max_new_tokens=768, max_context_tokens=2048, command_timeout=60.0,
+                            wall_clock=600.0, max_observation_chars=1500)
+"""Budgets of a demonstration: at most 2,048 tokens in all (SmolLM2 tokenizer and chat template), so a
+2-core CPU can train on it; a demonstration that does not fit ends `context_exhausted` and is dropped."""
+
+
+@dataclass(frozen=True)
+class SolverDemo:
+    """One demonstration attempt and its grade."""
+
+    task_id: str
+    trajectory: Any
+    """agent_scaffold.trajectory.Trajectory, with reward and metadata (task_id, repo, source=demo)."""
+    reward: float
+    """The real grader's reward for the final diff (-1 when the episode did not submit)."""
+    termination: str
+    reason: str
+    """The grader's reason, or why the episode ended."""
+    wall_time: float
+
+    @property
+    def kept(self) -> bool:
+        return self.reward > 0
+
+
+REPRODUCE_MAX_SPEC_TOKENS = 300
+"""The expert quotes the spec again to reproduce the failure only when the spec is at most this long."""
+PLAN_RESERVE_TOKENS = 1300
+"""Tokens a demonstration needs besides the spec (prompt ~490, actions and observations); tasks whose
+spec leaves less than this of the context budget are skipped (`fits`)."""
+
+
+def spec_tokens(task: Task, tokenizer: Any) -> int:
+    return len(tokenizer.encode(task.spec, add_special_tokens=False))
+
+
+def fits(task: Task, tokenizer: Any, limits: EpisodeLimits = DEMO_LIMITS) -> bool:
+    """Whether a demonstration on `task` can fit `limits.max_context_tokens` (long specs cannot)."""
+    return spec_tokens(task, tokenizer) + PLAN_RESERVE_TOKENS <= limits.max_context_tokens
+
+
+def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> EpisodeLimits:
+    return replace(DEMO_LIMITS, max_context_tokens=max_context_tokens)
+
+
+def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
+                    limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None) -> SolverDemo:
+    """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.grader.grade`."""
+    import dataclasses
+
+    from agent_scaffold.agent import run_episode
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.roles import load_role, solver_variables
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+    from selfplay.grader import build_buggy_state, grade
+
+    start = time.monotonic()
+    image = image or repo_image(spec)
+    role = load_role("solver")
+    with DockerSandbox.create(image, workdir=spec.workdir) as sb:
+        build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
+        paths = sorted({h.path for h in parse_hunks(task.artifact.bug_inject)})
+        # The expert's privileged knowledge of the buggy files: read before the episode, not as an action.
+        sources = {p: sb.read_file(p).decode() for p in paths}
+        plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
+                          buggy_sources=sources,
+                          reproduce=spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS)
+        actions = solver_actions(plan, rng)
+        policy = ScriptedPolicy(actions, tokenizer=tokenizer)
+        ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)
+    if ep.infra_failure:
+        raise SelfPlayError(f"demonstration on {task.task_id}: sandbox failure ({ep.error}); not a model failure, "
+                            "check the Docker engine and retry")
+    if ep.termination != "submitted":
+        reward, reason = -1.0, f"episode ended {ep.termination}"
+    else:
+        result = grade(task.artifact, ep.submission or "", task.fail_to_pass, task.pass_to_pass, spec=spec,
+                       base_patch=task.pred_patch)
+        reward, reason = float(result.reward), result.error or ("resolved" if result.resolved else "not resolved")
+    traj = dataclasses.replace(ep.trajectory, reward=reward, metadata={
+        **ep.trajectory.metadata, "task_id": task.task_id, "repo": task.repo, "source": "demo",
+        "submission": ep.submission, "grade_reason": reason})
+    return SolverDemo(task.task_id, traj, reward, ep.termination, reason, time.monotonic() - start)

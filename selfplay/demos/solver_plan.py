@@ -1,0 +1,140 @@
+"""The scripted solver's plan: the actions a careful agent takes on a procedural task (pure).
+
+Reproduce (put the spec's tests back, run the failing one), locate (grep or straight to the file),
+read the function, repair with `str_replace`, re-run, restore the test files, submit. The expert knows
+the bug (from `bug_inject.diff`), so it reads the right function; what varies, drawn from a seeded
+`random.Random`, is the wording of the thoughts, the commands (pytest node id or `-k`, `tail` lengths,
+grep or git grep or none), an optional orientation step or wrong first look, the view window, extra
+SEARCH context and a final run of the whole test file.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import random
+from dataclasses import dataclass
+
+from selfplay.demos.bug import Function, enclosing_function, other_functions, parse_hunks, repair
+from selfplay.errors import DiffError
+
+FENCE = "```"
+
+
+@dataclass(frozen=True)
+class SolverTask:
+    """What the expert is given: the task's spec and failing tests, plus its knowledge of the bug."""
+
+    spec: str
+    """The solver's spec: the reversed test-weakening diff shown in the prompt."""
+    fail_to_pass: tuple[str, ...]
+    """Test ids that fail in the buggy state (as in the task)."""
+    bug_inject: str
+    """The bug diff (the expert's privileged knowledge)."""
+    buggy_sources: dict[str, str]
+    """Content of each file the bug changed, in the buggy state."""
+    reproduce: bool = True
+    """Put the spec's tests back and run the failing one before the fix (quotes the spec once more, so
+    the caller turns it off for long specs); without it the expert reads the spec, fixes, and runs the
+    test file."""
+
+
+def block(tool: str, body: str = "") -> str:
+    return f"{FENCE}{tool}\n{body}{FENCE}" if not body else f"{FENCE}{tool}\n{body.rstrip(chr(10))}\n{FENCE}"
+
+
+def _pick(rng: random.Random, options: list[str], **values: str) -> str:
+    return rng.choice(options).format(**values)
+
+
+def _pytest(rng: random.Random, test_id: str) -> str:
+    path, _, rest = test_id.partition("::")
+    name = rest.split("::")[-1].split("[", 1)[0]
+    tail = rng.choice((12, 15, 20))
+    if "[" in rest or rng.random() < 0.4:
+        return f"python -m pytest -p no:cacheprovider -q -x --tb=short -k {name} {path} 2>&1 | tail -n {tail}"
+    return f"python -m pytest -p no:cacheprovider -q -x --tb=short {path}::{rest} 2>&1 | tail -n {tail}"
+
+
+def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
+    """The actions of one demonstration, in order, each one reply (a thought plus one fenced block)."""
+    hunks = parse_hunks(task.bug_inject)
+    if any(FENCE in line for line in task.spec.splitlines()):
+        raise DiffError("the spec contains a code fence; the expert cannot quote it in a bash block")
+    h0 = hunks[0]
+    source = task.buggy_sources[h0.path]
+    fn = enclosing_function(source, h0.first_changed_line) or Function("", max(1, h0.first_changed_line - 5),
+                                                                          h0.first_changed_line + 5)
+    test_id = rng.choice(sorted(task.fail_to_pass))
+    test_path = test_id.partition("::")[0]
+    spec_files = sorted({line[6:].strip() for line in task.spec.splitlines() if line.startswith("+++ b/")})
+    actions: list[str] = []
+
+    r = rng.random()
+    if r < 0.2:
+        actions.append(_pick(rng, ["Let me look at the repository first.", "First, the layout of the repo."])
+                       + "\n" + block("bash", rng.choice(["ls", "git status --short && ls"])))
+    elif r < 0.35 and fn.name:
+        others = other_functions(source, fn.name)
+        if others:  # a wrong first look: a plausible but unrelated function
+            other = rng.choice(others)
+            actions.append(_pick(rng, ["Maybe `{o}` is involved; let me check where it is defined.",
+                                       "Let me start by looking for `{o}`."], o=other)
+                           + "\n" + block("bash", f"grep -n \"def {other}\" {h0.path}"))
+
+    run = _pytest(rng, test_id)
+    if not task.reproduce:
+        actions.extend(_fix_and_finish(task, rng, hunks, fn, source, test_path, spec_files,
+                                       f"python -m pytest -p no:cacheprovider -q {test_path} 2>&1 | tail -n 5"))
+        return actions
+    apply = rng.choice(["git apply", "git apply -v"])
+    actions.append(_pick(rng, ["The spec adds tests that the current code fails. Let me add them to reproduce the failure.",
+                               "I will apply the test changes from the spec, then run the new tests.",
+                               "First I reproduce the problem: apply the improved tests."])
+                   + "\n" + block("bash", f"{apply} <<'EOF'\n{task.spec.rstrip(chr(10))}\nEOF"))
+    actions.append(_pick(rng, ["Now run the failing test and read the traceback.", "Let me run `{t}`.",
+                               "Run the new test to see how it fails."], t=test_id.split("::")[-1])
+                   + "\n" + block("bash", run))
+    actions.extend(_fix_and_finish(task, rng, hunks, fn, source, test_path, spec_files, run))
+    return actions
+
+
+def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Function, source: str,
+                    test_path: str, spec_files: list[str], run: str) -> list[str]:
+    h0 = hunks[0]
+    actions: list[str] = []
+    where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
+    locate = rng.random()
+    if fn.name and locate < 0.35:
+        cmd = f"grep -n \"def {fn.name}\" {h0.path}"
+    elif fn.name and locate < 0.6:
+        cmd = f"git grep -n \"def {fn.name}(\" -- '*.py' | head -n 5"
+    elif fn.name and locate < 0.75:
+        cmd = f"grep -rn \"def {fn.name}(\" {posixpath.dirname(h0.path) or '.'} | head -n 5"
+    else:
+        cmd = ""
+    if cmd:
+        actions.append(_pick(rng, ["The failure points at {w}. Let me find it.", "Let me locate {w}."], w=where)
+                       + "\n" + block("bash", cmd))
+    line = h0.first_changed_line
+    pad = rng.choice((4, 6, 8))
+    start = max(fn.start, line - pad - 4)
+    end = min(fn.end, line + pad, start + 24)
+    actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
+                         w=where) + "\n" + block("edit", f"view {h0.path} {start} {end}"))
+
+    for h in hunks:
+        search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=2)
+        actions.append(_pick(rng, ["This line is wrong; fix it.", "Here is the bug. Let me repair it.",
+                                   "The logic here is inverted from what the test expects. Fixing it."])
+                       + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
+                                              f"{replace}\n>>>>>>> REPLACE"))
+    actions.append(_pick(rng, ["Re-run the test.", "Check that the tests pass now.", "Run the tests again."])
+                   + "\n" + block("bash", run))
+    if task.reproduce and rng.random() < 0.5:
+        actions.append(_pick(rng, ["Run the whole test file for regressions.", "And the rest of that file."])
+                       + "\n" + block("bash", f"python -m pytest -p no:cacheprovider -q {test_path} 2>&1 | tail -n 3"))
+    if task.reproduce:
+        actions.append(_pick(rng, ["Restore the test files I changed.", "Put the tests back as they were."])
+                       + "\n" + block("bash", "git checkout -- " + " ".join(spec_files or [test_path])))
+    actions.append(_pick(rng, ["The tests pass. Submitting.", "Done.", "Fixed; submitting."]) + "\n" + block("submit"))
+    return actions

@@ -1,0 +1,132 @@
+"""Supervised fine-tuning on successful trajectories (the RFT step of the Nebius recipe), on the learner's
+engine: same DeepSpeed step, packing, fused head; the loss is the token-mean NLL of the valid assistant
+turns (`LearnerEngine.sft_step`).
+
+Defaults are Nebius's RFT settings: LR 5e-6, AdamW weight decay 0.1, 10 warm-up steps then cosine to 0,
+batch 64 trajectories, one epoch. Departure: the `cpu` preset (a 135M model, tens of demonstrations,
+2 cores) uses LR 5e-5, batch 8, 2 warm-up steps and 2 epochs, because with ~40 demonstrations one epoch
+at batch 64 is less than one optimizer step and 5e-6 barely moves a small model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from selfplay.learner.batch import Sample
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Hyperparameters of one SFT run."""
+
+    model_dir: str | None = None
+    """Starting checkpoint; None is the embedded SmolLM2-135M-Instruct."""
+    lr: float = 5e-6
+    """Peak learning rate (Nebius RFT: 5e-6)."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (Nebius: 0.1)."""
+    warmup_steps: int = 10
+    """Linear warm-up steps, then cosine decay to 0 at the end of training (Nebius: 10)."""
+    batch_size: int = 64
+    """Trajectories (segments) per optimizer step (Nebius: 64)."""
+    epochs: int = 1
+    """Passes over the data (Nebius: 1)."""
+    token_budget: int = 8192
+    """Tokens per packed micro-batch."""
+    gradient_checkpointing: bool = True
+    """Recompute decoder activations in backward (off in the CPU preset: short sequences, faster)."""
+    seed: int = 0
+    """Shuffling and torch seed."""
+
+    def __post_init__(self) -> None:
+        if self.lr < 0 or self.batch_size < 1 or self.epochs < 1 or self.warmup_steps < 1:
+            raise ValueError("SFTConfig needs lr >= 0, batch_size >= 1, epochs >= 1 and warmup_steps >= 1")
+
+
+PRESETS = {
+    "nebius": SFTConfig(),
+    "cpu": SFTConfig(lr=5e-5, warmup_steps=2, batch_size=8, epochs=2, token_budget=4096,
+                     gradient_checkpointing=False),
+}
+"""Named settings: `nebius` (the paper's) and `cpu` (scaled down for a 2-core machine)."""
+
+
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """Multiplier of the peak LR at optimizer step `step` (0-based) of `total`: (step+1)/warmup during
+    warm-up, then cosine from 1 down to 0 at step `total` (the last step uses a small positive LR)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    span = max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup + 1) / (span + 1))))
+
+
+def batches(samples: Sequence[Sample], config: SFTConfig) -> list[list[Sample]]:
+    """The optimizer steps' batches: each epoch a fresh seeded shuffle cut into batch_size pieces."""
+    out: list[list[Sample]] = []
+    rng = random.Random(config.seed)
+    for _ in range(config.epochs):
+        order = list(range(len(samples)))
+        rng.shuffle(order)
+        out.extend([samples[i] for i in order[k:k + config.batch_size]]
+                   for k in range(0, len(order), config.batch_size))
+    return out
+
+
+@dataclass(frozen=True)
+class SFTResult:
+    out_dir: Path
+    """The Hugging Face checkpoint (loads with `--policy hf --model DIR`)."""
+    history: tuple[dict[str, float], ...]
+    """Metrics of each optimizer step."""
+    wall_time: float
+
+
+def train_sft(samples: Sequence[Sample], out_dir: str | Path, config: SFTConfig = SFTConfig(), *,
+              on_step: Callable[[int, dict[str, float]], None] | None = None,
+              metadata: dict | None = None) -> SFTResult:
+    """Fine-tune on `samples` and save an HF checkpoint (weights, tokenizer, `sft.json`) to `out_dir`."""
+    from selfplay.learner.checkpoint import save_hf
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+
+    if not samples:
+        raise ValueError("train_sft got no samples; collect successful trajectories first (`selfplay rft`)")
+    start = time.monotonic()
+    engine = LearnerEngine(EngineConfig(model_dir=config.model_dir, lr=config.lr, warmup_steps=config.warmup_steps,
+                                        weight_decay=config.weight_decay, token_budget=config.token_budget,
+                                        gradient_checkpointing=config.gradient_checkpointing, seed=config.seed))
+    plan = batches(samples, config)
+    # The engine's scheduler is warm-up then constant; RFT decays to 0 (same warm-up, so step 0 agrees).
+    engine.scheduler.lr_lambdas = [lambda k: lr_factor(k, config.warmup_steps, len(plan))]
+    history = []
+    for i, batch in enumerate(plan):
+        metrics = engine.sft_step(batch)
+        history.append(metrics)
+        log.info("sft step %d/%d loss %.4f lr %.2e (%.1f s)", i + 1, len(plan), metrics["sft/loss"],
+                 metrics["sft/lr"], metrics["sft/step_s"])
+        if on_step:
+            on_step(i, metrics)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_hf(engine, out)
+    wall = time.monotonic() - start
+    (out / "sft.json").write_text(json.dumps({
+        "config": {**asdict(config), "model_dir": engine.model_dir}, "samples": len(samples), "steps": len(plan),
+        "loss_first": history[0]["sft/loss"], "loss_last": history[-1]["sft/loss"], "wall_s": wall,
+        **(metadata or {})}, indent=1, default=str) + "\n")
+    return SFTResult(out, tuple(history), wall)
+
+
+def preset(name: str, **overrides: object) -> SFTConfig:
+    if name not in PRESETS:
+        raise ValueError(f"unknown SFT preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return replace(PRESETS[name], **{k: v for k, v in overrides.items() if v is not None})

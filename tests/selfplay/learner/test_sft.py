@@ -1,0 +1,166 @@
+"""RFT/SFT: masking of format-error turns, the SFT loss on the learner engine, the checkpoint as an `hf`
+policy, and clear errors for a store with nothing to train on.
+
+A tiny random Llama (the embedded tokenizer, hidden size 32) keeps these fast on 2 cores; trajectories
+are recorded by the real scaffold (`run_episode` with the scripted backend in a local sandbox).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("deepspeed")
+
+from agent_scaffold.agent import run_episode  # noqa: E402
+from agent_scaffold.policies.scripted import ScriptedPolicy  # noqa: E402
+from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables  # noqa: E402
+from agent_scaffold.trajectory import save_jsonl  # noqa: E402
+from selfplay.learner.rft import RFTDataError, collect, sft_samples, valid_turn_mask  # noqa: E402
+from selfplay.learner.sft import SFTConfig, batches, lr_factor, train_sft  # noqa: E402
+from tests.agent_scaffold.local_sandbox import LocalSandbox  # noqa: E402
+
+ACTIONS = ["Look around.\n```bash\nls\n```",
+           "oops, no block here",  # a format error: must carry no loss
+           "Read it.\n```bash\ncat a.py\n```",
+           "```submit\n```"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+
+    return AutoTokenizer.from_pretrained(default_model_dir())
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, tokenizer):
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    path = tmp_path_factory.mktemp("tiny-llama")
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=2048,
+                         tie_word_embeddings=True)
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def trajectory(tmp_path_factory, tokenizer):
+    sb = LocalSandbox(tmp_path_factory.mktemp("repo"), {"a.py": "x = 1\n"})
+    ep = run_episode(ScriptedPolicy(ACTIONS, tokenizer=tokenizer), sb, load_role("solver"),
+                     solver_variables("fix it", "issue"), limits=EpisodeLimits(max_turns=6))
+    assert ep.termination == "submitted" and ep.format_errors == 1
+    return ep.trajectory
+
+
+def test_format_error_turn_is_masked(trajectory):
+    mask = valid_turn_mask(trajectory)
+    spans = trajectory.turn_spans
+    assert trajectory.loss_mask[spans[1][0]:spans[1][1]] and not any(mask[spans[1][0]:spans[1][1]])
+    for i in (0, 2, 3):
+        s, e = spans[i]
+        assert mask[s:e] == trajectory.loss_mask[s:e] and all(mask[s:e])
+    # observations and prompt stay unmasked-out
+    assert sum(mask) == sum(trajectory.loss_mask) - (spans[1][1] - spans[1][0])
+
+
+def test_masked_turns_carry_zero_gradient(trajectory, tiny_model):
+    """Per-token gradients of the SFT loss: zero on the format-error turn with masking, non-zero without."""
+    from transformers import AutoModelForCausalLM
+
+    from selfplay.learner.losses import token_weights
+    from selfplay.learner.packing import pack, unpack
+    from selfplay.learner.logprobs import packed_token_logprobs
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation="sdpa")
+    ids = trajectory.input_ids
+    s, e = trajectory.turn_spans[1]
+    grads = {}
+    for name, mask in (("masked", valid_turn_mask(trajectory)), ("unmasked", trajectory.loss_mask)):
+        packed = pack([ids], block_mask=False)
+        lp, _ = packed_token_logprobs(model, packed)
+        lp = unpack(lp, packed.seq_lens)  # (1, T)
+        lp.retain_grad()
+        m = torch.tensor([mask], dtype=torch.float32)
+        loss = -(lp * token_weights(m, "token-mean")).sum()
+        loss.backward()
+        grads[name] = lp.grad[0]
+    assert torch.all(grads["masked"][s:e] == 0)
+    assert torch.all(grads["unmasked"][s:e] != 0)
+    good = torch.tensor(valid_turn_mask(trajectory), dtype=torch.bool)
+    assert torch.all(grads["masked"][good] < 0) and torch.all(grads["masked"][~good] == 0)
+
+
+def test_lr_schedule_warmup_then_cosine_to_zero():
+    total, warm = 20, 10
+    f = [lr_factor(k, warm, total) for k in range(total)]
+    assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(f[9:], f[10:])) and 0 < f[-1] < 0.05
+
+
+def test_batches_cover_every_sample_once_per_epoch(trajectory):
+    samples = sft_samples([trajectory] * 5)
+    plan = batches(samples, SFTConfig(batch_size=2, epochs=2))
+    assert [len(b) for b in plan] == [2, 2, 1, 2, 2, 1]
+
+
+def _demo_store(tmp_path, trajectory, reward: float):
+    from selfplay.store import open_store
+
+    tmp_path.mkdir(exist_ok=True)
+    path = tmp_path / "t.jsonl"
+    save_jsonl([trajectory], path, append=False)
+    st = open_store(str(tmp_path / "s.db"))
+    st.record_attempt(None, role="solver", policy_version=0, reward=reward, turns=4, tokens=len(trajectory.input_ids),
+                      termination="submitted", trajectory_path=str(path), source="demo")
+    return st
+
+
+def test_empty_store_and_store_without_successes_are_clear_errors(tmp_path, trajectory):
+    from selfplay.store import open_store
+
+    with open_store(str(tmp_path / "empty.db")) as st:
+        with pytest.raises(RFTDataError, match="no attempts.*selfplay demos"):
+            collect(st)
+    with _demo_store(tmp_path, trajectory, -1.0) as st:
+        with pytest.raises(RFTDataError, match="no successful one"):
+            collect(st)
+    with _demo_store(tmp_path / "ok", trajectory, 1.0) as st:
+        with pytest.raises(RFTDataError, match="no successful one from source 'success'"):
+            collect(st, source="success")  # demos only, policy successes asked for
+        data = collect(st, source="demo")
+        assert data.stats["rft/kept"] == 1
+
+
+def test_sft_loss_falls_and_not_at_lr_zero_and_checkpoint_loads_as_hf_policy(tmp_path, trajectory, tiny_model):
+    samples = sft_samples([trajectory] * 4)
+    cfg = SFTConfig(model_dir=str(tiny_model), lr=2e-2, warmup_steps=1, batch_size=4, epochs=6,
+                    gradient_checkpointing=False, weight_decay=0.0)
+    trained = train_sft(samples, tmp_path / "trained", cfg)
+    losses = [m["sft/loss"] for m in trained.history]
+    assert losses[-1] < losses[0] - 1.0 and all(b < a for a, b in zip(losses, losses[1:])), losses
+    frozen = train_sft(samples, tmp_path / "frozen", SFTConfig(**{**cfg.__dict__, "lr": 0.0}))
+    still = [m["sft/loss"] for m in frozen.history]
+    assert max(still) - min(still) < 1e-5 * abs(still[0]), still
+    assert still[0] == pytest.approx(losses[0], rel=1e-6)
+
+    from agent_scaffold.policies import make_policy
+    from agent_scaffold.policy import SamplingParams
+
+    policy = make_policy("hf", model_dir=str(trained.out_dir))
+    prompt = list(trajectory.input_ids[:trajectory.turn_spans[0][0]])
+    (c,) = policy.generate([prompt], SamplingParams(temperature=0.0, max_new_tokens=4))
+    assert len(c.token_ids) >= 1
+    # the engine's masked NLL equals the NLL recomputed by the saved policy's own forward pass
+    with torch.no_grad():
+        ids = torch.tensor([trajectory.input_ids])
+        logits = policy.model(input_ids=ids).logits[0, :-1].float()
+        lp = torch.log_softmax(logits, -1).gather(-1, ids[0, 1:, None])[:, 0]
+        m = torch.tensor(valid_turn_mask(trajectory)[1:], dtype=torch.float32)
+        nll = float(-(lp * m).sum() / m.sum())
+    assert nll < losses[0]
