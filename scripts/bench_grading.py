@@ -1,0 +1,102 @@
+"""Grading (and validation) time of this tree against another checkout (issue 15's benchmark: hardening
+must not cost speed; target <= 1.2x).
+
+Each side runs in its own worker process with its own tree on sys.path (so the two never share code), on
+the same machine, interleaved round by round so that load drift hits both alike. A worker starts a pool of
+warm sandboxes, validates the artifact once (for FAIL_TO_PASS/PASS_TO_PASS, and to start the parser box),
+warms up, then times `grade()` of each prediction through the pool, as the run loop does, and `validate()`.
+
+Usage:
+  git worktree add /tmp/base 46eee51
+  python scripts/bench_grading.py --base /tmp/base [--rounds 5] [--grades 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+PREDICTIONS = ("correct", "partial")
+
+
+def worker(args: argparse.Namespace) -> None:
+    from repos.listfile import get_repo
+    from sandboxes.images import repo_image
+    from sandboxes.pool import SandboxPool
+    from selfplay.artifact import load_artifact
+    from selfplay.grader import grade
+    from selfplay.validation import validate
+
+    spec = get_repo(args.repo)
+    artifact = load_artifact(args.artifact)
+    preds = {n: (Path(args.predictions) / f"{n}.diff").read_text() for n in PREDICTIONS}
+    out: dict[str, list[float]] = {"grade": [], "validate": []}
+    with SandboxPool(repo_image(spec), size=4, workdir=spec.workdir) as pool:
+        report = validate(artifact, spec, pool=pool)
+        assert report.valid, report.to_json()
+        f2p, p2p = report.fail_to_pass, report.pass_to_pass
+        grade(artifact, preds["correct"], f2p, p2p, spec=spec, pool=pool)  # warm-up
+        for i in range(args.grades):
+            name = PREDICTIONS[i % len(PREDICTIONS)]
+            start = time.monotonic()
+            result = grade(artifact, preds[name], f2p, p2p, spec=spec, pool=pool)
+            out["grade"].append(time.monotonic() - start)
+            assert result.reward == (1 if name == "correct" else -1), result.to_json()
+        for _ in range(args.validations):
+            start = time.monotonic()
+            assert validate(artifact, spec, pool=pool).valid
+            out["validate"].append(time.monotonic() - start)
+    print("BENCH " + json.dumps(out))
+
+
+def run_worker(tree: Path, args: argparse.Namespace) -> dict[str, list[float]]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--repo", args.repo, "--artifact",
+           args.artifact, "--predictions", args.predictions, "--grades", str(args.grades),
+           "--validations", str(args.validations)]
+    res = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
+    line = next((x for x in res.stdout.splitlines() if x.startswith("BENCH ")), None)
+    if line is None:
+        raise SystemExit(f"worker in {tree} failed (exit {res.returncode}):\n{res.stderr[-3000:]}")
+    return json.loads(line[6:])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", help="Checkout to compare with (e.g. a worktree of 46eee51).")
+    ap.add_argument("--repo", default="toolz")
+    ap.add_argument("--artifact", default=str(HERE / "tests/fixtures/artifacts/valid"))
+    ap.add_argument("--predictions", default=str(HERE / "tests/fixtures/predictions"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--grades", type=int, default=6, help="Timed grade() calls per worker.")
+    ap.add_argument("--validations", type=int, default=2, help="Timed validate() calls per worker.")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args)
+        return
+    if not args.base:
+        raise SystemExit("--base is required: a checkout of the commit to compare with")
+    trees = {"hardened": HERE, "base": Path(args.base).resolve()}
+    times: dict[str, dict[str, list[float]]] = {k: {"grade": [], "validate": []} for k in trees}
+    for r in range(args.rounds):
+        for name in (trees if r % 2 == 0 else reversed(list(trees))):
+            for key, values in run_worker(trees[name], args).items():
+                times[name][key].extend(values)
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
+    print(f"repo {args.repo}, artifact {Path(args.artifact).name}, {args.rounds} rounds, medians "
+          f"(grade: {len(times['base']['grade'])} calls per side; validate: {len(times['base']['validate'])})")
+    for key in ("grade", "validate"):
+        hard, base = statistics.median(times["hardened"][key]), statistics.median(times["base"][key])
+        print(f"{key:9s} base {base:.3f} s  hardened {hard:.3f} s  ratio {hard / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
