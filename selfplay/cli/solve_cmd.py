@@ -1,9 +1,56 @@
-"""`selfplay solve`: the trained agent on a real issue in a real repository (placeholder until solve lands)."""
+"""`selfplay solve`: the agent on a real issue in a real repository; writes the patch (and a branch)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+
+from selfplay.cli.eval_cmd import POLICY_HELP, policy_factory
+
+
+def solve(
+    repo: str = typer.Option(..., "--repo", help="Clone URL or local repository path."),
+    issue: str = typer.Option(..., "--issue", help="GitHub issue URL, a file, or the issue text."),
+    commit: Optional[str] = typer.Option(None, "--commit", help="Commit to start from (default HEAD)."),
+    policy: str = typer.Option("hf", "--policy", help=POLICY_HELP),
+    model: Optional[str] = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
+    base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
+    script: Optional[Path] = typer.Option(None, "--script", help="scripted: JSON list of actions."),
+    setup: Optional[str] = typer.Option(None, "--setup", help="Install command run in the repo (default: "
+                                        "detected from pyproject.toml / setup.py / requirements*.txt)."),
+    out: Path = typer.Option(Path("patch.diff"), "--out", help="Where to write the patch."),
+    branch: Optional[str] = typer.Option(None, "--branch", help="Also commit the patch to this new local "
+                                         "branch (local repos; needs a clean working tree)."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
+    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
+) -> None:
+    """Run the solver on an issue in a sandbox built for the repo (no network while the agent works), write
+    the patch, and print the files changed, the turns taken and the tests the agent ran. The repo's working
+    tree is never touched; with --branch the patch becomes a commit on a new branch."""
+    from rich.console import Console
+
+    from selfplay.eval.errors import SolveError
+    from selfplay.solve.solver import solve as run_solve
+
+    if out.exists() and out.is_dir():
+        raise typer.BadParameter(f"--out {out} is a directory; name a file", param_hint="--out")
+    pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key)("solve")
+    console = Console()
+    try:
+        res = run_solve(repo, issue, pol, commit=commit, setup=setup, out=out, branch=branch,
+                        max_turns=max_turns, max_new_tokens=max_new_tokens)
+    except SolveError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(1) from exc
+    console.print(f"ended: {res.termination} after {res.turns} turns (from commit {res.commit[:12]})")
+    console.print(f"files changed: {', '.join(res.files) or 'none'}")
+    console.print("tests the agent ran: " + ("; ".join(res.tests_run) or "none"))
+    console.print(f"patch: {out}" + (f"; branch {branch} at {res.branch_commit[:12]}" if res.branch_commit else ""))
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
+    app.command("solve")(solve)

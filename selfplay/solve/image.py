@@ -1,0 +1,119 @@
+"""The sandbox image of a checkout: the base image, the checkout at /testbed, a virtualenv at /opt/venv
+with the repo's install, git's baseline tagged `selfplay-base`.
+
+The install is `--setup CMD` when given (run in /testbed with the venv on PATH), else detected:
+pyproject.toml / setup.py / setup.cfg -> `pip install -e .`; requirements*.txt (requirements.txt, then
+requirements-dev.txt / requirements-test.txt / requirements_dev.txt / test-requirements.txt when present) ->
+`pip install -r` each; pytest is always added. The build runs with network (pip), the agent's sandbox
+without. One container, then `docker commit`, as `sandboxes.images` does for repo images (whose recipe
+always installs the repo editable, so it cannot serve requirements-only repos or a custom setup). The tag
+hashes the commit, the install and the base image, so an unchanged repo is not rebuilt. A failed install
+raises SolveError with the build log's tail and path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import shlex
+import tarfile
+import time
+from pathlib import Path
+
+from repos.cache import cache_root
+from sandboxes.base_image import default_log_dir, ensure_base_image, image_id
+from sandboxes.engine import docker_client
+from sandboxes.images import HOST_CA_BUNDLE, IMAGE_PATH, VENV
+from sandboxes.reaper import registry
+from selfplay.eval.errors import SolveError
+from selfplay.solve.checkout import Checkout
+
+log = logging.getLogger(__name__)
+WORKDIR = "/testbed"
+_CA = "/tmp/selfplay-host-ca.crt"
+_PIP_CACHE = "/tmp/selfplay-pip-cache"
+EXTRA_REQUIREMENTS = ("requirements-dev.txt", "requirements-test.txt", "requirements_dev.txt",
+                      "test-requirements.txt")
+
+SCRIPT = r"""
+set -euo pipefail
+trap 'rm -f {ca}' EXIT
+git config --global --add safe.directory '*'
+python3 -m venv {venv}
+export PATH={venv}/bin:$PATH VIRTUAL_ENV={venv} PIP_CACHE_DIR={pip_cache} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off
+if [ -s {ca} ]; then export PIP_CERT={ca}; fi
+cd {workdir}
+echo "selfplay: install: $SELFPLAY_INSTALL"
+bash -c "$SELFPLAY_INSTALL"
+pip install pytest
+printf '__pycache__/\n*.py[cod]\n' >> .git/info/exclude
+git diff --name-only -z | xargs -0r git checkout --
+git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude
+git tag -f selfplay-base >/dev/null
+"""
+
+
+def detect_install(tree: Path) -> str:
+    """The install command for the repo in `tree` (see the module docstring)."""
+    if any((tree / f).is_file() for f in ("pyproject.toml", "setup.py", "setup.cfg")):
+        return "pip install -e ."
+    reqs = [f for f in ("requirements.txt", *EXTRA_REQUIREMENTS) if (tree / f).is_file()]
+    if reqs:
+        return " && ".join(f"pip install -r {shlex.quote(f)}" for f in reqs)
+    return "true  # no pyproject.toml, setup.py or requirements file: nothing to install"
+
+
+def build_solve_image(co: Checkout, *, setup: str | None = None, log_dir: Path | None = None) -> str:
+    """The image tag for `co`, built when missing. Raises SolveError naming the log on install failure."""
+    install = setup or detect_install(co.path)
+    base = ensure_base_image()
+    key = hashlib.sha256(f"{co.commit}\0{install}\0{image_id(base)}\0{SCRIPT}".encode()).hexdigest()[:12]
+    safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in co.name.lower()) or "repo"
+    tag = f"selfplay-solve-{safe}:{key}"
+    if image_id(tag):
+        return tag
+    log_path = (log_dir or default_log_dir()) / f"solve-{safe}-{key}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    pip_cache = cache_root() / "pip"
+    pip_cache.mkdir(parents=True, exist_ok=True)
+    from docker.types import Mount
+
+    client = docker_client()
+    script = SCRIPT.format(ca=_CA, venv=VENV, pip_cache=_PIP_CACHE, workdir=WORKDIR)
+    container = client.containers.create(base, command=["bash", "-c", script], environment={
+        "SELFPLAY_INSTALL": install}, mounts=[Mount(_PIP_CACHE, str(pip_cache), type="bind")])
+    registry.register(client, container.id)
+    start = time.monotonic()
+    log.info("building %s (install: %s; log: %s)", tag, install, log_path)
+    try:
+        container.put_archive("/", _tar(co.path))
+        container.start()
+        status = container.wait(timeout=3600)
+        output = container.logs().decode("utf-8", "replace")
+        log_path.write_text(f"# build of {tag} from {base}, install: {install}\n{output}\n"
+                            f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
+        if status.get("StatusCode") != 0:
+            tail = "\n".join(output.strip().splitlines()[-15:])
+            raise SolveError(f"the repo does not install (`{install}` exited {status.get('StatusCode')}); "
+                             f"fix it or pass --setup CMD. Build log: {log_path}\n{tail}")
+        repository, version = tag.rsplit(":", 1)
+        container.commit(repository=repository, tag=version, changes=[
+            f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8", f"WORKDIR {WORKDIR}",
+            'CMD ["sleep", "infinity"]'], message=f"selfplay solve image for {co.name}")
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass
+        registry.forget(container.id)
+    return tag
+
+
+def _tar(tree: Path) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(str(tree), arcname=WORKDIR.strip("/"))
+        if HOST_CA_BUNDLE.exists():
+            tar.add(str(HOST_CA_BUNDLE), arcname=_CA.strip("/"))
+    return buf.getvalue()

@@ -1,0 +1,105 @@
+"""`solve`: issue text -> checkout -> image -> solver episode (no network) -> patch (+ branch) -> summary.
+
+Every input is checked before any work that leaves output: the issue is read (a URL fetched) and a --branch
+target checked (clean tree, new name) first; the patch file and the branch are written only after the
+episode, so a failure (repo does not install, sandbox error) leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_scaffold.policy import Policy, SamplingParams
+from selfplay.eval.errors import SolveError
+
+log = logging.getLogger(__name__)
+TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nox|runtests|manage\.py test|make test)\b")
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """What `selfplay solve` prints and writes."""
+
+    patch: str
+    """The agent's diff over the commit ("" when it changed nothing)."""
+    files: tuple[str, ...]
+    """Files the patch changes."""
+    turns: int
+    termination: str
+    """How the episode ended (submitted, max_turns, ...)."""
+    tests_run: tuple[str, ...]
+    """Test commands the agent ran (bash actions that invoke a test runner)."""
+    commit: str
+    """The commit the agent started from."""
+    branch_commit: str | None = None
+    """The commit on --branch, when one was made."""
+
+
+def tests_in(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The bash commands among the assistant's actions that run tests, in order."""
+    from agent_scaffold.actions import parse_action
+
+    found = []
+    for msg in messages:
+        if msg.get("role") != "assistant":
+            continue
+        try:
+            action = parse_action(msg.get("content") or "")
+        except Exception:  # a malformed reply ran nothing
+            continue
+        if action.tool == "bash" and TEST_COMMAND.search(action.command):
+            found.append(action.command.strip())
+    return tuple(found)
+
+
+def solve(repo: str, issue: str, policy: Policy, *, commit: str | None = None, setup: str | None = None,
+          out: Path | None = None, branch: str | None = None, sampling: SamplingParams | None = None,
+          max_turns: int | None = None, max_new_tokens: int | None = None) -> SolveResult:
+    """Run the solver on `issue` (URL, file or text) in `repo` (URL or local path); see the module docstring."""
+    from agent_scaffold.agent import run_episode
+    from agent_scaffold.roles import load_role, solver_variables
+    from sandboxes.docker import DockerSandbox, DockerSandboxConfig
+    from selfplay.diffs import touched_files
+    from selfplay.eval.runner import SSR_SAMPLING
+    from selfplay.solve.branch import check_branch_target, commit_to_branch
+    from selfplay.solve.checkout import is_url, make_checkout, user_repo
+    from selfplay.solve.image import WORKDIR, build_solve_image
+    from selfplay.solve.issue import read_issue
+
+    text = read_issue(issue)
+    if branch:
+        if is_url(repo):
+            raise SolveError("--branch needs a local repository (--repo PATH); for a URL, clone it first")
+        check_branch_target(Path(user_repo(repo).working_tree_dir or repo), branch)
+    co = make_checkout(repo, commit)
+    try:
+        image = build_solve_image(co, setup=setup)
+        role = load_role("solver")
+        overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens))
+                     if v is not None}
+        with DockerSandbox.create(image, workdir=WORKDIR, config=DockerSandboxConfig(network=False)) as sb:
+            ep = run_episode(policy, sb, role, solver_variables(text, "issue"),
+                             limits=dataclasses.replace(role.limits, **overrides),
+                             sampling=sampling or SSR_SAMPLING)
+    finally:
+        co.cleanup()
+    if ep.infra_failure:
+        raise SolveError(f"the sandbox failed during the episode ({ep.error}); nothing was written. Retry, "
+                         "or check `selfplay sandboxes ls` and the Docker engine")
+    patch = ep.submission if isinstance(ep.submission, str) else ""
+    files = touched_files(patch) if patch.strip() else ()
+    sha = None
+    if branch and patch.strip():
+        first = text.strip().splitlines()[0][:72] if text.strip() else "issue"
+        sha = commit_to_branch(co.origin or Path(repo), co.commit, patch, branch,
+                               f"selfplay solve: {first}\n\nFiles: {', '.join(files)}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(patch)
+    return SolveResult(patch, tuple(files), ep.turns, ep.termination, tests_in(ep.trajectory.messages),
+                       co.commit, sha)
