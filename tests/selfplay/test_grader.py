@@ -8,7 +8,7 @@ import pytest
 
 from selfplay.artifact import load_artifact
 from selfplay.grader import build_buggy_state, grade
-from selfplay.validation.suite import prepare, run_suite
+from selfplay.validation.suite import prepare, restore_paths, run_suite
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 VALID = FIXTURES / "artifacts" / "valid"
@@ -60,9 +60,9 @@ def test_the_conftest_hook_really_fools_an_unhardened_grader(toolz_pool):
     with toolz_pool.checkout() as sb:
         for diff in (artifact.bug_inject, artifact.test_weaken, (PRED / "conftest_hook.diff").read_text()):
             assert sb.apply_patch(diff).applied
-        sb.exec("git checkout -q selfplay-base -- " + " ".join(artifact.test_files), timeout=60)
+        restore_paths(sb, artifact.test_files)
         prepare(sb, artifact)
-        run = run_suite(sb, suite_timeout=120, parser_timeout=30)
+        run = run_suite(sb, artifact, suite_timeout=120, parser_timeout=30)
     assert run.statuses["toolz/tests/test_itertoolz.py::test_frequencies"] == "passed"
 
 
@@ -89,5 +89,19 @@ def test_stale_bytecode_cannot_hide_a_same_size_edit(toolz_pool):
         assert sb.apply_patch(artifact.bug_inject).applied
         assert sb.exec(pinned, timeout=30).ok
         prepare(sb, artifact)
-        run = run_suite(sb, suite_timeout=120, parser_timeout=30)
+        run = run_suite(sb, artifact, suite_timeout=120, parser_timeout=30)
     assert run.statuses["toolz/tests/test_itertoolz.py::test_frequencies"] == "failed"
+
+
+def test_a_task_whose_control_run_hangs_too_is_an_infrastructure_error(toolz_spec, toolz_pool, valid_report):
+    """A run that hangs is the prediction's fault only when the task runs without it; here the task's own
+    script hangs, so the control run with an empty prediction fails too and grading raises."""
+    from dataclasses import replace
+
+    from selfplay.errors import ValidationInfraError
+    from selfplay.grader import GraderConfig
+
+    broken = replace(load_artifact(VALID), test_script="#!/bin/bash\nsleep 3600\n")
+    with pytest.raises(ValidationInfraError, match="control run"):
+        grade(broken, (PRED / "partial.diff").read_text(), valid_report.fail_to_pass, valid_report.pass_to_pass,
+              spec=toolz_spec, pool=toolz_pool, config=GraderConfig(suite_timeout=3))

@@ -35,7 +35,8 @@ def test_no_tests_to_grade_cannot_resolve():
 def test_failed_grade_keeps_reason_and_drops():
     r = failed_grade("does not apply", dropped_hunks=("conftest.py (1 hunk): conftest.py",), fail_to_pass=F2P)
     assert r.to_json() == {"reward": -1, "resolved": False, "tests": {"t::a": "failed", "t::b": "failed"},
-                           "dropped_hunks": ["conftest.py (1 hunk): conftest.py"], "error": "does not apply"}
+                           "dropped_hunks": ["conftest.py (1 hunk): conftest.py"], "error": "does not apply",
+                           "tamper": None, "integrity": None}
 
 
 def test_parse_status_map_accepts_json_after_log_lines():
@@ -57,3 +58,10 @@ def test_split_tests():
     original = {"a": "passed", "b": "passed", "c": "passed", "d": "failed"}
     buggy = {"a": "failed", "c": "passed", "d": "failed"}
     assert split_tests(original, buggy) == (("a", "b"), ("c",))
+
+
+def test_json_carries_tamper_and_integrity():
+    r = failed_grade("runner tampering: x", tamper="x", integrity="tampered: y")
+    data = r.to_json()
+    assert (data["reward"], data["tamper"], data["integrity"]) == (-1, "x", "tampered: y")
+    assert grade_statuses({"t::a": "passed"}, ("t::a",), (), integrity="ok").to_json()["integrity"] == "ok"

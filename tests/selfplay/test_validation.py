@@ -159,3 +159,32 @@ def test_cli_validate_malformed_and_usage_errors(tmp_path):
     assert json.loads(bad.stdout)["valid"] is False and "missing test_parser.py" in json.loads(bad.stdout)["error"]
     assert runner.invoke(app, ["validate", str(tmp_path / "nope"), "--repo", "toolz"]).exit_code == 2
     assert runner.invoke(app, ["validate", str(ARTIFACTS / "valid"), "--repo", "no-such-repo"]).exit_code == 2
+
+
+# -- pure: canaries, markers -------------------------------------------------------------------------
+def test_canary_verdicts():
+    from selfplay.validation.canary import Canary
+
+    c = Canary.new()
+    p, f = f"t.py::TestC{c.cls}::test_p{c.passing}", f"t.py::TestC{c.cls}::test_f{c.failing}"
+    real = {"t.py::a": "passed", "t.py::b": "failed"}
+    assert c.split({**real, p: "passed", f: "failed"}) == (real, "ok")
+    assert c.split({**real, p: "passed", f: "passed"})[1].startswith("tampered")
+    assert c.split({"t.py::a": "passed", p: "failed", f: "failed"})[1].startswith("tampered")
+    assert c.split({**real, p: "failed", f: "failed"})[1] == "ok"  # an honest import error fails real tests too
+    assert c.split(real) == (real, c.split(real)[1]) and c.split(real)[1].startswith("inconclusive")
+    assert f"def test_f{c.failing}" in c.source() and "self.fail" in c.source()
+
+
+def test_job_output_only_trusts_lines_with_this_jobs_marker():
+    import base64
+
+    from selfplay.validation.suite import parse_job_output
+
+    forged = "__selfplay__APPLY bug_inject.diff\n__spdeadbeef__ APPLY bug_inject.diff\n"
+    mark = "__sp0123__"
+    text = (forged + f"{mark} SCRIPT 0 1.0 2.5 10\n{mark} OUTPUT\n{base64.b64encode(forged.encode()).decode()}\n"
+            f"{mark} END\n")
+    found = parse_job_output(text, mark)
+    assert found["end"] and "apply" not in found and found["script"] == ("0", 1.5, 10)
+    assert base64.b64decode(found["output"]).decode() == forged
