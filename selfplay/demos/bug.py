@@ -73,6 +73,12 @@ def parse_hunks(diff: str) -> list[Hunk]:
     return hunks
 
 
+def reversed_hunk(hunk: Hunk) -> Hunk:
+    """`hunk` undone: '+' and '-' swapped (its line numbers are those of the old side then)."""
+    swap = {"+": "-", "-": "+", " ": " "}
+    return Hunk(hunk.path, hunk.new_start, tuple((swap[t], text) for t, text in hunk.lines))
+
+
 def repair(hunk: Hunk, buggy_source: str, rng: random.Random, extra_context: int = 0) -> tuple[str, str]:
     """(SEARCH, REPLACE) texts that undo `hunk` in `buggy_source`: the changed lines plus the fewest
     context lines (and up to `extra_context` more, drawn by `rng`) that make SEARCH match exactly once."""

@@ -34,14 +34,18 @@ class DemoReport:
     dropped: list[str] = field(default_factory=list)
     """`task_id: reason` of the demonstrations not graded +1."""
     tokens: list[int] = field(default_factory=list)
-    """Token count of each kept demonstration."""
+    """Token count of each kept solver demonstration."""
+    injector_kept: list[str] = field(default_factory=list)
+    """Trajectory files of the injector demonstrations whose artifact validated."""
     wall_time: float = 0.0
 
 
 def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
-               tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None) -> DemoReport:
-    """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored."""
+               tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
+               injector: bool = False) -> DemoReport:
+    """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
+    With `injector`, also one injector demonstration per seeded artifact, kept when it validates."""
     from agent_scaffold.trajectory import save_jsonl
     from sandboxes.images import repo_image
     from selfplay.procedural.seed import SeedConfig
@@ -76,6 +80,8 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
                 tasks.append(task)
             else:
                 report.skipped_long += 1
+            if injector:
+                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report)
     for task in tasks[:n]:
         report.tasks.append(task.task_id)
         for j in range(per_task):
@@ -98,3 +104,29 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
             report.tokens.append(len(traj.input_ids))
     report.wall_time = time.monotonic() - start
     return report
+
+
+def _injector_demo(artifact: Any, spec: RepoSpec, store: Any, out: Path, tokenizer: Any, image: str, seed: int,
+                   report: DemoReport) -> None:
+    from agent_scaffold.trajectory import save_jsonl
+    from selfplay.demos.injector import run_injector_demo
+    from selfplay.errors import DiffError
+    from selfplay.store.rows import artifact_id_for
+
+    try:
+        demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"), image=image)
+    except DiffError as exc:
+        report.dropped.append(f"injector: {exc}")
+        return
+    if not demo.kept:
+        report.dropped.append(f"injector: {demo.trajectory.metadata.get('validation')}")
+        return
+    store.record_validation(demo.artifact, spec.name, demo.report, origin="injector", strategy="direct")
+    traj = demo.trajectory
+    path = out / "trajectories" / f"injector-{artifact.digest()[:16]}-s{seed}.jsonl"
+    save_jsonl([traj], path, append=False)
+    store.record_attempt(None, role="injector", policy_version=traj.policy_version, reward=1.0,
+                         turns=len(traj.turn_spans), tokens=len(traj.input_ids), termination=traj.termination,
+                         trajectory_path=str(path.resolve()), wall_time=demo.wall_time, source="demo",
+                         artifact_id=artifact_id_for(spec.name, demo.artifact))
+    report.injector_kept.append(str(path))

@@ -1,0 +1,90 @@
+"""`selfplay demos` for real on toolz: seed, demonstrate, grade, store; then every stored demonstration is
+replayed (its assistant turns through the scripted backend, in a fresh buggy sandbox) and graded +1 again."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def demos(tmp_path_factory):
+    pytest.importorskip("transformers")
+    from repos.listfile import get_repo
+    from selfplay.demos.collect import make_demos
+    from selfplay.store import open_store
+
+    root = tmp_path_factory.mktemp("demos")
+    spec = get_repo("toolz")
+    store = open_store(str(root / "s.db"))
+    report = make_demos(spec, 2, store, root / "out", seed=3)
+    yield spec, store, report
+    store.close()
+
+
+def test_demonstrations_are_stored_short_and_graded_plus_one(demos):
+    _, store, report = demos
+    attempts = store.attempts(source="demo")
+    assert attempts and len(attempts) == len(report.kept) >= 1, report
+    assert all(a.reward == 1.0 and a.role == "solver" and a.tokens <= 2048 for a in attempts)
+    # demonstrations measure the expert, not the policy: the curriculum statistics stay untouched
+    assert all(s.attempts == 0 for s in store.task_stats([a.task_id for a in attempts]))
+
+
+def test_every_stored_demonstration_replays_to_plus_one(demos):
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.agent import run_episode
+    from agent_scaffold.embedded import default_model_dir
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.roles import load_role, solver_variables
+    from agent_scaffold.trajectory import load_jsonl
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+    from selfplay.demos.solver import DEMO_LIMITS
+    from selfplay.grader import build_buggy_state, grade
+
+    spec, store, _ = demos
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    for attempt in store.attempts(source="demo"):
+        (stored,) = load_jsonl(attempt.trajectory_path)
+        task = store.get_task(attempt.task_id)
+        actions = [m["content"] for m in stored.messages if m["role"] == "assistant"]
+        with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
+            build_buggy_state(sb, task.artifact)
+            ep = run_episode(ScriptedPolicy(actions, tokenizer=tok), sb, load_role("solver"),
+                             solver_variables(task.spec, "tests"), limits=DEMO_LIMITS)
+        assert ep.termination == "submitted"
+        # the sampled (assistant) tokens are the stored ones exactly
+        replayed = [ep.trajectory.input_ids[s:e] for s, e in ep.trajectory.turn_spans]
+        assert replayed == [stored.input_ids[s:e] for s, e in stored.turn_spans]
+        result = grade(task.artifact, ep.submission, task.fail_to_pass, task.pass_to_pass, spec=spec)
+        assert result.reward == 1, result
+
+
+def test_a_wrong_repair_is_graded_and_dropped(demos):
+    """The grader, not the expert, decides: a demonstration whose fix is wrong is not kept."""
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.demos import solver as solver_mod
+    from selfplay.demos.solver import run_solver_demo
+
+    spec, store, _ = demos
+    task = store.get_task(store.attempts(source="demo")[0].task_id)
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    real = solver_mod.solver_actions
+
+    def sabotaged(plan, rng):  # submit right after reproducing: no fix in the diff
+        actions = real(plan, rng)
+        return [a for a in actions if "str_replace" not in a]
+
+    solver_mod.solver_actions = sabotaged
+    try:
+        demo = run_solver_demo(task, spec, tok, random.Random(0))
+    finally:
+        solver_mod.solver_actions = real
+    assert demo.termination == "submitted" and demo.reward == -1 and not demo.kept

@@ -1,0 +1,76 @@
+"""The scripted solver's plan (pure): hunks, a unique repair, valid and varied actions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agent_scaffold.actions import parse_action
+from selfplay.demos.bug import enclosing_function, parse_hunks, repair
+from selfplay.demos.solver_plan import SolverTask, solver_actions
+from selfplay.errors import DiffError
+from selfplay.procedural.seed import file_diff
+
+ORIGINAL = """def first(seq):
+    for x in seq:
+        return x
+
+
+def count(seq, value):
+    n = 0
+    for x in seq:
+        if x == value:
+            n += 1
+    return n
+
+
+def same(seq, value):
+    for x in seq:
+        if x == value:
+            return True
+    return False
+"""
+BUGGY = ORIGINAL.replace("        if x == value:\n            n += 1", "        if x != value:\n            n += 1")
+SPEC = ("diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n"
+        "@@ -1,2 +1,5 @@\n import m\n+\n+def test_count():\n+    assert m.count([1, 2, 1], 1) == 2\n")
+
+
+def task(reproduce: bool = True) -> SolverTask:
+    return SolverTask(spec=SPEC, fail_to_pass=("tests/test_m.py::test_count",),
+                      bug_inject=file_diff("m.py", ORIGINAL, BUGGY), buggy_sources={"m.py": BUGGY},
+                      reproduce=reproduce)
+
+
+def test_repair_is_unique_and_undoes_the_bug():
+    (hunk,) = parse_hunks(task().bug_inject)
+    assert hunk.path == "m.py" and hunk.first_changed_line == 9
+    # "if x == value:" occurs twice in the original, "if x != value:" once in the buggy file
+    for seed in range(5):
+        search, replace = repair(hunk, BUGGY, random.Random(seed), extra_context=2)
+        assert BUGGY.count(search + "\n") == 1
+        assert BUGGY.replace(search, replace, 1) == ORIGINAL
+    assert enclosing_function(BUGGY, 9).name == "count"
+
+
+def test_no_usable_hunk_is_a_clear_error():
+    with pytest.raises(DiffError, match="no usable hunks"):
+        parse_hunks("not a diff")
+
+
+@pytest.mark.parametrize("reproduce", [True, False])
+def test_every_action_is_valid_and_the_plan_ends_with_submit(reproduce):
+    for seed in range(20):
+        actions = solver_actions(task(reproduce), random.Random(seed))
+        kinds = [parse_action(a) for a in actions]  # raises FormatError on a malformed reply
+        assert actions[-1].endswith("```submit\n```")
+        assert sum("str_replace m.py" in a for a in actions) == 1
+        assert ("git apply" in actions[0] + actions[1]) == reproduce
+        assert len(kinds) <= 10
+
+
+def test_plans_vary_with_the_seed():
+    plans = {tuple(solver_actions(task(), random.Random(seed))) for seed in range(20)}
+    assert len(plans) >= 10
+    firsts = {plan[0].split("\n")[2] for plan in plans}
+    assert len(firsts) >= 3  # orientation, wrong first look, straight to reproduction
