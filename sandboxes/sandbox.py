@@ -81,6 +81,11 @@ class Sandbox(Protocol):
         """Return the repo (and scratch space) to the base state, verified."""
         ...
 
+    def rebase(self, message: str = "initial commit") -> None:
+        """Make the current tree the base (one fresh commit; what `reset` returns to); no copy of the
+        previous base stays readable to model code."""
+        ...
+
     def close(self) -> None:
         """Remove the container. Idempotent."""
         ...

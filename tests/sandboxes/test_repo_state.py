@@ -10,10 +10,11 @@ GOOD = """\
 diff --git a/pkg/calc.py b/pkg/calc.py
 --- a/pkg/calc.py
 +++ b/pkg/calc.py
-@@ -1,2 +1,2 @@
+@@ -1,3 +1,3 @@
  def add(a, b):
 -    return a + b
 +    return a - b
+ 
 """
 
 
