@@ -84,23 +84,21 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
             f"{where}: missing field(s) {', '.join(missing)}; `tasks import` reads files "
             "written by `selfplay tasks export --format swebench`"
         )
-    try:
-        files = json.loads(rec["selfplay_artifact"])
-        # The export keeps test_files.txt as a JSON list; the artifact's own format is one path a line.
-        artifact = BugArtifact.from_files({**files, "test_files.txt": "\n".join(files["test_files.txt"])})
-        meta = json.loads(rec.get("selfplay_metadata") or "{}")
-        f2p, p2p = json.loads(rec["FAIL_TO_PASS"]), json.loads(rec["PASS_TO_PASS"])
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ImportFormatError(
-            f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})"
-        ) from exc
     where = f"{where} ({rec['instance_id']})"
     try:
-        check_format(artifact)
-    except ArtifactError as exc:
-        raise ImportFormatError(f"{where}: the artifact fails the format check of validation: {exc}") from None
+        files = json.loads(rec["selfplay_artifact"])
+        meta = json.loads(rec.get("selfplay_metadata") or "{}")
+        f2p, p2p = json.loads(rec["FAIL_TO_PASS"]), json.loads(rec["PASS_TO_PASS"])
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ImportFormatError(f"{where}: malformed selfplay_artifact/metadata/test lists ({exc!r})") from exc
+    artifact = _artifact(files, where)
+    for name, tests in (("FAIL_TO_PASS", f2p), ("PASS_TO_PASS", p2p)):
+        if not isinstance(tests, list) or not all(isinstance(t, str) for t in tests):
+            raise ImportFormatError(f"{where}: {name} must be a JSON list of test ids")
     if not f2p:
         raise ImportFormatError(f"{where}: FAIL_TO_PASS is empty; a task needs at least one test the bug breaks")
+    if not isinstance(meta, dict):
+        raise ImportFormatError(f"{where}: selfplay_metadata must be a JSON object")
     _check_prediction(rec.get("selfplay_pred_patch"), artifact, rec["repo"], where)
     # Files from before the one serialiser carried the repo's image and commit in `image`/`base_commit`.
     old = "selfplay_repo_image" not in rec
@@ -125,10 +123,32 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
     return task, rec.get("selfplay_status") or "active"
 
 
+def _artifact(files: Any, where: str) -> BugArtifact:
+    """The entry's five files as an artifact that passes validation's format check, else ImportFormatError."""
+    if not isinstance(files, dict):
+        raise ImportFormatError(f"{where}: selfplay_artifact must be a JSON object of the five files")
+    test_files = files.get("test_files.txt")
+    # The export keeps test_files.txt as a JSON list; the artifact's own format is one path a line.
+    if isinstance(test_files, list) and all(isinstance(p, str) for p in test_files):
+        files = {**files, "test_files.txt": "\n".join(test_files)}
+    wrong = [n for n in ARTIFACT_FILES if n in files and not isinstance(files[n], str)]
+    if wrong:
+        raise ImportFormatError(f"{where}: {', '.join(wrong)} in selfplay_artifact must be text "
+                                "(test_files.txt: a list of paths)")
+    try:
+        artifact = BugArtifact.from_files(files)
+        check_format(artifact)
+    except ArtifactError as exc:
+        raise ImportFormatError(f"{where}: the artifact fails validation's format check: {exc}") from None
+    return artifact
+
+
 def _check_prediction(pred: str | None, artifact: BugArtifact, repo: str, where: str) -> None:
     """Reject a higher-order entry whose failed prediction is not a diff or touches test infrastructure."""
-    if not pred:
+    if pred is None or pred == "":
         return
+    if not isinstance(pred, str):
+        raise ImportFormatError(f"{where}: selfplay_pred_patch must be a diff as text, or null")
     from repos.errors import RepoError
     from repos.listfile import get_repo
     from repos.spec import DEFAULT_TEST_PATTERNS
