@@ -68,3 +68,11 @@ def test_test_files_txt_ignores_blanks_comments_and_dot_slash(tmp_path):
     (tmp_path / "a" / "test_files.txt").write_text(
         "# oracle\n./toolz/tests/test_itertoolz.py\n\ntoolz/tests/test_dicttoolz.py\ntoolz/tests/test_dicttoolz.py\n")
     assert load_artifact(tmp_path / "a").test_files == _valid().test_files
+
+
+def test_from_files_names_the_missing_files():
+    """An injector that submits fewer than five files gets an ArtifactError (an invalid verdict), not a KeyError."""
+    files = load_artifact(ARTIFACTS / "valid").files()
+    del files["test_parser.py"], files["test_weaken.diff"]
+    with pytest.raises(ArtifactError, match="missing test_parser.py, test_weaken.diff"):
+        BugArtifact.from_files(files)
