@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything the test suite needs (Docker engine, PostgreSQL, the package with its train and dev
+# Installs everything the test suite needs (Docker engine, PostgreSQL, the package with its train, dev and eval
 # extras, the embedded model) and runs the whole suite. This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=train,dev bash scripts/install.sh
+EXTRAS=train,dev,eval bash scripts/install.sh
 export SELFPLAY_TEST_POSTGRES_URL=${SELFPLAY_TEST_POSTGRES_URL:-$(bash scripts/postgres.sh)}
 exec .venv/bin/python -m pytest -q "$@"

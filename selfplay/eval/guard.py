@@ -9,7 +9,6 @@ runs with network mode `none` (DockerSandboxConfig.network=False). `history_leak
 
 from __future__ import annotations
 
-import inspect
 import shlex
 
 from sandboxes.sandbox import ExecResult, Sandbox
@@ -46,11 +45,8 @@ echo "base: $base"
 
 
 def _as_root(sb: Sandbox, cmd: str, timeout: float, **kw: object) -> ExecResult:
-    """Run grader-side bookkeeping as root where the sandbox distinguishes users (its `user=` keyword,
-    issue 15); older sandboxes run everything as root already."""
-    if "user" in inspect.signature(sb.exec).parameters:
-        kw["user"] = "root"
-    return sb.exec(cmd, timeout, **kw)  # type: ignore[arg-type]
+    """Grader-side bookkeeping (history surgery, staging the eval script) runs as root."""
+    return sb.exec(cmd, timeout, user="root", **kw)  # type: ignore[arg-type]
 
 
 def strip_history(sb: Sandbox, base_commit: str, *, timeout: float = 900.0) -> None:

@@ -15,6 +15,7 @@ Decoding defaults to SSR's evaluation setting: temperature 1.0, top-p 0.95, one 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import threading
@@ -165,7 +166,10 @@ def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_
     episodes = _episodes(run_dir)
     ids = [i["instance_id"] for i in instances]
     if config.grader == "harness":
-        run_id = f"{config.out_dir.name}-run{k}"
+        # Unique per output folder: the harness names containers by run id and instance, so two evaluations
+        # sharing a run id would collide; deterministic, so a resumed evaluation finds its reports.
+        digest = hashlib.sha256(str(config.out_dir.resolve()).encode()).hexdigest()[:8]
+        run_id = f"{config.out_dir.name}-{digest}-run{k}"
         graded = [i for i in ids if i in preds and preds[i].model_patch.strip()]
         if graded:
             run_harness(run_dir, dataset, run_dir / "predictions.jsonl", run_id, instance_ids=graded,
@@ -191,6 +195,8 @@ def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_
             iid, k, resolved=bool(rep and rep.get("resolved")),
             patch_applied=bool(rep and rep.get("patch_successfully_applied")),
             empty_patch=bool(pred is not None and not pred.model_patch.strip()),
-            infra_failure=pred is None or bool(rep and rep.get("infra_failure")),
+            # no prediction (the episode failed), or a non-empty one the grader produced no report for
+            infra_failure=pred is None or (rep is None and bool(pred.model_patch.strip()))
+            or bool(rep and rep.get("infra_failure")),
             termination=ep.get("termination", ""), turns=int(ep.get("turns") or 0)))
     return results

@@ -66,5 +66,6 @@ def test_official_harness_grades_the_exported_tasks_unchanged(offline_dataset, t
     _eval(offline_dataset, out, "--grader", "harness", "--instances", f"{KEYFILTER},{FREQUENCIES}")
     report = json.loads((out / "report.json").read_text())
     assert report["grader"] == "harness" and report["resolved_pct_per_run"] == [50.0]
+    assert report["infra_failures"] == []
     harness_report = next((out / "run-0" / "logs" / "run_evaluation").rglob(f"{KEYFILTER}/report.json"))
     assert json.loads(harness_report.read_text())[KEYFILTER]["resolved"] is True
