@@ -88,3 +88,21 @@ def test_a_wrong_repair_is_graded_and_dropped(demos):
     finally:
         solver_mod.solver_actions = real
     assert demo.termination == "submitted" and demo.reward == -1 and not demo.kept
+
+
+def test_injector_expert_writes_an_artifact_that_validates(demos):
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.demos.injector import run_injector_demo
+
+    spec, store, _ = demos
+    task = store.get_task(store.attempts(source="demo")[0].task_id)
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    demo = run_injector_demo(task.artifact, spec, tok, random.Random(1))
+    assert demo.trajectory.termination == "submitted" and demo.trajectory.metadata["format_errors"] == 0
+    assert demo.kept, demo.report
+    assert demo.report.valid and demo.trajectory.reward == 1.0
+    # the episode wrote the same bug and the same oracle tests (headers and context may differ)
+    assert demo.artifact.test_files == task.artifact.test_files
+    assert set(demo.report.fail_to_pass) == set(task.fail_to_pass)
