@@ -164,3 +164,24 @@ def test_sft_loss_falls_and_not_at_lr_zero_and_checkpoint_loads_as_hf_policy(tmp
         m = torch.tensor(valid_turn_mask(trajectory)[1:], dtype=torch.float32)
         nll = float(-(lp * m).sum() / m.sum())
     assert nll < losses[0]
+
+
+def test_rft_command_on_an_empty_store_says_what_to_do(tmp_path):
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+
+    res = CliRunner().invoke(app, ["rft", "--store", str(tmp_path / "empty.db"), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2
+    assert "no attempts" in res.output and "selfplay demos" in res.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+def test_sft_on_the_embedded_model_lowers_the_demonstration_loss(tmp_path, trajectory):
+    """One real check: two SFT steps of SmolLM2-135M-Instruct on a scripted trajectory lower its NLL."""
+    samples = sft_samples([trajectory])
+    result = train_sft(samples, tmp_path / "real", SFTConfig(lr=1e-4, warmup_steps=1, batch_size=1, epochs=3,
+                                                            gradient_checkpointing=False))
+    losses = [m["sft/loss"] for m in result.history]
+    assert losses[-1] < losses[0], losses
