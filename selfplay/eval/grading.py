@@ -23,7 +23,7 @@ from typing import Any
 
 from sandboxes.docker import DockerSandbox, DockerSandboxConfig
 from sandboxes.sandbox import Sandbox
-from selfplay.eval.guard import _as_root
+from selfplay.eval.guard import as_root
 from selfplay.eval.predictions import Prediction
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def _apply(sb: Sandbox, patch: str) -> tuple[bool, str]:
     res = sb.apply_patch(patch)
     if res.applied:
         return True, f"git apply: {', '.join(res.files)}"
-    fallback = _as_root(sb, "cat > /tmp/patch.diff && patch --batch --forward --fuzz=5 -p1 -i /tmp/patch.diff",
+    fallback = as_root(sb, "cat > /tmp/patch.diff && patch --batch --forward --fuzz=5 -p1 -i /tmp/patch.diff",
                         120, stdin=patch)
     if fallback.ok:
         return True, f"patch --fuzz=5:\n{fallback.output}"
@@ -78,8 +78,8 @@ def grade_local(instance: dict[str, Any], pred: Prediction, log_dir: Path, *, ti
         if not applied:
             log_path.write_text(f"{APPLY_PATCH_FAIL}:\n{detail}\n")
         else:
-            _as_root(sb, "cat > /tmp/eval.sh", 60, stdin=spec.eval_script)
-            run = _as_root(sb, "bash /tmp/eval.sh", timeout, workdir=WORKDIR)
+            as_root(sb, "cat > /tmp/eval.sh", 60, stdin=spec.eval_script)
+            run = as_root(sb, "bash /tmp/eval.sh", timeout, workdir=WORKDIR)
             text = f"{APPLY_PATCH_PASS}:\n{detail}\n{run.output}"
             if run.timed_out:
                 from swebench.harness.constants import TESTS_TIMEOUT

@@ -5,6 +5,9 @@ objects via `git cat-file --batch-all-objects`) and from the network. `strip_his
 base_commit plus the `selfplay-base` tag on base_commit itself (the baseline of the agent's diff), deletes
 every other ref, every remote, the reflog and stash, and prunes every unreachable object. The eval sandbox
 runs with network mode `none` (DockerSandboxConfig.network=False). `history_leaks` is the check.
+
+This is the agent's `.git` in the workdir. The sandbox's own grader-owned copy (taken at container start,
+root-only, used for the prediction diff against base_commit) keeps the full history out of the agent's reach.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ git reflog expire --expire=now --expire-unreachable=now --all
 git -c gc.auto=0 repack -a -d -q
 git prune --expire=now
 rm -rf .git/logs
+# root rewrote .git: hand it back to the workdir's owner (the agent uid), so the agent's git still works
+chown -R "$(stat -c %u:%g .)" .git
 """
 
 CHECK = r"""
@@ -44,14 +49,14 @@ echo "base: $base"
 """
 
 
-def _as_root(sb: Sandbox, cmd: str, timeout: float, **kw: object) -> ExecResult:
+def as_root(sb: Sandbox, cmd: str, timeout: float, **kw: object) -> ExecResult:
     """Grader-side bookkeeping (history surgery, staging the eval script) runs as root."""
     return sb.exec(cmd, timeout, user="root", **kw)  # type: ignore[arg-type]
 
 
 def strip_history(sb: Sandbox, base_commit: str, *, timeout: float = 900.0) -> None:
     """Leave nothing after `base_commit` in the repo's history (see the module docstring)."""
-    res = _as_root(sb, f"bash -c {shlex.quote(STRIP)} strip {shlex.quote(base_commit)}", timeout)
+    res = as_root(sb, f"bash -c {shlex.quote(STRIP)} strip {shlex.quote(base_commit)}", timeout)
     if not res.ok:
         raise EvalError(f"could not strip the repo history down to {base_commit} "
                         f"(exit {res.exit_code}): {res.output[-1500:]}")
@@ -62,7 +67,7 @@ def strip_history(sb: Sandbox, base_commit: str, *, timeout: float = 900.0) -> N
 
 def history_leaks(sb: Sandbox, base_commit: str) -> list[str]:
     """What in the repo's history could reveal the future; [] when nothing does."""
-    res = _as_root(sb, f"bash -c {shlex.quote(CHECK)} check {shlex.quote(base_commit)}", 300)
+    res = as_root(sb, f"bash -c {shlex.quote(CHECK)} check {shlex.quote(base_commit)}", 300)
     if not res.ok:
         return [f"history check failed (exit {res.exit_code}): {res.output[-500:]}"]
     info = dict(line.split(": ", 1) if ": " in line else (line.rstrip(":"), "")

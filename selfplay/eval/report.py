@@ -70,6 +70,14 @@ class EvalReport:
                          "infra_failure": [r.infra_failure for r in mine]})
         return rows
 
+    def metrics(self, prefix: str = "eval/swebench") -> dict[str, float]:
+        """Flat, namespaced metrics for a run's tracker (`eval/swebench/resolved_pct`, ...)."""
+        mean, stderr = self.mean_and_stderr()
+        return {f"{prefix}/resolved_pct": mean, f"{prefix}/resolved_pct_stderr": stderr,
+                f"{prefix}/pass_at_{self.runs}": self.pass_at_k(),
+                f"{prefix}/infra_failures": float(sum(r.infra_failure for r in self.results)),
+                f"{prefix}/instances": float(len(self.instance_ids))}
+
     def to_json(self) -> dict[str, Any]:
         mean, stderr = self.mean_and_stderr()
         return {"instances": len(self.instance_ids), "runs": self.runs,

@@ -200,3 +200,15 @@ def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_
             or bool(rep and rep.get("infra_failure")),
             termination=ep.get("termination", ""), turns=int(ep.get("turns") or 0)))
     return results
+
+
+def evaluate_checkpoint(checkpoint: Path, instances: list[dict[str, Any]], out_dir: Path, *, backend: str = "hf",
+                        runs: int = 1, prefix: str = "eval/swebench", **config: Any) -> dict[str, float]:
+    """Evaluate one checkpoint directory (`hf` or `vllm` backend, in process) on `instances` and return the
+    report's flat metrics, for a training loop to log when it writes a checkpoint. `selfplay run` does not
+    call it yet (it is still the interim repo check); see docs/eval.md."""
+    from agent_scaffold.policies import make_policy
+
+    policy = make_policy(backend, model_dir=str(checkpoint))
+    cfg = EvalConfig(out_dir=out_dir, model_name=checkpoint.name, runs=runs, **config)
+    return evaluate(instances, lambda _iid: policy, cfg).metrics(prefix)

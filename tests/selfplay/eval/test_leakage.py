@@ -37,6 +37,8 @@ def test_history_guard_leaves_nothing_after_base_commit(toolz_spec):
         assert "1.2.0" not in everything and "future" not in everything and "origin" not in everything
         assert sb.exec("git rev-parse HEAD", 30).output.strip() == base
         assert sb.exec("git diff --stat selfplay-base", 30).output.strip() == ""  # the agent's diff baseline
+        # the agent (the default, unprivileged user) can still write its git repository
+        assert sb.exec("touch new.txt && git add new.txt && git reset -q new.txt && rm new.txt", 30).ok
 
 
 def test_eval_sandbox_has_no_network(offline_dataset):

@@ -28,3 +28,12 @@ def test_one_run_has_zero_stderr_and_infra_failures_are_listed():
     rep = EvalReport(("a", "b"), results, runs=1)
     assert rep.mean_and_stderr() == (50.0, 0.0)
     assert rep.to_json()["infra_failures"] == ["b@run0"]
+
+
+def test_metrics_are_flat_and_namespaced():
+    results = (InstanceResult("a", 0, resolved=True), InstanceResult("b", 0, resolved=False),
+               InstanceResult("a", 1, resolved=False), InstanceResult("b", 1, resolved=False, infra_failure=True))
+    m = EvalReport(("a", "b"), results, runs=2).metrics()
+    assert m == {"eval/swebench/resolved_pct": 25.0, "eval/swebench/resolved_pct_stderr": 25.0,
+                 "eval/swebench/pass_at_2": 50.0, "eval/swebench/infra_failures": 1.0,
+                 "eval/swebench/instances": 2.0}
