@@ -155,8 +155,11 @@ def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
                 lp.sum().backward()
             dt = time.perf_counter() - t
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
-    if kind == "gpu":
-        return gpu_worker(length)
+    if kind.startswith("gpu"):  # gpu:<model>:<side>
+        _, model, side = kind.split(":")
+        return gpu_worker(length, model, side, opts.tokenizer)
+    if kind.startswith("rollout"):  # rollout:<model>, LENGTH is the batch size
+        return rollout_worker(length, kind.partition(":")[2] or "0.5b", opts.tokenizer)
     if kind == "ab":
         return ab_worker(ids, opts.ab_reps)
     raise SystemExit(f"unknown worker kind {kind}")
@@ -187,60 +190,163 @@ def ab_worker(ids: list[int], reps: int) -> dict:
     return {"hf_s": hf[1:], "learner_s": ln[1:]}
 
 
-# Qwen2.5-0.5B's shape (151,936-token vocabulary, tied embeddings), randomly initialised: no download.
-GPU_MODEL = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6)
+# Qwen2.5 shapes (151,936-token vocabulary, tied embeddings), randomly initialised: no download.
+GPU_MODELS = {
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
+}
+GPU_MODEL = GPU_MODELS["0.5b"]
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 """Dense bf16 peak of each device family (no sparsity), for MFU."""
 
 
-def gpu_worker(length: int, model_shape: dict | None = None) -> dict:
-    """One learner step on one `length`-token sequence of a random-init model in bf16 (gradient
-    checkpointing on, fused head), on CUDA when present (the CPU run is a smoke test of this code)."""
-    import shutil
+def gpu_model_dir(name: str, tokenizer_dir: str | None) -> str:
+    """A random-init checkpoint of `name`'s shape (bf16 safetensors), saved once per machine and reused by
+    every worker subprocess; positions up to 131,072 (the 128k target)."""
+    import fcntl
     import tempfile
+    from pathlib import Path
 
+    target = Path(tempfile.gettempdir()) / f"bench-gpu-model-{name}"
+    with open(f"{target}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / "config.json").exists():
+            import torch
+            from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
+
+            if tokenizer_dir is None:
+                from agent_scaffold.embedded import default_model_dir
+
+                tokenizer_dir = str(default_model_dir())
+            torch.manual_seed(0)
+            config = Qwen2Config(max_position_embeddings=131072, **GPU_MODELS[name])
+            model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+            model.save_pretrained(f"{target}.tmp")
+            AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(f"{target}.tmp")  # the engine saves it
+            Path(f"{target}.tmp").rename(target)
+    return str(target)
+
+
+def step_flops(params: int, layers: int, hidden: int, length: int) -> float:
+    """Model FLOPs of one training step on one sequence: 6 per parameter per token (forward + backward)
+    plus causal attention, 6 * layers * hidden * T per token (half of the 12 L H T of full attention).
+    Gradient checkpointing's recompute is not counted (MFU, not hardware utilisation)."""
+    return 6 * params * length + 6 * layers * hidden * length * length
+
+
+def gpu_worker(length: int, name: str = "0.5b", side: str = "learner", tokenizer_dir: str | None = None,
+               steps: int = 2) -> dict:
+    """Timed training steps on one `length`-token sequence of a random-init model in bf16 with decoder
+    gradient checkpointing, on CUDA when present (the CPU run is a smoke test of this code).
+
+    side "learner": `LearnerEngine.train_step` (ZeRO-2 on one GPU, fused head, DAPO loss, optimizer step).
+    side "hf": plain `model(input_ids, labels).loss.backward()` + AdamW step with the same settings (SDPA,
+    bf16, gradient checkpointing): the baseline the learner is held against. An OOM is reported, not raised.
+    The median of `steps` steps after a 64-token warm-up step is reported."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
-
-    from agent_scaffold.embedded import default_model_dir
-    from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     cuda = torch.cuda.is_available()
-    shape = model_shape or GPU_MODEL
-    tmp = tempfile.mkdtemp(prefix="bench-gpu-model-")
-    try:
-        config = Qwen2Config(max_position_embeddings=max(length, 32768), **shape)
-        AutoModelForCausalLM.from_config(config).save_pretrained(tmp)
-        AutoTokenizer.from_pretrained(default_model_dir()).save_pretrained(tmp)  # the engine saves it with checkpoints
-        engine = LearnerEngine(EngineConfig(model_dir=tmp, dtype="bf16" if cuda else "fp32", lr=1e-6,
+    shape = GPU_MODELS[name]
+    model_dir = gpu_model_dir(name, tokenizer_dir)
+    torch.manual_seed(0)
+    ids = torch.randint(0, shape["vocab_size"], (length,)).tolist()
+    if side == "learner":
+        from selfplay.learner.config import EngineConfig
+        from selfplay.learner.engine import LearnerEngine
+
+        engine = LearnerEngine(EngineConfig(model_dir=model_dir, dtype="bf16" if cuda else "fp32", lr=1e-6,
                                             gradient_checkpointing=True, token_budget=max(length, 64),
                                             logprob_chunk=4096))
         params = sum(p.numel() for p in engine.module.parameters())
-        torch.manual_seed(0)
-        ids = torch.randint(0, shape["vocab_size"], (length,)).tolist()
-        engine.train_step([half_sample(ids[:64], -5.0)])  # warm-up: optimizer states, buckets, kernels
+        opt_times = time_optimizer_steps(engine)
+
+        def step(tokens: list[int]) -> None:
+            engine.train_step([half_sample(tokens, -5.0)])
+    else:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if cuda else torch.float32,
+                                                     attn_implementation="sdpa").to("cuda" if cuda else "cpu")
+        model.gradient_checkpointing_enable()
+        model.config.use_cache = False
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.1)
+        params = sum(p.numel() for p in model.parameters())
+
+        def step(tokens: list[int]) -> None:
+            x = torch.tensor([tokens], device=model.device)
+            model(input_ids=x, labels=x).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    name_dev = torch.cuda.get_device_name() if cuda else "cpu"
+    out = {"device": name_dev, "model": name, "side": side, "params": params, "tokens": length}
+    try:
+        step(ids[:64])  # warm-up: optimizer states, buckets, kernels
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        times = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            step(ids)
+            if cuda:
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+    except RuntimeError as exc:  # torch.OutOfMemoryError, or an OOM that a library re-raised as RuntimeError
+        if "out of memory" not in str(exc).lower():
+            raise
+        return {**out, "oom": True, "error": str(exc).splitlines()[0][:200]}
+    dt = statistics.median(times)
+    if side == "learner":
+        out["opt_step_s"] = statistics.median(opt_times[-steps:])
+    peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name_dev), None)
+    flops = step_flops(params, shape["num_hidden_layers"], shape["hidden_size"], length)
+    return {**out, "oom": False, "step_s": dt, "tokens_per_s": length / dt,
+            "mfu": flops / dt / (peak * 1e12) if peak else None,
+            "peak_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
+
+
+def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = None, new_tokens: int = 128,
+                   prompt_len: int = 512) -> dict:
+    """Generation tokens/s at `batch` prompts: the scaffold's `HFPolicy` sampling loop (one prompt after
+    another: it does not batch) against `model.generate` on the whole batch (sampling, temperature 1)."""
+    import torch
+
+    from agent_scaffold.policies.hf import HFPolicy
+    from agent_scaffold.policy import SamplingParams
+
+    cuda = torch.cuda.is_available()
+    policy = HFPolicy(gpu_model_dir(name, tokenizer_dir), device="cuda" if cuda else "cpu",
+                      dtype=torch.bfloat16 if cuda else torch.float32)
+    vocab = GPU_MODELS[name]["vocab_size"]
+    torch.manual_seed(0)
+    prompts = torch.randint(0, vocab, (batch, prompt_len)).tolist()
+    params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0, seed=1)
+    policy.eos_ids = frozenset()  # random weights: never stop early, so both sides make the same tokens
+    policy.generate([prompts[0][:16]], SamplingParams(max_new_tokens=4, seed=0))  # warm-up
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync()
+    t = time.perf_counter()
+    done = policy.generate(prompts[:2], params)  # sequential: its tokens/s does not depend on the batch
+    sync()
+    loop_s = time.perf_counter() - t
+    loop_tokens = sum(len(c.token_ids) for c in done)
+    model = policy.model
+    x = torch.tensor(prompts, device=model.device)
+    gen_kwargs = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
+                      min_new_tokens=new_tokens, pad_token_id=0)
+    with torch.inference_mode():
+        model.generate(x[:, :16], **{**gen_kwargs, "max_new_tokens": 4, "min_new_tokens": 4})
+        sync()
         t = time.perf_counter()
-        engine.train_step([half_sample(ids, -5.0)])
-        if cuda:
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t
-        layers, hidden = shape["num_hidden_layers"], shape["hidden_size"]
-        # Model FLOPs of one training step: 6 per parameter per token (forward + backward) plus causal
-        # attention, 6 * layers * hidden * T per token (half of the 12 L H T of full attention).
-        # Gradient checkpointing's recompute is not counted (MFU, not hardware utilisation).
-        flops = 6 * params * length + 6 * layers * hidden * length * length
-        name = torch.cuda.get_device_name() if cuda else "cpu"
-        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in name), None)
-        return {"device": name, "params": params, "tokens": length, "step_s": dt, "tokens_per_s": length / dt,
-                "mfu": flops / dt / (peak * 1e12) if peak else None,
-                "peak_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None}
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        gen = model.generate(x, attention_mask=torch.ones_like(x), **gen_kwargs)
+        sync()
+    gen_s = time.perf_counter() - t
+    gen_tokens = (gen.shape[1] - prompt_len) * batch
+    return {"device": torch.cuda.get_device_name() if cuda else "cpu", "batch": batch,
+            "loop_tokens_per_s": loop_tokens / loop_s, "generate_tokens_per_s": gen_tokens / gen_s}
 
 
 WORKER_FLAGS: list[str] = []
@@ -263,7 +369,13 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--lengths", default="1024,2048,4096")
     p.add_argument("--chunk-lengths", default="2048,4096,8192")
-    p.add_argument("--gpu-lengths", default="8192,32768")
+    p.add_argument("--gpu-lengths", default="8192,32768,65536,131072")
+    p.add_argument("--gpu-models", default="0.5b,1.5b", help=f"shapes among {sorted(GPU_MODELS)}")
+    p.add_argument("--gpu-sides", default="learner,hf", help="learner and/or hf (plain HF baseline)")
+    p.add_argument("--rollout-batches", default="1,8,32", help="HF generation batch sizes (GPU section)")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer folder for the random GPU models (default: the embedded model's)")
+    p.add_argument("--gpu-only", action="store_true", help="skip the CPU sections")
     p.add_argument("--variants", default="learner",
                    help="learner (fused head, the default path) and/or learner-ckpt (checkpointed head chunks)")
     p.add_argument("--repeats", type=int, default=3)
@@ -280,10 +392,16 @@ def main() -> None:
         print(json.dumps(worker(a.worker[0], int(a.worker[1]), a)))
         return
     WORKER_FLAGS[:] = (["--grad-ckpt"] * a.grad_ckpt + ["--warm-full"] * a.warm_full
-                       + ["--ab-reps", str(a.ab_reps)])
+                       + ["--ab-reps", str(a.ab_reps)] + (["--tokenizer", a.tokenizer] if a.tokenizer else []))
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
+    if not a.gpu_only:
+        cpu_sections(a)
+    gpu_section(a)
+
+
+def cpu_sections(a: argparse.Namespace) -> None:
     variants = [v for v in a.variants.split(",") if v]
     ckpt = ", decoder gradient checkpointing on both sides" if a.grad_ckpt else ""
     ckpt += ", steady state (full-length warm-up step)" if a.warm_full else ""
@@ -330,18 +448,52 @@ def main() -> None:
         print(f"| {n} | {median(res['naive'], 'peak_mb'):.0f} | {median(res['chunked'], 'peak_mb'):.0f} | "
               f"{median(res['fused'], 'peak_mb'):.0f} | {time_ratio('chunked'):.2f} | {time_ratio('fused'):.2f} |",
               flush=True)
-    print("\n## GPU: learner step, random-init Qwen2.5-0.5B shape, bf16, gradient checkpointing, one sequence\n")
+
+
+def gpu_section(a: argparse.Namespace) -> None:
+    import torch
+
+    print("\n## GPU: one training step on one sequence, random-init Qwen2.5 shapes, bf16, decoder gradient "
+          "checkpointing; learner = ZeRO-2 + fused head + DAPO loss, hf = plain forward+backward+AdamW\n")
     if not torch.cuda.is_available():
         print("no GPU available")
         return
-    print("| device | params | tokens | step s | tokens/s | MFU | peak GB |")
-    print("|---|---|---|---|---|---|---|")
-    for n in [int(x) for x in a.gpu_lengths.split(",") if x]:
-        rows = [run("gpu", n) for _ in range(a.repeats)]
-        r = rows[0]
-        mfu = statistics.median(x["mfu"] for x in rows) if r["mfu"] is not None else float("nan")
-        print(f"| {r['device']} | {r['params'] / 1e9:.2f}B | {n} | {median(rows, 'step_s'):.2f} | "
-              f"{median(rows, 'tokens_per_s'):.0f} | {mfu:.1%} | {median(rows, 'peak_gb'):.1f} |", flush=True)
+    print("| device | model | params | tokens | side | step s | of which optimizer s | tokens/s | MFU | peak GB "
+          "| learner/HF time |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    sides = [x for x in a.gpu_sides.split(",") if x]
+    for model in [x for x in a.gpu_models.split(",") if x]:
+        oom = set()
+        for n in [int(x) for x in a.gpu_lengths.split(",") if x]:
+            got: dict[str, dict] = {}
+            for side in sides:
+                if side in oom:  # a longer sequence cannot fit where a shorter one did not
+                    got[side] = {"oom": True}
+                    continue
+                rows = [run(f"gpu:{model}:{side}", n) for _ in range(a.repeats)]
+                if any(r["oom"] for r in rows):
+                    oom.add(side)
+                    got[side] = {"oom": True}
+                    print(f"| | {model} | | {n} | {side} | OOM | | | | | |", flush=True)
+                    continue
+                r = rows[0]
+                got[side] = {"step_s": median(rows, "step_s")}
+                mfu = statistics.median(x["mfu"] for x in rows) if r["mfu"] is not None else float("nan")
+                learner = got.get("learner", {})
+                ratio = f"{learner['step_s'] / got[side]['step_s']:.2f}" if side == "hf" and "step_s" in learner else ""
+                opt = f"{median(rows, 'opt_step_s'):.2f}" if side == "learner" else ""
+                print(f"| {r['device']} | {model} | {r['params'] / 1e9:.2f}B | {n} | {side} | "
+                      f"{median(rows, 'step_s'):.2f} | {opt} | {median(rows, 'tokens_per_s'):.0f} | {mfu:.1%} | "
+                      f"{median(rows, 'peak_gb'):.1f} | {ratio} |", flush=True)
+    if a.rollout_batches:
+        print("\n## GPU: HF generation, random-init Qwen2.5-0.5B shape, bf16, 512-token prompts, 128 new tokens "
+              "(scaffold `HFPolicy` loop, which serves a batch one prompt after another, timed on 2 prompts; vs `model.generate` on the whole batch)\n")
+        print("| device | batch | HFPolicy loop tok/s | model.generate tok/s |")
+        print("|---|---|---|---|")
+        for b in [int(x) for x in a.rollout_batches.split(",") if x]:
+            r = run("rollout:0.5b", b)
+            print(f"| {r['device']} | {b} | {r['loop_tokens_per_s']:.0f} | {r['generate_tokens_per_s']:.0f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -111,17 +111,19 @@ class HFPolicy:
         torch = _import_torch()
         if not prompt:
             raise ValueError("empty prompt: render at least the chat template's generation prompt")
-        gen = torch.Generator(device="cpu").manual_seed(seed)
+        # Sampling stays on the model's device: moving each step's logits to the CPU cost more than the
+        # forward itself on a GPU. A generator per prompt keeps results seeded per device.
+        gen = torch.Generator(device=self.device).manual_seed(seed)
         stop_ids = self.eos_ids | set(params.stop_token_ids)
         ids: list[int] = []
         logps: list[float] = []
         finish = "length"
         text = ""
-        seen = torch.tensor(prompt, dtype=torch.long)
+        seen = torch.tensor(prompt, dtype=torch.long, device=self.device)
         with torch.inference_mode():
             out = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
             for _ in range(params.max_new_tokens):
-                logp = process_logits(out.logits[0, -1].to("cpu"), params, seen)
+                logp = process_logits(out.logits[0, -1], params, seen)
                 if params.temperature == 0:
                     tok = int(torch.argmax(logp))
                 else:
@@ -129,7 +131,7 @@ class HFPolicy:
                 ids.append(tok)
                 logps.append(float(logp[tok]))
                 if params.repetition_penalty != 1.0:
-                    seen = torch.cat([seen, torch.tensor([tok])])
+                    seen = torch.cat([seen, torch.tensor([tok], device=self.device)])
                 if tok in stop_ids:
                     finish = "stop"
                     break
