@@ -62,7 +62,7 @@ def make_engine(url: str) -> Engine:
     try:
         return create_engine(url, pool_pre_ping=True)
     except ImportError as exc:
-        raise ImportError("PostgreSQL stores need psycopg 3: pip install 'psycopg[binary]'") from exc
+        raise ImportError("PostgreSQL stores need psycopg 3: pip install 'selfplay-swe[postgres]'") from exc
 
 
 def _configure_sqlite(engine: Engine) -> None:
