@@ -191,6 +191,8 @@ def job_command(*, marker: str, canary: Canary, patches: tuple[str, ...] = (), r
         f"if [ $(stat -c %s {s}/output.gz) -le {_INLINE} ]; then echo \"{m} OUTPUT\"; base64 -w0 {s}/output.gz; "
         f"echo; else echo \"{m} OUTFILE\"; fi",
     ]
+    if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
+        lines.append(f"git reset -q --hard {BASE_REF} || exit 90")
     for name in check_after:
         lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
                      f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")

@@ -24,7 +24,7 @@ CASES = [
     ("fix_plus_test_edits", 1, "toolz/tests/test_itertoolz.py", None),
     ("partial_plus_test_edits", -1, "toolz/tests/test_dicttoolz.py", None),
     ("conftest_hook", -1, "conftest.py", None),
-    ("pytest_ini", -1, "pytest.ini", None),
+    ("pytest_ini", -1, "pytest.ini", "runner tampering"),  # its plugin module imports pytest
     ("garbage", -1, None, "not a diff"),
 ]
 
@@ -66,13 +66,19 @@ def test_the_conftest_hook_really_fools_an_unhardened_grader(toolz_pool):
     assert run.statuses["toolz/tests/test_itertoolz.py::test_frequencies"] == "passed"
 
 
-def test_buggy_state_has_bug_weakening_and_a_single_fresh_commit(toolz_pool):
+def test_buggy_state_has_bug_weakening_and_a_single_fresh_commit(toolz_spec):
+    """In its own sandbox: the state becomes the sandbox's new base, so a pooled one would stay buggy."""
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+
     artifact = load_artifact(VALID)
-    with toolz_pool.checkout() as sb:
+    with DockerSandbox.create(repo_image(toolz_spec), workdir=toolz_spec.workdir) as sb:
         build_buggy_state(sb, artifact)
         log = sb.exec("git log --oneline | wc -l; git status --porcelain | wc -l; git tag", timeout=60).output.split()
         itertoolz = sb.read_file("toolz/itertoolz.py").decode()
         tests = sb.read_file("toolz/tests/test_itertoolz.py").decode()
+        sb.reset()  # back to the buggy state, not the original
+        assert "d[item] += 2" in sb.read_file("toolz/itertoolz.py").decode()
     assert log == ["1", "0", "selfplay-base"]
     assert "d[item] += 2" in itertoolz and "def test_frequencies" not in tests
 
@@ -83,7 +89,8 @@ def test_stale_bytecode_cannot_hide_a_same_size_edit(toolz_pool):
     artifact = load_artifact(VALID)
     with toolz_pool.checkout() as sb:
         pinned = "touch -d @1000000000 toolz/itertoolz.py"
-        res = sb.exec(f"{pinned} && python -c 'import toolz.itertoolz' && ls toolz/__pycache__ | grep -c itertoolz",
+        # the sandbox sets PYTHONDONTWRITEBYTECODE for the agent; empty, it lets this import write a cache
+        res = sb.exec(f"{pinned} && PYTHONDONTWRITEBYTECODE= python -c 'import toolz.itertoolz' && ls toolz/__pycache__ | grep -c itertoolz",
                       timeout=60)
         assert res.ok and res.output.strip() == "1"  # a cache of the original exists
         assert sb.apply_patch(artifact.bug_inject).applied
