@@ -127,6 +127,7 @@ def solve_instance(instance: dict[str, Any], policy: Policy, config: EvalConfig,
     from selfplay.eval.grading import WORKDIR, sandbox_config
     from selfplay.eval.guard import strip_history
     from selfplay.eval.task_image import ensure_instance_image
+    from selfplay.solve.solver import AGENT_ENV
 
     role = load_role("solver")
     overrides = {k: v for k, v in (("max_turns", config.max_turns), ("max_new_tokens", config.max_new_tokens),
@@ -134,7 +135,7 @@ def solve_instance(instance: dict[str, Any], policy: Policy, config: EvalConfig,
     limits = dataclasses.replace(role.limits, **overrides)
     image = ensure_instance_image(instance)
     cfg = sandbox_config(instance, **{k: v for k, v in config.sandbox.items() if k != "network"})
-    with DockerSandbox.create(image, workdir=WORKDIR, config=cfg) as sb:
+    with DockerSandbox.create(image, workdir=WORKDIR, config=cfg, env=AGENT_ENV) as sb:
         strip_history(sb, str(instance.get("base_commit") or "HEAD"))
         ep = run_episode(policy, sb, role, solver_variables(instance["problem_statement"], "issue"),
                          limits=limits, sampling=config.sampling.with_(seed=seed))

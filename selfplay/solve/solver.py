@@ -18,6 +18,9 @@ from agent_scaffold.policy import Policy, SamplingParams
 from selfplay.eval.errors import SolveError
 
 log = logging.getLogger(__name__)
+AGENT_ENV = {"PYTEST_ADDOPTS": "-p no:cacheprovider"}
+"""No .pytest_cache in the tree: the sandbox's diff fails on a gitignored .pytest_cache (git 2.39 rejects
+its exclude pathspec), and most repos ignore it; the cache never belongs in a patch anyway."""
 TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nox|runtests|manage\.py test|make test)\b")
 
 
@@ -82,7 +85,8 @@ def solve(repo: str, issue: str, policy: Policy, *, commit: str | None = None, s
         role = load_role("solver")
         overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens))
                      if v is not None}
-        with DockerSandbox.create(image, workdir=WORKDIR, config=DockerSandboxConfig(network=False)) as sb:
+        with DockerSandbox.create(image, workdir=WORKDIR, config=DockerSandboxConfig(network=False),
+                                  env=AGENT_ENV) as sb:
             ep = run_episode(policy, sb, role, solver_variables(text, "issue"),
                              limits=dataclasses.replace(role.limits, **overrides),
                              sampling=sampling or SSR_SAMPLING)

@@ -29,6 +29,7 @@ def _repo(root: Path, *, setup_py: str | None = None) -> Path:
     (repo / "calc").mkdir(parents=True)
     (repo / "tests").mkdir()
     (repo / "calc" / "__init__.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n*.egg-info/\n")  # as most repos have
     (repo / "tests" / "test_calc.py").write_text("from calc import add\n\n\ndef test_add():\n"
                                                  "    assert add(2, 3) == 5\n")
     if setup_py is None:
