@@ -38,13 +38,21 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> list:
+    """(spec, Task) pairs, seeded once and cached in `out`/tasks.json (both phases see the same tasks)."""
     from repos.listfile import get_repo
+    from selfplay.artifact import load_artifact
     from selfplay.demos.solver import fits
     from selfplay.procedural.seed import SeedConfig
     from selfplay.procedural.seed import seed as run_seed
     from selfplay.task import Task, make_task_id
 
+    cache = out / "tasks.json"
+    if cache.is_file():
+        return [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
+                                           tuple(e["p2p"]), origin="procedural"))
+                for e in json.loads(cache.read_text())]
     tasks = []
+    dirs = {}
     for repo in repos:
         spec = get_repo(repo)
         found = []
@@ -54,9 +62,13 @@ def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> 
                          tuple(r.report.pass_to_pass), origin="procedural")
                 if fits(t, tokenizer) and all(x.task_id != t.task_id for x in found):
                     found.append(t)
+                    dirs[t.task_id] = str(r.directory)
             if len(found) >= n:
                 break
         tasks += [(spec, t) for t in found[:n]]
+    out.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps([{"repo": sp.name, "task_id": t.task_id, "dir": dirs[t.task_id],
+                                  "f2p": list(t.fail_to_pass), "p2p": list(t.pass_to_pass)} for sp, t in tasks]))
     return tasks
 
 
@@ -118,13 +130,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("runs/bench_learning"))
     ap.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
+    ap.add_argument("--phase", choices=("before", "after", "both"), default="both",
+                    help="Run one policy only; results of the other phase are read back from --out.")
     args = ap.parse_args()
     from transformers import AutoTokenizer
 
     from agent_scaffold.embedded import default_model_dir
 
     after = args.after
-    if after is None:
+    if after is None and args.phase != "before":
         from selfplay.demos.warm_start import warm_start_checkpoint
 
         after = str(warm_start_checkpoint())
@@ -132,8 +146,13 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = heldout_tasks([r for r in args.repos.split(",") if r], args.n, args.seed, args.work, tok)
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
-    results = [evaluate(m, tasks, args.max_turns, args.max_new_tokens) for m in (args.before, after)]
-    print(table(results))
+    saved = json.loads(args.out.read_text())["results"] if args.out and args.out.is_file() else {}
+    results = dict(saved)
+    for phase, model in (("before", args.before), ("after", after)):
+        if args.phase in (phase, "both"):
+            results[phase] = evaluate(model, tasks, args.max_turns, args.max_new_tokens)
+    if "before" in results and "after" in results:
+        print(table([results["before"], results["after"]]))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},

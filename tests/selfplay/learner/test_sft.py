@@ -144,6 +144,15 @@ def test_sft_loss_falls_and_not_at_lr_zero_and_checkpoint_loads_as_hf_policy(tmp
     trained = train_sft(samples, tmp_path / "trained", cfg)
     losses = [m["sft/loss"] for m in trained.history]
     assert losses[-1] < losses[0] - 1.0 and all(b < a for a, b in zip(losses, losses[1:])), losses
+    # the engine's first loss (fused head, packed micro-batch) is the masked NLL of the initial weights
+    from transformers import AutoModelForCausalLM
+
+    initial = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation="sdpa")
+    with torch.no_grad():
+        ids = torch.tensor([trajectory.input_ids])
+        lp0 = torch.log_softmax(initial(input_ids=ids).logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None])[:, 0]
+        m0 = torch.tensor(valid_turn_mask(trajectory)[1:], dtype=torch.float32)
+    assert losses[0] == pytest.approx(float(-(lp0 * m0).sum() / m0.sum()), rel=1e-4)
     frozen = train_sft(samples, tmp_path / "frozen", SFTConfig(**{**cfg.__dict__, "lr": 0.0}))
     still = [m["sft/loss"] for m in frozen.history]
     assert max(still) - min(still) < 1e-5 * abs(still[0]), still
