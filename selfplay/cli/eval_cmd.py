@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import typer
 
@@ -15,8 +16,8 @@ eval_app = typer.Typer(help="Evaluate a policy on SWE-bench (Verified, verified-
 POLICY_HELP = "hf (embedded SmolLM2 or --model DIR), openai (any OpenAI-compatible --base-url), vllm or scripted."
 
 
-def policy_factory(policy: str, *, model: Optional[str], base_url: str, script: Optional[Path],
-                   api_key: Optional[str] = None) -> Callable[[str], Any]:
+def policy_factory(policy: str, *, model: str | None, base_url: str, script: Path | None,
+                   api_key: str | None = None) -> Callable[[str], Any]:
     """instance id -> Policy. `scripted` replays `script`: a JSON list of actions (every instance) or an
     object {instance_id: [actions]}; the other backends share one policy across instances."""
     from agent_scaffold.policies import BACKENDS, make_policy
@@ -54,29 +55,29 @@ def policy_factory(policy: str, *, model: Optional[str], base_url: str, script: 
 @eval_app.command("swebench")
 def swebench(
     policy: str = typer.Option("hf", "--policy", help=POLICY_HELP),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="Hub name or .json/.jsonl/.parquet file "
+    dataset: str | None = typer.Option(None, "--dataset", help="Hub name or .json/.jsonl/.parquet file "
                                           "(default SWE-bench/SWE-bench_Verified)."),
     split: str = typer.Option("verified", "--split", help="verified (all instances) or verified-50 (the "
                               "fixed subset, docs/eval.md)."),
-    instances: Optional[str] = typer.Option(None, "--instances", help="Comma-separated instance ids."),
+    instances: str | None = typer.Option(None, "--instances", help="Comma-separated instance ids."),
     runs: int = typer.Option(1, "--runs", min=1, help="K runs (mean ± stderr, pass@K)."),
     workers: int = typer.Option(1, "--workers", min=1, help="Instances at once."),
     out: Path = typer.Option(Path("runs/eval"), "--out", help="DIR: predictions, logs, report.json; resumed."),
     grader: str = typer.Option("local", "--grader", help="local (swebench's grading on logs from our "
                                "sandboxes) or harness (official swebench.harness.run_evaluation)."),
-    namespace: Optional[str] = typer.Option(None, "--namespace", help="Image namespace: swebench, epoch, "
+    namespace: str | None = typer.Option(None, "--namespace", help="Image namespace: swebench, epoch, "
                                             "logicstar, or a template with {id} / {id_1776}."),
-    model: Optional[str] = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
-    model_name: Optional[str] = typer.Option(None, "--model-name", help="model_name_or_path in predictions."),
+    model: str | None = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
+    model_name: str | None = typer.Option(None, "--model-name", help="model_name_or_path in predictions."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
-    script: Optional[Path] = typer.Option(None, "--script", help="scripted: JSON actions (list, or per id)."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
+    script: Path | None = typer.Option(None, "--script", help="scripted: JSON actions (list, or per id)."),
     temperature: float = typer.Option(1.0, "--temperature", help="SSR default 1.0."),
     top_p: float = typer.Option(0.95, "--top-p", help="SSR default 0.95."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Base sampling seed."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
-    max_context: Optional[int] = typer.Option(None, "--max-context", help="Override the context budget."),
+    seed: int | None = typer.Option(None, "--seed", help="Base sampling seed."),
+    max_turns: int | None = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
+    max_context: int | None = typer.Option(None, "--max-context", help="Override the context budget."),
 ) -> None:
     """Solve each instance's problem statement in its image (history stripped, no network), write
     harness-format predictions, grade them, and print resolved % per run, mean ± stderr and pass@K."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,19 +12,19 @@ from selfplay.cli.eval_cmd import POLICY_HELP, policy_factory
 def solve(
     repo: str = typer.Option(..., "--repo", help="Clone URL or local repository path."),
     issue: str = typer.Option(..., "--issue", help="GitHub issue URL, a file, or the issue text."),
-    commit: Optional[str] = typer.Option(None, "--commit", help="Commit to start from (default HEAD)."),
+    commit: str | None = typer.Option(None, "--commit", help="Commit to start from (default HEAD)."),
     policy: str = typer.Option("hf", "--policy", help=POLICY_HELP),
-    model: Optional[str] = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
+    model: str | None = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
-    script: Optional[Path] = typer.Option(None, "--script", help="scripted: JSON list of actions."),
-    setup: Optional[str] = typer.Option(None, "--setup", help="Install command run in the repo (default: "
+    api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
+    script: Path | None = typer.Option(None, "--script", help="scripted: JSON list of actions."),
+    setup: str | None = typer.Option(None, "--setup", help="Install command run in the repo (default: "
                                         "detected from pyproject.toml / setup.py / requirements*.txt)."),
     out: Path = typer.Option(Path("patch.diff"), "--out", help="Where to write the patch."),
-    branch: Optional[str] = typer.Option(None, "--branch", help="Also commit the patch to this new local "
+    branch: str | None = typer.Option(None, "--branch", help="Also commit the patch to this new local "
                                          "branch (local repos; needs a clean working tree)."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
+    max_turns: int | None = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
 ) -> None:
     """Run the solver on an issue in a sandbox built for the repo (no network while the agent works), write
     the patch, and print the files changed, the turns taken and the tests the agent ran. The repo's working
