@@ -6,9 +6,14 @@ the same machine, interleaved round by round so that load drift hits both alike.
 warm sandboxes, validates the artifact once (for FAIL_TO_PASS/PASS_TO_PASS, and to start the parser box),
 warms up, then times `grade()` of each prediction through the pool, as the run loop does, and `validate()`.
 
+Also the false-positive rate of the hardening (`--gold`): the gold fix (the reverse of bug_inject.diff) of
+the valid fixture artifact and of fresh procedural seeds on the named repos must earn +1; any -1 (tamper
+screen, canary, or otherwise) is a false positive, printed with its reason.
+
 Usage:
   git worktree add /tmp/base 46eee51
   python scripts/bench_grading.py --base /tmp/base [--rounds 5] [--grades 6]
+  python scripts/bench_grading.py --gold toolz cachetools parse [--seeds 4]
 """
 
 from __future__ import annotations
@@ -68,6 +73,42 @@ def run_worker(tree: Path, args: argparse.Namespace) -> dict[str, list[float]]:
     return json.loads(line[6:])
 
 
+def gold(repos: list[str], seeds: int, artifact_dir: str) -> None:
+    import tempfile
+
+    from repos.listfile import get_repo
+    from sandboxes.images import repo_image
+    from sandboxes.pool import SandboxPool
+    from selfplay.artifact import load_artifact
+    from selfplay.diffs import reverse_diff
+    from selfplay.grader import grade
+    from selfplay.procedural.seed import SeedConfig, seed
+    from selfplay.validation import validate
+
+    tasks = []  # (label, repo, artifact, report)
+    fixture = load_artifact(artifact_dir)
+    for name in repos:
+        spec = get_repo(name)
+        with SandboxPool(repo_image(spec), size=2, workdir=spec.workdir) as pool:
+            if name == "toolz":
+                tasks.append((f"fixture {Path(artifact_dir).name}", spec, fixture, validate(fixture, spec, pool=pool)))
+            with tempfile.TemporaryDirectory() as out:
+                for r in seed(spec, seeds, out, pool=pool, config=SeedConfig(seed=7)):
+                    tasks.append((f"seed {name}:{r.file}:{r.operator}", spec, r.artifact, r.report))
+            for i, (label, s, artifact, report) in enumerate(tasks):
+                if s is not spec:
+                    continue
+                assert report.valid, (label, report.to_json())
+                result = grade(artifact, reverse_diff(artifact.bug_inject), report.fail_to_pass, report.pass_to_pass,
+                               spec=spec, pool=pool)
+                tasks[i] = (label, s, artifact, result)
+    bad = [(label, r) for label, _, _, r in tasks if r.reward != 1]
+    for label, _, _, r in tasks:
+        print(f"{r.reward:+d}  {label}  integrity: {r.integrity}" + (f"  error: {r.error}" if r.error else ""))
+    print(f"gold fixes: {len(tasks)}, earning +1: {len(tasks) - len(bad)}, false positives: {len(bad)} "
+          f"({len(bad) / max(1, len(tasks)):.0%})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", help="Checkout to compare with (e.g. a worktree of 46eee51).")
@@ -77,8 +118,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--grades", type=int, default=6, help="Timed grade() calls per worker.")
     ap.add_argument("--validations", type=int, default=2, help="Timed validate() calls per worker.")
+    ap.add_argument("--gold", nargs="*", help="Measure gold-fix false positives on these repos instead.")
+    ap.add_argument("--seeds", type=int, default=4, help="Procedural seeds per repo for --gold.")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.gold:
+        gold(args.gold, args.seeds, args.artifact)
+        return
     if args.worker:
         worker(args)
         return
