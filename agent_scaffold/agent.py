@@ -26,7 +26,7 @@ from agent_scaffold.roles import EpisodeLimits, RoleConfig, render_template
 from agent_scaffold.tools import Toolbox
 from agent_scaffold.trajectory import Trajectory
 from agent_scaffold.transcript import Transcript
-from sandboxes.errors import SandboxError
+from sandboxes.errors import DiffTooLarge, SandboxError
 from sandboxes.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
@@ -151,12 +151,17 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
 
 def _submission(sandbox: Sandbox, role: RoleConfig, values: dict[str, Any]) -> str | dict[str, str]:
     if role.submit == "diff":
-        return sandbox.diff()
+        try:
+            return sandbox.diff()
+        except DiffTooLarge as exc:  # the model's tree is at fault: an empty submission, graded -1
+            log.info("submission dropped: %s", exc)
+            return ""
     files = {}
     for name in ARTIFACT_FILES:
         try:
             files[name] = sandbox.read_file(posixpath.join(str(values["artifact_dir"]), name)).decode(
                 "utf-8", errors="replace")
-        except FileNotFoundError:
+        except OSError as exc:  # missing, too large, unreadable by the agent, not a regular file
+            log.info("artifact file %s not submitted: %s", name, exc)
             continue  # validation reports which files are missing
     return files

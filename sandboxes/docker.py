@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from sandboxes import archive, shell
 from sandboxes.engine import docker_client
-from sandboxes.errors import FileTooLarge, SandboxDead, SandboxError
+from sandboxes.errors import DiffTooLarge, FileTooLarge, SandboxDead, SandboxError
 from sandboxes.exec_stream import ExecStream
 from sandboxes.output import OutputCap
 from sandboxes.reaper import owner_labels, registry
@@ -420,16 +420,21 @@ class DockerSandbox:
         return PatchResult(applied=True, files=files, binary=binary, details={"strategy": "git apply"})
 
     def diff_bytes(self) -> bytes:
-        """`git diff --binary` of the working tree (new files included) against tag selfplay-base
-        (HEAD when the tag is missing), as raw bytes; the real index is not touched."""
-        code, out, err, timed_out = self._run(["bash", "-c", shell.DIFF, "selfplay-diff", self.workdir],
-                                              300, shell.GIT_SAFE, self.config.max_diff_bytes)
+        """`git diff --binary` of the working tree (new files included) against tag selfplay-base of the
+        grader-owned git dir, as raw bytes; no index is touched. Raises DiffTooLarge (not a SandboxError:
+        the tree's content is at fault) when one file or the whole diff is over max_diff_bytes."""
+        cap = self.config.max_diff_bytes
+        code, out, err, timed_out = self._run(["bash", "-c", shell.DIFF, "selfplay-diff", self.workdir, str(cap)],
+                                              300, shell.GIT_SAFE, cap)
+        if code == 5 and not timed_out:
+            raise DiffTooLarge(f"{out.text()[:500]} in {self.workdir} is larger than max_diff_bytes={cap}; "
+                               "the diff of this tree cannot be taken (delete the file)")
         if timed_out or code != 0:
             raise SandboxError(f"git diff failed in {self.workdir} (exit {code}): "
                                f"{err.text().strip() or out.text()[-2000:]}")
         if out.dropped:
-            raise SandboxError(f"diff of {self.workdir} exceeds max_diff_bytes={self.config.max_diff_bytes}; "
-                               "raise DockerSandboxConfig.max_diff_bytes")
+            raise DiffTooLarge(f"diff of {self.workdir} exceeds max_diff_bytes={cap}; the tree holds too many "
+                               "changes (or raise DockerSandboxConfig.max_diff_bytes)")
         return out.raw()
 
     def diff(self) -> str:

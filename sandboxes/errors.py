@@ -22,3 +22,8 @@ class SandboxDead(SandboxError):
 class FileTooLarge(SelfPlayError, OSError):
     """A file asked for is bigger than the read cap; caused by what is in the sandbox (which a model may
     have written), so it is not a SandboxError: the agent sees it as an observation."""
+
+
+class DiffTooLarge(SelfPlayError, ValueError):
+    """The working tree's diff (or one file in it) is over `max_diff_bytes`: what the model wrote is at
+    fault, not the sandbox, so this is not a SandboxError. A solver's submission that raises it is empty."""

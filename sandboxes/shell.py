@@ -15,7 +15,7 @@ scratch files. Images built by `sandboxes.images` carry all of it; the keeper ma
 
 from __future__ import annotations
 
-from sandboxes.users import AGENT_UID, PARSER_UID, RUNNER_UID, drop_privileges, passwd_lines
+from sandboxes.users import AGENT_UID, PARSER_UID, RUNNER_UID, drop_privileges, group_lines, passwd_lines
 
 STATE = "/var/lib/selfplay"
 TOKEN_VAR = "SELFPLAY_EXEC"
@@ -63,8 +63,10 @@ def git_env(workdir: str) -> dict[str, str]:
 
 _WAIT_READY = f'while [ ! -e {STATE}/ready ]; do sleep 0.02; done\n'
 OWN_TREE = (f'find . \\( ! -user {AGENT_UID} -o ! -group {AGENT_UID} \\) '
-             f'-exec chown -h {AGENT_UID}:{AGENT_UID} {{}} +')
-"""Hands entries root created in the workdir (current directory) to the agent uid; stats only the rest."""
+            f'-execdir chown -h {AGENT_UID}:{AGENT_UID} {{}} +')
+"""Hands entries root created in the workdir (current directory) to the agent uid; stats only the rest.
+-execdir and -h: chown acts on a name inside a directory find has already entered, so a directory
+swapped for a symlink meanwhile cannot redirect it outside the tree."""
 _SNAPSHOT = """
 snapshot() {  # the workdir (cwd) -> $S/pristine.tar and its sorted listings, replacing the old ones
   tar -cf "$S/pristine.tmp" . &&
@@ -78,7 +80,8 @@ KEEPER = f"""
 S={STATE}; W="$1"; M="$2"
 umask 022
 mkdir -p "$S" && chmod 0700 "$S" && echo "$M" > "$S/mode"
-grep -q '^selfplay-agent:' /etc/passwd 2>/dev/null || printf '{passwd_lines()}' >> /etc/passwd
+grep -q '^selfplay-agent:' /etc/passwd 2>/dev/null || {{ printf '{passwd_lines()}' >> /etc/passwd;
+  printf '{group_lines()}' >> /etc/group; }}
 {_SNAPSHOT}
 if [ "$M" = tmpfs ]; then
   # The workdir is an empty tmpfs (the disk-write limit): fill it from the image's snapshot.
@@ -243,6 +246,10 @@ export GIT_WORK_TREE="$1"
 base=selfplay-base
 git rev-parse -q --verify "$base^{{commit}}" >/dev/null || base=HEAD
 git rev-parse -q --verify "$base^{{commit}}" >/dev/null || {{ echo "no base commit: neither tag selfplay-base nor HEAD exists in $GIT_DIR" >&2; exit 3; }}
+# A file over the diff cap is refused before git reads it: hashing a 40 GB sparse file takes minutes.
+big=$(find . -path ./.git -prune -o -name __pycache__ -prune -o -name .pytest_cache -prune -o \
+      -name '*.egg-info' -prune -o -type f -size +"$2"c -print -quit)
+[ -z "$big" ] || {{ printf '%s' "${{big#./}}"; exit 5; }}
 idx=$(mktemp "{STATE}/index.XXXXXX")
 # A private copy of the grader's index: `git add -A` sees new files and touches no real index.
 cp "$GIT_DIR/index" "$idx" 2>/dev/null || rm -f "$idx"
@@ -252,7 +259,8 @@ git diff --cached {GIT_DIFF_OPTS} "$base" -- . {_EXCLUDE_ARGS}
 rc=$?; rm -f "$idx"; exit $rc
 """
 """Prints `git diff` of the workdir (new files included, binary-safe) against the base commit of the
-grader-owned git dir. Run with GIT_SAFE. Args: workdir. Diagnostics go to stderr, kept apart."""
+grader-owned git dir. Run with GIT_SAFE. Args: workdir, largest file size in bytes (exit 5 and the
+path on stdout past it). Diagnostics go to stderr, kept apart."""
 
 APPLY = _WAIT_READY + f"""
 cd -- "$1" || exit 126

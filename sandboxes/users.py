@@ -52,3 +52,8 @@ def drop_privileges(uid: int) -> str:
 def passwd_lines() -> str:
     """/etc/passwd entries for the uids above (each with its own group id and /tmp as home)."""
     return "".join(f"{name}:x:{uid}:{uid}::/tmp:/bin/bash\n" for uid, name in NAMES.items())
+
+
+def group_lines() -> str:
+    """/etc/group entries for the uids' own groups."""
+    return "".join(f"{name}:x:{uid}:\n" for uid, name in NAMES.items())

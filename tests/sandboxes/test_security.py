@@ -163,6 +163,24 @@ def test_huge_sparse_file_is_refused_before_transfer(sandbox):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 64 << 10  # KiB: host memory untouched
 
 
+def test_diff_refuses_a_huge_file_fast_and_survives_special_files(sandbox):
+    """A 40 GB sparse file would take git minutes to hash and then fail as an infrastructure error; the
+    diff refuses it up front with an error that blames the tree. FIFOs and sockets are skipped."""
+    from sandboxes.errors import DiffTooLarge, SandboxError
+
+    r = sandbox.exec("mkfifo pipe && python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"sock\")' "
+                     "&& echo new > added.txt")
+    assert r.ok, r.output
+    diff = sandbox.diff()
+    assert "b/added.txt" in diff and "pipe" not in diff and "sock" not in diff
+    sandbox.exec("mkdir -p deep/er && truncate -s 40G deep/er/huge.bin")
+    t0 = time.monotonic()
+    with pytest.raises(DiffTooLarge, match="deep/er/huge.bin .*larger than max_diff_bytes") as info:
+        sandbox.diff()
+    assert not isinstance(info.value, SandboxError)
+    assert time.monotonic() - t0 < 10
+
+
 def test_disk_flood_stops_at_the_limit_and_the_container_lives():
     import tests.sandboxes.conftest as c
 
