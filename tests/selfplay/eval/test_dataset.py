@@ -83,3 +83,31 @@ def test_cli_reports_bad_input_without_writing_anything(tmp_path):
         text = re.sub(r"[\s│╭╮╰╯─]+", " ", res.output)  # rich wraps the message in a box
         assert res.exit_code != 0 and message in text, res.output
         assert not out.exists()
+
+
+def test_tasks_export_is_a_dataset_swebench_accepts(tmp_path):
+    """`selfplay tasks export --format swebench` output loads as instances and builds swebench TestSpecs:
+    the task image, base commit selfplay-base, and an eval script with the harness's markers."""
+    from swebench.harness.utils import make_test_spec
+    from swebench_fixtures import FIXTURES, KEYFILTER
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+    from selfplay.eval.offline import task_from_folder
+    from selfplay.store import open_store
+
+    url = f"sqlite:///{tmp_path / 'selfplay.db'}"
+    task, _ = task_from_folder(FIXTURES / "toolz-keyfilter")
+    with open_store(url) as st:
+        st.add_task(task)
+    out = tmp_path / "tasks.jsonl"
+    res = CliRunner().invoke(app, ["tasks", "export", str(out), "--format", "swebench", "--store", url])
+    assert res.exit_code == 0, res.output
+    (inst,) = load_instances(str(out))
+    assert (inst["instance_id"], inst["image"], inst["base_commit"]) == (KEYFILTER, task.image_name, "selfplay-base")
+    assert inst["FAIL_TO_PASS"] == ["toolz/tests/test_dicttoolz.py::TestDict::test_keyfilter"]
+    spec = make_test_spec(inst)
+    script = spec.eval_script
+    assert "git checkout selfplay-base -- toolz/tests/test_dicttoolz.py" in script
+    assert script.index(">>>>> Start Test Output") < script.index("pytest -rA") < script.index(">>>>> End Test Output")
+    assert "+    def test_keyfilter(self):" in script  # the test patch restores the oracle test
