@@ -85,7 +85,7 @@ def test_grade_takes_the_oracle_from_the_store_for_exactly_this_artifact(tmp_pat
     assert "from the store's validation of this artifact" in _flat(res.stderr)
     out = json.loads(res.stdout)
     assert [(o["patch"], o["reward"]) for o in out] == [(str(GOLD), 1), (str(PARTIAL), -1)]
-    assert set(out[0]) == {"patch", "reward", "resolved", "tests", "dropped_hunks", "error"}
+    assert {"patch", "reward", "resolved", "tests", "dropped_hunks", "error"} <= set(out[0])
     with open_store(db) as st:
         f2p, p2p = st.validated_tests("toolz", load_artifact(VALID))
     assert set(out[0]["tests"]) == set(f2p) | set(p2p)
