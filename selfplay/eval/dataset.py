@@ -139,5 +139,10 @@ def _read(dataset: str) -> list[dict[str, Any]]:
         ds = datasets.load_dataset(kind, data_files=str(path), split="train")
     else:
         log.info("loading %s from the hub", dataset)
-        ds = datasets.load_dataset(dataset, split="test")
+        try:
+            ds = datasets.load_dataset(dataset, split="test")
+        except Exception as exc:  # offline, unknown name, no access: all mean "use a file"
+            raise EvalError(f"could not load {dataset} (split test) from the Hugging Face hub "
+                            f"({exc.__class__.__name__}: {str(exc)[:300]}); without hub access, save the dataset "
+                            "on a machine that has it and pass --dataset FILE (.jsonl or .parquet)") from exc
     return [dict(row) for row in ds]

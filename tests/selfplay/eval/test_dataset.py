@@ -111,3 +111,19 @@ def test_tasks_export_is_a_dataset_swebench_accepts(tmp_path):
     assert "git checkout selfplay-base -- toolz/tests/test_dicttoolz.py" in script
     assert script.index(">>>>> Start Test Output") < script.index("pytest -rA") < script.index(">>>>> End Test Output")
     assert "+    def test_keyfilter(self):" in script  # the test patch restores the oracle test
+
+
+def test_no_hub_access_is_a_clear_error_suggesting_a_file(tmp_path):
+    """The default dataset with the hub unreachable (HF_HUB_OFFLINE=1, as on this CI): no traceback,
+    the error names the dataset and --dataset FILE, and nothing is written."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-c", "from selfplay.cli import main; main()", "eval", "swebench",
+                           "--split", "verified-50", "--out", str(out)], capture_output=True, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}, timeout=120)
+    text = re.sub(r"[\s│╭╮╰╯─]+", " ", proc.stdout + proc.stderr)
+    assert proc.returncode == 2 and "could not load SWE-bench/SWE-bench_Verified" in text, text
+    assert "--dataset FILE" in text and "Traceback" not in text and not out.exists()
