@@ -63,7 +63,9 @@ def test_official_harness_grades_the_exported_tasks_unchanged(offline_dataset, t
     """`--grader harness` runs swebench.harness.run_evaluation on the same dataset and predictions; it
     finds our task images locally (no pull) and agrees with the local grader."""
     out = tmp_path / "eval"
-    _eval(offline_dataset, out, "--grader", "harness", "--instances", f"{KEYFILTER},{FREQUENCIES}")
+    # two workers: episodes in parallel threads, and the harness's own worker pool
+    _eval(offline_dataset, out, "--grader", "harness", "--workers", "2", "--instances",
+          f"{KEYFILTER},{FREQUENCIES}")
     report = json.loads((out / "report.json").read_text())
     assert report["grader"] == "harness" and report["resolved_pct_per_run"] == [50.0]
     assert report["infra_failures"] == []
