@@ -215,20 +215,21 @@ class DockerSandbox:
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
         t0 = time.monotonic()
-        code, out, _err, timed_out = self._run(self._wrap(cmd, workdir, stdin, user), timeout, env,
-                                               self.config.max_output_bytes)
+        code, out, _err, timed_out = self._run(self._wrap(workdir, stdin, user), timeout,
+                                               {**(env or {}), shell.CMD_VAR: cmd}, self.config.max_output_bytes)
         return ExecResult(exit_code=-1 if timed_out else code, output=out.text(), timed_out=timed_out,
                           duration=time.monotonic() - t0, dropped_bytes=out.dropped)
 
-    def _wrap(self, cmd: str, workdir: str | None, stdin: str | bytes | None, user: str) -> list[str]:
-        """argv of WRAPPER running `cmd` as `user`, with `stdin` staged in the root-only state dir."""
+    def _wrap(self, workdir: str | None, stdin: str | bytes | None, user: str) -> list[str]:
+        """argv of WRAPPER running, as `user`, the command in the exec's CMD_VAR, with `stdin` staged in
+        the root-only state dir."""
         if user not in USERS:
             raise ValueError(f"user must be one of {sorted(USERS)}, got {user!r}")
         stdin_path = ""
         if stdin is not None:
             stdin_path = f"{shell.STATE}/in-{uuid.uuid4().hex[:12]}"
             self._put(stdin_path, stdin.encode() if isinstance(stdin, str) else stdin, 0o600)
-        return ["bash", "-c", shell.WRAPPER, "selfplay-exec", workdir or self.workdir, cmd, stdin_path, user]
+        return ["bash", "-c", shell.WRAPPER, "selfplay-exec", workdir or self.workdir, "", stdin_path, user]
 
     def _run(self, argv: list[str], timeout: float, env: dict[str, str] | None,
              limit: int) -> tuple[int, OutputCap, OutputCap, bool]:
@@ -352,7 +353,7 @@ class DockerSandbox:
         cmd = (f"[ -e {q} ] || exit 44; [ -d {q} ] && exit 45; [ -r {q} ] || exit 46; [ -f {q} ] || exit 47; "
                f"s=$(stat -Lc %s -- {q}) || exit 46; [ \"$s\" -le {limit} ] || exit 48; "
                f"exec head -c {limit + 1} -- {q} 2>/dev/null")
-        code, out, _, timed_out = self._run(self._wrap(cmd, "/", None, user), 120, None, limit + 2)
+        code, out, _, timed_out = self._run(self._wrap("/", None, user), 120, {shell.CMD_VAR: cmd}, limit + 2)
         if code == 0 and not timed_out and not out.dropped and out.total <= limit:
             return out.raw()
         if code in (0, 48) or out.total > limit:

@@ -108,21 +108,31 @@ while :; do read -t 1 -u 3; done
 """Container command (PID 1): fill or snapshot the workdir, then reap orphans forever.
 Args: workdir, mode ("tmpfs": the workdir is a tmpfs filled from the image's snapshot; "overlay")."""
 
+CMD_VAR = "SELFPLAY_CMD"
+"""The command text travels in this variable of the exec's environment, not in argv: /proc/PID/cmdline is
+readable by every uid, /proc/PID/environ only by the process's own uid and root."""
+
 WRAPPER = _WAIT_READY + f"""
 cd -- "$1" || exit 126
 exec 2>&1
 if [ -n "$3" ]; then exec <"$3"; rm -f -- "$3"; fi
-drop=()
-[ "$4" = root ] || drop=({drop_privileges(AGENT_UID)})
+__sp_cmd=${CMD_VAR}; unset {CMD_VAR}
 # Own session and process group, so the killer can take the whole tree with one kill. runc already
 # makes each exec a session leader; then setsid would only cost a fork (which a full pids limit denies).
-read -r st < /proc/$$/stat; f=(${{st##*) }})
-[ "${{f[3]}}" = $$ ] && exec "${{drop[@]}}" bash -c "$2"
-exec setsid -w "${{drop[@]}}" bash -c "$2"
+read -r __sp_st < /proc/$$/stat; __sp_f=(${{__sp_st##*) }})
+if [ "$4" = root ]; then
+  # Grader commands run in this shell: their text (job scripts, canaries) is in no process's argv, where
+  # model code running meanwhile as another uid could read it.
+  if [ "${{__sp_f[3]}}" = $$ ]; then set --; unset __sp_st __sp_f; eval "$__sp_cmd"; exit; fi
+  {CMD_VAR}=$__sp_cmd exec setsid -w bash -c 'c=${CMD_VAR}; unset {CMD_VAR}; eval "$c"'
+fi
+drop=({drop_privileges(AGENT_UID)})
+[ "${{__sp_f[3]}}" = $$ ] && exec "${{drop[@]}}" bash -c "$__sp_cmd"
+exec setsid -w "${{drop[@]}}" bash -c "$__sp_cmd"
 """
 """Runs a command (non-login bash, so the image's PATH holds) as the agent uid, or as root for grader
-bookkeeping. The stdin file (root-only) is opened before the privileges drop. Args: workdir, cmd, stdin
-file, user ("agent" or "root")."""
+bookkeeping. The stdin file (root-only) is opened before the privileges drop. Args: workdir, (unused),
+stdin file, user ("agent" or "root"); the command is in CMD_VAR."""
 
 KILLER = f"""
 t="{TOKEN_VAR}=$1"

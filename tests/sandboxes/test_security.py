@@ -82,6 +82,26 @@ def test_agent_cannot_read_grader_state(sandbox, path):
     assert listing.exit_code == 2 and "Permission denied" in listing.output
 
 
+def test_grader_command_text_is_invisible_to_model_code(sandbox):
+    """A grader job's script (markers, canaries) must not be readable by model code running meanwhile:
+    /proc/PID/cmdline is world-readable, so the text travels in the exec's environment."""
+    import threading
+
+    secret = "selfplay-job-secret-93ab"
+    job = threading.Thread(target=sandbox.exec, args=(f"sleep 3; : {secret}; echo done",),
+                           kwargs={"user": "root", "timeout": 30})
+    job.start()
+    try:
+        time.sleep(1)
+        # The pattern is built at run time, so no argv of this command holds the secret either.
+        r = sandbox.exec(f"printf '%s-%s\\n' {secret[:12]} {secret[13:]} > /tmp/pat; ps -eo args= | grep -cf "
+                         "/tmp/pat; cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | "
+                         "grep -cf /tmp/pat; ps -eo args= | grep -c '^sleep 3'")
+    finally:
+        job.join()
+    assert r.output.split() == ["0", "0", "1"], r.output  # the job is running, its text unseen
+
+
 def test_grader_git_runs_no_model_hook_filter_or_config(any_sandbox):
     """The model owns .git: hooks, fsmonitor, filters, textconv, external diff, include, worktree and
     prefixes in its config, attributes in the tree, a global config in its HOME. The grader's diff,
