@@ -13,7 +13,8 @@ injector go unpunished).
 
 make_attacks.py regenerates the corpus; what each attack does is in its source. The `code_*` attacks are plain
 (the static tamper screen names them); the `evade_*` ones are the same ideas written past that screen and
-sparing the canary tests, so they exercise the structural layers.
+sparing the canary tests, so they exercise the structural layers. The solver test takes about ten minutes:
+the attacks that hang, kill the job shell or fork-bomb run into the grader's time limits.
 """
 
 from __future__ import annotations
