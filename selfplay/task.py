@@ -10,6 +10,9 @@ from selfplay.artifact import BugArtifact
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
 BASE_COMMIT = "selfplay-base"
 """The tag on the buggy state in a task image (its SWE-bench `base_commit`)."""
+TASK_IMAGE_RECIPE = "2"
+"""Version of `selfplay.eval.task_image`'s build recipe, part of every task image name: bump it when the
+recipe changes so stale task images are not reused."""
 LOG_PARSER = "parse_log_pytest"
 """The swebench parser (`PARSER_REGISTRY` key) of task logs: test scripts run `pytest -rA`."""
 
@@ -66,7 +69,8 @@ class Task:
         buggy state committed as the only commit, tagged `selfplay-base`. The tag hashes the layers."""
         import hashlib
 
-        h = hashlib.sha256(f"{self.artifact.digest()}\0{self.pred_patch or ''}".encode()).hexdigest()[:12]
+        key = f"{TASK_IMAGE_RECIPE}\0{self.artifact.digest()}\0{self.pred_patch or ''}"
+        h = hashlib.sha256(key.encode()).hexdigest()[:12]
         safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.task_id.lower())
         return f"selfplay-task-{safe}:{h}"
 

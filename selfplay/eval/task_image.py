@@ -4,7 +4,7 @@
 and only commit, tagged `selfplay-base` (`Task.to_swebench`'s base_commit): the same starting point the
 grader gives solvers in training (`selfplay.grader.build_buggy_state`), with no history to leak the fix.
 Built with one container and `docker commit` (no BuildKit here), named `Task.image_name`, reused when
-present. Not built through `DockerSandbox`: its PID 1 snapshots the workdir into the container, and a
+present; the name hashes the task and `selfplay.task.TASK_IMAGE_RECIPE` (bump it when this recipe changes). Not built through `DockerSandbox`: its PID 1 snapshots the workdir into the container, and a
 committed snapshot of the wrong tree would make `reset()` restore it.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import logging
+import shlex
 import tarfile
 import time
 from typing import Any
@@ -20,6 +21,7 @@ from sandboxes.base_image import image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.reaper import registry
+from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 from selfplay.task import BASE_COMMIT, Task
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,9 @@ GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z'
   git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m 'initial commit'
 git tag {BASE_COMMIT}
 """
+# Then the sandbox layer's own image step (`sandboxes.shell.IMAGE_SNAPSHOT`): the workdir goes to the agent uid
+# and its snapshot and grader-owned git dir are refreshed. Without it a sandbox would fill its tmpfs workdir
+# from the repo image's snapshot, i.e. the clean repo.
 
 
 def _layers_tar(task: Task) -> bytes:
@@ -59,7 +64,8 @@ def build_task_image(task: Task, repo_image: str, *, workdir: str = "/testbed", 
         return tag
     client = docker_client()
     start = time.monotonic()
-    container = client.containers.create(repo_image, command=["bash", "-c", SCRIPT, "build", workdir],
+    script = f"{SCRIPT}\nbash -c {shlex.quote(IMAGE_SNAPSHOT)} selfplay-snapshot {shlex.quote(workdir)}\n"
+    container = client.containers.create(repo_image, command=["bash", "-c", script, "build", workdir],
                                          network_disabled=True)
     registry.register(client, container.id)
     try:
@@ -72,7 +78,8 @@ def build_task_image(task: Task, repo_image: str, *, workdir: str = "/testbed", 
                                   f"(exit {status.get('StatusCode')}): {tail}")
         repository, version = tag.rsplit(":", 1)
         container.commit(repository=repository, tag=version,
-                         changes=['CMD ["sleep", "infinity"]', f"LABEL selfplay.task={task.task_id}"],
+                         changes=['CMD ["sleep", "infinity"]', f"LABEL selfplay.task={task.task_id}",
+                                  f"LABEL {SNAPSHOT_LABEL}=1"],
                          message=f"selfplay task image for {task.task_id}")
     finally:
         try:
