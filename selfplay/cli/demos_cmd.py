@@ -43,6 +43,10 @@ def demos(
                   f"tokens, {len(rep.injector_kept)} injector demonstrations, {rep.wall_time:.0f} s; stored in {url}")
     for line in rep.dropped:
         console.print(f"  dropped {line}")
+    if not rep.tasks:
+        console.print("[yellow]no seeded task had a spec short enough for a demonstration; raise -n (more bugs "
+                      "are seeded per round), try another --seed, or raise --max-context[/]")
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -18,6 +18,8 @@ from repos.spec import RepoSpec
 from selfplay.demos.solver import DEMO_LIMITS, SolverDemo, demo_limits, fits, run_solver_demo
 
 log = logging.getLogger(__name__)
+RETRIES = 2
+"""Extra attempts, with other seeded choices, for a demonstration that ran out of its token budget."""
 
 
 @dataclass
@@ -85,8 +87,12 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
     for task in tasks[:n]:
         report.tasks.append(task.task_id)
         for j in range(per_task):
-            rng = random.Random(f"{seed}:{task.task_id}:{j}")
-            demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image)
+            for retry in range(RETRIES + 1):
+                # a variant that ran out of context is retried with other choices (shorter views, no reproduction)
+                rng = random.Random(f"{seed}:{task.task_id}:{j}" + (f":{retry}" if retry else ""))
+                demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image)
+                if demo.termination != "context_exhausted":
+                    break
             if on_demo:
                 on_demo(demo)
             if not demo.kept:

@@ -48,7 +48,7 @@ class SolverDemo:
         return self.reward > 0
 
 
-REPRODUCE_MAX_SPEC_TOKENS = 300
+REPRODUCE_MAX_SPEC_TOKENS = 200
 """The expert quotes the spec again to reproduce the failure only when the spec is at most this long."""
 PLAN_RESERVE_TOKENS = 1300
 """Tokens a demonstration needs besides the spec (prompt ~490, actions and observations); tasks whose

@@ -49,7 +49,7 @@ def _pick(rng: random.Random, options: list[str], **values: str) -> str:
 def _pytest(rng: random.Random, test_id: str) -> str:
     path, _, rest = test_id.partition("::")
     name = rest.split("::")[-1].split("[", 1)[0]
-    tail = rng.choice((12, 15, 20))
+    tail = rng.choice((8, 10, 12))
     if "[" in rest or rng.random() < 0.4:
         return f"python -m pytest -p no:cacheprovider -q -x --tb=short -k {name} {path} 2>&1 | tail -n {tail}"
     return f"python -m pytest -p no:cacheprovider -q -x --tb=short {path}::{rest} 2>&1 | tail -n {tail}"
@@ -116,9 +116,9 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
         actions.append(_pick(rng, ["The failure points at {w}. Let me find it.", "Let me locate {w}."], w=where)
                        + "\n" + block("bash", cmd))
     line = h0.first_changed_line
-    pad = rng.choice((4, 6, 8))
-    start = max(fn.start, line - pad - 4)
-    end = min(fn.end, line + pad, start + 24)
+    pad = rng.choice((3, 4, 6))
+    start = max(fn.start, line - pad - 3)
+    end = min(fn.end, line + pad, start + 16)
     actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
                          w=where) + "\n" + block("edit", f"view {h0.path} {start} {end}"))
 
@@ -129,7 +129,7 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
                        + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace}\n>>>>>>> REPLACE"))
     actions.append(_pick(rng, ["Re-run the test.", "Check that the tests pass now.", "Run the tests again."])
-                   + "\n" + block("bash", run))
+                   + "\n" + block("bash", run.rsplit("| tail -n", 1)[0] + "| tail -n 2"))
     if task.reproduce and rng.random() < 0.5:
         actions.append(_pick(rng, ["Run the whole test file for regressions.", "And the rest of that file."])
                        + "\n" + block("bash", f"python -m pytest -p no:cacheprovider -q {test_path} 2>&1 | tail -n 3"))
