@@ -22,13 +22,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from repos.spec import RepoSpec
+from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact, save_artifact
 from selfplay.diffs import matches_any
 from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.task import make_task_id
 from selfplay.validation import ValidationConfig, ValidationReport, validate
-from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.validation.suite import NO_BYTECODE, SCRATCH
 
 log = logging.getLogger(__name__)

@@ -96,8 +96,11 @@ def check(result, what: str) -> None:
                                    f"{result.output[-500:]}")
 
 
-def stage(sb: Sandbox, files: dict[str, str]) -> None:
-    """Write `files` (name -> text) into the root-only scratch folder with one exec (a tarball on stdin)."""
+_UNPACK = f"install -d -m 700 {STATE} {SCRATCH} && base64 -d | tar -x --no-same-owner -C {SCRATCH}"
+"""Shell line that unpacks a `_tarball` from stdin into the scratch folder."""
+
+
+def _tarball(files: dict[str, str]) -> str:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name, text in files.items():
@@ -105,15 +108,23 @@ def stage(sb: Sandbox, files: dict[str, str]) -> None:
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o644
             tar.addfile(info, io.BytesIO(data))
-    payload = base64.b64encode(buf.getvalue()).decode()
-    check(sb.exec(f"install -d -m 700 {STATE} {SCRATCH} && base64 -d | tar -x --no-same-owner -C {SCRATCH}",
-                  timeout=60, stdin=payload, user="root"), "staging the artifact files")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def stage(sb: Sandbox, files: dict[str, str]) -> None:
+    """Write `files` (name -> text) into the root-only scratch folder with one exec (a tarball on stdin)."""
+    check(sb.exec(_UNPACK, timeout=60, stdin=_tarball(files), user="root"), "staging the artifact files")
+
+
+def staged_files(artifact: BugArtifact, **extra: str) -> dict[str, str]:
+    """The files a run needs in the scratch folder: script and diffs (plus `extra`); never the parser."""
+    return {"test_script.sh": artifact.test_script, "bug_inject.diff": artifact.bug_inject,
+            "test_weaken.diff": artifact.test_weaken, **extra}
 
 
 def prepare(sb: Sandbox, artifact: BugArtifact, **extra: str) -> None:
-    """Stage the artifact's script, parser and diffs (plus `extra` files) in the scratch folder."""
-    stage(sb, {"test_script.sh": artifact.test_script, "bug_inject.diff": artifact.bug_inject,
-               "test_weaken.diff": artifact.test_weaken, **extra})
+    """Stage the artifact's script and diffs (plus `extra` files) in the scratch folder."""
+    stage(sb, staged_files(artifact, **extra))
 
 
 def git_env_line() -> str:
@@ -184,7 +195,7 @@ def job_command(*, marker: str, canary: Canary, patches: tuple[str, ...] = (), r
         f"timeout -k 5 {suite_timeout:g} {drop_privileges(RUNNER_UID)} bash /dev/fd/3 < /dev/null >&4 2>&4 4>&-; rc=$?",
         "end=$EPOCHREALTIME",
         "exec 3<&- 4>&-",
-        f"killuid || echo \"{m} UNKILLABLE\"",
+        f"killuid || {{ echo \"{m} UNKILLABLE\"; kill -9 $rd; }}",  # then the reader must not wait on it
         "wait $rd",
         f"echo \"{m} SCRIPT $rc $start $end $(stat -c %s {s}/output.log)\"",
         f"gzip -1 -c {s}/output.log > {s}/output.gz || exit 91",
@@ -237,15 +248,20 @@ def _died(why: str) -> SuiteRun:
 
 
 def run_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
-            parse_twice: bool = False, max_output: int = MAX_TEST_OUTPUT, **job) -> SuiteRun:
-    """Run one job (see `job_command`) in `sb`, whose scratch folder was staged with `prepare`, and parse
-    its output in a parser box. Never raises for what the artifact or the prediction did."""
+            parse_twice: bool = False, max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None,
+            **job) -> SuiteRun:
+    """Run one job (see `job_command`) in `sb` and parse its output in a parser box. The scratch folder
+    was staged with `prepare`, or `stage` (see `staged_files`) is staged by the job itself (one exec
+    fewer). Never raises for what the artifact or the prediction did."""
     marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
     py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
     cmd = job_command(marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
                       perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files), **job)
+    if stage is not None:
+        cmd = f"{_UNPACK} || exit 90\n{cmd}"
     try:
-        res = sb.exec(cmd, timeout=suite_timeout + 120, user="root")
+        res = sb.exec(cmd, timeout=suite_timeout + 120, user="root",
+                      stdin=None if stage is None else _tarball(stage))
     except SandboxError as exc:
         return _died(f"the sandbox failed ({exc})")
     found = parse_job_output(res.output, marker, tuple(job.get("missing", ())))
