@@ -1,7 +1,7 @@
 """Learning evidence: the solver before and after the warm start (RFT), on held-out procedural tasks.
 
 Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start.
-HELDOUT_REPOS`: parse, inflection, tabulate) and kept only if their prompt fits the 2k-token budget the
+HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
 warm start trained on. Each policy solves each task once, greedy (EVAL), in a fresh buggy sandbox; a
 submitted diff is graded by the real grader. Reported per policy:
 
@@ -57,7 +57,12 @@ def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> 
         spec = get_repo(repo)
         found = []
         for rnd in range(3):
-            for r in run_seed(spec, n, out / "seeds" / repo, config=SeedConfig(seed=seed * 1000 + 500 + rnd)):
+            try:
+                seeded = run_seed(spec, n, out / "seeds" / repo, config=SeedConfig(seed=seed * 1000 + 500 + rnd))
+            except ValueError as exc:  # e.g. no code file with a same-named test file
+                print(f"skipping {repo}: {exc}", flush=True)
+                break
+            for r in seeded:
                 t = Task(make_task_id(repo, r.artifact), repo, r.artifact, tuple(r.report.fail_to_pass),
                          tuple(r.report.pass_to_pass), origin="procedural")
                 if fits(t, tokenizer) and all(x.task_id != t.task_id for x in found):
