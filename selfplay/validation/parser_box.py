@@ -46,6 +46,8 @@ WIPED = ("/tmp", "/var/tmp", "/run/lock", "/dev/shm", "/dev/mqueue")
 """Places PARSER_UID can write; emptied after every run."""
 STDERR_CAP = 4096
 """Bytes of the parser's stderr kept (diagnostics only)."""
+MEMORY_KIB = 768 << 10
+"""Address-space limit of the parser (and of the rest of the job): below the box's 1 GiB."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ def box_command(marker: str, *, runs: int, timeout: float, cap: int) -> str:
         kill_uid_shell(PARSER_UID),
         f"rm -rf {d} && mkdir -m 700 {d} && tar -x -C {d} || exit 90",
         f"rm -rf {p} && mkdir -m 755 {p} && cp {d}/test_parser.py {p}/ && chmod 644 {p}/test_parser.py || exit 90",
+        # a parser that exhausts memory must fail alone, not get the box OOM-killed (that would read as
+        # an infrastructure failure)
+        f"ulimit -v {MEMORY_KIB}",
     ]
     for i in range(runs):
         lines += [
@@ -162,7 +167,12 @@ class ParserBoxes:
         with self._lock:
             grow = self._free.empty() and self._made < self.size
             self._made += grow
-        box = self._new() if grow else self._free.get()
+        try:
+            box = self._new() if grow else self._free.get()
+        except Exception:
+            with self._lock:
+                self._made -= grow
+            raise
         ok = False
         try:
             yield box
