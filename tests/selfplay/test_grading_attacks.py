@@ -245,6 +245,7 @@ INJECTOR_PARSERS = {
     "lottery": LOTTERY_PARSER,
     "flood": "import sys\nsys.stdin.read()\nsys.stdout.write('{' + '\"a::b\": \"passed\", ' * 2000000 + '}')\n",
     "fork_bomb": "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+    "memory_hog": "import sys\nsys.stdin.read()\nx = bytearray(3 << 30)\nprint('{}')\n",
 }
 
 
