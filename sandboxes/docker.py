@@ -465,16 +465,21 @@ class DockerSandbox:
         log.warning("sandbox %s: reset failed or did not verify; recreating the container", (self.id or "?")[:12])
         self.recreate()
 
-    def rebase(self, message: str = "initial commit") -> None:
+    def rebase(self, message: str = "initial commit", *, history: bool = False) -> None:
         """Make the current tree the new base (grader-side, root): `.git` becomes one fresh commit tagged
         selfplay-base owned by the agent uid, the grader-owned git dir likewise, and the reset snapshot is
         replaced by the current tree (the old one is deleted). Afterwards `reset()` returns here, and
         nothing the agent uid can read holds the previous tree: its bytecode caches and git objects are
         gone, and the image's copy lies under the workdir's tmpfs mount (or the overlay's upper layer).
-        Kills every process first. Raises SandboxError when it fails (the sandbox is then unusable)."""
+        Kills every process first. Raises SandboxError when it fails (the sandbox is then unusable).
+
+        history=True keeps `.git` as it is (a history the caller already cut down, e.g.
+        `selfplay.eval.guard.strip_history`, with tag selfplay-base on the base commit) and makes it the
+        grader's base: its copy becomes the grader-owned git dir and the tree the reset snapshot. That
+        trusts `.git`, so call it before any model code ran in the sandbox."""
         code, out, err, timed_out = self._run(
-            ["bash", "-c", shell.REBASE, "selfplay-rebase", self.workdir, self.mode, message], 300,
-            shell.GIT_SAFE, 64 << 10)
+            ["bash", "-c", shell.REBASE, "selfplay-rebase", self.workdir, self.mode, message,
+             "keep" if history else ""], 300, shell.GIT_SAFE, 64 << 10)
         if timed_out or code != 0:
             raise SandboxError(f"rebasing {self.workdir} in {(self.id or '?')[:12]} failed (exit {code}): "
                                f"{(out.text() + err.text()).strip()[-2000:]}; close this sandbox")

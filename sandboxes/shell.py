@@ -293,19 +293,27 @@ export LC_ALL=C
 cd -- "$W" || exit 126
 # No copy of the old tree may survive: bytecode caches (which hold its constants) and its git objects.
 find . -name __pycache__ -prune -exec rm -rf {{}} + && find . -name '*.py[co]' -delete || exit 4
-cp "$S/git/info/exclude" "$S/exclude.keep" 2>/dev/null || : > "$S/exclude.keep"
-rm -rf .git "$S/git" "$S/git.tmp" || exit 4
-( unset GIT_DIR GIT_WORK_TREE
-  git init -q -b main && cp "$S/exclude.keep" .git/info/exclude && git add -A -f &&
-  git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$MSG" &&
-  git tag selfplay-base ) >&2 || exit 4
-cp -a .git "$S/git.tmp" && mv "$S/git.tmp" "$S/git" && {OWN_TREE} && snapshot || exit 4
-rm -f "$S/exclude.keep"
+if [ "$4" = keep ]; then
+  # Keep the repo's own history (already cut down by the caller); it must carry the base tag.
+  ( unset GIT_DIR GIT_WORK_TREE; git rev-parse -q --verify "selfplay-base^{{commit}}" >/dev/null ) ||
+    {{ echo "history=True needs a tag selfplay-base in $W/.git" >&2; exit 3; }}
+  rm -rf "$S/git" "$S/git.tmp" || exit 4
+else
+  cp "$S/git/info/exclude" "$S/exclude.keep" 2>/dev/null || : > "$S/exclude.keep"
+  rm -rf .git "$S/git" "$S/git.tmp" || exit 4
+  ( unset GIT_DIR GIT_WORK_TREE
+    git init -q -b main && cp "$S/exclude.keep" .git/info/exclude && git add -A -f &&
+    git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$MSG" &&
+    git tag selfplay-base ) >&2 || exit 4
+  rm -f "$S/exclude.keep"
+fi
+cp -a .git "$S/git.tmp" && chown -R 0:0 "$S/git.tmp" && mv "$S/git.tmp" "$S/git" && {OWN_TREE} && snapshot || exit 4
 touch "$S/ready"
 """
 """Makes the current tree the new base: kill every process, drop bytecode caches, re-create `.git` as
 one fresh commit tagged selfplay-base (owned by the agent uid), the grader-owned git dir likewise, and
-replace the snapshot (the old one is deleted). Run with GIT_SAFE. Args: workdir, mode, commit message."""
+replace the snapshot (the old one is deleted). Run with GIT_SAFE. Args: workdir, mode, commit message,
+"keep" to keep `.git` as it is (its history and tag) and only copy it to the grader-owned git dir."""
 
 
 IMAGE_SNAPSHOT = f"""

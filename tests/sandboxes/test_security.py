@@ -285,3 +285,24 @@ def test_reset_that_does_not_verify_recreates_the_container(repo_image):
         sb.reset()
         assert sb.id != first
         assert ORIGINAL in sb.read_file("pkg/calc.py").decode()
+
+
+def test_rebase_keeping_history_moves_the_grader_base(repo_image):
+    """history=True (after a caller cut the history down): the grader's diff base and the reset snapshot
+    follow the repo's own selfplay-base tag, and its commits stay."""
+    with DockerSandbox.create(repo_image, config=SMALL) as sb:
+        r = sb.exec("echo v2 >> README.txt && git -c user.name=t -c user.email=t@t commit -qam v2 && "
+                    "git tag -f selfplay-base >/dev/null && git log --oneline | wc -l")
+        assert r.output.split()[-1] == "2", r.output
+        assert "+v2" in sb.diff()  # the grader's base is still the image's
+        sb.rebase(history=True)
+        assert sb.diff() == ""
+        sb.exec("echo v3 >> README.txt")
+        assert "+v3" in sb.diff() and "+v2" not in sb.diff()
+        sb.reset()
+        assert sb.read_file("README.txt") == b"hello\nv2\n"
+        assert sb.exec("git log --oneline | wc -l; stat -c %u .git/HEAD").output.split() == ["2", "1000"]
+        with DockerSandbox.create(repo_image, config=SMALL) as other:
+            other.exec("git tag -d selfplay-base")
+            with pytest.raises(Exception, match="needs a tag selfplay-base"):
+                other.rebase(history=True)
