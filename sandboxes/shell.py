@@ -15,7 +15,15 @@ scratch files. Images built by `sandboxes.images` carry all of it; the keeper ma
 
 from __future__ import annotations
 
-from sandboxes.users import AGENT_UID, PARSER_UID, RUNNER_UID, drop_privileges, group_lines, passwd_lines
+from sandboxes.users import (
+    AGENT_UID,
+    PARSER_UID,
+    RUNNER_UID,
+    group_lines,
+    passwd_lines,
+    setpriv,
+    shell_environment,
+)
 
 STATE = "/var/lib/selfplay"
 TOKEN_VAR = "SELFPLAY_EXEC"
@@ -126,9 +134,9 @@ if [ "$4" = root ]; then
   if [ "${{__sp_f[3]}}" = $$ ]; then set --; unset __sp_st __sp_f; eval "$__sp_cmd"; exit; fi
   {CMD_VAR}=$__sp_cmd exec setsid -w bash -c 'c=${CMD_VAR}; unset {CMD_VAR}; eval "$c"'
 fi
-drop=({drop_privileges(AGENT_UID)})
-[ "${{__sp_f[3]}}" = $$ ] && exec "${{drop[@]}}" bash -c "$__sp_cmd"
-exec setsid -w "${{drop[@]}}" bash -c "$__sp_cmd"
+{shell_environment(AGENT_UID)}  # drop_privileges' environment, without its `env` process
+[ "${{__sp_f[3]}}" = $$ ] && exec {setpriv(AGENT_UID)} bash -c "$__sp_cmd"
+exec setsid -w {setpriv(AGENT_UID)} bash -c "$__sp_cmd"
 """
 """Runs a command (non-login bash, so the image's PATH holds) as the agent uid, or as root for grader
 bookkeeping. The stdin file (root-only) is opened before the privileges drop. Args: workdir, (unused),
@@ -160,23 +168,23 @@ echo selfplay-killed
 """
 """Kills every process of one exec: those carrying its token, and their process groups. Args: token."""
 
-_KILL_ALL = f"""
+_KILL_ALL = """
 for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done
 # Prove that nothing but PID 1 and this script is left: a survivor could rewrite the tree after the restore.
 for ((i = 0; i < 100; i++)); do
   left=
   for d in /proc/[0-9]*; do
-    p=${{d#/proc/}}
+    p=${d#/proc/}
     [ "$p" = 1 ] || [ "$p" = $$ ] && continue
     read -r st < "$d/stat" 2>/dev/null || continue
-    f=(${{st##*) }})
-    [ "${{f[0]}}" = Z ] || {{ left=$p; break; }}
+    f=(${st##*) })
+    [ "${f[0]}" = Z ] || { left=$p; break; }
   done
   [ -z "$left" ] && break
   kill -9 -1 2>/dev/null
   read -t 0.02 <>"$S/fifo" 2>/dev/null
 done
-[ -z "$left" ] || {{ echo "process $left survived kill -9"; exit 5; }}
+[ -z "$left" ] || { echo "process $left survived kill -9"; exit 5; }
 """
 
 RESET = _WAIT_READY + f"""

@@ -33,6 +33,21 @@ _GRADER_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_CONFIG_NOSYST
                 "GIT_CONFIG_COUNT", "GIT_ATTR_NOSYSTEM", "GIT_NO_REPLACE_OBJECTS")
 
 
+def setpriv(uid: int) -> str:
+    """The setpriv command alone: `uid` as real, effective and saved uid and gid, no supplementary
+    groups, no capabilities in any set, no_new_privs."""
+    if not isinstance(uid, int) or uid <= 0:
+        raise ValueError(f"drop_privileges needs an unprivileged uid (> 0), got {uid!r}")
+    return (f"setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all "
+            "--no-new-privs")
+
+
+def environment(uid: int) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(variables to unset, variables to set) for a process running as `uid`."""
+    name = NAMES.get(uid, f"uid{uid}")
+    return _GRADER_VARS, {"HOME": "/tmp", "USER": name, "LOGNAME": name, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def drop_privileges(uid: int) -> str:
     """Shell prefix that runs the command after it as `uid` (same gid, no supplementary groups, no
     capabilities in any set, no_new_privs) from a root shell inside the container.
@@ -41,12 +56,15 @@ def drop_privileges(uid: int) -> str:
     except the grader's git variables; HOME is /tmp (a private tmpfs emptied by reset), USER and LOGNAME
     name the uid, and PYTHONDONTWRITEBYTECODE=1 keeps stale bytecode out of the tree.
     """
-    if not isinstance(uid, int) or uid <= 0:
-        raise ValueError(f"drop_privileges needs an unprivileged uid (> 0), got {uid!r}")
-    name = NAMES.get(uid, f"uid{uid}")
-    unset = " ".join(f"-u {v}" for v in _GRADER_VARS)
-    return (f"setpriv --reuid={uid} --regid={uid} --clear-groups --inh-caps=-all --bounding-set=-all "
-            f"--no-new-privs env {unset} HOME=/tmp USER={name} LOGNAME={name} PYTHONDONTWRITEBYTECODE=1")
+    unset, assign = environment(uid)
+    return (f"{setpriv(uid)} env {' '.join(f'-u {v}' for v in unset)} "
+            f"{' '.join(f'{k}={v}' for k, v in assign.items())}")
+
+
+def shell_environment(uid: int) -> str:
+    """The same environment changes as `drop_privileges`, as bash builtins (no process of its own)."""
+    unset, assign = environment(uid)
+    return f"unset {' '.join(unset)}; export {' '.join(f'{k}={v}' for k, v in assign.items())}"
 
 
 def passwd_lines() -> str:

@@ -9,8 +9,14 @@ import hashlib
 import pytest
 
 from repos.spec import RepoSpec
-from sandboxes.images import (BASE_IMAGE, HOST_CA_BUNDLE, build_repo_image, build_repo_images, content_hash,
-                              ensure_base_image)
+from sandboxes.images import (
+    BASE_IMAGE,
+    HOST_CA_BUNDLE,
+    build_repo_image,
+    build_repo_images,
+    content_hash,
+    ensure_base_image,
+)
 
 PYPROJECT = """[build-system]
 requires = ["setuptools>=64"]

@@ -14,8 +14,7 @@ diff --git a/pkg/calc.py b/pkg/calc.py
  def add(a, b):
 -    return a + b
 +    return a - b
- 
-"""
+""" + " \n"
 
 
 def test_apply_good_patch_then_reverse(any_sandbox):
