@@ -105,7 +105,7 @@ def ensure_engine(yes: bool = False, *, ask: Callable[[str], bool] | None = None
 
 
 def _start_dockerd() -> None:
-    log_file = open("/var/log/dockerd.log", "ab")  # noqa: SIM115 - handed to the daemon, outlives us
+    log_file = open("/var/log/dockerd.log", "ab")
     subprocess.Popen(["dockerd"], stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                      start_new_session=True, close_fds=True)
 
