@@ -2,7 +2,8 @@
 
 A returned sandbox is reset in a background thread (reset beats recreate; see docs/benchmarks.md) and
 only then goes back on the shelf, so `checkout()` never waits for a reset unless all N are busy. A
-sandbox whose reset fails, or whose container died, is replaced by a fresh one.
+sandbox that ran model code is proven clean by its reset (which verifies its result; see
+`DockerSandbox.reset`) or recreated; one whose reset raises, or whose container died, is replaced.
 """
 
 from __future__ import annotations

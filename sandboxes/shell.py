@@ -4,7 +4,7 @@ They use only bash builtins and coreutils/util-linux/git, which every repo image
 the killers: a fork bomb can exhaust the pids limit, and a killer that needs to fork would then fail.
 
 Every script here runs as root (the grader). Model-controlled commands are started by WRAPPER, which drops
-to `sandboxes.users.AGENT_UID` before running them.
+to `sandboxes.users.AGENT_UID` before running them. A command's text travels in CMD_VAR, not in argv.
 
 State lives in STATE (0700, root only; outside the workdir, so neither the agent's `git clean` nor its uid
 can reach it): `pristine.tar` (the workdir at its base state), `pristine.list`/`pristine.dirs` (sorted
