@@ -14,6 +14,7 @@ Usage:
   git worktree add /tmp/base 46eee51
   python scripts/bench_grading.py --base /tmp/base [--rounds 5] [--grades 6]
   python scripts/bench_grading.py --gold toolz cachetools parse [--seeds 4]
+  python scripts/bench_grading.py --screen toolz cachetools parse
 """
 
 from __future__ import annotations
@@ -109,6 +110,46 @@ def gold(repos: list[str], seeds: int, artifact_dir: str) -> None:
           f"({len(bad) / max(1, len(tasks)):.0%})")
 
 
+def screen_rate(repos: list[str]) -> None:
+    """Static false-positive rate of the tamper screen: the gold fix of every procedural mutant (every
+    operator at every site of every code file) of each repo, screened without running anything."""
+    import ast
+
+    from repos.listfile import get_repo
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+    from selfplay.diffs import matches_any, reverse_diff
+    from selfplay.procedural.operators import OPERATORS, mutate
+    from selfplay.procedural.seed import file_diff
+    from selfplay.tamper import screen
+
+    total, flagged = 0, []
+    for name in repos:
+        spec = get_repo(name)
+        with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
+            files = sb.exec("git ls-files '*.py'", timeout=60).output.split()
+            for rel in files:
+                if matches_any(rel, spec.test_patterns) or rel.startswith(("docs/", "doc/", "benchmarks/")):
+                    continue
+                src = sb.read_file(rel).decode()
+                try:
+                    tree = ast.parse(src)
+                except SyntaxError:
+                    continue
+                for op in OPERATORS:
+                    for i in range(len(op.sites(tree))):
+                        try:
+                            gold = reverse_diff(file_diff(rel, src, mutate(src, op, i)))
+                        except (ValueError, IndexError):
+                            continue
+                        total += 1
+                        if (reason := screen(gold)) is not None:
+                            flagged.append(f"{name}: {reason[:150]}")
+    print(f"procedural gold fixes screened: {total}, flagged: {len(flagged)} ({len(flagged) / max(1, total):.2%})")
+    for line in flagged:
+        print("  ", line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", help="Checkout to compare with (e.g. a worktree of 46eee51).")
@@ -120,8 +161,12 @@ def main() -> None:
     ap.add_argument("--validations", type=int, default=2, help="Timed validate() calls per worker.")
     ap.add_argument("--gold", nargs="*", help="Measure gold-fix false positives on these repos instead.")
     ap.add_argument("--seeds", type=int, default=4, help="Procedural seeds per repo for --gold.")
+    ap.add_argument("--screen", nargs="*", help="Static false-positive rate of the tamper screen on these repos.")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.screen:
+        screen_rate(args.screen)
+        return
     if args.gold:
         gold(args.gold, args.seeds, args.artifact)
         return
