@@ -1,8 +1,9 @@
 """Pure helpers over git/unified diffs: split by file, touched paths, binary detection, a normalised hash
 for dedup, reversal, and dropping the file sections that touch test infrastructure.
 
-Diffs are kept as the exact text of each file section (what `git apply` needs); unidiff is used only to
-read paths, modes and hunks. Filtering works per file section: every hunk of a dropped file is dropped,
+Diffs are kept as the exact text of each file section (what `git apply` needs). Sections and their
+paths follow git's own rules (`selfplay.diff_headers`) and are cross-checked against git itself
+(`selfplay.git_view`); a patch on which the two disagree is refused (DiffError). unidiff only reads hunks. Filtering works per file section: every hunk of a dropped file is dropped,
 since a partial edit to a conftest.py or pytest.ini is no more trustworthy than a whole one.
 """
 
@@ -18,9 +19,9 @@ from pathlib import PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
+from selfplay.diff_headers import Section, split_sections
 from selfplay.errors import DiffError
-
-_DIFF_GIT = re.compile(r"^diff --git ", re.MULTILINE)
+from selfplay.git_view import GitView, git_view, rename_summary, strip_score
 
 # pytest reads its configuration from these files (any of them at the rootdir or above); a prediction
 # editing one can deselect, skip or xfail oracle tests, or load a plugin.
@@ -53,52 +54,63 @@ class FileDiff:
     """True when the section creates or edits a symlink (mode 120000)."""
 
 
-def _strip_prefix(path: str | None) -> str | None:
-    if path is None or path == "/dev/null":
-        return None
-    path = path.split("\t", 1)[0]
-    if path.startswith(("a/", "b/")):
-        path = path[2:]
-    return path
-
-
-def parse_diff(text: str, *, name: str = "diff") -> PatchSet:
-    """Parse `text` with unidiff; raises DiffError naming `name` and the problem."""
+def _unidiff(text: str, name: str) -> PatchSet:
     try:
         return PatchSet(text)
     except UnidiffParseError as exc:
         raise DiffError(f"{name} is not a valid unified diff: {exc}") from None
 
 
-def _sections(text: str) -> list[str]:
-    """Split a diff into per-file text sections (by `diff --git`, else by `--- ` headers)."""
-    if _DIFF_GIT.search(text):
-        starts = [m.start() for m in _DIFF_GIT.finditer(text)]
-    else:
-        starts = [m.start() for m in re.finditer(r"^--- .*\n\+\+\+ ", text, re.MULTILINE)]
-    if not starts:
-        return []
-    return [text[a:b] for a, b in zip(starts, starts[1:] + [len(text)])]
+def parse_diff(text: str, *, name: str = "diff") -> PatchSet:
+    """Parse `text` with unidiff once its file sections agree with git's view (see `split_diff`);
+    raises DiffError naming `name` and the problem."""
+    split_diff(text, name=name)
+    return _unidiff(text, name)
+
+
+def _agree(sections: list[Section], view: GitView, name: str) -> None:
+    """Raise DiffError unless the Python parse and git's own reading of the patch name the same paths."""
+    ours = [s.new_name or s.old_name for s in sections]
+    if ours != list(view.paths):
+        raise DiffError(f"{name} is not a valid diff: sections disagree with git's view (sections name "
+                        f"{ours[:6]!r}, git applies to {list(view.paths)[:6]!r}); produce it with plain `git diff`")
+    if [s.binary for s in sections] != list(view.binary):
+        raise DiffError(f"{name} is not a valid diff: binary sections disagree with git's view")
+    renames = sorted(rename_summary("rename" if s.rename else "copy", s.old_name or "", s.new_name or "")
+                     for s in sections if s.rename or s.copy)
+    theirs = sorted(strip_score(ln) for ln in view.summary if ln.startswith(("rename ", "copy ")))
+    if renames != theirs:
+        raise DiffError(f"{name} is not a valid diff: rename/copy headers disagree with git's view "
+                        f"({renames[:3]!r} vs {theirs[:3]!r})")
+    if any("120000" in ln for ln in view.summary) and not any("120000" in s.modes for s in sections):
+        raise DiffError(f"{name} is not a valid diff: git reads a symlink the sections do not show")
 
 
 def split_diff(text: str, *, name: str = "diff") -> list[FileDiff]:
-    """The file sections of `text`, in order."""
+    """The file sections of `text`, in order, split and named exactly as `git apply` splits and names them.
+
+    Paths come from git's header rules (`selfplay.diff_headers`: C-quoted names, -p1 whatever the first
+    component is, `---`/`+++` sections mixed among `diff --git` ones) and must agree with what git itself
+    reads (`selfplay.git_view`), else DiffError: a trick that fools one parser is refused outright.
+    """
+    sections = split_sections(text)
+    if sections:
+        _agree(sections, git_view(text), name)
+    elif text.strip():
+        try:
+            view = git_view(text)
+        except DiffError:  # "No valid patches in input": git agrees there is no file section
+            view = GitView((), (), ())
+        _agree(sections, view, name)
+    lines = text.splitlines(keepends=True)
+    bounds = [s.start for s in sections] + [len(lines)]
     out = []
-    for section in _sections(text):
-        patch = parse_diff(section, name=name)
-        for pf in patch:
-            src, tgt = _strip_prefix(pf.source_file), _strip_prefix(pf.target_file)
-            if pf.is_added_file:
-                src = None
-            if pf.is_removed_file:
-                tgt = None
-            path = tgt or src or pf.path
-            binary = pf.is_binary_file or "GIT binary patch" in section or "\nBinary files " in section
-            symlink = "120000" in (pf.source_mode or "", pf.target_mode or "") or bool(
-                re.search(r"^(new file|old|new|deleted file) mode 120000", section, re.MULTILINE))
-            out.append(FileDiff(path=path, source_path=src, target_path=tgt, text=section,
-                                hunks=len(pf), binary=binary, symlink=symlink))
-            break  # one file per section by construction
+    for k, sec in enumerate(sections):
+        body = "".join(lines[bounds[k]:bounds[k + 1]])
+        symlink = "120000" in sec.modes
+        out.append(FileDiff(path=sec.new_name or sec.old_name or "", source_path=sec.old_name,
+                            target_path=sec.new_name, text=body, hunks=sec.hunks, binary=sec.binary,
+                            symlink=symlink))
     return out
 
 
@@ -121,7 +133,10 @@ def join_diff(sections: list[FileDiff]) -> str:
 
 
 def normalised_hash(text: str) -> str:
-    """sha256 of the diff's meaning: per file (sorted) its path and its changed lines, whitespace-collapsed.
+    """sha256 of the diff's meaning: per file (sorted) its path and its changed lines, trailing whitespace off.
+
+    Leading whitespace is kept: in Python an indentation-only change (a `return` moved out of an `if`)
+    is a real edit and must not hash like a no-op.
 
     Context lines, line numbers, hunk headers, index lines and file order do not change it, so two
     patches making the same edits hash the same.
@@ -129,11 +144,11 @@ def normalised_hash(text: str) -> str:
     items = []
     for fd in split_diff(text):
         lines = []
-        for pf in parse_diff(fd.text):
+        for pf in _unidiff(fd.text, "diff"):
             for hunk in pf:
                 for line in hunk:
                     if line.is_added or line.is_removed:
-                        lines.append(line.line_type + " ".join(line.value.split()))
+                        lines.append(line.line_type + line.value.rstrip())
         items.append((fd.source_path or "", fd.target_path or "", tuple(lines)))
     h = hashlib.sha256()
     for src, tgt, lines in sorted(items):
@@ -144,7 +159,7 @@ def normalised_hash(text: str) -> str:
 
 
 def _reverse_section(fd: FileDiff) -> str:
-    (pf,) = parse_diff(fd.text)
+    (pf, *_) = _unidiff(fd.text, "diff")
     src, tgt = fd.target_path, fd.source_path  # swapped
     a, b = src or tgt, tgt or src
     out = [f"diff --git a/{a} b/{b}\n"]
@@ -200,6 +215,11 @@ def matches_any(path: str, patterns: tuple[str, ...] | list[str]) -> bool:
     return any(fnmatch.fnmatch(path, p) or ("/" not in p and fnmatch.fnmatch(name, p)) for p in patterns)
 
 
+def is_git_metadata(path: str) -> bool:
+    """`.git/...`, `.gitattributes`, `.gitmodules`, `.gitignore` and any other `.git*` path component."""
+    return any(part.startswith(".git") for part in PurePosixPath(path).parts)
+
+
 def infrastructure_reason(path: str, *, new: bool = False, test_files: tuple[str, ...] = (),
                           test_patterns: tuple[str, ...] = (), script: str = "") -> str | None:
     """Why a prediction may not change `path` (it is test infrastructure), or None when it may.
@@ -211,8 +231,8 @@ def infrastructure_reason(path: str, *, new: bool = False, test_files: tuple[str
     name = p.name
     if path in test_files:
         return "oracle test file (test_files.txt)"
-    if ".git" in p.parts:
-        return "git metadata"
+    if is_git_metadata(path):
+        return "git metadata (changes how the grader's git sees the tree)"
     if name == "conftest.py":
         return "conftest.py (pytest hooks)"
     if len(p.parts) == 1 and name in TEST_CONFIG_FILES:
@@ -263,4 +283,10 @@ def drop_infrastructure(text: str, *, test_files: tuple[str, ...] = (), test_pat
             dropped.append(f"{fd.path} ({fd.hunks} hunk{'s' if fd.hunks != 1 else ''}): {reasons[0]}")
         else:
             kept.append(fd)
-    return FilteredDiff(kept=join_diff(kept), dropped=tuple(dropped))
+    kept_text = join_diff(kept)
+    # Dropping a section can change how git reads the rest (apply.c guesses -p0 from the first
+    # traditional section and keeps it), so the kept text must still name exactly the kept paths.
+    if [fd.path for fd in split_diff(kept_text, name="prediction")] != [fd.path for fd in kept]:
+        raise DiffError("prediction is not a valid diff: sections disagree with git's view once test "
+                        "infrastructure is dropped; produce it with plain `git diff`")
+    return FilteredDiff(kept=kept_text, dropped=tuple(dropped))

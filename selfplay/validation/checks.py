@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from selfplay.artifact import BugArtifact
-from selfplay.diffs import has_binary, matches_any, touched_files
+from selfplay.diffs import has_binary, is_git_metadata, matches_any, touched_files
+from selfplay.errors import DiffError
 from selfplay.validation.report import CheckResult
 
 
@@ -28,7 +29,10 @@ def _few(items, n: int = 5) -> str:
 
 
 def check_test_files(artifact: BugArtifact, missing: list[str]) -> CheckResult:
-    weakened = set(touched_files(artifact.test_weaken))
+    try:
+        weakened = set(touched_files(artifact.test_weaken))
+    except DiffError as exc:
+        return CheckResult("test_files", False, f"test_weaken.diff: {exc}")
     unlisted = weakened - set(artifact.test_files)
     if missing:
         return CheckResult("test_files", False, f"not in the original repo: {_few(missing)}")
@@ -76,6 +80,16 @@ def check_test_script(original: Mapping[str, str], min_passing: int) -> CheckRes
 
 def check_patch_hygiene(artifact: BugArtifact, test_patterns: tuple[str, ...],
                         apply_errors: Mapping[str, str | None]) -> CheckResult:
+    """Paths are the ones `git apply` itself reads (`selfplay.diffs.touched_files`), so a quoted,
+    odd-prefix or mixed `---`/`+++` section cannot hide a code edit inside test_weaken.diff."""
+    try:
+        return _patch_hygiene(artifact, test_patterns, apply_errors)
+    except DiffError as exc:
+        return CheckResult("patch_hygiene", False, str(exc))
+
+
+def _patch_hygiene(artifact: BugArtifact, test_patterns: tuple[str, ...],
+                   apply_errors: Mapping[str, str | None]) -> CheckResult:
     for name, text in (("bug_inject.diff", artifact.bug_inject), ("test_weaken.diff", artifact.test_weaken)):
         if has_binary(text):
             return CheckResult("patch_hygiene", False, f"{name} has binary hunks")
@@ -86,6 +100,10 @@ def check_patch_hygiene(artifact: BugArtifact, test_patterns: tuple[str, ...],
     tests_hit = [p for p in bug_files if p in artifact.test_files or matches_any(p, test_patterns)]
     if tests_hit:
         return CheckResult("patch_hygiene", False, f"bug_inject.diff touches test files: {_few(tests_hit)}")
+    git_meta = [p for p in bug_files if is_git_metadata(p)]
+    if git_meta:
+        return CheckResult("patch_hygiene", False, f"bug_inject.diff touches git metadata (it changes how the "
+                                                   f"grader's git sees the tree): {_few(git_meta)}")
     outside = [p for p in touched_files(artifact.test_weaken) if p not in artifact.test_files]
     if outside:
         return CheckResult("patch_hygiene", False,

@@ -72,7 +72,9 @@ def git_repo(tmp_path):
     (repo / "pkg" / "a.py").write_text("".join(f"line {i}\n" for i in range(20)))
     (repo / "pkg" / "gone.py").write_text("bye\n")
     (repo / "pkg" / "tail.py").write_text("no newline at end")
-    run = lambda *args: subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    def run(*args):
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+
     run("init", "-q")
     run("add", "-A")
     run("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -154,3 +156,15 @@ def test_pytest_ini_plugin_trick_loses_its_config_but_keeps_the_inert_module():
     out = drop_infrastructure((PRED / "pytest_ini.diff").read_text(), test_files=TEST_FILES, test_patterns=PATTERNS)
     assert touched_files(out.kept) == ("toolz/_force_pass.py",)
     assert out.dropped == ("pytest.ini (1 hunk): test configuration (pytest.ini)",)
+
+
+def test_normalised_hash_keeps_indentation():
+    """Dedenting a `return` out of an `if` is a bug; moving it nowhere is a no-op: they must differ."""
+    head = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n def f(x):\n     if x:\n"
+    dedent = head + "-        return 1\n+    return 1\n"
+    noop = head + "-        return 1\n+        return 1\n"
+    trailing = head + "-        return 1\n+        return 1   \n"
+    crlf = dedent.replace("+    return 1\n", "+    return 1\r\n")
+    assert normalised_hash(dedent) != normalised_hash(noop)
+    assert normalised_hash(noop) == normalised_hash(trailing)  # trailing whitespace is not meaning
+    assert normalised_hash(dedent) == normalised_hash(crlf)
