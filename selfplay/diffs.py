@@ -93,9 +93,16 @@ def split_diff(text: str, *, name: str = "diff") -> list[FileDiff]:
     component is, `---`/`+++` sections mixed among `diff --git` ones) and must agree with what git itself
     reads (`selfplay.git_view`), else DiffError: a trick that fools one parser is refused outright.
     """
-    sections = split_sections(text)
+    try:
+        sections = split_sections(text)
+    except DiffError as exc:
+        raise DiffError(f"{name} is not a valid diff: {exc}") from None
     if sections:
-        _agree(sections, git_view(text), name)
+        try:
+            view = git_view(text)
+        except DiffError as exc:
+            raise DiffError(f"{name} is not a valid diff: {exc}") from None
+        _agree(sections, view, name)
     elif text.strip():
         try:
             view = git_view(text)
@@ -158,11 +165,30 @@ def normalised_hash(text: str) -> str:
     return h.hexdigest()
 
 
+def _quoted(prefix: str, path: str) -> str:
+    """`prefix + path` as git writes it in a header: C-quoted when it holds a quote, backslash, control or
+    non-ASCII character (git's quote_c_style with core.quotePath on)."""
+    name = prefix + path
+    if not any(ch in '"\\' or ord(ch) < 0x20 or ord(ch) >= 0x7f for ch in name):
+        return name
+    escapes = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n",
+               "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+    out = []
+    for ch in name:
+        if ch in escapes:
+            out.append(escapes[ch])
+        elif ord(ch) < 0x20 or ord(ch) >= 0x7f:
+            out.extend(f"\\{b:03o}" for b in ch.encode("utf-8", "surrogateescape"))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def _reverse_section(fd: FileDiff) -> str:
     (pf, *_) = _unidiff(fd.text, "diff")
     src, tgt = fd.target_path, fd.source_path  # swapped
     a, b = src or tgt, tgt or src
-    out = [f"diff --git a/{a} b/{b}\n"]
+    out = [f"diff --git {_quoted('a/', a)} {_quoted('b/', b)}\n"]
     if src is None:
         out.append(f"new file mode {pf.source_mode or '100644'}\n")
     elif tgt is None:
@@ -170,10 +196,11 @@ def _reverse_section(fd: FileDiff) -> str:
     elif pf.source_mode and pf.target_mode and pf.source_mode != pf.target_mode:
         out.append(f"old mode {pf.target_mode}\nnew mode {pf.source_mode}\n")
     if src != tgt and src and tgt:
-        out.append(f"rename from {src}\nrename to {tgt}\n")
+        out.append(f"rename from {_quoted('', src)}\nrename to {_quoted('', tgt)}\n")
     if len(pf) == 0:
         return "".join(out)
-    out.append(f"--- {'a/' + src if src else '/dev/null'}\n+++ {'b/' + tgt if tgt else '/dev/null'}\n")
+    old, new = _quoted("a/", src) if src else "/dev/null", _quoted("b/", tgt) if tgt else "/dev/null"
+    out.append(f"--- {old}\n+++ {new}\n")
     for hunk in pf:
         out.append(f"@@ -{hunk.target_start},{hunk.target_length} +{hunk.source_start},{hunk.source_length} @@"
                    f"{' ' + hunk.section_header if hunk.section_header else ''}\n")
@@ -206,7 +233,14 @@ def _reverse_section(fd: FileDiff) -> str:
 
 def reverse_diff(text: str) -> str:
     """The diff that undoes `text` (what `git apply -R` would apply), as text."""
-    return "".join(_reverse_section(fd) for fd in split_diff(text))
+    sections = split_diff(text)
+    out = "".join(_reverse_section(fd) for fd in sections)
+    # the reversal is read back the way git reads it: it must touch exactly the paths `text` touched
+    back = split_diff(out, name="reversed diff")
+    if [(b.source_path, b.target_path) for b in back] != [(f.target_path, f.source_path) for f in sections]:
+        raise DiffError("the reversed diff names other paths than the diff it reverses; produce the diff "
+                        "with plain `git diff`")
+    return out
 
 
 def matches_any(path: str, patterns: tuple[str, ...] | list[str]) -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from selfplay.artifact import BugArtifact, load_artifact
-from selfplay.diffs import drop_infrastructure, infrastructure_reason, touched_files
+from selfplay.diffs import drop_infrastructure, infrastructure_reason, reverse_diff, touched_files
 from selfplay.errors import DiffError
 from selfplay.validation.checks import check_patch_hygiene, check_test_files
 
@@ -233,3 +233,29 @@ def test_git_generated_diffs_keep_their_exact_text(path, tmp_path):
         assert not filtered.dropped, filtered.dropped  # a code-only bug loses nothing
     if not filtered.dropped:
         assert filtered.kept == text[text.index("diff --git"):] if "diff --git" in text else filtered.kept == text
+
+
+def test_reverse_diff_of_quoted_names_reads_back_as_the_same_paths(tmp_path):
+    text = ('diff --git "a/x\\"y/t\\303\\251.py" "b/x\\"y/t\\303\\251.py"\n--- "a/x\\"y/t\\303\\251.py"\n'
+            '+++ "b/x\\"y/t\\303\\251.py"\n' + CODE)
+    back = reverse_diff(text)
+    assert git_numstat(back, tmp_path) == git_numstat(text, tmp_path) == ['x"y/té.py']
+    assert "-b\n+a\n" in back
+
+
+def test_test_weaken_git_reads_differently_is_malformed():
+    from selfplay.artifact import check_format
+    from selfplay.errors import ArtifactError
+
+    base = _artifact("")
+    t = base.test_files[0]
+    # -p0 guessed from the first section makes git read the second as a/<t>, b/<t>: not the listed file
+    weaken = ("--- setup.py\n+++ setup.py\n" + CODE + f"diff --git a/{t} b/{t}\n--- a/{t}\n+++ b/{t}\n" + CODE)
+    art = _artifact(weaken)
+    touched = touched_files(weaken)
+    assert touched == ("setup.py", f"a/{t}", f"b/{t}")  # what git writes, not what a naive reader sees
+    assert not check_patch_hygiene(art, PATTERNS, {}).passed
+    # a `diff --git` line naming the test file over ---/+++ lines naming code: git edits the code
+    rider = f"diff --git a/{t} b/{t}\n--- a/setup.py\n+++ b/setup.py\n" + CODE
+    with pytest.raises(ArtifactError, match="test_weaken.diff"):
+        check_format(_artifact(rider))
