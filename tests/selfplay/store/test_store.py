@@ -73,13 +73,14 @@ def test_validation_artifact_task_round_trip(store):
 def test_dedup_by_normalised_diff_hash(store):
     art = make_artifact(5)
     first = store.record_validation(art, "toolz", make_report(n=5), origin="injector")
-    # Same bug with different context/whitespace and a different test script: the same task.
+    # Same bug with different context/trailing whitespace and a different test script: the same task
+    # (leading and interior whitespace count: an indentation-only bug is a different bug).
     noisy = art.__class__(
         test_script="pytest -x\n",
         test_files=art.test_files,
         test_parser=art.test_parser,
         bug_inject=art.bug_inject.replace("@@ -5,1 +5,1 @@", "@@ -50,1 +50,1 @@ def f(x):").replace(
-            "return x - 5", "return   x - 5  "
+            "return x - 5", "return x - 5  "
         ),
         test_weaken=art.test_weaken,
     )
