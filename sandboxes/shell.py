@@ -255,7 +255,9 @@ exit 0
 check it against the snapshot when it was restored incrementally), empty and check the scratch dirs and
 System V IPC, drop staged files. Args: workdir, mode. Exit 0 only when all of it holds."""
 
-DIFF_EXCLUDES = ("*__pycache__*", "*.pyc", ".pytest_cache", "*.egg-info")
+# Wildcards, not literal names: git 2.39 fails `add -A` when a literal pathspec names an ignored path
+# (a gitignored .pytest_cache after the agent ran pytest), which made every such episode an infra failure.
+DIFF_EXCLUDES = ("*__pycache__*", "*.pyc", "*.pytest_cache*", "*.egg-info")
 _EXCLUDE_ARGS = " ".join(f"':(exclude){p}'" for p in DIFF_EXCLUDES)
 
 DIFF = _WAIT_READY + f"""

@@ -101,3 +101,15 @@ def test_reset_restores_the_exact_tree_after_type_changes(any_sandbox):
     assert sandbox.exec(TREE).output == before
     # The incremental restore did it (no fallback to a full re-extraction).
     assert sandbox.exec("cat /var/lib/selfplay/reset.err", user="root").output == ""
+
+
+def test_diff_survives_a_gitignored_pytest_cache(any_sandbox):
+    """An agent that ran plain pytest leaves .pytest_cache, which repos (and repo images) gitignore; a
+    literal exclude pathspec made `git add -A` fail on it, so the episode ended as an infra failure."""
+    sandbox = any_sandbox
+    assert sandbox.exec("printf '.pytest_cache/\\n' >> .gitignore && mkdir -p .pytest_cache/v pkg/.pytest_cache "
+                        "&& touch .pytest_cache/v/x pkg/.pytest_cache/y").ok
+    assert sandbox.apply_patch(GOOD).applied
+    diff = sandbox.diff()
+    assert "+    return a - b" in diff
+    assert "b/.pytest_cache/" not in diff and "b/pkg/.pytest_cache/" not in diff
