@@ -13,23 +13,25 @@ Usage: python scripts/bench_validation.py [--repo toolz] [--artifact tests/fixtu
 from __future__ import annotations
 
 import argparse
+import inspect
 import statistics
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from repos.listfile import get_repo
+from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from sandboxes.pool import SandboxPool
 from selfplay.artifact import load_artifact
 from selfplay.validation import ValidationConfig, validate
 from selfplay.validation.suite import SCRATCH, prepare
 
-try:  # the hardened tree runs the script as the runner uid; older trees as root
+if "user" in inspect.signature(DockerSandbox.exec).parameters:  # hardened: the script runs as the runner uid
     from sandboxes.users import RUNNER_UID, drop_privileges
 
     RUN_AS, USER = drop_privileges(RUNNER_UID) + " ", {"user": "root"}
-except ImportError:
+else:  # older trees (A/B runs with PYTHONPATH=<checkout>): as root
     RUN_AS, USER = "", {}
 
 

@@ -39,7 +39,7 @@ from selfplay.tamper import screen
 from selfplay.validation import checks
 from selfplay.validation.config import ValidationConfig
 from selfplay.validation.report import CheckResult, ValidationReport
-from selfplay.validation.suite import SuiteRun, prepare, run_job
+from selfplay.validation.suite import SuiteRun, exec_job, parse_collected, prepare
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +67,13 @@ class _Runner:
         sb = self.free.get()
         try:
             self.runs += 1
-            run = run_job(sb, self.artifact, suite_timeout=self.config.suite_timeout,
-                          parser_timeout=self.config.parser_timeout, max_output=self.config.max_test_output, **job)
-            if run.died or run.timed_out:
-                self._control(sb, run)
-            return run
+            done = exec_job(sb, self.artifact, suite_timeout=self.config.suite_timeout,
+                            max_output=self.config.max_test_output, **job)
+            if isinstance(done, SuiteRun) and (done.died or done.timed_out):
+                self._control(sb, done)
         finally:
-            self.free.put(sb)
+            self.free.put(sb)  # the next job may use the sandbox while this output is parsed
+        return done if isinstance(done, SuiteRun) else parse_collected(done, self.artifact, self.config.parser_timeout)
 
     def _control(self, sb: Sandbox, run: SuiteRun) -> None:
         """After a job died or hung: reset and re-stage the sandbox, then prove it runs a job. If it does,
@@ -92,7 +92,8 @@ class _Runner:
         log.info("validation: a run failed (%s); the control run passed, so the artifact is at fault", run.error)
 
     def wave(self, jobs: list[dict]) -> list[SuiteRun]:
-        with ThreadPoolExecutor(max_workers=min(self.size, len(jobs))) as ex:
+        # one thread per job: jobs wait for a free sandbox, so a parse overlaps the next job's run
+        with ThreadPoolExecutor(max_workers=len(jobs)) as ex:
             return list(ex.map(self.job, jobs))
 
 

@@ -247,12 +247,32 @@ def _died(why: str) -> SuiteRun:
     return SuiteRun(None, f"the suite job did not finish: {why}", died=True)
 
 
+@dataclass(frozen=True)
+class Collected:
+    """A finished job whose test output still has to go through the parser (see `parse_collected`)."""
+
+    canary: Canary
+    log: bytes
+    parse_twice: bool
+    fields: dict
+
+
 def run_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
             parse_twice: bool = False, max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None,
             **job) -> SuiteRun:
     """Run one job (see `job_command`) in `sb` and parse its output in a parser box. The scratch folder
     was staged with `prepare`, or `stage` (see `staged_files`) is staged by the job itself (one exec
     fewer). Never raises for what the artifact or the prediction did."""
+    done = exec_job(sb, artifact, suite_timeout=suite_timeout, max_output=max_output, stage=stage,
+                    parse_twice=parse_twice, **job)
+    return done if isinstance(done, SuiteRun) else parse_collected(done, artifact, parser_timeout)
+
+
+def exec_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, max_output: int = MAX_TEST_OUTPUT,
+             stage: dict[str, str] | None = None, parse_twice: bool = False, **job) -> SuiteRun | Collected:
+    """The repo-sandbox half of `run_job`: a SuiteRun when the run ended without output to parse (a diff
+    did not apply, the script timed out or flooded, the job died), else the collected output. Once it
+    returns, `sb` is free for the next job while the output is parsed."""
     marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
     py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
     cmd = job_command(marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
@@ -274,26 +294,30 @@ def run_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_
     extra = {"script_exit": rc}
     if "check" in found:
         extra["check_failed"] = found["check_name"]
-    common = dict(duration=duration, apply_error=found.get("check"), missing=missing, extra=extra)
     try:
         raw = (base64.b64decode(found["output"], validate=True) if "output" in found
                else sb.read_file(f"{SCRATCH}/output.gz", user="root", max_bytes=max_output + (1 << 20)))
         log_bytes = gzip.decompress(raw)
     except Exception as exc:  # our own encoding: a failure here is the sandbox's
         return _died(f"the test output could not be collected ({exc.__class__.__name__}: {exc})")
-    tail = log_bytes[-1500:].decode("utf-8", "replace")
+    fields = dict(duration=duration, apply_error=found.get("check"), missing=missing, extra=extra,
+                  output_tail=log_bytes[-1500:].decode("utf-8", "replace"))
     if rc in ("124", "137"):
-        return SuiteRun(None, f"test_script.sh did not finish within {suite_timeout:g}s", output_tail=tail,
-                        timed_out=True, **common)
+        return SuiteRun(None, f"test_script.sh did not finish within {suite_timeout:g}s", timed_out=True, **fields)
     if size > max_output:
         return SuiteRun(None, f"test_script.sh printed more than {max_output} bytes (output flood); keep the "
-                              "test output under the cap", output_tail=tail, **common)
-    runs = parse_output(artifact.test_parser, log_bytes, runs=2 if parse_twice else 1, timeout=parser_timeout)
+                              "test output under the cap", **fields)
+    return Collected(canary, log_bytes, parse_twice, fields)
+
+
+def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: float) -> SuiteRun:
+    """The parser-box half of `run_job`: parse, check determinism and the canaries."""
+    runs = parse_output(artifact.test_parser, done.log, runs=2 if done.parse_twice else 1, timeout=parser_timeout)
     if runs is None:
         raise ValidationInfraError("the parser box failed twice in a row (not the artifact's doing: it runs "
                                    "even a crashing parser fine); check the Docker engine")
     error = _parser_error(runs, parser_timeout)
-    if error is None and parse_twice and runs[0].stdout != runs[1].stdout:
+    if error is None and done.parse_twice and runs[0].stdout != runs[1].stdout:
         error = "test_parser.py gave two different maps for the same output"
     if error is None:
         try:
@@ -301,10 +325,10 @@ def run_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_
         except ParserOutputError as exc:
             error = f"test_parser.py output is invalid: {exc}"
     if error is not None:
-        return SuiteRun(None, error, output_tail=tail, **common)
-    real, integrity = canary.split(statuses)
-    log.debug("suite job: %.2fs, %d tests, integrity %s", duration, len(real), integrity)
-    return SuiteRun(real, None, output_tail=tail, integrity=integrity, **common)
+        return SuiteRun(None, error, **done.fields)
+    real, integrity = done.canary.split(statuses)
+    log.debug("suite job: %.2fs, %d tests, integrity %s", done.fields["duration"], len(real), integrity)
+    return SuiteRun(real, None, integrity=integrity, **done.fields)
 
 
 def _parser_error(runs, parser_timeout: float) -> str | None:
