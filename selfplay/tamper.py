@@ -73,6 +73,20 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
                   "decodes hidden text or code"),
     TamperPattern("subprocess", r"\bsubprocess\b|\bos\s*\.\s*(system|popen|exec\w*|spawn\w*)\b|\bpty\b",
                   "starts other programs (which can reach the runner from outside the process)"),
+    # Evasions of the patterns above: names spelled at run time, modules under another name, late writers.
+    TamperPattern("split-literal", r"([\"'])[^\"'\n]{0,12}\1\s*\+\s*[\"']",
+                  "builds a name out of string pieces, which is how the patterns above are dodged"),
+    TamperPattern("reflection", r"(?<![\w.])vars\s*\(|\b(get|set|del)attr\s*\([^,()]+,[^,)]*\+|"
+                  r"\b__(globals|code|closure|subclasses)__\b",
+                  "reaches objects through their dictionaries or by computed names"),
+    TamperPattern("aliased-module", r"\bimport\s+(sys|os|gc|inspect|threading|io|_thread)\s+as\b|"
+                  r"\bfrom\s+(sys|os|gc|inspect|threading|io|_thread)\s+import\b",
+                  "imports a process-level module under another name, out of the other patterns' sight"),
+    TamperPattern("threads", r"\b(_thread|threading)\b|\bThread\s*\(",
+                  "starts code that runs on after the test session, when it can add fake results"),
+    TamperPattern("runner-vocabulary", r"\b(nodeid|longrepr|from_item_and_call|TestReport|CallInfo|runtestprotocol)\b"
+                  r"|::test|[\"'](PASSED|FAILED|XPASS|XFAIL)\b|\bst_ino\b|\bfstat\s*\(",
+                  "names test ids, test outcomes or the runner's report fields: library code has no use for them"),
 )
 
 

@@ -28,8 +28,8 @@ from selfplay.errors import DiffError, SelfPlayError
 log = logging.getLogger(__name__)
 
 ARTIFACT_DIR = "/tmp/ssr_artifact"
-"""Where the expert writes the artifact: the role's default /ssr_artifact is not writable by the agent uid
-(1000) in hardened sandboxes, /tmp is (the prompt names whichever directory is passed)."""
+"""Where the expert writes the artifact (the injector role's default; the prompt names whichever
+directory is passed)."""
 INJECTOR_LIMITS = EpisodeLimits(max_turns=16, max_new_tokens=1536, max_context_tokens=6144, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
 """Budgets of an injector demonstration (see the module docstring for why above 2k)."""

@@ -38,7 +38,7 @@ def test_roles_and_templates():
         text = render_template(load_role("injector", strategy).task_template,
                                load_role("injector", strategy).defaults | {"workdir": "/testbed"})
         assert all(f in text for f in ("test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff",
-                                       "test_weaken.diff", "/ssr_artifact"))
+                                       "test_weaken.diff", "/tmp/ssr_artifact"))
     assert "git log" in load_role("injector", "history").task_template
     with pytest.raises(ValueError, match="needs --strategy, one of removal, history, direct"):
         load_role("injector")

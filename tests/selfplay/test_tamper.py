@@ -1,0 +1,56 @@
+"""The runner-tampering screen (`selfplay.tamper`), pure: evasions of its plain patterns and lines a bug
+fix legitimately adds."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfplay.tamper import DEFAULT_PATTERNS, TamperConfig, screen
+
+
+def _diff(*added: str, path: str = "pkg/core.py") -> str:
+    body = "".join(f"+{line}\n" for line in added)
+    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+            f"@@ -1,1 +1,{1 + len(added)} @@\n def f():\n{body}")
+
+
+@pytest.mark.parametrize(("line", "pattern"), [
+    ('mods = vars(s)["mod" + "ules"]', "split-literal"),
+    ("name = 'Test' + 'Report'", "split-literal"),
+    ("x = vars(helper)", "reflection"),
+    ('cls = getattr(reports, prefix + "Report")', "reflection"),
+    ("g = fn.__globals__", "reflection"),
+    ("fn.__code__ = other.__code__", "reflection"),
+    ("import sys as _s", "aliased-module"),
+    ("from os import getppid", "aliased-module"),
+    ("import threading", "threads"),
+    ("t = Thread(target=late)", "threads"),
+    ("ids = ['tests/test_x.py::test_a']", "runner-vocabulary"),
+    ("if report.nodeid in wanted:", "runner-vocabulary"),
+    ("print('PASSED', name)", "runner-vocabulary"),
+    ("same = st.st_ino == log.st_ino", "runner-vocabulary"),
+])
+def test_evasions_of_the_plain_patterns_are_flagged(line, pattern):
+    reason = screen(_diff(line))
+    assert reason is not None and f"({pattern}:" in reason
+
+
+@pytest.mark.parametrize("line", [
+    "    return a + b",
+    '    return "-".join(parts)',
+    "    rv = factory()",
+    "    # In case of a race condition, i.e. if another thread got there first",
+    "    if attrname in cls.__dict__:",
+    "    value = getattr(obj, name, default)",
+    "    msg = f'expected {n} items' + suffix",
+])
+def test_ordinary_fix_lines_are_not_flagged(line):
+    assert screen(_diff(line)) is None
+
+
+def test_only_added_lines_are_screened_and_the_screen_can_be_turned_off():
+    removed = "diff --git a/p.py b/p.py\n--- a/p.py\n+++ b/p.py\n@@ -1,2 +1,1 @@\n x = 1\n-import threading\n"
+    assert screen(removed) is None
+    assert screen(_diff("import threading"), TamperConfig(enabled=False)) is None
+    assert screen(_diff("import threading"), TamperConfig(patterns=tuple(
+        p for p in DEFAULT_PATTERNS if p.name != "threads"))) is None
