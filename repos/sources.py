@@ -161,7 +161,7 @@ def _unpack_sdist(archive: Path, repo: Path) -> int:
 def _zip_mtime(info: zipfile.ZipInfo) -> float:
     import datetime
 
-    return datetime.datetime(*info.date_time, tzinfo=datetime.timezone.utc).timestamp()
+    return datetime.datetime(*info.date_time, tzinfo=datetime.UTC).timestamp()
 
 
 # -- git and local --------------------------------------------------------------------------------

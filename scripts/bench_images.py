@@ -61,7 +61,7 @@ def main() -> None:
     rows = [("repo_image reuse (image exists)", reuse, "docker image inspect CLI", inspect),
             ("repo_image build (--rebuild)", builds, "bare docker run venv + pip install", bares)]
     print(f"repo {spec.name} ({tag}), medians over {args.repeats}+ runs")
-    print(f"| What | Median | Baseline (same run) | Ratio |\n|---|---|---|---|")
+    print("| What | Median | Baseline (same run) | Ratio |\n|---|---|---|---|")
     for what, ours, base_name, theirs in rows:
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"| {what} | {a:.3f} s | {base_name}: {b:.3f} s | {a / b:.2f} |")

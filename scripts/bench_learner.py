@@ -33,7 +33,7 @@ import time
 class PeakRSS:
     """Polls this process's resident set size; `.peak` - `.start` is what a block added at its peak."""
 
-    def __enter__(self) -> "PeakRSS":
+    def __enter__(self) -> PeakRSS:
         self.start = self.peak = self._rss()
         self._stop = False
         self._t = threading.Thread(target=self._poll, daemon=True)
@@ -442,7 +442,7 @@ def cpu_sections(a: argparse.Namespace) -> None:
             for kind, rows in res.items():
                 rows.append(run(kind, n))
 
-        def time_ratio(kind: str) -> float:
+        def time_ratio(kind: str, res: dict[str, list[dict]] = res) -> float:
             return statistics.median(r["fwd_bwd_s"] / v["fwd_bwd_s"] for r, v in zip(res[kind], res["naive"]))
 
         print(f"| {n} | {median(res['naive'], 'peak_mb'):.0f} | {median(res['chunked'], 'peak_mb'):.0f} | "

@@ -25,17 +25,17 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlalchemy import create_engine, func, select, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from selfplay.store import SamplingConfig, open_store, sample  # noqa: E402
-from selfplay.store.models import AttemptRow, TaskRow, TaskStatsRow  # noqa: E402
-from selfplay.store.queries import sqlite_unseen_sql, tier_conditions, tier_select  # noqa: E402
-from selfplay.store.records import TaskStats  # noqa: E402
+from selfplay.store import SamplingConfig, open_store, sample
+from selfplay.store.models import AttemptRow, TaskRow, TaskStatsRow
+from selfplay.store.queries import sqlite_unseen_sql, tier_conditions, tier_select
+from selfplay.store.records import TaskStats
 
 BUG = (
     "diff --git a/m{r}.py b/m{r}.py\n--- a/m{r}.py\n+++ b/m{r}.py\n@@ -{i},1 +{i},1 @@\n-x = {i}\n+x = -{i}\n"
@@ -45,7 +45,7 @@ BUG = (
 def synth(n_tasks: int, n_attempts: int, seed: int = 0):
     """Tasks over 20 repos with Beta-distributed difficulty; 5% unseen; attempts spread over the rest."""
     rng = random.Random(seed)
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     tasks, artifacts, p = [], [], []
     for i in range(n_tasks):
         repo, aid, tid = f"repo{i % 20}", f"a{i:08d}", f"repo{i % 20}-{i:016x}"

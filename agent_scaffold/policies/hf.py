@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from agent_scaffold.policy import Completion, SamplingParams
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import httpx
 

@@ -9,7 +9,8 @@ the UTF-8 bytes, enough for loops that never render a chat template.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from agent_scaffold.policy import Completion, SamplingParams
 

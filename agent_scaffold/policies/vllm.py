@@ -10,8 +10,9 @@ Not exercised in CPU CI (marker `gpu`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from agent_scaffold.policy import Completion, SamplingParams
 

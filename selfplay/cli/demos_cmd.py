@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,7 +12,7 @@ STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfpla
 def demos(
     repo: str = typer.Option(..., "--repo", help="Name in the repo list (selfplay repos list)."),
     n: int = typer.Option(8, "-n", help="Tasks to seed and demonstrate."),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
     out: Path = typer.Option(Path("runs/demos"), "--out", help="Directory for seeds and trajectory files."),
     seed: int = typer.Option(0, "--seed", help="Seeds the procedural bugs and the expert's choices."),
     per_task: int = typer.Option(1, "--per-task", help="Demonstrations per task (each varied)."),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -19,7 +18,7 @@ DEMO_ISSUE = "Calling the library's main functions with an empty input raises an
 DEMO_SCRIPT = ["Let me look at the repository.\n```bash\ngit log --oneline | head -5 && ls\n```", "```submit\n```"]
 
 
-def _spec_variables(spec: Optional[Path], kind: str) -> dict[str, str]:
+def _spec_variables(spec: Path | None, kind: str) -> dict[str, str]:
     from agent_scaffold.roles import solver_variables
 
     text = spec.read_text() if spec else DEMO_ISSUE
@@ -36,23 +35,23 @@ def episode(
     role: str = typer.Option(..., "--role", help="injector or solver."),
     repo: str = typer.Option("toolz", "--repo", help="Name in the repo list."),
     policy: str = typer.Option("hf", "--policy", help="hf (embedded SmolLM2 by default), openai or scripted."),
-    strategy: Optional[str] = typer.Option(None, "--strategy", help="Injector: removal, history or direct "
+    strategy: str | None = typer.Option(None, "--strategy", help="Injector: removal, history or direct "
                                            "(default removal)."),
-    spec: Optional[Path] = typer.Option(None, "--spec", exists=True, dir_okay=False,
+    spec: Path | None = typer.Option(None, "--spec", exists=True, dir_okay=False,
                                         help="Solver: a test_weaken.diff (reversed into the spec), a reversed "
                                              "diff or an issue text (default: a demo issue)."),
     spec_kind: str = typer.Option("auto", "--spec-kind", help="auto, weaken, tests or issue."),
-    artifact: Optional[Path] = typer.Option(None, "--artifact", file_okay=False,
+    artifact: Path | None = typer.Option(None, "--artifact", file_okay=False,
                                             help="Solver: start from this artifact's buggy state, with its "
                                                  "reversed test_weaken.diff as the spec (as the run loop)."),
     out: Path = typer.Option(Path("runs/episodes"), "--out", help="Directory for the trajectory files."),
-    model: Optional[str] = typer.Option(None, "--model", help="hf: checkpoint dir; openai: model name."),
+    model: str | None = typer.Option(None, "--model", help="hf: checkpoint dir; openai: model name."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
-    script: Optional[Path] = typer.Option(None, "--script", help="scripted: JSON list of action texts."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", help="Override the role's turn limit."),
-    max_new_tokens: Optional[int] = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
-    max_context: Optional[int] = typer.Option(None, "--max-context", help="Override the context budget."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed."),
+    script: Path | None = typer.Option(None, "--script", help="scripted: JSON list of action texts."),
+    max_turns: int | None = typer.Option(None, "--max-turns", help="Override the role's turn limit."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
+    max_context: int | None = typer.Option(None, "--max-context", help="Override the context budget."),
+    seed: int | None = typer.Option(None, "--seed", help="Sampling seed."),
 ) -> None:
     """Run one episode with the training sampling settings and save <out>/<role>-<time>.jsonl plus a .txt
     view (and, for the solver, its prediction as a .diff). Prints the ending; infrastructure failures are
@@ -128,7 +127,7 @@ def episode(
     console.print(f"saved {saved}")
 
 
-def _load_task(artifact: Optional[Path], role: str, spec: Optional[Path]):
+def _load_task(artifact: Path | None, role: str, spec: Path | None):
     """The Task (spec = reversed test_weaken.diff) of `--artifact`, or None without one."""
     if artifact is None:
         return None

@@ -29,8 +29,14 @@ def select_specs(names: list[str] | None, list_file: Path | None):
 
 def build_with_progress(specs, *, rebuild: bool = False):
     """Build every spec's image behind a rich progress bar; returns the BuildResults."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, \
-        TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from sandboxes.images import build_repo_images, ensure_base_image
 

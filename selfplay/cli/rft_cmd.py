@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -13,16 +12,16 @@ STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfpla
 
 def rft(
     out: Path = typer.Option(..., "--out", help="Directory for the fine-tuned HF checkpoint."),
-    store: Optional[str] = typer.Option(None, "--store", help=STORE_HELP),
+    store: str | None = typer.Option(None, "--store", help=STORE_HELP),
     source: str = typer.Option("all", "--source", help="success (the policy's), demo (scripted experts') or all."),
     max_per_task: int = typer.Option(4, "--max-per-task", help="At most this many trajectories per task."),
     injector: bool = typer.Option(False, "--injector/--no-injector",
                                   help="Also train on injector trajectories whose artifact validated."),
     preset: str = typer.Option("cpu", "--preset", help="nebius (paper: lr 5e-6, batch 64, 1 epoch) or cpu."),
-    model: Optional[str] = typer.Option(None, "--model", help="Starting checkpoint (default: embedded SmolLM2)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Override the preset's peak learning rate."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override the preset's epochs."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Override trajectories per step."),
+    model: str | None = typer.Option(None, "--model", help="Starting checkpoint (default: embedded SmolLM2)."),
+    lr: float | None = typer.Option(None, "--lr", help="Override the preset's peak learning rate."),
+    epochs: int | None = typer.Option(None, "--epochs", help="Override the preset's epochs."),
+    batch_size: int | None = typer.Option(None, "--batch-size", help="Override trajectories per step."),
     seed: int = typer.Option(0, "--seed", help="Shuffling and torch seed."),
 ) -> None:
     """Collect successful trajectories (deduplicated, capped per task, format-error turns masked), run SFT on
@@ -57,7 +56,7 @@ def rft(
 
 
 def warm_start(
-    repos: Optional[str] = typer.Option(None, "--repos", help="Comma-separated training repos "
+    repos: str | None = typer.Option(None, "--repos", help="Comma-separated training repos "
                                         "(default: the warm-start split, see docs/warm_start.md)."),
     n: int = typer.Option(6, "-n", help="Demonstrated tasks per repo."),
     seed: int = typer.Option(0, "--seed", help="Seeds bugs, expert choices and training."),

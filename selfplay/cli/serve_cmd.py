@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 
 def serve_policy(
-    model: Optional[Path] = typer.Option(None, "--model", help="HF checkpoint dir (default: the embedded "
+    model: Path | None = typer.Option(None, "--model", help="HF checkpoint dir (default: the embedded "
                                          "SmolLM2-135M-Instruct, converted once and cached)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address; loopback by default (no auth)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0 picks a free one)."),

@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from repos.spec import RepoSpec
 from selfplay.demos.solver import DEMO_LIMITS, SolverDemo, demo_limits, fits, run_solver_demo

@@ -16,7 +16,7 @@ an all-equal group would divide by zero; dynamic sampling removes such groups an
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 Estimator = Callable[[Sequence[float], float], list[float]]
 

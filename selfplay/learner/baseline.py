@@ -19,8 +19,8 @@ The state is a plain dict, saved with learner checkpoints so a resumed run keeps
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 GLOBAL_KEY = "*"
 

@@ -7,8 +7,8 @@ injector samples use the running-mean baseline per (repo, strategy) (`baseline.p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.advantages import ESTIMATORS, group_advantages

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.baseline import RunningMeanBaseline

@@ -17,8 +17,8 @@ Drop rules (`DynamicSamplingConfig.drop_rules`), applied to solver-style groups:
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from agent_scaffold.trajectory import Trajectory
 

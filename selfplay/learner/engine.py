@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from selfplay.learner import TRAIN_EXTRA_HINT
 from selfplay.learner.batch import Sample

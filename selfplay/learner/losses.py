@@ -23,7 +23,7 @@ learner's recomputed behaviour logprobs and `rollout_logprobs` the sampler's.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 try:
     import torch

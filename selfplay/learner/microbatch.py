@@ -7,7 +7,7 @@ The plan is deterministic for a given list of lengths.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def plan_microbatches(lengths: Sequence[int], token_budget: int) -> list[list[int]]:

@@ -21,8 +21,8 @@ not the total context, since observations are not the policy's doing; DAPO was s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.errors import BatchError

@@ -12,8 +12,8 @@ so RoPE sees each sequence as if alone. Attention must not cross sequences:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

@@ -16,9 +16,9 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
 
 from selfplay.learner.batch import Sample
 

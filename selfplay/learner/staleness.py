@@ -7,7 +7,7 @@ SSR discards rollouts more than 8 off-policy steps stale; we do the same per sam
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.errors import BatchError

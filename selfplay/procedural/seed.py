@@ -112,7 +112,7 @@ def delete_tests(source: str, test_names: list[list[str]]) -> str | None:
             first = min([d.lineno] + [x.lineno for x in d.decorator_list])
             spans.add((first, d.end_lineno, d.col_offset))
     lines = source.splitlines(keepends=True)
-    for first, last, col in sorted(spans, reverse=True):
+    for first, last, _col in sorted(spans, reverse=True):
         lines[first - 1:last] = []
     out = "".join(lines)
     try:

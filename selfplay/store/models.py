@@ -9,7 +9,7 @@ outcomes as a string of '0'/'1', newest last, so "solved in all of the last K" i
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import (
     Boolean,
@@ -42,7 +42,7 @@ NAMING = {
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator):
@@ -54,12 +54,12 @@ class UTCDateTime(TypeDecorator):
     def process_bind_param(self, value, dialect):
         if value is not None and value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r}: the store keeps timezone-aware UTC times")
-        return value.astimezone(timezone.utc) if value is not None else None
+        return value.astimezone(UTC) if value is not None else None
 
     def process_result_value(self, value, dialect):
         if value is None:
             return None
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 class Base(DeclarativeBase):

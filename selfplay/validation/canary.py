@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from pathlib import PurePosixPath
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 
 @dataclass(frozen=True)

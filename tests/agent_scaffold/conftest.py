@@ -4,7 +4,6 @@ sandbox is created once per session and reset between tests."""
 from __future__ import annotations
 
 import pytest
-
 from local_sandbox import LocalSandbox
 
 

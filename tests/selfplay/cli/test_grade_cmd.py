@@ -16,7 +16,7 @@ from selfplay.cli import app
 from selfplay.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
-from store_data import make_artifact, make_report  # noqa: E402
+from store_data import make_artifact, make_report
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 VALID = FIXTURES / "artifacts" / "valid"

@@ -12,7 +12,7 @@ from selfplay.cli import app
 from selfplay.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
-from store_data import make_artifact, make_report  # noqa: E402
+from store_data import make_artifact, make_report
 
 
 def test_tasks_commands(tmp_path):

@@ -15,7 +15,7 @@ from selfplay.cli import app
 from selfplay.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "store"))
-from store_data import make_artifact, make_report  # noqa: E402
+from store_data import make_artifact, make_report
 
 CONFTEST = ("diff --git a/conftest.py b/conftest.py\nnew file mode 100644\n--- /dev/null\n+++ b/conftest.py\n"
             "@@ -0,0 +1 @@\n+import os\n")

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("deepspeed")
 
-from selfplay.learner.demo import DemoConfig, run_demo  # noqa: E402
+from selfplay.learner.demo import DemoConfig, run_demo
 
 STEPS = 6
 

@@ -73,9 +73,9 @@ def test_masked_turns_carry_zero_gradient(trajectory, tiny_model):
     """Per-token gradients of the SFT loss: zero on the format-error turn with masking, non-zero without."""
     from transformers import AutoModelForCausalLM
 
+    from selfplay.learner.logprobs import packed_token_logprobs
     from selfplay.learner.losses import token_weights
     from selfplay.learner.packing import pack, unpack
-    from selfplay.learner.logprobs import packed_token_logprobs
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model, attn_implementation="sdpa")
     ids = trajectory.input_ids

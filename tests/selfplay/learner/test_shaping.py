@@ -2,12 +2,23 @@
 
 import pytest
 
-from selfplay.learner.batch import BatchConfig, build_batch
 from selfplay.learner.baseline import RunningMeanBaseline
-from selfplay.learner.dynamic_sampling import (RULES, DynamicSampler, DynamicSamplingConfig, filter_groups,
-                                               group_trajectories)
+from selfplay.learner.batch import BatchConfig, build_batch
+from selfplay.learner.dynamic_sampling import (
+    RULES,
+    DynamicSampler,
+    DynamicSamplingConfig,
+    filter_groups,
+    group_trajectories,
+)
 from selfplay.learner.errors import BatchError
-from selfplay.learner.overlong import MODES, OverlongConfig, shape_overlong, soft_overlong_penalty, turn_penalty
+from selfplay.learner.overlong import (
+    MODES,
+    OverlongConfig,
+    shape_overlong,
+    soft_overlong_penalty,
+    turn_penalty,
+)
 from selfplay.learner.staleness import filter_stale
 
 from .helpers import traj
