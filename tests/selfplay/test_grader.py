@@ -25,7 +25,7 @@ CASES = [
     ("partial_plus_test_edits", -1, "toolz/tests/test_dicttoolz.py", None),
     ("conftest_hook", -1, "conftest.py", None),
     ("pytest_ini", -1, "pytest.ini", "runner tampering"),  # its plugin module imports pytest
-    ("garbage", -1, None, "not a diff"),
+    ("garbage", -1, None, "not a valid diff"),
 ]
 
 
