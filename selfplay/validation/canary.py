@@ -9,12 +9,8 @@ what an honest run reports:
   reports, the log, or the exit path; or the parser reports everything passed);
 - the must-pass canary reported "failed" while no real test failed: tampered too (an honest import
   error in a test file fails that file's real tests with it);
-- the must-fail canary absent while the run reported tests of a file it was appended to (the file's
-  name is in their ids): tampered (code under test printed results for the real tests and exited before
-  the canaries ran, or spared them); validation rejects such a run as well, so an artifact whose script
-  selects single tests out of an oracle file is invalid, with the advice to run whole files;
-- the must-fail canary absent and no test of those files reported: inconclusive (the parser's ids do
-  not name files, or the script runs none of them), which is reported, not punished.
+- the must-fail canary absent: inconclusive (the script does not run whole files, or the parser drops
+  unknown ids), which is reported, not punished.
 
 Detection only: code that reads the test files can tell the canaries from real tests (they are absent
 from the git history) and spare them. The tamper screen (`selfplay.tamper`) is the other layer.
@@ -25,7 +21,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 
 @dataclass(frozen=True)
@@ -50,10 +45,8 @@ class Canary:
                 f"    def test_p{self.passing}(self):\n        pass\n\n"
                 f"    def test_f{self.failing}(self):\n        self.fail('f{self.failing}')\n")
 
-    def split(self, statuses: Mapping[str, str], files: tuple[str, ...] = ()) -> tuple[dict[str, str], str]:
-        """(the map without canary ids, the integrity verdict: "ok", "inconclusive: ..." or "tampered: ...").
-
-        `files` are the oracle test files the canaries were appended to."""
+    def split(self, statuses: Mapping[str, str]) -> tuple[dict[str, str], str]:
+        """(the map without canary ids, the integrity verdict: "ok", "inconclusive: ..." or "tampered: ...")."""
         real: dict[str, str] = {}
         passing, failing = [], []
         for test, status in statuses.items():
@@ -70,12 +63,6 @@ class Canary:
             return real, ("tampered: the canary test that must pass was reported failed while every real test "
                           "passed")
         if not failing:
-            seen = [f for f in files if (stem := PurePosixPath(f).stem) and any(stem in t for t in real)]
-            if seen:
-                return real, (f"tampered: the run reported tests of {seen[0]} but not the canary tests appended "
-                              "to it (results printed for the real tests only, or the run ended before the "
-                              "canaries ran; a test_script.sh must run whole oracle test files, not single "
-                              "tests out of them)")
             return real, ("inconclusive: the canary tests appended to the oracle test files were not reported "
                           "(the script does not run whole files, or the parser drops unknown ids)")
         return real, "ok"

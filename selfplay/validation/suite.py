@@ -326,7 +326,7 @@ def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: floa
             error = f"test_parser.py output is invalid: {exc}"
     if error is not None:
         return SuiteRun(None, error, **done.fields)
-    real, integrity = done.canary.split(statuses, tuple(f for f in artifact.test_files if f.endswith(".py")))
+    real, integrity = done.canary.split(statuses)
     log.debug("suite job: %.2fs, %d tests, integrity %s", done.fields["duration"], len(real), integrity)
     return SuiteRun(real, None, integrity=integrity, **done.fields)
 

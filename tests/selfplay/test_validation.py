@@ -173,10 +173,6 @@ def test_canary_verdicts():
     assert c.split({"t.py::a": "passed", p: "failed", f: "failed"})[1].startswith("tampered")
     assert c.split({**real, p: "failed", f: "failed"})[1] == "ok"  # an honest import error fails real tests too
     assert c.split(real) == (real, c.split(real)[1]) and c.split(real)[1].startswith("inconclusive")
-    # Real tests of a file the canaries were appended to are reported, its canaries are not: results were
-    # printed for the real tests only, or the run ended before the canaries ran.
-    assert c.split(real, ("pkg/t.py",))[1].startswith("tampered: the run reported tests of pkg/t.py")
-    assert c.split(real, ("pkg/other.py",))[1].startswith("inconclusive")
     assert f"def test_f{c.failing}" in c.source() and "self.fail" in c.source()
 
 
