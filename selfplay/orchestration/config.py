@@ -1,0 +1,239 @@
+"""`RunConfig`: the one tree of settings of a self-play run (`selfplay run`).
+
+Every default lives here, once, with a docstring; YAML presets (`selfplay/orchestration/presets/`) and
+dotted command-line overrides (`learner.engine.lr=3e-6`) only change values (`config_loader.py`). Nested
+component configs are the components' own dataclasses (validation, grading, rewards, sampling, the
+learner's engine and batch), so a field is never declared twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from selfplay.demos.warm_start import WarmStartConfig
+from selfplay.grader import GraderConfig
+from selfplay.higher_order import HigherOrderConfig
+from selfplay.learner.batch import BatchConfig
+from selfplay.learner.config import EngineConfig
+from selfplay.rewards import RewardConfig
+from selfplay.store.sampling import SamplingConfig
+from selfplay.validation.config import ValidationConfig
+
+Backend = Literal["hf", "openai", "vllm", "scripted"]
+Executor = Literal["local", "ray"]
+LoopMode = Literal["sync", "async"]
+RepoSampling = Literal["round_robin", "weighted"]
+SyncMode = Literal["memory", "disk"]
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Which model plays both roles, and how rollouts reach it."""
+
+    backend: Backend = "hf"
+    """hf (local checkpoint, in process), openai or vllm (HTTP endpoints), scripted (tests)."""
+    model_dir: str | None = None
+    """hf: checkpoint to start from. None: the warm-start checkpoint when `warm_start.enabled`, else the
+    embedded SmolLM2-135M-Instruct. The learner trains the same weights."""
+    endpoints: tuple[str, ...] = ()
+    """openai/vllm: base URLs of OpenAI-compatible servers, load-balanced round robin."""
+    model_name: str | None = None
+    """openai/vllm: the served model name."""
+    device: str = "auto"
+    """hf: torch device for rollouts (auto: cuda when available, else cpu)."""
+    max_batch: int = 8
+    """hf: prompts sampled together in one batched forward (requests of concurrent episodes are gathered)."""
+    batch_wait_s: float = 0.05
+    """hf: how long the first request of a batch waits for others to join it."""
+    scripted_actions: str | None = None
+    """scripted: a JSON file, {"injector": [[action, ...], ...], "solver": [[action, ...], ...]}: the
+    action lists are used in turn, one per episode of that role."""
+
+
+@dataclass(frozen=True)
+class LimitsOverride:
+    """Episode budgets that replace the role's defaults from prompts/roles.toml; None keeps the default.
+    `max_context_tokens` is always clamped to the model's context window."""
+
+    max_turns: int | None = None
+    """Assistant turns per episode."""
+    max_new_tokens: int | None = None
+    """Sampled tokens per turn."""
+    max_context_tokens: int | None = None
+    """Context budget in tokens."""
+    command_timeout: float | None = None
+    """Seconds per bash command."""
+    wall_clock: float | None = None
+    """Seconds per episode."""
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Episodes per iteration and where they run."""
+
+    injector_episodes: int = 2
+    """Injector episodes per iteration."""
+    solver_tasks: int = 2
+    """Tasks drawn per iteration; each gets `reward.group_size` solver attempts."""
+    strategies: tuple[str, ...] = ("removal", "history")
+    """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
+    repo_sampling: RepoSampling = "round_robin"
+    """How repos are picked per episode: round robin over `repos`, or at random by `repo_weights`."""
+    repo_weights: dict[str, float] = field(default_factory=dict)
+    """weighted: relative weight per repo name (missing repos weigh 1)."""
+    workers: int = 2
+    """Episodes in flight at once (threads locally, actors on Ray)."""
+    sandboxes_per_repo: int = 2
+    """Warm sandboxes per repo image (episodes, validation and grading share them)."""
+    injector_limits: LimitsOverride = field(default_factory=LimitsOverride)
+    """Budget overrides of injector episodes."""
+    solver_limits: LimitsOverride = field(default_factory=LimitsOverride)
+    """Budget overrides of solver episodes."""
+    episode_retries: int = 1
+    """Times an episode lost to an infrastructure failure (dead sandbox, lost worker) is redone."""
+    executor: Executor = "local"
+    """local threads, or Ray actors (needs the `dist` extra)."""
+    ray_address: str | None = None
+    """Ray cluster address (executor ray); None starts a local Ray."""
+    docker_host: str | None = None
+    """DOCKER_HOST for the workers' sandboxes; None uses the node's engine."""
+
+
+@dataclass(frozen=True)
+class CurriculumConfig:
+    """Which tasks the solver gets."""
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Band, retirement and caps of drawing stored tasks."""
+    fresh_first: bool = True
+    """Tasks validated in this iteration are attempted before stored ones."""
+    seed_per_repo: int = 2
+    """Procedural seeds validated per repo while the store is thin."""
+    min_active_tasks: int = 2
+    """The store counts as thin while it holds fewer active tasks than this."""
+    higher_order: HigherOrderConfig = field(default_factory=HigherOrderConfig)
+    """Which failed attempts become higher-order tasks."""
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    """The policy update."""
+
+    enabled: bool = True
+    """False runs rollouts and grading only (no torch needed)."""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Optimizer, ZeRO and loss settings (the model is `policy.model_dir`'s)."""
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    """Advantages, staleness, overlong handling and dynamic sampling."""
+    mode: LoopMode = "sync"
+    """sync: generate, then train (Nebius); async: rollouts continue while the learner trains, with
+    staleness bounded by `batch.max_staleness`."""
+    weight_sync: SyncMode = "memory"
+    """In-process policies: copy the state dict (memory) or reload the saved checkpoint (disk). HTTP and
+    vLLM endpoints always reload from disk."""
+    checkpoint_every: int = 1
+    """Save a checkpoint every this many learner updates."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept (older ones are deleted; the newest is always kept)."""
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Periodic SWE-bench-format evaluation of checkpoints."""
+
+    every: int = 0
+    """Evaluate every this many checkpoints; 0 is off."""
+    dataset: str = "offline"
+    """offline (the bundled CI dataset), a datasets hub name, or a JSON/JSONL/parquet file."""
+    split: str = "verified-50"
+    """verified, verified-50, or the dataset's split."""
+    runs: int = 1
+    """Attempts per instance."""
+
+
+@dataclass(frozen=True)
+class WarmStartSettings:
+    """The warm-start checkpoint the default run starts from."""
+
+    enabled: bool = True
+    """Start hf runs without `policy.model_dir` from the cached warm-start checkpoint (built on first use)."""
+    config: WarmStartConfig = field(default_factory=WarmStartConfig)
+    """Its demonstrations and SFT recipe (the cache key)."""
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    """Bounded disk over long runs."""
+
+    keep_trajectory_files: int = 200
+    """Newest compressed trajectory files kept under trajectories/ (0 keeps all)."""
+    retire_every: int = 10
+    """Run the store's retirement sweep every this many iterations (0 is off)."""
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """Where metrics go besides metrics.jsonl."""
+
+    tensorboard: bool = True
+    """Write TensorBoard event files under logs/tensorboard (skipped with a warning when no writer is
+    installed)."""
+    wandb_project: str | None = None
+    """Weights & Biases project; None is off."""
+    wandb_entity: str | None = None
+    """Weights & Biases entity (team or user)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole self-play run."""
+
+    name: str = "selfplay"
+    """Prefix of the run id (`<name>-<utc time>`)."""
+    runs_dir: str = "runs"
+    """Parent directory of run directories."""
+    repo_list: str | None = None
+    """Repo list TOML; None is the bundled repos/default.toml."""
+    repos: tuple[str, ...] = ("toolz",)
+    """Names from the repo list to play on."""
+    iterations: int = 2
+    """Iterations before the run finishes (0: until stopped)."""
+    max_hours: float | None = None
+    """Stop cleanly after this many hours; None is no limit."""
+    seed: int = 0
+    """Seeds repo, strategy and task draws and sampling."""
+    store_url: str | None = None
+    """SQLAlchemy URL of the store; None is SQLite inside the run directory."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """The model."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """Episodes."""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    """Tasks."""
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    """Consistency checks of injected bugs."""
+    grader: GraderConfig = field(default_factory=GraderConfig)
+    """Grading of solver predictions."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """Rewards of both roles; `reward.group_size` is the number of solver attempts per task (G)."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """Policy updates."""
+    warm_start: WarmStartSettings = field(default_factory=WarmStartSettings)
+    """Warm start of the default run."""
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    """Periodic evaluation."""
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
+    """Disk bounds."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    """Metric sinks."""
+
+    def __post_init__(self) -> None:
+        if not self.repos:
+            raise ValueError("repos: name at least one repo of the repo list")
+        if self.iterations < 0:
+            raise ValueError(f"iterations must be >= 0, got {self.iterations}")
+        if self.rollout.workers < 1 or self.rollout.sandboxes_per_repo < 1:
+            raise ValueError("rollout.workers and rollout.sandboxes_per_repo must be >= 1")
+        if self.policy.backend in ("openai", "vllm") and not self.policy.endpoints:
+            raise ValueError(f"policy.endpoints: the {self.policy.backend} backend needs at least one base URL")
