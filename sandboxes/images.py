@@ -34,6 +34,7 @@ from sandboxes.base_image import BASE_IMAGE, default_log_dir, ensure_base_image,
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.reaper import registry
+from sandboxes.sandbox import BASE_TAG
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,6 @@ log = logging.getLogger(__name__)
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 VENV = "/opt/venv"
 IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-BASE_TAG = "selfplay-base"  # git tag on the base commit inside every repo image
 BUILD_NAME_PREFIX = "selfplay-build-"
 __all__ = ["BASE_IMAGE", "BuildResult", "build_repo_image", "build_repo_images", "content_hash",
            "ensure_base_image", "image_status", "repo_image"]

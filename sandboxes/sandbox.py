@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+BASE_TAG = "selfplay-base"
+"""The git tag on the base commit of every sandbox's repo: the baseline of `diff()` (a repo image's clean
+checkout, a task image's buggy state). Defined once here, the lowest layer whose scripts use it."""
+
 
 @dataclass(frozen=True)
 class ExecResult:

@@ -15,6 +15,7 @@ scratch files. Images built by `sandboxes.images` carry all of it; the keeper ma
 
 from __future__ import annotations
 
+from sandboxes.sandbox import BASE_TAG
 from sandboxes.users import (
     AGENT_UID,
     PARSER_UID,
@@ -263,9 +264,9 @@ _EXCLUDE_ARGS = " ".join(f"':(exclude){p}'" for p in DIFF_EXCLUDES)
 DIFF = _WAIT_READY + f"""
 cd -- "$1" || exit 126
 export GIT_WORK_TREE="$1"
-base=selfplay-base
+base={BASE_TAG}
 git rev-parse -q --verify "$base^{{commit}}" >/dev/null || base=HEAD
-git rev-parse -q --verify "$base^{{commit}}" >/dev/null || {{ echo "no base commit: neither tag selfplay-base nor HEAD exists in $GIT_DIR" >&2; exit 3; }}
+git rev-parse -q --verify "$base^{{commit}}" >/dev/null || {{ echo "no base commit: neither tag {BASE_TAG} nor HEAD exists in $GIT_DIR" >&2; exit 3; }}
 # A file over the diff cap is refused before git reads it: hashing a 40 GB sparse file takes minutes.
 big=$(find . -path ./.git -prune -o -name __pycache__ -prune -o -name .pytest_cache -prune -o \
       -name '*.egg-info' -prune -o -type f -size +"$2"c -print -quit)
@@ -305,8 +306,8 @@ cd -- "$W" || exit 126
 find . -name __pycache__ -prune -exec rm -rf {{}} + && find . -name '*.py[co]' -delete || exit 4
 if [ "$4" = keep ]; then
   # Keep the repo's own history (already cut down by the caller); it must carry the base tag.
-  ( unset GIT_DIR GIT_WORK_TREE; git rev-parse -q --verify "selfplay-base^{{commit}}" >/dev/null ) ||
-    {{ echo "history=True needs a tag selfplay-base in $W/.git" >&2; exit 3; }}
+  ( unset GIT_DIR GIT_WORK_TREE; git rev-parse -q --verify "{BASE_TAG}^{{commit}}" >/dev/null ) ||
+    {{ echo "history=True needs a tag {BASE_TAG} in $W/.git" >&2; exit 3; }}
   rm -rf "$S/git" "$S/git.tmp" || exit 4
 else
   cp "$S/git/info/exclude" "$S/exclude.keep" 2>/dev/null || : > "$S/exclude.keep"
@@ -314,7 +315,7 @@ else
   ( unset GIT_DIR GIT_WORK_TREE
     git init -q -b main && cp "$S/exclude.keep" .git/info/exclude && git add -A -f &&
     git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$MSG" &&
-    git tag selfplay-base ) >&2 || exit 4
+    git tag {BASE_TAG} ) >&2 || exit 4
   rm -f "$S/exclude.keep"
 fi
 cp -a .git "$S/git.tmp" && chown -R 0:0 "$S/git.tmp" && mv "$S/git.tmp" "$S/git" && {OWN_TREE} && snapshot || exit 4

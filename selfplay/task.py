@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sandboxes.sandbox import BASE_TAG
 from selfplay.artifact import BugArtifact
 
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
-BASE_COMMIT = "selfplay-base"
-"""The tag on the buggy state in a task image (its SWE-bench `base_commit`)."""
 TASK_IMAGE_RECIPE = "2"
 """Version of `selfplay.eval.task_image`'s build recipe, part of every task image name: bump it when the
 recipe changes so stale task images are not reused."""
@@ -88,12 +87,12 @@ class Task:
             raise ValueError(f"task {self.task_id}: its test patch contains the heredoc marker {marker}")
         return "\n".join([
             "#!/bin/bash", "set -uxo pipefail", f"cd {shlex.quote(workdir)}",
-            f"git checkout {BASE_COMMIT} -- {files}",
+            f"git checkout {BASE_TAG} -- {files}",
             f"git apply -v - <<'{marker}'", test_patch.rstrip("\n"), marker,
             ": '>>>>> Start Test Output'",
             f"bash -c {shlex.quote(_without_shebang(self.artifact.test_script))}",
             ": '>>>>> End Test Output'",
-            f"git checkout {BASE_COMMIT} -- {files}", ""])
+            f"git checkout {BASE_TAG} -- {files}", ""])
 
     def to_swebench(self, *, version: str | None = None, created_at: str = "") -> dict[str, object]:
         """The task as a SWE-bench 5.x instance, the one serialiser (`tasks export` adds its own fields).
@@ -110,7 +109,7 @@ class Task:
             "instance_id": self.task_id,
             "repo": self.repo,
             "version": version or "selfplay",
-            "base_commit": BASE_COMMIT,
+            "base_commit": BASE_TAG,
             "image": self.image_name,
             "problem_statement": self.problem_statement,
             "hints_text": "",

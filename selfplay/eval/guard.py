@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import shlex
 
-from sandboxes.sandbox import ExecResult, Sandbox
+from sandboxes.sandbox import BASE_TAG, ExecResult, Sandbox
 from selfplay.eval.errors import EvalError
 
-STRIP = r"""
+STRIP = f"tag={BASE_TAG}\n" + r"""
 set -euo pipefail
 export GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0
 git config --global --add safe.directory '*' 2>/dev/null || true
@@ -27,7 +27,7 @@ git for-each-ref --format='%(refname)' | while read -r ref; do git update-ref -d
 for r in $(git remote); do git remote remove "$r"; done
 rm -rf .git/refs/original .git/logs .git/FETCH_HEAD .git/ORIG_HEAD .git/packed-refs.lock .git/shallow.lock
 git checkout -q -B main "$base"
-git tag -f selfplay-base "$base" >/dev/null
+git tag -f "$tag" "$base" >/dev/null
 git reflog expire --expire=now --expire-unreachable=now --all
 git -c gc.auto=0 repack -a -d -q
 git prune --expire=now
@@ -76,7 +76,7 @@ def history_leaks(sb: Sandbox, base_commit: str) -> list[str]:
     leaks = []
     for ref in info.get("refs", "").split():
         name, _, sha = ref.partition("=")
-        if sha != base or name not in ("refs/heads/main", "refs/tags/selfplay-base"):
+        if sha != base or name not in ("refs/heads/main", f"refs/tags/{BASE_TAG}"):
             leaks.append(f"ref {name} -> {sha[:12]}")
     if info.get("remotes", "").strip():
         leaks.append(f"remotes {info['remotes'].strip()}")

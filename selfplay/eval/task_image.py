@@ -21,8 +21,9 @@ from sandboxes.base_image import image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.reaper import registry
+from sandboxes.sandbox import BASE_TAG
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
-from selfplay.task import BASE_COMMIT, Task
+from selfplay.task import Task
 
 log = logging.getLogger(__name__)
 LAYERS = "/var/lib/selfplay-task"
@@ -37,7 +38,7 @@ git init -q
 git add -A -f
 GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z' \\
   git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m 'initial commit'
-git tag {BASE_COMMIT}
+git tag {BASE_TAG}
 """
 # Then the sandbox layer's own image step (`sandboxes.shell.IMAGE_SNAPSHOT`): the workdir goes to the agent uid
 # and its snapshot and grader-owned git dir are refreshed. Without it a sandbox would fill its tmpfs workdir

@@ -26,6 +26,7 @@ from sandboxes.base_image import default_log_dir, ensure_base_image, image_id
 from sandboxes.engine import docker_client
 from sandboxes.images import HOST_CA_BUNDLE, IMAGE_PATH, VENV
 from sandboxes.reaper import registry
+from sandboxes.sandbox import BASE_TAG
 from selfplay.eval.errors import SolveError
 from selfplay.solve.checkout import Checkout
 
@@ -50,8 +51,7 @@ pip install pytest
 printf '__pycache__/\n*.py[cod]\n' >> .git/info/exclude
 git diff --name-only -z | xargs -0r git checkout --
 git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude
-git tag -f selfplay-base >/dev/null
-"""
+""" + f"git tag -f {BASE_TAG} >/dev/null\n"
 
 
 def detect_install(tree: Path) -> str:

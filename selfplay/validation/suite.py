@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from sandboxes.errors import SandboxError
-from sandboxes.sandbox import Sandbox
+from sandboxes.sandbox import BASE_TAG, Sandbox
 from sandboxes.shell import GIT_SAFE, STATE
 from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact
@@ -47,7 +47,6 @@ from selfplay.validation.parser_box import kill_uid_shell, parse_output
 
 log = logging.getLogger(__name__)
 
-BASE_REF = "selfplay-base"
 """Git tag of the original commit in every repo image (see sandboxes.images)."""
 SCRATCH = f"{STATE}/artifact"
 """Where the artifact's script, parser, diffs and the raw output live inside the sandbox (root-only)."""
@@ -134,15 +133,15 @@ def git_env_line() -> str:
 
 def _restore_cmd(paths: tuple[str, ...] | list[str]) -> str:
     quoted = " ".join(shlex.quote(p) for p in paths)
-    return (f"for f in {quoted}; do if git cat-file -e {BASE_REF}:\"$f\" 2>/dev/null; "
-            f"then git checkout -q {BASE_REF} -- \"$f\" || exit 90; else rm -rf -- \"$f\"; fi; done")
+    return (f"for f in {quoted}; do if git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null; "
+            f"then git checkout -q {BASE_TAG} -- \"$f\" || exit 90; else rm -rf -- \"$f\"; fi; done")
 
 
 def restore_paths(sb: Sandbox, paths: tuple[str, ...] | list[str]) -> None:
     """Put `paths` back to their original version; a path absent from the original is deleted."""
     if paths:
         check(sb.exec(f"{git_env_line()}; {_restore_cmd(paths)}", timeout=60, user="root"),
-              f"restoring {len(paths)} file(s) from {BASE_REF}")
+              f"restoring {len(paths)} file(s) from {BASE_TAG}")
 
 
 NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
@@ -168,11 +167,11 @@ def job_command(*, marker: str, canary: Canary, patches: tuple[str, ...] = (), r
     s, m = SCRATCH, marker
     lines = [git_env_line(), kill_uid_shell(RUNNER_UID), _SAFE_FILE]
     if clean:
-        lines.append(f"git reset -q --hard {BASE_REF} && git clean -qfd || exit 90")
+        lines.append(f"git reset -q --hard {BASE_TAG} && git clean -qfd || exit 90")
     lines.append(NO_BYTECODE)
     if missing:
         quoted = " ".join(shlex.quote(p) for p in missing)
-        lines.append(f"i=0; for f in {quoted}; do git cat-file -e {BASE_REF}:\"$f\" 2>/dev/null "
+        lines.append(f"i=0; for f in {quoted}; do git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null "
                      f"|| echo \"{m} MISSING $i\"; i=$((i + 1)); done")
     for name in patches:
         lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
@@ -203,7 +202,7 @@ def job_command(*, marker: str, canary: Canary, patches: tuple[str, ...] = (), r
         f"echo; else echo \"{m} OUTFILE\"; fi",
     ]
     if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
-        lines.append(f"git reset -q --hard {BASE_REF} || exit 90")
+        lines.append(f"git reset -q --hard {BASE_TAG} || exit 90")
     for name in check_after:
         lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
                      f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")
