@@ -1,0 +1,171 @@
+"""The rollout policy of a run, built from `PolicyConfig`: one source of a `Policy` per episode.
+
+hf: one in-process checkpoint shared by every worker thread, wrapped in `BatchingPolicy` so concurrent
+episodes are sampled in one batched forward. openai/vllm: HTTP endpoints (`vllm serve`, `selfplay
+serve-policy`), load-balanced round robin per generate call. scripted: per-role queues of action lists
+from a JSON file, one list per episode, replayed with the embedded model's tokenizer (a real backend for
+tests and benchmarks, not a mock).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from agent_scaffold.policy import Completion, Policy, SamplingParams
+from selfplay.errors import SelfPlayError
+from selfplay.orchestration.config import PolicyConfig
+
+log = logging.getLogger(__name__)
+
+
+class PolicySource(Protocol):
+    """Hands each episode the policy it plays with."""
+
+    def policy_for(self, role: str, version: int) -> Policy:
+        """The policy of one episode of `role`, requested at policy `version`."""
+        ...
+
+
+class SharedPolicy:
+    """Every episode plays with the same policy (hf, openai, vllm)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def policy_for(self, role: str, version: int) -> Policy:
+        return self.policy
+
+
+class ScriptedQueues:
+    """Per-role queues of action lists: each episode of a role takes that role's next list (cycling
+    when all were used, so a long scripted run never runs dry); thread-safe."""
+
+    def __init__(self, actions: Mapping[str, Sequence[Sequence[str]]], tokenizer: Any) -> None:
+        self.actions = {role: [list(a) for a in lists] for role, lists in actions.items()}
+        self.tokenizer = tokenizer
+        self._next = {role: itertools.cycle(lists) for role, lists in self.actions.items() if lists}
+        self._lock = threading.Lock()
+
+    def policy_for(self, role: str, version: int) -> Policy:
+        from agent_scaffold.policies.scripted import ScriptedPolicy
+
+        with self._lock:
+            if role not in self._next:
+                raise SelfPlayError(f"the scripted policy has no action lists for the {role} role; add "
+                                    f'"{role}": [[action, ...], ...] to policy.scripted_actions')
+            actions = next(self._next[role])
+        # the script plays "as" the requested version: it has no weights, so it is never stale
+        return ScriptedPolicy(actions, tokenizer=self.tokenizer, version=version)
+
+
+class RoundRobinPolicy:
+    """Several OpenAI-compatible endpoints of the same weights; each generate call goes to the next one."""
+
+    def __init__(self, policies: Sequence[Policy]) -> None:
+        if not policies:
+            raise ValueError("RoundRobinPolicy needs at least one policy")
+        self.policies = list(policies)
+        self.tokenizer = self.policies[0].tokenizer
+        self._turn = itertools.cycle(range(len(self.policies)))
+        self._lock = threading.Lock()
+
+    @property
+    def version(self) -> int:
+        return min(int(p.version) for p in self.policies)
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
+        with self._lock:
+            policy = self.policies[next(self._turn)]
+        return policy.generate(prompts, params)
+
+
+def load_scripted_actions(path: str | Path) -> dict[str, list[list[str]]]:
+    """Read and check `policy.scripted_actions`: {"injector": [[action, ...], ...], "solver": [...]}."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise SelfPlayError(f"policy.scripted_actions: {p} does not exist") from None
+    except json.JSONDecodeError as exc:
+        raise SelfPlayError(f"policy.scripted_actions: {p} is not JSON ({exc})") from None
+    shape = '{"injector": [[action, ...], ...], "solver": [[action, ...], ...]}'
+    if not isinstance(data, dict) or not set(data) <= {"injector", "solver"} or not data:
+        raise SelfPlayError(f"policy.scripted_actions: {p} must be an object {shape}")
+    for role, lists in data.items():
+        if not isinstance(lists, list) or not all(
+                isinstance(a, list) and all(isinstance(s, str) for s in a) for a in lists):
+            raise SelfPlayError(f"policy.scripted_actions: {p}[{role!r}] must be a list of lists of action "
+                                f"texts ({shape})")
+    return data
+
+
+def embedded_tokenizer(model_dir: str | None = None) -> Any:
+    """The HF tokenizer of `model_dir` (default: the embedded model) whose chat template renders prompts."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ImportError("the scripted and HTTP policies render the chat template of the model's tokenizer: "
+                          "pip install 'selfplay-swe[train]'") from exc
+    if model_dir is None:
+        from agent_scaffold.embedded import default_model_dir
+
+        model_dir = str(default_model_dir())
+    return AutoTokenizer.from_pretrained(model_dir)
+
+
+def resolve_device(device: str) -> str:
+    """`auto` is cuda when torch sees a GPU, else cpu."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int = 0) -> Policy:
+    """The in-process checkpoint, batched across episode threads when `BatchingPolicy` is available."""
+    from agent_scaffold.policies.hf import HFPolicy
+
+    policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device))
+    if version:
+        policy.version = int(version)
+    try:
+        from agent_scaffold.policies.batching import BatchingPolicy
+    except ImportError:
+        log.warning("agent_scaffold.policies.batching is missing: hf rollouts are sampled one prompt at a time")
+        return policy
+    return BatchingPolicy(policy, max_batch=config.max_batch, max_wait_s=config.batch_wait_s)
+
+
+def http_policy(config: PolicyConfig) -> Policy:
+    """Round robin over `config.endpoints`, token mode with the checkpoint's (or embedded) tokenizer."""
+    from agent_scaffold.policies.openai import OpenAIPolicy
+
+    # the served weights' tokenizer: the checkpoint dir, else the served name (a dir or hub id), else embedded
+    tokenizer = embedded_tokenizer(config.model_dir or config.model_name)
+    return RoundRobinPolicy([OpenAIPolicy(url, config.model_name, tokenizer=tokenizer)
+                             for url in config.endpoints])
+
+
+def policy_source(config: PolicyConfig, policy: Policy | None = None) -> PolicySource:
+    """The per-episode policy source of `config` (or of `policy`, an already built one)."""
+    if policy is not None:
+        return policy if hasattr(policy, "policy_for") else SharedPolicy(policy)  # type: ignore[return-value]
+    if config.backend == "scripted":
+        if not config.scripted_actions:
+            raise SelfPlayError("policy.backend=scripted needs policy.scripted_actions, a JSON file "
+                                '{"injector": [[action, ...], ...], "solver": [[action, ...], ...]}')
+        return ScriptedQueues(load_scripted_actions(config.scripted_actions), embedded_tokenizer(config.model_dir))
+    if config.backend in ("openai", "vllm"):
+        return SharedPolicy(http_policy(config))
+    if config.backend == "hf":
+        return SharedPolicy(hf_policy(config))
+    raise SelfPlayError(f"policy.backend must be hf, openai, vllm or scripted, got {config.backend!r}")

@@ -1,0 +1,239 @@
+"""`build_runner`: the rollout worker, which turns an `EpisodeRequest` into an `EpisodeResult`.
+
+An injector request runs the episode in a pooled sandbox of its repo, gives the sandbox back, parses the
+submitted files (`BugArtifact.from_files`) and validates them with the same pool. A solver request builds
+the task's buggy state (`build_buggy_state`) in a pooled sandbox, runs the episode, grades the diff in
+another pooled sandbox and, when the attempt failed, derives a higher-order task.
+
+Deadlock freedom: a request never holds a sandbox while it waits for another (the episode's sandbox goes
+back before validation or grading starts), and validations of one repo, the only users that hold several
+sandboxes at once, are admitted only as many at a time as the pool can serve together
+(`pool.size // validation.parallelism`, at least one). Everything else holds one sandbox for a bounded time.
+
+What the model wrote is hostile: a missing or garbage artifact file is an invalid verdict with its reason,
+never an exception; a sandbox or validation-infrastructure failure is an infrastructure failure (never
+trained on), and so is any other unexpected error after the episode (it is logged with its traceback).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from agent_scaffold.roles import EpisodeLimits, RoleConfig
+from selfplay.orchestration.config import LimitsOverride, RunConfig
+from selfplay.orchestration.policy_factory import PolicySource, policy_source
+from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
+
+log = logging.getLogger(__name__)
+
+
+def context_window(policy: Any) -> int | None:
+    """The model's context window in tokens, when the policy (or the policy it wraps) can tell."""
+    for candidate in (policy, getattr(policy, "policy", None)):
+        config = getattr(getattr(candidate, "model", None), "config", None)
+        window = getattr(config, "max_position_embeddings", None)
+        if isinstance(window, int) and window > 0:
+            return window
+    limit = getattr(getattr(policy, "tokenizer", None), "model_max_length", None)
+    return limit if isinstance(limit, int) and 0 < limit < 10**7 else None  # HF's "no limit" is ~1e30
+
+
+def episode_limits(role: RoleConfig, override: LimitsOverride, window: int | None) -> EpisodeLimits:
+    """The role's budgets with the run's overrides, the context never past the model's window."""
+    changes = {f.name: getattr(override, f.name) for f in dataclasses.fields(override)
+               if getattr(override, f.name) is not None}
+    limits = dataclasses.replace(role.limits, **changes)
+    if window and limits.max_context_tokens > window:
+        limits = dataclasses.replace(limits, max_context_tokens=window)
+    return limits
+
+
+class Worker:
+    """A `RequestRunner` with one sandbox pool per repo (created on first use) and one policy source;
+    thread-safe, so one instance serves every thread of a process."""
+
+    def __init__(self, config: RunConfig, source: PolicySource, run_id: str = "", name: str = "") -> None:
+        self.config, self.source, self.run_id = config, source, run_id
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self._pools: dict[str, Any] = {}
+        self._specs: dict[str, Any] = {}
+        self._admit: dict[str, threading.Semaphore] = {}
+        self._lock = threading.Lock()
+
+    # --- resources -------------------------------------------------------------------------------------
+
+    def spec(self, repo: str):
+        with self._lock:
+            if repo not in self._specs:
+                from repos.listfile import get_repo
+
+                self._specs[repo] = get_repo(repo, self.config.repo_list)
+            return self._specs[repo]
+
+    def pool(self, repo: str):
+        """The repo's sandbox pool, started on first use (under the lock: one pool per repo)."""
+        spec = self.spec(repo)
+        with self._lock:
+            if repo not in self._pools:
+                from sandboxes.images import repo_image
+                from sandboxes.pool import SandboxPool
+
+                size = self.config.rollout.sandboxes_per_repo
+                self._pools[repo] = SandboxPool(repo_image(spec), size=size, workdir=spec.workdir,
+                                                run_id=self.run_id or None)
+                self._admit[repo] = threading.Semaphore(max(1, size // max(1, self.config.validation.parallelism)))
+            return self._pools[repo]
+
+    def close(self) -> None:
+        """Remove every sandbox of every pool. Idempotent."""
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
+
+    # --- requests --------------------------------------------------------------------------------------
+
+    def __call__(self, request: EpisodeRequest) -> EpisodeResult:
+        from sandboxes.errors import SandboxError
+        from selfplay.errors import ValidationInfraError
+
+        start = time.monotonic()
+        timings: dict[str, float] = {}
+        try:
+            if request.role == "injector":
+                result = self._injector(request, timings)
+            elif request.role == "solver":
+                result = self._solver(request, timings)
+            else:
+                raise ValueError(f"unknown role {request.role!r}; requests are injector or solver")
+        except (SandboxError, ValidationInfraError) as exc:
+            log.warning("episode %s: infrastructure failure: %s", request.episode_id, exc)
+            result = infra_failure_result(request, f"{exc.__class__.__name__}: {exc}", timings=timings)
+        timings["wall"] = time.monotonic() - start
+        return dataclasses.replace(result, timings=timings, worker=self.name)
+
+    def _episode(self, request: EpisodeRequest, sb: Any, role: RoleConfig, variables: dict[str, Any],
+                 override: LimitsOverride, timings: dict[str, float]):
+        from agent_scaffold.agent import run_episode
+        from agent_scaffold.policy import TRAINING
+
+        policy = self.source.policy_for(request.role, request.policy_version)
+        limits = episode_limits(role, override, context_window(policy))
+        ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(seed=request.seed))
+        timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
+        timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)
+        return ep
+
+    def _after_episode(self, request: EpisodeRequest, ep, exc: Exception, timings: dict[str, float]) -> EpisodeResult:
+        """An unexpected error after a finished episode: kept as an infrastructure failure, trajectory and all."""
+        from sandboxes.errors import SandboxError
+        from selfplay.errors import ValidationInfraError
+
+        if not isinstance(exc, (SandboxError, ValidationInfraError)):
+            log.exception("episode %s: unexpected error after the episode", request.episode_id)
+        return EpisodeResult(request=request, trajectory=ep.trajectory, termination=ep.termination,
+                             infra_failure=True, error=f"{exc.__class__.__name__}: {exc}",
+                             submission=ep.submission, timings=timings)
+
+    def _injector(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
+        from agent_scaffold.roles import load_role
+
+        role = load_role("injector", request.strategy or "removal")
+        pool = self.pool(request.repo)
+        with pool.checkout() as sb:  # given back before validation, which needs sandboxes of this pool
+            ep = self._episode(request, sb, role, {}, self.config.rollout.injector_limits, timings)
+        if ep.infra_failure:
+            return EpisodeResult(request, ep.trajectory, ep.termination, True, ep.error, ep.submission, timings=timings)
+        try:
+            return self._validated(request, ep, pool, timings)
+        except Exception as exc:  # never lose the episode to our own failure
+            return self._after_episode(request, ep, exc, timings)
+
+    def _validated(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
+        from selfplay.artifact import BugArtifact
+        from selfplay.errors import SelfPlayError
+        from selfplay.validation import validate
+        from selfplay.validation.report import ValidationReport
+
+        files = ep.submission if isinstance(ep.submission, dict) else None
+        if ep.termination != "submitted" or files is None:
+            report = ValidationReport(valid=False, error=f"no artifact submitted (the episode ended {ep.termination})")
+            return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
+                                 timings=timings)
+        try:
+            artifact = BugArtifact.from_files(files)
+        except (SelfPlayError, ValueError) as exc:  # missing or unparsable files: the model's fault
+            report = ValidationReport(valid=False, error=str(exc))
+            return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
+                                 timings=timings)
+        t0 = time.monotonic()
+        try:
+            with self._admit[request.repo]:
+                report = validate(artifact, self.spec(request.repo), self.config.validation, pool=pool)
+        finally:
+            timings["validation"] = time.monotonic() - t0
+        return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
+                             artifact=artifact, timings=timings)
+
+    def _solver(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
+        from agent_scaffold.roles import load_role, solver_variables
+        from selfplay.grader import build_buggy_state
+
+        task = request.task
+        if task is None:
+            raise ValueError(f"solver request {request.episode_id} carries no task")
+        role = load_role("solver")
+        pool = self.pool(request.repo)
+        with pool.checkout() as sb:
+            t0 = time.monotonic()
+            build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
+            timings["sandbox"] = time.monotonic() - t0
+            ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
+                               self.config.rollout.solver_limits, timings)
+        if ep.infra_failure:
+            return EpisodeResult(request, ep.trajectory, ep.termination, True, ep.error, ep.submission, timings=timings)
+        try:
+            return self._graded(request, ep, pool, timings)
+        except Exception as exc:  # never lose the episode to our own failure
+            return self._after_episode(request, ep, exc, timings)
+
+    def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
+        from selfplay.grader import grade
+        from selfplay.grading import failed_grade
+        from selfplay.higher_order import make_higher_order_task
+
+        task, spec = request.task, self.spec(request.repo)
+        prediction = ep.submission if isinstance(ep.submission, str) else ""
+        if ep.termination != "submitted":  # nothing to run: an unsubmitted attempt fails (-1)
+            result = failed_grade(f"the episode ended {ep.termination} without a submission",
+                                  fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass)
+            return EpisodeResult(request, ep.trajectory, ep.termination, False, None, ep.submission, grade=result,
+                                 timings=timings)
+        t0 = time.monotonic()
+        try:
+            result = grade(task.artifact, prediction, task.fail_to_pass, task.pass_to_pass, spec=spec, pool=pool,
+                           base_patch=task.pred_patch, config=self.config.grader)
+            higher = None
+            if not result.resolved and prediction.strip():
+                seen = set(getattr(request, "seen", None) or ())  # the store dedups by hash besides
+                with pool.checkout() as sb:
+                    higher = make_higher_order_task(task, prediction, spec=spec, sb=sb, seen=seen,
+                                                    config=self.config.curriculum.higher_order,
+                                                    grader_config=self.config.grader)
+        finally:
+            timings["grading"] = time.monotonic() - t0
+        return EpisodeResult(request, ep.trajectory, ep.termination, False, None, ep.submission, grade=result,
+                             higher_order=higher, timings=timings)
+
+
+def build_runner(config: RunConfig, policy: Any = None, run_id: str = "") -> RequestRunner:
+    """Everything one process needs to play requests: sandbox pools per repo and the policy (`config.policy`
+    when `policy` is None). Call once per process; the returned `Worker` is shared by its threads and has
+    `close()`."""
+    return Worker(config, policy_source(config.policy, policy), run_id=run_id)
