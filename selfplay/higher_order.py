@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox
@@ -88,7 +88,8 @@ def make_higher_order_task(parent: Task, failed_patch: str, *, spec: RepoSpec, s
                            grader_config: GraderConfig = GraderConfig()) -> Task | None:
     """Build, run and keep-or-refuse a higher-order task from `failed_patch` in sandbox `sb` (reset first).
 
-    Adds the patch's hash to `seen` when a task is made. Returns None (and logs why) when refused.
+    Adds the patch's hash to `seen` when a task is made, and records it in the task's metadata
+    (`failed_patch_hash`). Returns None (and logs why) when refused.
     """
     reason = refuse_reason(parent, failed_patch, seen, config)
     if reason is None:
@@ -126,4 +127,5 @@ def make_higher_order_task(parent: Task, failed_patch: str, *, spec: RepoSpec, s
         log.info("no higher-order task from %s: no oracle test fails with the failed patch", parent.task_id)
         return None
     seen.add(normalised_hash(failed_patch))
-    return task
+    # Persisted with the task, so `TaskStore.used_failed_patches` rebuilds `seen` after a restart.
+    return replace(task, metadata={**task.metadata, "failed_patch_hash": normalised_hash(failed_patch)})

@@ -16,6 +16,7 @@ from selfplay.store.records import (
     CheckRecord,
     RepoRecord,
     RunRecord,
+    StoredArtifact,
     TaskStats,
 )
 from selfplay.store.sampling import SampleResult, SamplingConfig, sample
@@ -32,6 +33,7 @@ __all__ = [
     "SampleResult",
     "SamplingConfig",
     "StoreError",
+    "StoredArtifact",
     "TaskNotFound",
     "TaskStats",
     "TaskStore",

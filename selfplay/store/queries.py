@@ -9,6 +9,8 @@ starting point gives a uniformly random subset of the tier.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, Select, and_, func, literal_column, select, text
 from sqlalchemy.orm import Session
@@ -162,8 +164,44 @@ def tier_conditions(config: SamplingConfig) -> list[ColumnElement[bool]]:
     return [unseen, in_band, TaskStatsRow.attempts >= 0]
 
 
-def tier_select(cond: ColumnElement[bool]) -> Select:
-    """Active candidates meeting `cond`, in rand_key order, read from a covering sampling index.
+def _values(value: object) -> tuple | None:
+    if value is None:
+        return None
+    return tuple(value) if isinstance(value, (tuple, list, set, frozenset)) else (value,)
+
+
+@dataclass(frozen=True)
+class TaskFilter:
+    """Which tasks a draw may return; None on a field means any value."""
+
+    origin: tuple[str, ...] | None = None
+    order: tuple[int, ...] | None = None
+    repo: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, *, origin: str | Sequence[str] | None = None, order: int | Sequence[int] | None = None,
+           repo: str | Sequence[str] | None = None) -> TaskFilter:
+        """A filter from one value or several per field."""
+        return cls(_values(origin), _values(order), _values(repo))
+
+    def apply(self, stmt: Select) -> Select:
+        # repo is on the covering index; origin and order live on tasks. A subquery, not a join, keeps
+        # the unseen tier's literal WHERE (unqualified column names) unambiguous.
+        if self.repo is not None:
+            stmt = stmt.where(TaskStatsRow.repo.in_(self.repo))
+        if self.origin is not None or self.order is not None:
+            tasks = select(TaskRow.task_id)
+            if self.origin is not None:
+                tasks = tasks.where(TaskRow.origin.in_(self.origin))
+            if self.order is not None:
+                tasks = tasks.where(TaskRow.order.in_([int(o) for o in self.order]))
+            stmt = stmt.where(TaskStatsRow.task_id.in_(tasks))
+        return stmt
+
+
+def tier_select(cond: ColumnElement[bool], where: TaskFilter | None = None) -> Select:
+    """Active candidates meeting `cond` (and `where`), in rand_key order, read from a covering sampling
+    index (plus a join to tasks when `where` filters origin or order).
 
     The columns are TaskStats' leading fields in order, so a row constructs one positionally."""
     s = TaskStatsRow
@@ -172,17 +210,19 @@ def tier_select(cond: ColumnElement[bool]) -> Select:
         .where(s.status == literal_column("'active'"), cond)
         .order_by(s.rand_key)
     )
-    return stmt
+    return where.apply(stmt) if where is not None else stmt
 
 
-def candidate_pool(session: Session, n: int, config: SamplingConfig, start: float) -> list[TaskStats]:
+def candidate_pool(
+    session: Session, n: int, config: SamplingConfig, start: float, where: TaskFilter | None = None
+) -> list[TaskStats]:
     """Random active candidates starting at rand_key `start`: pool_factor * n in the band (room for caps
     and dedup), n unseen (the sampler never takes more), and n of any kind (fill-up and retirement)."""
     pool: dict[str, TaskStats] = {}
     unseen, in_band, anything = tier_conditions(config)
     tiers = ((unseen, n, True), (in_band, config.pool_factor * n, False), (anything, n, False))
     for cond, limit, is_unseen in tiers:
-        base = tier_select(cond)
+        base = tier_select(cond, where)
         rows = _run(session, base.where(TaskStatsRow.rand_key >= start).limit(limit), is_unseen)
         if len(rows) < limit:
             rows += _run(
@@ -196,7 +236,8 @@ def candidate_pool(session: Session, n: int, config: SamplingConfig, start: floa
 def sqlite_unseen_sql(stmt: Select) -> str:
     """`stmt` as SQLite text forced onto the partial unseen index: SQLite's planner cannot tell that
     attempts = 0 is rare and would walk the wider sampling index (SQLAlchemy renders no SQLite hints).
-    Every bound value here is a number the store made, so rendering them inline is safe."""
+    The bound values are numbers the store made and the filter's repo/origin names, which SQLAlchemy
+    renders as quoted, escaped string literals, so rendering them inline is safe."""
     from sqlalchemy.dialects import sqlite
 
     sql = str(stmt.compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}))

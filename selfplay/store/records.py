@@ -51,6 +51,20 @@ class ArtifactRecord:
 
 
 @dataclass(frozen=True)
+class StoredArtifact:
+    """What `TaskStore.record_artifact` stored: the artifact's id, and its task when valid."""
+
+    artifact_id: str
+    """Content address of the artifact (every attempt of an injector needs one)."""
+    task_id: str | None
+    """The task of a valid artifact; None for an invalid one."""
+    duplicate: bool = False
+    """True when `task_id` is an older task with the same normalised diff hash in the repo: its solve
+    statistics predate this artifact, so a caller that measures this artifact's solve rate (the injector's
+    reward) must not read them as its own."""
+
+
+@dataclass(frozen=True)
 class TaskStats:
     """A task's solve statistics plus what sampling needs to know about it."""
 

@@ -120,15 +120,15 @@ def put_task(
     meta: dict,
     status: str = "active",
     family: str | None = None,
-) -> str:
-    """Insert a task and its (empty) statistics; an existing task with the same normalised diff hash in
-    the same repo wins and its id is returned."""
+) -> tuple[str, bool]:
+    """Insert a task and its (empty) statistics; returns (task id, created). An existing task with the
+    same normalised diff hash in the same repo wins: its id comes back with created=False."""
     check_origin(origin)
     if status not in STATUSES:
         raise StoreError(f"unknown task status {status!r}; use one of {', '.join(STATUSES)}")
     existing = find_task(s, repo, diff_hash)
     if existing is not None:
-        return existing
+        return existing, False
     if s.get(TaskRow, task_id) is not None:
         raise StoreError(
             f"task id {task_id!r} is already used by a different task; give the imported task a new id"
@@ -166,7 +166,7 @@ def put_task(
         )
     )
     s.flush()
-    return task_id
+    return task_id, True
 
 
 def family_of(s: Session, parent_task: str | None, parent_artifact: str | None) -> str | None:

@@ -39,6 +39,7 @@ from selfplay.store.records import (
     ArtifactRecord,
     AttemptRecord,
     CheckRecord,
+    StoredArtifact,
     TaskStats,
 )
 from selfplay.store.sampling import SamplingConfig, retirement_reason, sample
@@ -69,7 +70,7 @@ class TaskStore(StoreBase):
     """Tasks, artifacts, validation results, attempts, runs and checkpoints of one self-play run."""
 
     # -- artifacts and tasks -------------------------------------------------------------------------
-    def record_validation(
+    def record_artifact(
         self,
         artifact: BugArtifact,
         repo: str,
@@ -81,13 +82,13 @@ class TaskStore(StoreBase):
         order: int = 1,
         pred_patch: str | None = None,
         episode_id: str | None = None,
-    ) -> str | None:
+    ) -> StoredArtifact:
         """Store the artifact and its per-check validation results; when `report.valid`, also the task.
 
         `report` is a `selfplay.validation.ValidationReport` (anything with valid, checks of
         name/passed/detail, fail_to_pass, pass_to_pass, error). `parent_id` names a task (higher orders)
-        or an artifact. Returns the task id, which is an existing task's id when one with the same
-        normalised diff hash is stored already, or None for an invalid artifact."""
+        or an artifact. The result carries the artifact id (always) and the task id (valid only); its
+        `duplicate` is True when the task is an older one with the same normalised diff hash."""
         checks = [
             CheckRecord(str(c.name), bool(c.passed), str(getattr(c, "detail", "") or ""))
             for c in getattr(report, "checks", ())
@@ -96,7 +97,7 @@ class TaskStore(StoreBase):
         error = getattr(report, "error", None)
         diff_hash = task_hash(artifact.bug_inject, pred_patch)
 
-        def fn(s: Session) -> str | None:
+        def fn(s: Session) -> StoredArtifact:
             self._ensure_repo(s, repo)
             parent_task, parent_artifact = rows.resolve_parent(s, parent_id)
             artifact_id = rows.put_artifact(
@@ -114,8 +115,8 @@ class TaskStore(StoreBase):
                 checks=checks,
             )
             if not valid:
-                return None
-            return rows.put_task(
+                return StoredArtifact(artifact_id, None)
+            task_id, created = rows.put_task(
                 s,
                 task_id=make_task_id(repo, artifact, pred_patch),
                 repo=repo,
@@ -130,8 +131,36 @@ class TaskStore(StoreBase):
                 meta={},
                 family=rows.family_of(s, parent_task, parent_artifact),
             )
+            return StoredArtifact(artifact_id, task_id, duplicate=not created)
 
         return self._transact(fn)
+
+    def record_validation(
+        self,
+        artifact: BugArtifact,
+        repo: str,
+        report: Any,
+        *,
+        origin: str,
+        strategy: str | None = None,
+        parent_id: str | None = None,
+        order: int = 1,
+        pred_patch: str | None = None,
+        episode_id: str | None = None,
+    ) -> str | None:
+        """`record_artifact`, returning only the task id (an existing task's id when one with the same
+        normalised diff hash is stored already), or None for an invalid artifact."""
+        return self.record_artifact(
+            artifact,
+            repo,
+            report,
+            origin=origin,
+            strategy=strategy,
+            parent_id=parent_id,
+            order=order,
+            pred_patch=pred_patch,
+            episode_id=episode_id,
+        ).task_id
 
     def add_task(self, task: Task, *, status: str = "active", strategy: str | None = None) -> str:
         """Store a ready-made task (import, procedural seeding) with its artifact; returns the stored id
@@ -156,7 +185,7 @@ class TaskStore(StoreBase):
                 strategy=strategy,
                 valid=True,
             )
-            return rows.put_task(
+            task_id, _ = rows.put_task(
                 s,
                 task_id=task.task_id,
                 repo=task.repo,
@@ -172,6 +201,7 @@ class TaskStore(StoreBase):
                 status=status,
                 family=rows.family_of(s, parent, None),
             )
+            return task_id
 
         return self._transact(fn)
 
@@ -368,14 +398,47 @@ class TaskStore(StoreBase):
         return [queries.to_attempt(r) for r in self._read(lambda s: s.scalars(stmt).all())]
 
     def sample_tasks(
-        self, n: int, *, config: SamplingConfig | None = None, rng: random.Random | None = None
+        self,
+        n: int,
+        *,
+        config: SamplingConfig | None = None,
+        rng: random.Random | None = None,
+        origin: str | Sequence[str] | None = None,
+        order: int | Sequence[int] | None = None,
+        repo: str | Sequence[str] | None = None,
     ) -> list[Task]:
         """Draw up to `n` tasks for solver attempts (see `selfplay.store.sampling`); candidates that the
-        retirement rules catch are retired on the way."""
+        retirement rules catch are retired on the way. `origin`, `order` and `repo` restrict the draw to
+        tasks with that value (one value or several; None: any)."""
         config = config or SamplingConfig()
         rng = rng or random.Random()
-        pool = self._read(lambda s: queries.candidate_pool(s, n, config, rng.random()))
+        where = queries.TaskFilter.of(origin=origin, order=order, repo=repo)
+        for value in where.origin or ():
+            rows.check_origin(value)
+        pool = self._read(lambda s: queries.candidate_pool(s, n, config, rng.random(), where))
         result = sample(pool, n, config, rng)
         for task_id, reason in result.retire:
             self.retire([task_id], reason)
         return self.get_tasks(list(result.chosen))
+
+    def used_failed_patches(self, parent_task_id: str) -> set[str]:
+        """Normalised hashes of the failed patches already turned into higher-order tasks of
+        `parent_task_id`: the `seen` set of `selfplay.higher_order.make_higher_order_task`, persisted.
+
+        A child's hash is its recorded `failed_patch_hash` (the hash `refuse_reason` compares: of the
+        raw failed patch) when its metadata has one, plus the hash of its `pred_patch` layer (the same
+        hash when no test-infrastructure section was dropped). Call it per parent before deriving, so a
+        resumed run refuses the patches the crashed one used."""
+
+        def fn(s: Session) -> set[str]:
+            stmt = select(TaskRow.pred_patch, TaskRow.meta).where(TaskRow.parent_id == parent_task_id)
+            return list(s.execute(stmt).all())
+
+        seen: set[str] = set()
+        for pred_patch, meta in self._read(fn):
+            if pred_patch:
+                seen.add(normalised_hash(pred_patch))
+            recorded = json.loads(meta or "{}").get("failed_patch_hash")
+            if recorded:
+                seen.add(str(recorded))
+        return seen

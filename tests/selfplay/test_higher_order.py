@@ -70,7 +70,7 @@ def test_second_order_task_from_a_partial_fix(toolz_spec, toolz_pool, valid_repo
     assert task is not None and task.order == 2
     assert sorted(task.fail_to_pass) == sorted(t for t in valid_report.fail_to_pass if "keyfilter" in t)
     assert "toolz/tests/test_itertoolz.py::test_frequencies" in task.pass_to_pass
-    assert seen == {normalised_hash(partial)}
+    assert seen == {normalised_hash(partial)} and task.metadata["failed_patch_hash"] == normalised_hash(partial)
     # the same failed patch again is a duplicate; a second-order task cannot spawn a third order
     with toolz_pool.checkout() as sb:
         assert make_higher_order_task(parent, partial, spec=toolz_spec, sb=sb, seen=seen) is None
