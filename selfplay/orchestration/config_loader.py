@@ -4,8 +4,7 @@ dataclass annotations before anything starts (docs/config.md).
 A small loader of our own rather than OmegaConf: the tree nests the components' own frozen dataclasses,
 and OmegaConf 2.4 cannot even build it (`TamperConfig`'s `init=False` field holds compiled regexes);
 it also turns the string '5' into an int where we allow int -> float only. Values are read as YAML 1.2
-core scalars (`3e-6` is a float, `yes` is a string), the same rules `dump_config` writes with, so a
-dumped config loads back equal.
+core scalars (config_yaml.py), the rules `dump_config` writes with, so a dumped config loads back equal.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import yaml
 
 from selfplay.errors import SelfPlayError
 from selfplay.orchestration.config import RunConfig
+from selfplay.orchestration.config_yaml import read_yaml, write_yaml
 
 PRESETS = ("default", "smoke", "gpu-1node", "multi-node")
 """Presets shipped in selfplay/orchestration/presets/."""
@@ -41,37 +41,9 @@ class ConfigError(SelfPlayError, ValueError):
         self.key = key
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML 1.2 core scalars: only true/false are booleans, `3e-6` is a float."""
-
-
-class _Dumper(yaml.SafeDumper):
-    """Quotes exactly the strings `_Loader` would read as something else."""
-
-
-_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
-_INT = re.compile(r"^[-+]?[0-9]+$")
-for _cls in (_Loader, _Dumper):
-    _cls.yaml_implicit_resolvers = {
-        first: [(tag, rx) for tag, rx in resolvers if not tag.endswith((":bool", ":float", ":int"))]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-    _cls.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
-    _cls.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
-    _cls.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
-
-
-def _bool(loader: _Loader, node: yaml.ScalarNode) -> bool:
-    return loader.construct_scalar(node).lower() == "true"
-
-
-_Loader.add_constructor("tag:yaml.org,2002:bool", _bool)
-
-
 def _parse_yaml(text: str, where: str) -> Any:
     try:
-        return yaml.load(text, Loader=_Loader)  # _Loader subclasses SafeLoader: no object tags
+        return read_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where} is not valid YAML: {exc}") from None
 
@@ -344,5 +316,25 @@ def load_config(config: str | Path | None = None, overrides: Sequence[str] = ())
 
 def dump_config(config: RunConfig) -> str:
     """The whole resolved tree as YAML; `load_config(file)` of it gives back an equal config."""
-    return yaml.dump(to_data(config), Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=120)
+    return write_yaml(to_data(config))
+
+
+RESUME_SAFE_KEYS = ("iterations", "max_hours", "rollout.workers", "rollout.episode_retries", "eval.every",
+                    "retention.", "metrics.")
+"""Keys `--resume` may change (a trailing dot: the whole section). Everything else fixes what the run's
+stored tasks, trajectories and checkpoints mean, so changing it needs a new run."""
+
+
+def load_resume_config(run_dir: str | Path, overrides: Sequence[str] = ()) -> RunConfig:
+    """The saved config of `run_dir` (runs/<run_id>/config.yaml) with safe overrides only (RESUME_SAFE_KEYS)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"--resume {run_dir}: not a run directory (no config.yaml); pass the directory "
+                          "`selfplay run` printed, runs/<run_id>")
+    for override in overrides:
+        key, _ = parse_override(override)
+        if not any(key == safe or (safe.endswith(".") and key.startswith(safe)) for safe in RESUME_SAFE_KEYS):
+            raise ConfigError(f"{key}: cannot change when resuming (it would change what the stored tasks, "
+                              f"trajectories and checkpoints mean); on --resume only {', '.join(RESUME_SAFE_KEYS)} "
+                              "may be overridden. Start a new run for other changes.", key)
+    return load_config(path, overrides)

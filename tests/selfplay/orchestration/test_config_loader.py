@@ -5,19 +5,19 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import yaml
 
 from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.config_loader import (
     PRESETS,
     ConfigError,
-    _Dumper,
     dump_config,
     load_config,
+    load_resume_config,
     parse_override,
     to_data,
     valid_keys,
 )
+from selfplay.orchestration.config_yaml import write_yaml
 
 
 def _load(*overrides: str, config: str = "default") -> RunConfig:
@@ -139,12 +139,29 @@ def test_every_leaf_of_the_tree_can_be_overridden_with_its_own_value():
         if dataclasses.is_dataclass(value) or (isinstance(value, tuple) and value
                                                 and dataclasses.is_dataclass(value[0])):
             continue
-        literal = yaml.dump(to_data(value), Dumper=_Dumper,  # the writer's own scalar rules
-                              default_flow_style=True, width=10**6).strip()
-        literal = literal.removesuffix("...").strip()
+        literal = write_yaml(to_data(value), flow=True).strip()  # the writer's own scalar rules
         assert load_config("default", [f"{key}={literal}"]) is not None, key
 
 
 def test_parse_override_splits_at_the_first_equals():
     assert parse_override("store_url=postgresql://u:p@h/db?x=1") == ("store_url", "postgresql://u:p@h/db?x=1")
     assert parse_override("policy.model_dir=") == ("policy.model_dir", None)
+
+
+def test_resume_takes_the_saved_config_and_only_safe_overrides(tmp_path):
+    saved = load_config("smoke", ["seed=7"])
+    (tmp_path / "config.yaml").write_text(dump_config(saved))
+    assert load_resume_config(tmp_path) == saved
+    more = load_resume_config(tmp_path, ["iterations=5", "max_hours=1.5", "metrics.tensorboard=true"])
+    assert (more.iterations, more.max_hours, more.seed) == (5, 1.5, 7)
+    with pytest.raises(ConfigError, match="reward.group_size: cannot change when resuming.*iterations, max_hours"):
+        load_resume_config(tmp_path, ["reward.group_size=4"])
+    with pytest.raises(ConfigError, match="not a run directory"):
+        load_resume_config(tmp_path / "nope")
+
+
+def test_yaml_dialect_is_yaml_1_2_core():
+    assert parse_override("a=3e-6")[1] == 3e-6
+    assert parse_override("a=yes")[1] == "yes" and parse_override("a=on")[1] == "on"
+    assert parse_override("a=True")[1] is True and parse_override("a=~")[1] is None
+    assert parse_override("a=0x10")[1] == "0x10"
