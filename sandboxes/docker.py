@@ -114,6 +114,9 @@ class DockerSandboxConfig:
     """Put first on PATH: repo images keep the repo's virtualenv there."""
     labels: dict[str, str] = field(default_factory=dict)
     """Extra container labels (the owner and run-id labels are always set)."""
+    checkout_timeout: float = 1800.0
+    """Seconds a `SandboxPool` checkout waits for free sandboxes when the caller passes no timeout; then
+    it raises, naming the pool, instead of hanging. Longer than an episode holds one sandbox."""
 
 
 class DockerSandbox:

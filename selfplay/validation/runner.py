@@ -47,7 +47,12 @@ log = logging.getLogger(__name__)
 class Pool(Protocol):
     """What validation needs from `sandboxes.pool.SandboxPool`."""
 
-    def checkout(self) -> AbstractContextManager[Sandbox]: ...
+    size: int
+
+    def checkout_many(self, n: int, timeout: float | None = None) -> AbstractContextManager[list[Sandbox]]:
+        """`n` sandboxes taken together (all or nothing), so that validations and episodes sharing one
+        pool cannot each hold part of what the other waits for."""
+        ...
 
 
 class _Runner:
@@ -133,10 +138,10 @@ def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = V
             return validate(artifact, spec, config, pool=owned)
         finally:
             owned.close()
-    size = max(1, min(config.parallelism, getattr(pool, "size", config.parallelism)))
+    size = max(1, min(config.parallelism, pool.size))
     try:
         with ExitStack() as stack:
-            runner = _Runner(artifact, config, [stack.enter_context(pool.checkout()) for _ in range(size)])
+            runner = _Runner(artifact, config, list(stack.enter_context(pool.checkout_many(size))))
             report = _validate(runner, artifact, spec, config)
     except ValidationInfraError:
         raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -57,8 +58,70 @@ def test_pool_replaces_a_sandbox_that_died_while_idle(repo_image):
     with SandboxPool(repo_image, 1, config=DockerSandboxConfig(cpus=0.5, mem_limit="256m")) as pool:
         with pool.checkout() as sb:
             first = sb.id
-        pool._idle.put(pool._idle.get(timeout=30))  # wait for the background reset to finish
+        _wait_idle(pool, 1)  # the background reset has finished
         docker_client().api.kill(first)
         with pool.checkout(timeout=30) as sb:
             assert sb.id != first
             assert sb.exec("true").ok
+
+
+def _wait_idle(pool: SandboxPool, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(pool._idle) < n:
+        assert time.monotonic() < deadline, f"the pool never had {n} idle sandboxes"
+        time.sleep(0.05)
+
+
+def test_checkout_many_is_all_or_nothing_and_first_come_first_served(repo_image):
+    cfg = DockerSandboxConfig(cpus=0.5, mem_limit="256m", pids_limit=64, checkout_timeout=2)
+    with SandboxPool(repo_image, 2, config=cfg, run_id="pytest-pool") as pool:
+        with pytest.raises(ValueError, match="cannot take 3 sandboxes at once .* size 2"):
+            pool.checkout_many(3).__enter__()
+        order: list[str] = []
+        with pool.checkout() as held:
+            # One is held, so a taker of two waits holding none; the default timeout names the pool.
+            with pytest.raises(Exception, match=r"no 2 sandbox\(es\) .* within 2 s .*pool size 2.*"
+                                                r"sandboxes_per_repo.*checkout_timeout"):
+                with pool.checkout_many(2):
+                    pass
+            assert len(pool._idle) == 1  # it took nothing while it waited
+
+            def many() -> None:
+                with pool.checkout_many(2, timeout=60) as sbs:
+                    order.append("many")
+                    assert len({sb.id for sb in sbs}) == 2
+
+            def single() -> None:
+                with pool.checkout(timeout=60):
+                    order.append("single")
+
+            t_many = threading.Thread(target=many)
+            t_many.start()
+            time.sleep(0.5)
+            t_single = threading.Thread(target=single)  # came later: served after the two-taker
+            t_single.start()
+            time.sleep(0.5)
+            assert order == [] and held.exec("true").ok
+        t_many.join(60)
+        t_single.join(60)
+        assert order == ["many", "single"]
+
+
+def test_closing_the_pool_wakes_waiting_takers(repo_image):
+    cfg = DockerSandboxConfig(cpus=0.5, mem_limit="256m", pids_limit=64)
+    errors: list[BaseException] = []
+    pool = SandboxPool(repo_image, 1, config=cfg, run_id="pytest-pool")
+    with pool.checkout():
+        def waiter() -> None:
+            try:
+                with pool.checkout(timeout=120):
+                    pass
+            except BaseException as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.3)
+        pool.close()
+        t.join(30)
+    assert not t.is_alive() and "closed" in str(errors[0])
