@@ -21,6 +21,7 @@ from selfplay.cli import (
     sandboxes_cmd,
     serve_cmd,
     solve_cmd,
+    suites_cmd,
     tasks_cmd,
     validate_cmd,
 )
@@ -40,7 +41,7 @@ def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debu
 
 
 for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd,
-                eval_cmd, solve_cmd, demos_cmd, rft_cmd):
+                eval_cmd, solve_cmd, demos_cmd, rft_cmd, suites_cmd):
     _module.register(app)
 
 

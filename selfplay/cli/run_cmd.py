@@ -1,72 +1,107 @@
-"""`selfplay run`: the main job. Interim version (issue 2): build the repos of a list, run each repo's test
-suite in a sandbox, print a summary table. The self-play loop replaces it in a later issue."""
+"""`selfplay run`: the main job, one self-play run (docs/config.md for configs, presets and overrides).
+
+    selfplay run                                   # the embedded CPU default
+    selfplay run --config smoke learner.engine.lr=3e-6 'repos=[toolz, parse]'
+    selfplay run --resume runs/default-20261123-103000 iterations=4
+
+Exit codes: 0 finished, 1 failed, 2 bad config or arguments (nothing started), 130 interrupted (the run
+is resumable; the command to resume is printed). The old suite check is `selfplay repos test`.
+"""
 
 from __future__ import annotations
 
-import re
+import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from selfplay.cli.repos_cmd import LIST_OPTION, build_with_progress, select_specs
+from selfplay.cli.suites_cmd import pytest_counts  # noqa: F401 - re-exported: tests import it from here
 
-_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
-
-
-def pytest_counts(output: str) -> dict[str, int]:
-    """Counts from pytest's final summary line ('3 failed, 10 passed, 1 error in 0.2s'); {} if none."""
-    for line in reversed(output.strip().splitlines()):
-        found = _COUNT.findall(line)
-        if found and (" in " in line or line.startswith("=")):
-            counts: dict[str, int] = {}
-            for number, word in found:
-                key = "errors" if word.startswith("error") else word
-                counts[key] = counts.get(key, 0) + int(number)
-            return counts
-    return {}
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
-def run(list_file: Path = LIST_OPTION,
-        names: list[str] = typer.Option(None, "--repo", "-r", help="Only these repos (repeatable)."),
-        timeout: float = typer.Option(900.0, help="Seconds each suite may run.")) -> None:
-    """Build the repo images (reused when unchanged) and run every repo's suite in a sandbox."""
+def _read_summary(run_dir: Path | None) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "summary.json").read_text()) if run_dir else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
+                                              help="Dotted overrides, YAML-typed: learner.engine.lr=3e-6 "
+                                                   "'repos=\\[toolz, parse]' policy.model_dir=null."),
+        config: str = typer.Option(None, "--config", "-c", metavar="NAME|FILE.yaml",
+                                   help="A preset (default, smoke, gpu-1node, multi-node) or a YAML file; "
+                                        "default: default."),
+        resume: Path = typer.Option(None, "--resume", metavar="RUN_DIR",
+                                    help="Continue runs/<run_id> from its saved config, last checkpoint and "
+                                         "store (only iterations, max_hours and a few other safe keys may "
+                                         "be overridden).")) -> None:
+    """Run self-play: inject bugs, validate them, solve them, grade, learn; repeat."""
     from rich.console import Console
-    from rich.table import Table
+    from rich.text import Text
 
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.errors import SandboxError
+    from selfplay.cli.run_display import RunDisplay, headline, summary_table
+    from selfplay.errors import SelfPlayError
+    from selfplay.orchestration.config_loader import ConfigError, load_config, load_resume_config
 
-    console = Console()
-    specs = select_specs(names, list_file)
-    builds = {r.name: r for r in build_with_progress(specs)}
-    table = Table("repo", "passed", "failed", "seconds", "result")
-    table.add_column("image", overflow="fold")
-    bad = 0
-    for spec in specs:
-        build = builds[spec.name]
-        if not build.ok:
-            bad += 1
-            table.add_row(spec.name, "-", "-", f"{build.seconds:.1f}", "[red]build failed[/]", build.error)
-            continue
-        with console.status(f"running the {spec.name} suite"):
-            try:
-                with DockerSandbox.create(build.image, workdir=spec.workdir, run_id="selfplay-run") as sb:
-                    result = sb.exec(spec.test_command, timeout=timeout)
-            except SandboxError as exc:  # keep the other repos going; report this one
-                bad += 1
-                table.add_row(spec.name, "-", "-", "-", "[red]sandbox error[/]", str(exc))
-                continue
-        counts = pytest_counts(result.output)
-        failed = counts.get("failed", 0) + counts.get("errors", 0)
-        verdict = ("[red]timed out[/]" if result.timed_out else
-                   "[green]ok[/]" if result.ok else f"[red]exit {result.exit_code}[/]")
-        bad += not result.ok
-        table.add_row(spec.name, str(counts.get("passed", 0)), str(failed), f"{result.duration:.1f}", verdict,
-                      build.image)
-    console.print(table)
-    console.print(f"{len(specs) - bad}/{len(specs)} repo suites passed in their sandboxes.")
-    if bad:
-        raise typer.Exit(1)
+    console, err = Console(), Console(stderr=True)
+    overrides = list(overrides or [])
+    try:
+        if resume is not None and config is not None:
+            raise ConfigError("--resume takes the run's saved config.yaml; drop --config (or start a new run "
+                              "without --resume)")
+        run_config = load_resume_config(resume, overrides) if resume else load_config(config, overrides)
+    except ConfigError as exc:
+        err.print(Text.assemble(("config error: ", "red"), str(exc)), highlight=False)
+        raise typer.Exit(EXIT_USAGE) from None
+    try:
+        from selfplay.orchestration.loop import run_selfplay
+    except ImportError as exc:  # the loop needs the `learn` extra's torch only when the learner is on
+        err.print(Text.assemble(("cannot start the run: ", "red"), str(exc)), highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
+
+    display = RunDisplay(console, run_config)
+    run_dir: Path | None = Path(resume) if resume else None
+    try:
+        with display:
+            run_dir = run_selfplay(run_config, resume=Path(resume) if resume else None, observer=display)
+    except KeyboardInterrupt:
+        run_dir = run_dir or _known_dir(run_config, display)
+        summary = _read_summary(run_dir) or display.summary
+        if summary:
+            console.print(summary_table(summary))
+        where = str(run_dir) if run_dir else f"{run_config.runs_dir}/<run_id>"
+        err.print(Text.assemble(("interrupted. ", "yellow"), f"Resume with: selfplay run --resume {where}"),
+                  highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    except SelfPlayError as exc:
+        run_dir = run_dir or _known_dir(run_config, display)
+        summary = _read_summary(run_dir) or display.summary
+        if summary:
+            console.print(summary_table({**summary, "status": "failed", "error": str(exc)}))
+        err.print(Text.assemble(("run failed: ", "red"), str(exc)), highlight=False)
+        if run_dir:
+            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False)
+        raise typer.Exit(EXIT_FAILED) from None
+    except Exception:  # a bug, not a run failure: keep the traceback, but say where the run's files are
+        run_dir = run_dir or _known_dir(run_config, display)
+        if run_dir:
+            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False)
+        raise
+    summary = _read_summary(run_dir) or display.summary
+    console.print(summary_table(summary))
+    console.print(headline(summary), highlight=False)
+    console.print(f"run directory: {run_dir}", highlight=False)
+    if summary.get("status") != "finished":
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _known_dir(config: Any, display: Any) -> Path | None:
+    return Path(config.runs_dir) / display.run_id if display.run_id else None
 
 
 def register(app: typer.Typer) -> None:

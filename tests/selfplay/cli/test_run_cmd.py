@@ -1,0 +1,169 @@
+"""`selfplay run` through the real CLI app: config errors (real loader, nothing starts), exit codes and the
+display around the loop, and (docker, slow) the real `--config smoke` run end to end.
+
+Test double: `_FakeLoop` stands in for `selfplay.orchestration.loop` in the exit-code tests only. It
+writes the files the contract promises (runs/<id>/config.yaml, summary.json) and sends RunEvents the way
+the loop does, so the CLI's handling of finished / failed / interrupted runs is tested without Docker or a
+model. The real path is `test_smoke_preset_runs_end_to_end` below.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from selfplay.cli import app
+from selfplay.cli.run_display import RunDisplay, headline, summary_table
+from selfplay.errors import ValidationInfraError
+from selfplay.orchestration.config_loader import dump_config, load_config
+
+runner = CliRunner()
+
+
+@dataclass(frozen=True)
+class _Event:
+    kind: str
+    iteration: int
+    message: str
+    summary: dict[str, Any]
+
+
+class _FakeLoop:
+    """Test double of the loop module: records its call, reports events, ends as told."""
+
+    def __init__(self, ending: str = "finished") -> None:
+        self.ending = ending
+        self.calls: list[tuple[Any, Path | None]] = []
+
+    def module(self) -> types.ModuleType:
+        mod = types.ModuleType("selfplay.orchestration.loop")
+        mod.run_selfplay = self.run_selfplay
+        return mod
+
+    def run_selfplay(self, config, *, resume=None, observer=None):
+        self.calls.append((config, resume))
+        run_dir = Path(resume) if resume else Path(config.runs_dir) / f"{config.name}-20261123-103000"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(dump_config(config))
+        summary = {"run_id": run_dir.name, "iterations": 2, "injector_episodes": 2, "valid_artifacts": 1,
+                   "solver_attempts": 4, "solved": 1, "learner_updates": 2, "policy_version": 2,
+                   "tasks_in_store": 3, "infra_failures": 0, "status": "running", "error": None, "wall_s": 90.0}
+        observer.on_event(_Event("phase", 1, "injector episodes", summary))
+        observer.on_event(_Event("episode", 1, "toolz injector [removal]: valid", summary))
+        if self.ending == "interrupted":
+            raise KeyboardInterrupt
+        if self.ending == "failed":
+            summary = {**summary, "status": "failed", "error": "docker engine gone"}
+            (run_dir / "summary.json").write_text(json.dumps(summary))
+            raise ValidationInfraError("docker engine gone")
+        summary = {**summary, "status": "finished"}
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+        observer.on_event(_Event("done", 2, "finished", summary))
+        return run_dir
+
+
+@pytest.fixture
+def fake_loop(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def install(ending: str = "finished") -> _FakeLoop:
+        fake = _FakeLoop(ending)
+        monkeypatch.setitem(sys.modules, "selfplay.orchestration.loop", fake.module())
+        return fake
+
+    return install
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["run", "learner.lr=3e-6"], ["learner.lr", "unknown key", "did you mean learner.engine.lr?"]),
+    (["run", "--config", "smoke", "policy.backend=gpt"], ["policy.backend", "'gpt'", "'hf', 'openai'"]),
+    (["run", "--config", "nope"], ["'nope'", "default, smoke, gpu-1node, multi-node"]),
+    (["run", "--config", "multi-node"], ["store_url", "CHANGE_ME"]),
+    (["run", "rollout.strategies=removal"], ["rollout.strategies=[removal]"]),
+    (["run", "--resume", "no/such/run"], ["not a run directory"]),
+    (["run", "--resume", "x", "--config", "smoke"], ["drop --config"]),
+])
+def test_bad_config_exits_2_before_anything_starts(args, expected, fake_loop):
+    fake = fake_loop()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    for part in expected:
+        assert part in result.output, result.output
+    assert fake.calls == [] and not Path("runs").exists()
+
+
+def test_finished_run_exits_0_with_the_summary(fake_loop):
+    fake = fake_loop()
+    result = runner.invoke(app, ["run", "--config", "smoke", "learner.engine.lr=3e-6", "iterations=2"])
+    assert result.exit_code == 0, result.output
+    config, resume = fake.calls[0]
+    assert config == load_config("smoke", ["learner.engine.lr=3e-6"]) and resume is None
+    assert "run directory: runs/smoke-20261123-103000" in result.output
+    assert "1 of 2 injected bugs were valid, 1 of 4 solver attempts solved their task, 2 learner update(s)" \
+        in result.output
+    assert "toolz injector [removal]: valid" in result.output  # brackets in messages are text, not markup
+    assert "finished" in result.output
+
+
+def test_failed_run_exits_1_naming_the_error_and_the_run_dir(fake_loop):
+    fake_loop("failed")
+    result = runner.invoke(app, ["run", "--config", "smoke"])
+    assert result.exit_code == 1, result.output
+    assert "run failed: docker engine gone" in result.output
+    assert "runs/smoke-20261123-103000" in result.output and "logs/run.log" in result.output
+
+
+def test_interrupted_run_exits_130_and_says_how_to_resume(fake_loop):
+    fake_loop("interrupted")
+    result = runner.invoke(app, ["run", "--config", "smoke"])
+    assert result.exit_code == 130, result.output
+    assert "selfplay run --resume runs/smoke-20261123-103000" in result.output
+
+
+def test_resume_passes_the_saved_config_and_safe_overrides(fake_loop):
+    fake = fake_loop()
+    assert runner.invoke(app, ["run", "--config", "smoke", "seed=3"]).exit_code == 0
+    run_dir = Path("runs/smoke-20261123-103000")
+    result = runner.invoke(app, ["run", "--resume", str(run_dir), "iterations=4"])
+    assert result.exit_code == 0, result.output
+    config, resume = fake.calls[-1]
+    assert resume == run_dir and config.iterations == 4 and config.seed == 3
+    refused = runner.invoke(app, ["run", "--resume", str(run_dir), "reward.group_size=8"])
+    assert refused.exit_code == 2 and "cannot change when resuming" in refused.output
+
+
+def test_live_display_renders_on_a_terminal():
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120)
+    display = RunDisplay(console, load_config("smoke"), live=True)
+    summary = {"run_id": "smoke-1", "injector_episodes": 1, "valid_artifacts": 1, "learner_updates": 1}
+    with display:
+        display.on_event(_Event("phase", 1, "solver episodes", summary))
+        display.on_event(_Event("episode", 1, "toolz solver [/bold] solved", summary))
+        frame = Console(file=io.StringIO(), width=120)
+        frame.print(display._render())
+        text = frame.file.getvalue()
+    assert "iteration 1/2" in text and "solver episodes" in text and "[/bold] solved" in text
+    assert "valid bugs" in text and "run directory: runs/smoke-1" in out.getvalue()
+
+
+def test_summary_says_plainly_what_the_run_did():
+    summary = {"run_id": "r", "status": "finished", "iterations": 2, "injector_episodes": 4, "valid_artifacts": 3,
+               "solver_attempts": 8, "solved": 2, "learner_updates": 2, "policy_version": 2, "wall_s": 600}
+    assert headline(summary) == ("2 iteration(s): 3 of 4 injected bugs were valid, 2 of 8 solver attempts "
+                                 "solved their task, 2 learner update(s) ran (policy version 2).")
+    out = Console(file=io.StringIO(), width=100)
+    out.print(summary_table(summary))
+    text = out.file.getvalue()
+    assert "valid bugs" in text and "10.0 min" in text and "learner updates" in text
+    assert headline({}).startswith("0 iteration(s): 0 of 0")  # an empty summary still reads
