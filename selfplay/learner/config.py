@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from selfplay.learner.losses_registry import AGG_MODES
+from selfplay.learner.aggregations import AGG_MODES
 
 
 @dataclass(frozen=True)

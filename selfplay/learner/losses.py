@@ -23,8 +23,6 @@ learner's recomputed behaviour logprobs and `rollout_logprobs` the sampler's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - depends on the install
@@ -32,31 +30,9 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
     raise ImportError(TRAIN_EXTRA_HINT) from exc
 
+from selfplay.learner.aggregations import AGGREGATIONS
+
 Tensor = torch.Tensor
-
-
-def _token_mean(mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
-    den = mask.sum().clamp(min=1) if denominator is None else max(denominator, 1e-12)
-    return mask / den
-
-
-def _seq_mean_token_mean(mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
-    tokens = mask.sum(-1, keepdim=True)  # (B, 1)
-    den = (tokens > 0).sum().clamp(min=1) if denominator is None else denominator
-    return mask / tokens.clamp(min=1) / den
-
-
-def _seq_mean_token_sum_norm(mask: Tensor, norm_len: int | None, denominator: float | None) -> Tensor:
-    den = mask.shape[0] * (norm_len or mask.shape[-1]) if denominator is None else denominator
-    return mask / den
-
-
-AGGREGATIONS: dict[str, Callable[[Tensor, int | None, float | None], Tensor]] = {
-    "token-mean": _token_mean,
-    "seq-mean-token-mean": _seq_mean_token_mean,
-    "seq-mean-token-sum-norm": _seq_mean_token_sum_norm,
-}
-"""Registry of loss aggregation modes: each gives the per-token weights of its weighted token sum."""
 
 
 def token_weights(mask: Tensor, mode: str = "token-mean", *, norm_len: int | None = None,
