@@ -33,7 +33,7 @@ from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.grading import GradeResult, failed_grade, grade_statuses
 from selfplay.tamper import TamperConfig, screen
-from selfplay.validation.suite import MAX_TEST_OUTPUT, SuiteRun, run_job, staged_files
+from selfplay.validation.suite import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +122,10 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
 
 def _run(sb: Sandbox, artifact: BugArtifact, base_patch: str | None, kept: str, config: GraderConfig) -> SuiteRun:
     layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if base_patch else ())
-    return run_job(sb, artifact, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout,
+    job = Job(patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=artifact.test_files)
+    return run_job(sb, artifact, job, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout,
                    max_output=config.max_test_output,
-                   stage=staged_files(artifact, **{"layer.diff": base_patch or "", "prediction.diff": kept}),
-                   patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=artifact.test_files)
+                   stage=staged_files(artifact, **{"layer.diff": base_patch or "", "prediction.diff": kept}))
 
 
 def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],

@@ -21,7 +21,7 @@ from selfplay.diffs import drop_infrastructure, normalised_hash
 from selfplay.errors import DiffError
 from selfplay.grader import GraderConfig, _apply_layers
 from selfplay.task import Task, make_task_id
-from selfplay.validation.suite import check, git_env_line, prepare, run_job
+from selfplay.validation.suite import Job, check, git_env_line, prepare, run_job
 
 log = logging.getLogger(__name__)
 
@@ -113,9 +113,9 @@ def make_higher_order_task(parent: Task, failed_patch: str, *, spec: RepoSpec, s
             log.info("no higher-order task from %s: the failed patch does not apply (%s)", parent.task_id, exc)
             return None
     prepare(sb, parent.artifact, **{"layer.diff": layer})
-    run = run_job(sb, parent.artifact, suite_timeout=grader_config.suite_timeout,
-                  parser_timeout=grader_config.parser_timeout, max_output=grader_config.max_test_output,
-                  patches=("bug_inject.diff", "test_weaken.diff", "layer.diff"), restore=parent.artifact.test_files)
+    job = Job(patches=("bug_inject.diff", "test_weaken.diff", "layer.diff"), restore=parent.artifact.test_files)
+    run = run_job(sb, parent.artifact, job, suite_timeout=grader_config.suite_timeout,
+                  parser_timeout=grader_config.parser_timeout, max_output=grader_config.max_test_output)
     if run.apply_error:
         log.info("no higher-order task from %s: does not apply (%s)", parent.task_id, run.apply_error)
         return None

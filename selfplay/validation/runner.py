@@ -39,7 +39,7 @@ from selfplay.tamper import screen
 from selfplay.validation import checks
 from selfplay.validation.config import ValidationConfig
 from selfplay.validation.report import CheckResult, ValidationReport
-from selfplay.validation.suite import SuiteRun, exec_job, parse_collected, prepare
+from selfplay.validation.suite import Job, SuiteRun, exec_job, parse_collected, prepare
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,12 @@ class _Runner:
         for sb in sandboxes:
             self.free.put(sb)
 
-    def job(self, job: dict) -> SuiteRun:
+    def job(self, job: Job) -> SuiteRun:
         sb = self.free.get()
         try:
             self.runs += 1
-            done = exec_job(sb, self.artifact, suite_timeout=self.config.suite_timeout,
-                            max_output=self.config.max_test_output, **job)
+            done = exec_job(sb, self.artifact, job, suite_timeout=self.config.suite_timeout,
+                            max_output=self.config.max_test_output)
             if isinstance(done, SuiteRun) and (done.died or done.timed_out):
                 self._control(sb, done)
         finally:
@@ -96,7 +96,7 @@ class _Runner:
                                        f"reset sandbox (exit {res.exit_code}): {res.output[-300:]}")
         log.info("validation: a run failed (%s); the control run passed, so the artifact is at fault", run.error)
 
-    def wave(self, jobs: list[dict]) -> list[SuiteRun]:
+    def wave(self, jobs: list[Job]) -> list[SuiteRun]:
         # one thread per job: jobs wait for a free sandbox, so a parse overlaps the next job's run
         with ThreadPoolExecutor(max_workers=len(jobs)) as ex:
             return list(ex.map(self.job, jobs))
@@ -159,15 +159,14 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         done.append(result)
         return None if result.passed else ValidationReport(valid=False, checks=tuple(done), **kw)
 
-    probe_job = {"missing": artifact.test_files, "parse_twice": True,
-                 "check_after": ("bug_inject.diff", "test_weaken.diff")}
-    runs = r.wave([probe_job] + [{}] * (config.original_runs - 1))
+    probe_job = Job(missing=artifact.test_files, parse_twice=True, check_after=("bug_inject.diff", "test_weaken.diff"))
+    runs = r.wave([probe_job] + [Job()] * (config.original_runs - 1))
     probe = runs[0]
     maps = [run.statuses for run in runs]
     flaky = checks.flaky_tests(maps) if all(m is not None for m in maps) else set()
     apply_errors = {"bug_inject.diff": None, "test_weaken.diff": None}
     if probe.apply_error:
-        apply_errors[probe.extra.get("check_failed", "bug_inject.diff")] = probe.apply_error
+        apply_errors[probe.check_failed or "bug_inject.diff"] = probe.apply_error
     if (rep := stop(checks.check_test_files(artifact, list(probe.missing)))) is not None:
         return rep
     parser = checks.check_parser(maps, [run.error for run in runs], flaky, config.flaky_policy)
@@ -190,8 +189,8 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
              for fd in split_diff(artifact.bug_inject)]
     both = ("bug_inject.diff", "test_weaken.diff")
     results = [_must_have_applied(run) for run in r.wave(
-        [{"patches": both[:1], "restore": artifact.test_files}, {"patches": both}]
-        + [{"patches": both, "restore": (*artifact.test_files, *u)} for u in units])]
+        [Job(patches=both[:1], restore=artifact.test_files), Job(patches=both)]
+        + [Job(patches=both, restore=(*artifact.test_files, *u)) for u in units])]
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:
         return stop(CheckResult("bug_validity", False, f"with the bug applied: {buggy.error}"))

@@ -32,7 +32,7 @@ import logging
 import shlex
 import tarfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sandboxes.errors import SandboxError
 from sandboxes.sandbox import BASE_TAG, Sandbox
@@ -46,14 +46,31 @@ from selfplay.validation.canary import Canary
 from selfplay.validation.parser_box import kill_uid_shell, parse_output
 
 log = logging.getLogger(__name__)
-
-"""Git tag of the original commit in every repo image (see sandboxes.images)."""
 SCRATCH = f"{STATE}/artifact"
 """Where the artifact's script, parser, diffs and the raw output live inside the sandbox (root-only)."""
 MAX_TEST_OUTPUT = 4 << 20
 """Default cap on the test output (bytes); more is a flood, which fails the run."""
 _INLINE = 600_000
 """Compressed output up to this size comes back in the job's own output; bigger is read as a file."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one suite job does around test_script.sh (see `job_command`); staged file names refer to the
+    scratch folder."""
+
+    patches: tuple[str, ...] = ()
+    """Staged diffs applied in order before the run; the first that does not apply ends the job."""
+    restore: tuple[str, ...] = ()
+    """Paths put back to their original version after the patches (absent originals are deleted)."""
+    clean: bool = True
+    """Reset the tree to the base commit first; False runs on the tree as it is."""
+    missing: tuple[str, ...] = ()
+    """Paths to report when the original commit lacks them (`SuiteRun.missing`)."""
+    check_after: tuple[str, ...] = ()
+    """Staged diffs tried with `git apply` on the original tree after the run (`SuiteRun.check_failed`)."""
+    parse_twice: bool = False
+    """Run the parser twice on the output and require the same map (determinism)."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +90,10 @@ class SuiteRun:
     """Set when a staged diff did not apply: `name: git's message`."""
     missing: tuple[str, ...] = ()
     """Paths asked about with `missing=` that do not exist in the original commit."""
-    extra: dict[str, str] = field(default_factory=dict)
+    script_exit: int | None = None
+    """test_script.sh's exit status as the job printed it (None when the script did not run)."""
+    check_failed: str | None = None
+    """The first `Job.check_after` diff that did not apply (its message is in `apply_error`)."""
     died: bool = False
     """The job itself did not finish (killed, hung past its own timeout, sandbox gone): whose fault it
     is takes a control run to tell."""
@@ -157,23 +177,22 @@ _SAFE_FILE = """safe_file() {  # a regular file reached through no symlink: root
 }"""
 
 
-def job_command(*, marker: str, canary: Canary, patches: tuple[str, ...] = (), restore: tuple[str, ...] = (),
-                clean: bool = True, missing: tuple[str, ...] = (), check_after: tuple[str, ...] = (),
-                perturb: tuple[str, ...] = (), canary_files: tuple[str, ...] = (), suite_timeout: float,
-                max_output: int = MAX_TEST_OUTPUT) -> str:
-    """The root bash job: [clean] -> [report missing originals] -> apply `patches` (staged file names) ->
-    restore `restore` -> perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log;
-    then try applying `check_after`."""
+def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ...] = (),
+                canary_files: tuple[str, ...] = (), suite_timeout: float, max_output: int = MAX_TEST_OUTPUT) -> str:
+    """The root bash job: [clean] -> [report missing originals] -> apply `job.patches` (staged file names)
+    -> restore `job.restore` -> perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log;
+    then try applying `job.check_after`."""
     s, m = SCRATCH, marker
+    missing, restore, check_after = job.missing, job.restore, job.check_after
     lines = [git_env_line(), kill_uid_shell(RUNNER_UID), _SAFE_FILE]
-    if clean:
+    if job.clean:
         lines.append(f"git reset -q --hard {BASE_TAG} && git clean -qfd || exit 90")
     lines.append(NO_BYTECODE)
     if missing:
         quoted = " ".join(shlex.quote(p) for p in missing)
         lines.append(f"i=0; for f in {quoted}; do git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null "
                      f"|| echo \"{m} MISSING $i\"; i=$((i + 1)); done")
-    for name in patches:
+    for name in job.patches:
         lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
                      f"|| {{ echo \"{m} APPLY {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; exit 0; }}")
     if restore:
@@ -256,26 +275,24 @@ class Collected:
     fields: dict
 
 
-def run_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
-            parse_twice: bool = False, max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None,
-            **job) -> SuiteRun:
+def run_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float, parser_timeout: float,
+            max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None) -> SuiteRun:
     """Run one job (see `job_command`) in `sb` and parse its output in a parser box. The scratch folder
     was staged with `prepare`, or `stage` (see `staged_files`) is staged by the job itself (one exec
     fewer). Never raises for what the artifact or the prediction did."""
-    done = exec_job(sb, artifact, suite_timeout=suite_timeout, max_output=max_output, stage=stage,
-                    parse_twice=parse_twice, **job)
+    done = exec_job(sb, artifact, job, suite_timeout=suite_timeout, max_output=max_output, stage=stage)
     return done if isinstance(done, SuiteRun) else parse_collected(done, artifact, parser_timeout)
 
 
-def exec_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, max_output: int = MAX_TEST_OUTPUT,
-             stage: dict[str, str] | None = None, parse_twice: bool = False, **job) -> SuiteRun | Collected:
+def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float,
+             max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None) -> SuiteRun | Collected:
     """The repo-sandbox half of `run_job`: a SuiteRun when the run ended without output to parse (a diff
     did not apply, the script timed out or flooded, the job died), else the collected output. Once it
     returns, `sb` is free for the next job while the output is parsed."""
     marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
     py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
-    cmd = job_command(marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
-                      perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files), **job)
+    cmd = job_command(job, marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
+                      perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files))
     if stage is not None:
         cmd = f"{_UNPACK} || exit 90\n{cmd}"
     try:
@@ -283,30 +300,28 @@ def exec_job(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, max_ou
                       stdin=None if stage is None else _tarball(stage))
     except SandboxError as exc:
         return _died(f"the sandbox failed ({exc})")
-    found = parse_job_output(res.output, marker, tuple(job.get("missing", ())))
+    found = parse_job_output(res.output, marker, job.missing)
     missing = tuple(found["missing"])
     if "apply" in found:
         return SuiteRun(None, f"{found['apply_name']} does not apply", apply_error=found["apply"], missing=missing)
     if res.timed_out or not found["end"] or "script" not in found:
         return _died(f"exit {res.exit_code}, timed out: {res.timed_out}")
     rc, duration, size = found["script"]
-    extra = {"script_exit": rc}
-    if "check" in found:
-        extra["check_failed"] = found["check_name"]
     try:
         raw = (base64.b64decode(found["output"], validate=True) if "output" in found
                else sb.read_file(f"{SCRATCH}/output.gz", user="root", max_bytes=max_output + (1 << 20)))
         log_bytes = gzip.decompress(raw)
     except Exception as exc:  # our own encoding: a failure here is the sandbox's
         return _died(f"the test output could not be collected ({exc.__class__.__name__}: {exc})")
-    fields = dict(duration=duration, apply_error=found.get("check"), missing=missing, extra=extra,
+    fields = dict(duration=duration, apply_error=found.get("check"), missing=missing, script_exit=int(rc),
+                  check_failed=found.get("check_name"),
                   output_tail=log_bytes[-1500:].decode("utf-8", "replace"))
     if rc in ("124", "137"):
         return SuiteRun(None, f"test_script.sh did not finish within {suite_timeout:g}s", timed_out=True, **fields)
     if size > max_output:
         return SuiteRun(None, f"test_script.sh printed more than {max_output} bytes (output flood); keep the "
                               "test output under the cap", **fields)
-    return Collected(canary, log_bytes, parse_twice, fields)
+    return Collected(canary, log_bytes, job.parse_twice, fields)
 
 
 def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: float) -> SuiteRun:
@@ -345,5 +360,5 @@ def _parser_error(runs, parser_timeout: float) -> str | None:
 def run_suite(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
               parse_twice: bool = False) -> SuiteRun:
     """Run the staged script on the tree as it is (no clean, no patches) and parse its output."""
-    return run_job(sb, artifact, suite_timeout=suite_timeout, parser_timeout=parser_timeout, clean=False,
-                   parse_twice=parse_twice)
+    return run_job(sb, artifact, Job(clean=False, parse_twice=parse_twice), suite_timeout=suite_timeout,
+                   parser_timeout=parser_timeout)
