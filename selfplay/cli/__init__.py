@@ -15,6 +15,7 @@ from selfplay.cli import (
     episode_cmd,
     eval_cmd,
     learn_cmd,
+    report_cmd,
     repos_cmd,
     rft_cmd,
     run_cmd,
@@ -41,7 +42,7 @@ def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debu
 
 
 for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd,
-                eval_cmd, solve_cmd, demos_cmd, rft_cmd, suites_cmd):
+                eval_cmd, solve_cmd, demos_cmd, rft_cmd, report_cmd, suites_cmd):
     _module.register(app)
 
 
