@@ -3,6 +3,7 @@
     selfplay run                                   # the embedded CPU default
     selfplay run --config smoke learner.engine.lr=3e-6 'repos=[toolz, parse]'
     selfplay run --resume runs/default-20261123-103000 iterations=4
+    selfplay run --config gpu-1node --print-config   # the resolved tree, nothing starts
 
 Exit codes: 0 finished, 1 failed, 2 bad config or arguments (nothing started), 130 interrupted (the run
 is resumable; the command to resume is printed). The old suite check is `selfplay repos test`.
@@ -39,7 +40,10 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
         resume: Path = typer.Option(None, "--resume", metavar="RUN_DIR",
                                     help="Continue runs/<run_id> from its saved config, last checkpoint and "
                                          "store (only iterations, max_hours and a few other safe keys may "
-                                         "be overridden).")) -> None:
+                                         "be overridden)."),
+        print_config: bool = typer.Option(False, "--print-config",
+                                          help="Print the resolved config as YAML and exit (nothing starts).")
+        ) -> None:
     """Run self-play: inject bugs, validate them, solve them, grade, learn; repeat."""
     from rich.console import Console
     from rich.text import Text
@@ -58,6 +62,11 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     except ConfigError as exc:
         err.print(Text.assemble(("config error: ", "red"), str(exc)), highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
+    if print_config:
+        from selfplay.orchestration.config_loader import dump_config
+
+        typer.echo(dump_config(run_config), nl=False)
+        return
     try:
         from selfplay.orchestration.loop import run_selfplay
     except ImportError as exc:  # the loop needs the `learn` extra's torch only when the learner is on

@@ -102,11 +102,13 @@ def _apply(data: dict[str, Any], key: str, value: Any) -> None:
 # -- type checking ----------------------------------------------------------------------------------
 
 @cache
-def _hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a dataclass (cached: the tree is walked for every key)."""
     return typing.get_type_hints(cls)
 
 
-def _init_fields(cls: type) -> list[dataclasses.Field]:
+def init_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields a config file may set (init=False fields are derived, never configured)."""
     return [f for f in dataclasses.fields(cls) if f.init]
 
 
@@ -114,10 +116,10 @@ def _init_fields(cls: type) -> list[dataclasses.Field]:
 def valid_keys(cls: type = RunConfig, prefix: str = "") -> tuple[str, ...]:
     """Every dotted key of the tree below `cls` (sections and leaves)."""
     out: list[str] = []
-    for f in _init_fields(cls):
+    for f in init_fields(cls):
         key = f"{prefix}{f.name}"
         out.append(key)
-        tp = _hints(cls)[f.name]
+        tp = type_hints(cls)[f.name]
         if dataclasses.is_dataclass(tp):
             out.extend(valid_keys(tp, key + "."))
     return tuple(out)
@@ -235,15 +237,15 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
     section = prefix or "the config"
     if not isinstance(data, dict):
         raise ConfigError(f"{section}: expected a mapping of {cls.__name__} fields "
-                          f"({', '.join(f.name for f in _init_fields(cls))}), got {data!r}", prefix)
-    names = {f.name for f in _init_fields(cls)}
+                          f"({', '.join(f.name for f in init_fields(cls))}), got {data!r}", prefix)
+    names = {f.name for f in init_fields(cls)}
     for name in data:
         if name not in names:
             key = f"{prefix}.{name}" if prefix else str(name)
             closest = _closest(key)
             hint = f"; did you mean {closest}?" if closest else ""
             raise ConfigError(f"{key}: unknown key (valid keys of {section}: {', '.join(sorted(names))}){hint}", key)
-    hints = _hints(cls)
+    hints = type_hints(cls)
     kwargs = {name: _checked(value, hints[name], f"{prefix}.{name}" if prefix else name)
               for name, value in data.items()}
     try:
@@ -257,7 +259,7 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
 def to_data(config: Any) -> Any:
     """A config as plain YAML data (tuples as lists; init=False fields left out)."""
     if dataclasses.is_dataclass(config) and not isinstance(config, type):
-        return {f.name: to_data(getattr(config, f.name)) for f in _init_fields(type(config))}
+        return {f.name: to_data(getattr(config, f.name)) for f in init_fields(type(config))}
     if isinstance(config, (list, tuple)):
         return [to_data(v) for v in config]
     if isinstance(config, dict):

@@ -167,3 +167,13 @@ def test_summary_says_plainly_what_the_run_did():
     text = out.file.getvalue()
     assert "valid bugs" in text and "10.0 min" in text and "learner updates" in text
     assert headline({}).startswith("0 iteration(s): 0 of 0")  # an empty summary still reads
+
+
+def test_print_config_shows_the_resolved_tree_and_starts_nothing(fake_loop, tmp_path):
+    fake = fake_loop()
+    result = runner.invoke(app, ["run", "--config", "smoke", "learner.engine.lr=3e-6", "--print-config"])
+    assert result.exit_code == 0, result.output
+    assert fake.calls == []
+    saved = tmp_path / "printed.yaml"
+    saved.write_text(result.output)
+    assert load_config(saved) == load_config("smoke", ["learner.engine.lr=3e-6"])
