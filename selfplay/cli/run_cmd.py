@@ -79,7 +79,7 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
         with display:
             run_dir = run_selfplay(run_config, resume=Path(resume) if resume else None, observer=display)
     except KeyboardInterrupt:
-        run_dir = run_dir or _known_dir(run_config, display)
+        run_dir = run_dir or _known_dir(display)
         summary = _read_summary(run_dir) or display.summary
         if summary:
             console.print(summary_table(summary))
@@ -88,7 +88,7 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
                   highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except SelfPlayError as exc:
-        run_dir = run_dir or _known_dir(run_config, display)
+        run_dir = run_dir or _known_dir(display)
         summary = _read_summary(run_dir) or display.summary
         if summary:
             console.print(summary_table({**summary, "status": "failed", "error": str(exc)}))
@@ -97,7 +97,7 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
             err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False)
         raise typer.Exit(EXIT_FAILED) from None
     except Exception:  # a bug, not a run failure: keep the traceback, but say where the run's files are
-        run_dir = run_dir or _known_dir(run_config, display)
+        run_dir = run_dir or _known_dir(display)
         if run_dir:
             err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False)
         raise
@@ -109,8 +109,8 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
         raise typer.Exit(EXIT_FAILED)
 
 
-def _known_dir(config: Any, display: Any) -> Path | None:
-    return Path(config.runs_dir) / display.run_id if display.run_id else None
+def _known_dir(display: Any) -> Path | None:
+    return Path(display.run_dir) if display.run_dir else None
 
 
 def register(app: typer.Typer) -> None:

@@ -93,6 +93,13 @@ class RunDisplay:
         run_id = self.summary.get("run_id")
         return str(run_id) if run_id else None
 
+    @property
+    def run_dir(self) -> str | None:
+        """The run directory: summary's run_dir, else runs_dir/run_id (None before the first event)."""
+        if self.summary.get("run_dir"):
+            return str(self.summary["run_dir"])
+        return f"{self.config.runs_dir}/{self.run_id}" if self.run_id else None
+
     def on_event(self, event: Any) -> None:
         """RunObserver: remember the event; print it as a line when there is no live panel."""
         with self._lock:
@@ -106,7 +113,7 @@ class RunDisplay:
             elif event.kind == "episode":
                 self.episodes.append(event.message)
         if announce:
-            self.console.print(f"run directory: {self.config.runs_dir}/{self.run_id}", highlight=False)
+            self.console.print(f"run directory: {self.run_dir}", highlight=False)
         if self._live is None:
             style = {"iteration": "bold", "learner": "cyan", "checkpoint": "cyan", "done": "bold green"}
             # Text, not markup: messages carry repo output and model-written text with brackets.

@@ -177,3 +177,21 @@ def test_print_config_shows_the_resolved_tree_and_starts_nothing(fake_loop, tmp_
     saved = tmp_path / "printed.yaml"
     saved.write_text(result.output)
     assert load_config(saved) == load_config("smoke", ["learner.engine.lr=3e-6"])
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_smoke_preset_runs_end_to_end(tmp_path, monkeypatch):
+    """The real thing: `selfplay run --config smoke` in Docker with the embedded model, learner on."""
+    monkeypatch.setenv("COLUMNS", "200")
+    runs = tmp_path / "runs"
+    result = runner.invoke(app, ["run", "--config", "smoke", f"runs_dir={runs}"])
+    assert result.exit_code == 0, result.output
+    (run_dir,) = runs.iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["iterations"] == 2, summary
+    assert summary["injector_episodes"] >= 2 and summary["solver_attempts"] >= 2, summary
+    assert summary["learner_updates"] > 0, summary
+    assert load_config(run_dir / "config.yaml") == load_config("smoke", [f"runs_dir={runs}"])
+    assert f"run directory: {run_dir}" in result.output
+    assert f"{summary['learner_updates']} learner update(s) ran" in result.output
