@@ -33,7 +33,7 @@ class EpisodeLimits:
     max_text_chars: int = 4000
     """Characters kept of each message, submitted file, grading reason or check detail; the rest is cut
     with a marker saying how much."""
-    max_episode_chars: int = 60_000
+    max_episode_chars: int = 40_000
     """Characters of messages kept per episode; the messages after this budget are replaced by one marker."""
 
     def __post_init__(self) -> None:

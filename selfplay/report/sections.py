@@ -3,6 +3,7 @@ contract, task statistics from the store, episode summaries from the trajectory 
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -156,8 +157,14 @@ def latest_metrics(run: RunData) -> str:
 def summary_table(run: RunData) -> str:
     if not run.summary:
         return '<p class="none">summary.json is missing: the run has not finished an iteration.</p>'
-    rows = [[str(k), _plain(v)] for k, v in run.summary.items()]
+    rows = [[str(k), _when(v) if k.endswith("_at") else _plain(v)] for k, v in run.summary.items()]
     return charts.data_table(["", "value"], rows).replace('class="data"', 'class="data summary"', 1)
+
+
+def _when(value: Any) -> str:
+    if _number(value) and value > 1e9:  # unix seconds
+        return dt.datetime.fromtimestamp(value, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return _plain(value)
 
 
 def _plain(value: Any) -> str:

@@ -91,6 +91,7 @@ def test_episode_lengths_count_every_episode(page):
 
 def test_summary_and_metrics_tables(page):
     assert "<td>solved</td><td>2</td>" in page and "<td>learner_updates</td><td>1</td>" in page
+    assert "<td>started_at</td><td>2023-11-14 22:13:20 UTC</td>" in page  # unix seconds, shown as a date
     assert '<b id="run-status">finished</b>' in page
     assert "<td>learner/loss</td><td>0.75</td><td>1</td>" in page
 
