@@ -3,7 +3,9 @@
 An injector request runs the episode in a pooled sandbox of its repo, gives the sandbox back, parses the
 submitted files (`BugArtifact.from_files`) and validates them with the same pool. A solver request builds
 the task's buggy state (`build_buggy_state`) in a pooled sandbox, runs the episode, grades the diff in
-another pooled sandbox and, when the attempt failed, derives a higher-order task.
+another pooled sandbox and, when the attempt failed, derives a higher-order task. The solver's sandbox is
+recreated before it goes back: `build_buggy_state` rebases it, which moves its reset snapshot to the buggy
+tree for good.
 
 Deadlock freedom: a request never holds a sandbox while it waits for another (the episode's sandbox goes
 back before validation or grading starts), and validations of one repo, the only users that hold several
@@ -192,10 +194,17 @@ class Worker:
         pool = self.pool(request.repo)
         with pool.checkout() as sb:
             t0 = time.monotonic()
-            build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
-            timings["sandbox"] = time.monotonic() - t0
-            ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
-                               self.config.rollout.solver_limits, timings)
+            try:
+                build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
+                timings["sandbox"] = time.monotonic() - t0
+                ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
+                                   self.config.rollout.solver_limits, timings)
+            finally:
+                # the rebase made the buggy state the reset snapshot: only a new container is the original
+                # again, and the pool must never hand out a buggy tree for validation or grading
+                t1 = time.monotonic()
+                sb.recreate()
+                timings["sandbox"] = timings.get("sandbox", 0.0) + time.monotonic() - t1
         if ep.infra_failure:
             return EpisodeResult(request, ep.trajectory, ep.termination, True, ep.error, ep.submission, timings=timings)
         try:

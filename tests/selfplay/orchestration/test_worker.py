@@ -1,0 +1,271 @@
+"""The rollout worker for real: toolz sandboxes from one pool, the scripted backend (a real policy, the
+embedded tokenizer), real validation, grading and higher-order derivation.
+
+The injector plays the expert's actions (`selfplay.demos.injector.injector_actions`) that write the handmade
+valid toolz artifact cut to its one-file bug (keyfilter; the expert writes one-file mutants); the solver plays
+the expert's fix (`selfplay.demos.solver_plan`) or a wrong edit.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from selfplay.orchestration.config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
+from selfplay.orchestration.requests import EpisodeRequest
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+VALID = FIXTURES / "artifacts" / "valid"
+LIMITS = LimitsOverride(max_turns=20, max_new_tokens=1536, max_context_tokens=8192, command_timeout=90.0,
+                        wall_clock=900.0)
+
+
+def _config(**rollout) -> RunConfig:
+    return RunConfig(repos=("toolz",), policy=PolicyConfig(backend="scripted"),
+                     rollout=RolloutConfig(sandboxes_per_repo=2, injector_limits=LIMITS, solver_limits=LIMITS,
+                                           **rollout))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    pytest.importorskip("transformers")
+    from selfplay.orchestration.policy_factory import embedded_tokenizer
+
+    return embedded_tokenizer()
+
+
+def _section(diff: str, path: str) -> str:
+    parts = ["diff --git" + p for p in diff.split("diff --git")[1:]]
+    (section,) = [p for p in parts if p.startswith(f"diff --git a/{path} ")]
+    return section
+
+
+@pytest.fixture(scope="module")
+def artifact():
+    """The valid fixture with only its keyfilter bug (dicttoolz) and that bug's weakening."""
+    from selfplay.artifact import load_artifact
+
+    a = load_artifact(VALID)
+    return replace(a, bug_inject=_section(a.bug_inject, "toolz/dicttoolz.py"),
+                   test_weaken=_section(a.test_weaken, "toolz/tests/test_dicttoolz.py"))
+
+
+@pytest.fixture(scope="module")
+def sources(toolz_spec, artifact):
+    """The original text of the files the valid artifact's bug changes (the expert's knowledge)."""
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+    from selfplay.demos.bug import parse_hunks
+
+    with DockerSandbox.create(repo_image(toolz_spec), workdir=toolz_spec.workdir) as sb:
+        return {h.path: sb.read_file(h.path).decode() for h in parse_hunks(artifact.bug_inject)}
+
+
+@pytest.fixture(scope="module")
+def injector_actions(artifact, sources):
+    from selfplay.demos.injector import injector_actions
+
+    return injector_actions(artifact, sources, random.Random(0))
+
+
+@pytest.fixture(scope="module")
+def worker(tmp_path_factory, tokenizer, injector_actions):
+    """One worker built from the config (scripted_actions JSON: the valid injector); tests that need other
+    scripts replace its policy source."""
+    from selfplay.orchestration.worker import build_runner
+
+    script = tmp_path_factory.mktemp("script") / "actions.json"
+    script.write_text(json.dumps({"injector": [injector_actions]}))
+    config = _config()
+    config = replace(config, policy=replace(config.policy, scripted_actions=str(script)))
+    runner = build_runner(config, run_id="test-worker")
+    yield runner
+    runner.close()
+
+
+def _script(worker, tokenizer, role: str, *lists: list[str]) -> None:
+    from selfplay.orchestration.policy_factory import ScriptedQueues
+
+    worker.source = ScriptedQueues({role: list(lists)}, tokenizer)
+
+
+def _injector_request(i: int = 0) -> EpisodeRequest:
+    return EpisodeRequest(f"test-it0-injector-{i}", "injector", "toolz", 0, 3, strategy="direct")
+
+
+@pytest.fixture(scope="module")
+def injected(worker):
+    """The valid injector episode's result (played once; the solver tests use its task)."""
+    return worker(_injector_request())
+
+
+@pytest.fixture(scope="module")
+def task(injected):
+    from selfplay.task import Task, make_task_id
+
+    a = injected.artifact
+    return Task(task_id=make_task_id("toolz", a), repo="toolz", artifact=a,
+                fail_to_pass=injected.validation.fail_to_pass, pass_to_pass=injected.validation.pass_to_pass)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_injector_writes_a_valid_artifact(injected):
+    assert not injected.infra_failure and injected.error is None, injected.error
+    assert injected.termination == "submitted"
+    assert injected.validation.valid, injected.validation
+    assert set(injected.submission) == {"test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff",
+                                        "test_weaken.diff"}
+    assert injected.trajectory.policy_version == 3  # the script plays as the requested version
+    assert {"wall", "model", "sandbox", "validation"} <= set(injected.timings)
+    assert injected.timings["validation"] > 0 and injected.worker
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_injector_submitting_three_of_five_files_is_invalid_not_an_error(worker, tokenizer, injector_actions):
+    # drop the last two saves (bug_inject.diff and test_weaken.diff are never written)
+    actions = [a for a in injector_actions if "bug_inject.diff" not in a and "test_weaken.diff" not in a]
+    _script(worker, tokenizer, "injector", actions)
+    result = worker(_injector_request(1))
+    assert not result.infra_failure and result.termination == "submitted"
+    assert result.artifact is None and not result.validation.valid
+    assert "missing bug_inject.diff, test_weaken.diff" in result.validation.error
+    assert set(result.submission) == {"test_script.sh", "test_files.txt", "test_parser.py"}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_injector_that_never_submits_is_invalid(worker, tokenizer):
+    _script(worker, tokenizer, "injector", ["I will not use a tool."] * 3)
+    result = worker(replace(_injector_request(2), strategy="removal"))
+    assert not result.infra_failure and result.termination == "format_errors"
+    assert result.validation is not None and not result.validation.valid and "no artifact" in result.validation.error
+
+
+def _solver_request(task, i: int) -> EpisodeRequest:
+    return EpisodeRequest(f"test-it0-solver-{i}", "solver", "toolz", 0, 0, task=task, group_id="g0", seed=i)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_solver_with_the_right_fix_is_resolved(worker, tokenizer, task):
+    from sandboxes.docker import DockerSandbox
+    from selfplay.demos.bug import parse_hunks
+    from selfplay.demos.solver_plan import SolverTask, solver_actions
+    from selfplay.grader import build_buggy_state
+
+    pool = worker.pool("toolz")
+    with DockerSandbox.create(pool.image, workdir=pool.workdir) as sb:  # the buggy sources the expert knows
+        build_buggy_state(sb, task.artifact)
+        buggy = {h.path: sb.read_file(h.path).decode() for h in parse_hunks(task.artifact.bug_inject)}
+    plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
+                      buggy_sources=buggy, reproduce=False)
+    _script(worker, tokenizer, "solver", solver_actions(plan, random.Random(0)))
+    result = worker(_solver_request(task, 0))
+    assert not result.infra_failure, result.error
+    assert result.grade.resolved and result.grade.reward == 1, result.grade
+    assert result.higher_order is None and "grading" in result.timings
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_solver_with_a_wrong_fix_fails_and_makes_a_higher_order_task(worker, tokenizer, task):
+    from selfplay.demos.bug import parse_hunks
+
+    path = parse_hunks(task.artifact.bug_inject)[0].path
+    wrong = ["Add a note.\n```bash\nprintf '\\nNOTE = 1\\n' >> " + path + "\n```", "Done.\n```submit\n```"]
+    _script(worker, tokenizer, "solver", wrong)
+    result = worker(_solver_request(task, 1))
+    assert not result.infra_failure, result.error
+    assert not result.grade.resolved and result.grade.reward == -1
+    assert "NOTE = 1" in result.submission
+    ho = result.higher_order
+    assert ho is not None and ho.order == 2 and ho.parent_id == task.task_id and "NOTE = 1" in ho.pred_patch
+    assert set(ho.fail_to_pass) == set(task.fail_to_pass)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_concurrent_validations_and_episodes_on_one_pool_of_two_finish(worker, tokenizer, injector_actions, task):
+    """Two injector episodes (each validating with parallelism 2) and a solver episode share a pool of
+    size 2 on three threads: they all finish (no deadlock), under a guard."""
+    from selfplay.orchestration.executor import LocalExecutor
+    from selfplay.orchestration.policy_factory import ScriptedQueues
+
+    wrong = ["```bash\nls\n```", "```submit\n```"]
+    worker.source = ScriptedQueues({"injector": [injector_actions], "solver": [wrong]}, tokenizer)
+    requests = [_injector_request(10), _injector_request(11), _solver_request(task, 12)]
+    executor = LocalExecutor(worker, workers=3, retries=0)
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(executor.run(requests)), daemon=True)
+    thread.start()
+    thread.join(timeout=900)
+    assert not thread.is_alive(), f"deadlock: {len(results)} of 3 results after 900 s"
+    assert sorted(r.request.episode_id for r in results) == sorted(r.episode_id for r in requests)
+    assert all(not r.infra_failure for r in results), [r.error for r in results]
+    assert [r.validation.valid for r in results if r.request.role == "injector"] == [True, True]
+
+
+# --- the pure parts: no Docker -------------------------------------------------------------------------
+
+
+def test_scripted_actions_file_is_checked_with_a_clear_error(tmp_path):
+    from selfplay.errors import SelfPlayError
+    from selfplay.orchestration.policy_factory import load_scripted_actions
+
+    good = tmp_path / "ok.json"
+    good.write_text(json.dumps({"solver": [["a", "b"]]}))
+    assert load_scripted_actions(good) == {"solver": [["a", "b"]]}
+    for text, words in (("[1]", "must be an object"), ('{"judge": []}', "must be an object"),
+                        ('{"solver": ["a"]}', "list of lists"), ("{nope", "not JSON")):
+        bad = tmp_path / "bad.json"
+        bad.write_text(text)
+        with pytest.raises(SelfPlayError, match=words):
+            load_scripted_actions(bad)
+    with pytest.raises(SelfPlayError, match="does not exist"):
+        load_scripted_actions(tmp_path / "missing.json")
+
+
+def test_scripted_queues_take_lists_in_turn_per_role_and_play_as_the_requested_version():
+    from agent_scaffold.policy import SamplingParams
+    from selfplay.errors import SelfPlayError
+    from selfplay.orchestration.policy_factory import ScriptedQueues
+
+    queues = ScriptedQueues({"solver": [["one"], ["two"]]}, tokenizer=None)
+    texts = [queues.policy_for("solver", 5).generate([[1]], SamplingParams(max_new_tokens=8))[0] for _ in range(3)]
+    assert [c.text for c in texts] == ["one", "two", "one"] and {c.policy_version for c in texts} == {5}
+    with pytest.raises(SelfPlayError, match="no action lists for the injector role"):
+        queues.policy_for("injector", 0)
+
+
+def test_round_robin_spreads_generate_calls_over_endpoints():
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.policy import SamplingParams
+    from selfplay.orchestration.policy_factory import RoundRobinPolicy
+
+    a, b = ScriptedPolicy(["a"] * 3, version=2), ScriptedPolicy(["b"] * 3, version=1)
+    rr = RoundRobinPolicy([a, b])
+    out = [rr.generate([[0]], SamplingParams(max_new_tokens=4))[0].text for _ in range(4)]
+    assert out == ["a", "b", "a", "b"] and rr.version == 1
+
+
+def test_limits_take_overrides_and_never_exceed_the_model_window():
+    from types import SimpleNamespace
+
+    from agent_scaffold.roles import load_role
+    from selfplay.orchestration.worker import context_window, episode_limits
+
+    role = load_role("injector", "removal")  # 65,536 tokens by default
+    limits = episode_limits(role, LimitsOverride(max_turns=7), 8192)
+    assert (limits.max_turns, limits.max_context_tokens) == (7, 8192)
+    assert episode_limits(role, LimitsOverride(max_context_tokens=4096), 8192).max_context_tokens == 4096
+    hf_like = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=8192)))
+    assert context_window(hf_like) == 8192
+    assert context_window(SimpleNamespace(policy=hf_like, tokenizer=None)) == 8192  # a wrapper (batching)
+    assert context_window(SimpleNamespace(tokenizer=SimpleNamespace(model_max_length=int(1e30)))) is None
