@@ -2,7 +2,9 @@
 
 Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start.
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
-warm start trained on. Each policy solves each task once, greedy (EVAL), in a fresh buggy sandbox; a
+warm start trained on. The split is fixed by `--seed` (default 0): seeding rounds use SeedConfig seeds
+`seed * 1000 + 500 + round`, disjoint from the warm start's `seed * 1000 + round`, through the seed cache
+(validated once, then read back), and the chosen tasks are listed in `--work`/tasks.json. Each policy solves each task once, greedy (EVAL), in a fresh buggy sandbox; a
 submitted diff is graded by the real grader. Reported per policy:
 
 - format-valid turn rate: assistant turns that parsed as an action / all turns;
@@ -10,9 +12,9 @@ submitted diff is graded by the real grader. Reported per policy:
 - solve rate with a Wilson 95% interval: episodes graded +1;
 - mean turns.
 
-CPU cost: the base model fills every turn with text (max_new_tokens each at ~13 tokens/s), so keep -n
-small. Usage:
-  .venv/bin/python scripts/bench_learning.py --after DIR [--before DIR] [-n 2] [--max-turns 6] [--out F.json]
+CPU cost: the base model fills every turn with text (max_new_tokens each at ~13 tokens/s on an idle
+2-core machine), so turns are short by default (128 new tokens, 6 turns). Usage:
+  .venv/bin/python scripts/bench_learning.py --after DIR [--before DIR] [-n 4] [--max-turns 6] [--out F.json]
 (`--after` defaults to the cached default warm start, built if missing.)
 """
 
@@ -40,11 +42,14 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> list:
     """(spec, Task) pairs, seeded once and cached in `out`/tasks.json (both phases see the same tasks)."""
     from repos.listfile import get_repo
+    from sandboxes.images import repo_image
     from selfplay.artifact import load_artifact
-    from selfplay.demos.solver import fits
+    from selfplay.demos.collect import SEED_VALIDATION_RUNS
+    from selfplay.demos.seed_cache import cached_seed
+    from selfplay.demos.solver import artifact_fits, fits, fits_key
     from selfplay.procedural.seed import SeedConfig
-    from selfplay.procedural.seed import seed as run_seed
     from selfplay.task import Task, make_task_id
+    from selfplay.validation import ValidationConfig
 
     cache = out / "tasks.json"
     if cache.is_file():
@@ -56,9 +61,11 @@ def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> 
     for repo in repos:
         spec = get_repo(repo)
         found = []
-        for rnd in range(3):
+        for rnd in range(5):
             try:
-                seeded = run_seed(spec, n, out / "seeds" / repo, config=SeedConfig(seed=seed * 1000 + 500 + rnd))
+                seeded, _ = cached_seed(spec, n, image=repo_image(spec), config=SeedConfig(seed=seed * 1000 + 500 + rnd),
+                                        validation=ValidationConfig(original_runs=SEED_VALIDATION_RUNS),
+                                        accept=lambda a: artifact_fits(a, tokenizer), accept_key=fits_key(tokenizer))
             except ValueError as exc:  # e.g. no code file with a same-named test file
                 print(f"skipping {repo}: {exc}", flush=True)
                 break
@@ -117,8 +124,14 @@ def table(results: list[dict]) -> str:
              "|---|---|---|---|---|---|"]
     for name, r in zip(("before RFT", "after RFT"), results):
         lo, hi = r["solve_ci95"]
-        lines.append(f"| {name} | {r['episodes']} | {r['format_valid_turn_rate']:.0%} | {r['submit_rate']:.0%} | "
-                     f"{r['solve_rate']:.0%} [{lo:.0%}, {hi:.0%}] | {r['mean_turns']:.1f} |")
+        rows = r["rows"]
+        turns = sum(x["turns"] for x in rows)
+        valid = turns - sum(x["format_errors"] for x in rows)
+        submitted = sum(x["termination"] == "submitted" for x in rows)
+        solved = sum(x["reward"] > 0 for x in rows)
+        lines.append(f"| {name} | {r['episodes']} | {r['format_valid_turn_rate']:.0%} ({valid}/{turns}) | "
+                     f"{r['submit_rate']:.0%} ({submitted}/{len(rows)}) | {r['solve_rate']:.0%} ({solved}/{len(rows)}) "
+                     f"[{lo:.0%}, {hi:.0%}] | {r['mean_turns']:.1f} |")
     return "\n".join(lines)
 
 
@@ -129,9 +142,9 @@ def main() -> None:
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")
     ap.add_argument("--repos", default=",".join(HELDOUT_REPOS), help="Held-out repos, comma-separated.")
-    ap.add_argument("-n", type=int, default=2, help="Tasks per held-out repo.")
+    ap.add_argument("-n", type=int, default=4, help="Tasks per held-out repo.")
     ap.add_argument("--max-turns", type=int, default=6)
-    ap.add_argument("--max-new-tokens", type=int, default=192)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("runs/bench_learning"))
     ap.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")

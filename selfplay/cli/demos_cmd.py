@@ -19,6 +19,9 @@ def demos(
     max_context: int = typer.Option(2048, "--max-context", help="Token budget of one demonstration."),
     injector: bool = typer.Option(False, "--injector/--no-injector",
                                   help="Also an injector demonstration per seeded artifact (~3-4k tokens)."),
+    seed_cache: bool = typer.Option(True, "--seed-cache/--no-seed-cache",
+                                    help="Reuse validated seeds of the same repo image and seed configs from "
+                                         "<selfplay cache>/seeds (--no-seed-cache validates afresh into --out)."),
 ) -> None:
     """Seed procedural bugs on REPO, let the scripted expert solve each through the real tools, grade the
     final diff with the real grader and store the +1 demonstrations (attempt source "demo")."""
@@ -32,14 +35,15 @@ def demos(
     spec = get_repo(repo)
     with open_store(store) as st:
         rep = make_demos(spec, n, st, out / repo, seed=seed, per_task=per_task, max_context_tokens=max_context,
-                         injector=injector, on_demo=lambda d: console.print(
+                         injector=injector, seed_cache=seed_cache, on_demo=lambda d: console.print(
                              f"{d.task_id}: reward {d.reward:+.0f} ({d.reason}), {len(d.trajectory.input_ids)} "
                              f"tokens, {d.wall_time:.1f} s"))
         url = st.url
     mean = sum(rep.tokens) / len(rep.tokens) if rep.tokens else 0
     console.print(f"[bold]{repo}[/]: {len(rep.kept)} demonstrations kept of {len(rep.tasks) * per_task} "
                   f"({len(rep.dropped)} dropped, {rep.skipped_long} tasks skipped as too long), mean {mean:.0f} "
-                  f"tokens, {len(rep.injector_kept)} injector demonstrations, {rep.wall_time:.0f} s; stored in {url}")
+                  f"tokens, {len(rep.injector_kept)} injector demonstrations, {rep.wall_time:.0f} s (seeding "
+                  f"{rep.seed_time:.0f} s, {rep.seed_rounds_cached} rounds from the seed cache); stored in {url}")
     for line in rep.dropped:
         console.print(f"  dropped {line}")
     if not rep.tasks:

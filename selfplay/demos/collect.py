@@ -2,7 +2,11 @@
 grader scores +1, and store it (task, trajectory file, attempt with source "demo").
 
 Tasks whose spec is too long for a short demonstration (`solver.fits`) are skipped; seeding goes on in
-rounds (a new seed each) until `n` tasks fit or `max_rounds` is reached.
+rounds (a new seed each) until `n` tasks fit or `max_rounds` is reached; the length check runs before
+validation too (`solver.artifact_fits`), so a too-long task costs no suite run. Seeds come through the seed cache
+(`seed_cache.cached_seed`) and are validated with one run of the original suite instead of two
+(`SEED_VALIDATION`): the second run only detects flaky tests, and a demonstration on a task with a flaky
+F2P test fails its real grade and is dropped, so the saving costs at most a dropped demonstration.
 """
 
 from __future__ import annotations
@@ -16,9 +20,19 @@ from pathlib import Path
 from typing import Any
 
 from repos.spec import RepoSpec
-from selfplay.demos.solver import DEMO_LIMITS, SolverDemo, demo_limits, fits, run_solver_demo
+from selfplay.demos.solver import (
+    DEMO_LIMITS,
+    SolverDemo,
+    artifact_fits,
+    demo_limits,
+    fits,
+    fits_key,
+    run_solver_demo,
+)
 
 log = logging.getLogger(__name__)
+SEED_VALIDATION_RUNS = 1
+"""`ValidationConfig.original_runs` when seeding demonstration tasks (the default is 2)."""
 RETRIES = 2
 """Extra attempts, with other seeded choices, for a demonstration that ran out of its token budget."""
 
@@ -40,19 +54,27 @@ class DemoReport:
     """Token count of each kept solver demonstration."""
     injector_kept: list[str] = field(default_factory=list)
     """Trajectory files of the injector demonstrations whose artifact validated."""
+    seed_time: float = 0.0
+    """Seconds spent seeding (pre-screen and validation of mutants, or reading the seed cache)."""
+    seed_rounds_cached: int = 0
+    """Seeding rounds served from the seed cache."""
     wall_time: float = 0.0
 
 
 def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
-               injector: bool = False) -> DemoReport:
+               injector: bool = False, seed_cache: bool | Path = True) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
-    With `injector`, also one injector demonstration per seeded artifact, kept when it validates."""
+    With `injector`, also one injector demonstration per seeded artifact, kept when it validates;
+    `seed_cache`: True reads/writes the seed cache in its default place, a path puts it there, False seeds
+    afresh into `out_dir`/seeds."""
     from agent_scaffold.trajectory import save_jsonl
     from sandboxes.images import repo_image
+    from selfplay.demos.seed_cache import cached_seed
     from selfplay.procedural.seed import SeedConfig
     from selfplay.procedural.seed import seed as run_seed
+    from selfplay.validation import ValidationConfig
 
     if n < 1 or per_task < 1:
         raise ValueError(f"-n and --per-task must be >= 1 (got {n}, {per_task})")
@@ -69,11 +91,24 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
     report = DemoReport(spec.name)
     image = repo_image(spec)
     tasks = []
+    validation = ValidationConfig(original_runs=SEED_VALIDATION_RUNS)
     for rnd in range(max_rounds):
         need = n - len(tasks)
         if need <= 0:
             break
-        for result in run_seed(spec, need, out / "seeds", config=SeedConfig(seed=seed * 1000 + rnd)):
+        t0 = time.monotonic()
+        config = SeedConfig(seed=seed * 1000 + rnd)
+        if seed_cache is not False:
+            seeded, hit = cached_seed(spec, need, image=image, config=config, validation=validation,
+                                      accept=lambda a: artifact_fits(a, tokenizer, limits),
+                                      accept_key=fits_key(tokenizer, limits),
+                                      cache=None if seed_cache is True else Path(seed_cache))
+            report.seed_rounds_cached += hit
+        else:
+            seeded = run_seed(spec, need, out / "seeds", config=config, validation=validation,
+                              accept=lambda a: artifact_fits(a, tokenizer, limits))
+        report.seed_time += time.monotonic() - t0
+        for result in seeded:
             task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
                                               strategy=result.operator)
             if task_id is None or any(t.task_id == task_id for t in tasks):

@@ -64,6 +64,21 @@ def fits(task: Task, tokenizer: Any, limits: EpisodeLimits = DEMO_LIMITS) -> boo
     return spec_tokens(task, tokenizer) + PLAN_RESERVE_TOKENS <= limits.max_context_tokens
 
 
+def artifact_fits(artifact: Any, tokenizer: Any, limits: EpisodeLimits = DEMO_LIMITS) -> bool:
+    """`fits` for the task an artifact would make, before it is validated (the spec is its reversed
+    test_weaken.diff): seeding asks this so a too-long task costs no suite run."""
+    from selfplay.diffs import reverse_diff
+
+    spec = reverse_diff(artifact.test_weaken)
+    return len(tokenizer.encode(spec, add_special_tokens=False)) + PLAN_RESERVE_TOKENS <= limits.max_context_tokens
+
+
+def fits_key(tokenizer: Any, limits: EpisodeLimits = DEMO_LIMITS) -> str:
+    """Names the `artifact_fits` filter, for cache keys."""
+    return f"fits:{getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)}:{limits.max_context_tokens}:" \
+           f"{PLAN_RESERVE_TOKENS}"
+
+
 def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> EpisodeLimits:
     return replace(DEMO_LIMITS, max_context_tokens=max_context_tokens)
 

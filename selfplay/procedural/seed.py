@@ -215,17 +215,21 @@ class _Seeder:
 
 def seed(spec: RepoSpec, k: int, out_dir: str | Path, *, pool=None, config: SeedConfig = SeedConfig(),
          validation: ValidationConfig = ValidationConfig(),
-         on_valid: Callable[[SeedResult], None] | None = None) -> list[SeedResult]:
+         on_valid: Callable[[SeedResult], None] | None = None,
+         accept: Callable[[BugArtifact], bool] | None = None) -> list[SeedResult]:
     """Produce up to `k` validated procedural artifacts of `spec` under `out_dir`, one directory each.
 
     Returns the saved ones (fewer than `k` when `k * attempts_per_bug` mutants did not yield enough).
+    `accept`, when given, is asked about each pre-screened artifact before validation; a rejected one
+    costs no suite run (demonstrations reject specs too long for their token budget this way).
     """
     if pool is None:
         from sandboxes.images import repo_image
         from sandboxes.pool import SandboxPool
 
         with SandboxPool(repo_image(spec), size=validation.parallelism, workdir=spec.workdir) as owned:
-            return seed(spec, k, out_dir, pool=owned, config=config, validation=validation, on_valid=on_valid)
+            return seed(spec, k, out_dir, pool=owned, config=config, validation=validation, on_valid=on_valid,
+                        accept=accept)
     seeder = _Seeder(spec, pool, config, validation)
     pairs = seeder.inventory()
     if not pairs:
@@ -241,6 +245,9 @@ def seed(spec: RepoSpec, k: int, out_dir: str | Path, *, pool=None, config: Seed
         if artifact is None or artifact.digest() in seen:
             continue
         seen.add(artifact.digest())
+        if accept is not None and not accept(artifact):
+            log.info("seed %s attempt %d on %s: not accepted before validation", spec.name, attempt, code_file)
+            continue
         # The mutant passed a pre-screen, so a generous multiple of that run bounds every validation run.
         budget = min(validation.suite_timeout, max(20.0, 6 * max(seeder.durations.values())))
         report = validate(artifact, spec, replace(validation, suite_timeout=budget), pool=pool)

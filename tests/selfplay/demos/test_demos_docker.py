@@ -11,16 +11,21 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def demos(tmp_path_factory):
+def demo_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("demos")
+
+
+@pytest.fixture(scope="module")
+def demos(demo_root):
     pytest.importorskip("transformers")
     from repos.listfile import get_repo
     from selfplay.demos.collect import make_demos
     from selfplay.store import open_store
 
-    root = tmp_path_factory.mktemp("demos")
+    root = demo_root
     spec = get_repo("toolz")
     store = open_store(str(root / "s.db"))
-    report = make_demos(spec, 2, store, root / "out", seed=3)
+    report = make_demos(spec, 2, store, root / "out", seed=3, seed_cache=root / "seeds")
     yield spec, store, report
     store.close()
 
@@ -32,6 +37,30 @@ def test_demonstrations_are_stored_short_and_graded_plus_one(demos):
     assert all(a.reward == 1.0 and a.role == "solver" and a.tokens <= 2048 for a in attempts)
     # demonstrations measure the expert, not the policy: the curriculum statistics stay untouched
     assert all(s.attempts == 0 for s in store.task_stats([a.task_id for a in attempts]))
+
+
+def test_seeds_are_validated_once_and_then_read_from_the_seed_cache(demos, demo_root):
+    """The first round seeded for real (a cold cache); the same inputs give the same tasks from the cache,
+    and another seed config is a different entry."""
+    from sandboxes.images import repo_image
+    from selfplay.demos.collect import SEED_VALIDATION_RUNS
+    from selfplay.demos.seed_cache import cached_seed, seed_key
+    from selfplay.procedural.seed import SeedConfig
+    from selfplay.task import make_task_id
+    from selfplay.validation import ValidationConfig
+
+    spec, store, report = demos
+    assert report.seed_rounds_cached == 0 and report.seed_time > 0
+    validation = ValidationConfig(original_runs=SEED_VALIDATION_RUNS)
+    image = repo_image(spec)
+    seeded, hit = cached_seed(spec, 2, image=image, config=SeedConfig(seed=3000), validation=validation,
+                              cache=demo_root / "seeds")
+    assert hit and seeded
+    assert all(r.report.valid and r.report.fail_to_pass for r in seeded)
+    # make_demos stored every task of its first round; the cache gives back the same ones
+    assert all(store.has_task(make_task_id(spec.name, r.artifact)) for r in seeded)
+    assert seed_key(spec, image, 2, SeedConfig(seed=3001), validation) != seed_key(
+        spec, image, 2, SeedConfig(seed=3000), validation)
 
 
 def test_every_stored_demonstration_replays_to_plus_one(demos):
