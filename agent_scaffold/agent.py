@@ -22,18 +22,15 @@ from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
-from agent_scaffold.roles import EpisodeLimits, RoleConfig, render_template
+from agent_scaffold.roles import ARTIFACT_FILES, EpisodeLimits, RoleConfig, render_template
 from agent_scaffold.tools import Toolbox
-from agent_scaffold.trajectory import Trajectory
+from agent_scaffold.trajectory import Termination, Trajectory
 from agent_scaffold.transcript import Transcript
 from sandboxes.errors import DiffTooLarge, SandboxError
 from sandboxes.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
-TERMINATIONS = ("submitted", "max_turns", "context_exhausted", "timeout", "format_errors", "sandbox_error")
-# Same names as selfplay.artifact.ARTIFACT_FILES (imports may not flow from agent_scaffold to selfplay).
-ARTIFACT_FILES = ("test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff", "test_weaken.diff")
 
 
 @dataclass(frozen=True)
@@ -42,8 +39,8 @@ class Episode:
 
     trajectory: Trajectory
     """Token-exact record (its `termination` equals `termination`)."""
-    termination: str
-    """One of TERMINATIONS."""
+    termination: Termination
+    """One of `agent_scaffold.trajectory.TERMINATIONS`."""
     submission: str | dict[str, str] | None
     """Solver: the repo's git diff. Injector: {artifact file name: content} of the files that exist.
     None unless the episode ended with `submitted`."""

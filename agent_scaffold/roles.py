@@ -21,6 +21,10 @@ ROLES_FILE = PROMPTS_DIR / "roles.toml"
 SUBMISSIONS = ("diff", "artifact")
 SPEC_KINDS = ("tests", "issue")
 CONTEXT_FULL = ("stop", "compact")
+ARTIFACT_FILES: tuple[str, ...] = (
+    "test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff", "test_weaken.diff")
+"""SSR's five artifact files in their canonical order: what a role with submit = "artifact" writes to its
+artifact_dir and `submit` reads back. The one definition (`selfplay.artifact` imports it)."""
 
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _INCLUDE = re.compile(r"\{\{>\s*([A-Za-z0-9_.-]+)\s*\}\}")

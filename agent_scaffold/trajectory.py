@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
+
+Termination = Literal["submitted", "max_turns", "context_exhausted", "timeout", "format_errors", "sandbox_error"]
+"""Why an episode ended; `agent_scaffold.agent.run_episode` produces exactly these (see its docstring)."""
+TERMINATIONS: tuple[Termination, ...] = get_args(Termination)
+TRUNCATED: tuple[Termination, ...] = ("context_exhausted", "max_turns")
+"""Endings where the episode ran out of room before the model finished (what overlong handling treats
+as truncated). A turn cut at max_new_tokens is not one: the episode goes on with the next turn."""
 
 
 @dataclass(frozen=True)
@@ -32,8 +39,8 @@ class Trajectory:
     """Version of the weights that sampled the assistant tokens (the oldest, if it changed mid-episode)."""
     role: str
     """"injector" or "solver" (or "eval")."""
-    termination: str
-    """Why the episode ended: submitted, max_turns, context_exhausted, timeout, format_errors, sandbox_error."""
+    termination: Termination
+    """Why the episode ended: one of `TERMINATIONS`."""
     reward: float | None = None
     """Scalar reward, filled in after grading."""
     messages: tuple[dict[str, Any], ...] = ()

@@ -15,15 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_scaffold.roles import ARTIFACT_FILES
 from selfplay.errors import ArtifactError, DiffError
-
-ARTIFACT_FILES: tuple[str, ...] = (
-    "test_script.sh",
-    "test_files.txt",
-    "test_parser.py",
-    "bug_inject.diff",
-    "test_weaken.diff",
-)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """From graded trajectories to training samples with advantages (pure Python).
 
-Order: staleness filter -> overlong handling (may change rewards or drop) -> grouping -> dynamic-sampling
-drop rules -> per-role advantages. Solver groups use a group estimator (`advantages.ESTIMATORS`);
+Order: infrastructure failures out -> staleness filter -> overlong handling (may change rewards or drop)
+-> grouping -> dynamic-sampling drop rules -> per-role advantages. A trajectory whose episode failed on
+infrastructure (`metadata["infra_failure"]`, or termination "sandbox_error") says nothing about the
+policy: it is dropped, never trained on, and counted in `batch/infra_failures`. Solver groups use a group estimator (`advantages.ESTIMATORS`);
 injector samples use the running-mean baseline per (repo, strategy) (`baseline.py`).
 """
 
@@ -49,10 +51,22 @@ class BatchConfig:
     """Dynamic-sampling drop rules and batch size."""
     drop_zero_advantage: bool = True
     """Drop samples whose advantage is exactly 0 (Nebius): they cost compute and add no gradient."""
+    group_size: int | None = None
+    """Solver attempts per task (`RewardConfig.group_size`, G): a solver group with more members raises
+    `BatchError`, since two groups then share an id and their baselines would mix. Fewer is normal
+    (infrastructure failures, staleness and overlong masking remove members; `too_small` handles it).
+    None: no check."""
 
     def __post_init__(self) -> None:
         if self.advantage not in ESTIMATORS:
             raise ValueError(f"advantage {self.advantage!r} is unknown; choose one of {sorted(ESTIMATORS)}")
+        if self.group_size is not None and self.group_size < 1:
+            raise ValueError(f"BatchConfig.group_size must be >= 1 or None, got {self.group_size}")
+
+
+def is_infra_failure(t: Trajectory) -> bool:
+    """True when the episode failed on infrastructure, not on the model (never trained on)."""
+    return bool(t.metadata.get("infra_failure")) or t.termination == "sandbox_error"
 
 
 def check_trajectory(t: Trajectory) -> None:
@@ -67,12 +81,20 @@ def check_trajectory(t: Trajectory) -> None:
 
 def prepare_groups(trajectories: Sequence[Trajectory], current_version: int,
                    config: BatchConfig) -> tuple[list[Group], dict[str, float]]:
-    """Staleness, overlong handling and grouping; no drop rules yet."""
-    for t in trajectories:
+    """Infrastructure failures out, staleness, overlong handling and grouping; no drop rules yet."""
+    usable = [t for t in trajectories if not is_infra_failure(t)]
+    for t in usable:
         check_trajectory(t)
-    fresh, m_stale = filter_stale(trajectories, current_version, config.max_staleness)
+    fresh, m_stale = filter_stale(usable, current_version, config.max_staleness)
     shaped, m_over = shape_overlong(fresh, config.overlong)
-    return group_trajectories(shaped), {**m_stale, **m_over}
+    groups = group_trajectories(shaped)
+    if config.group_size is not None:
+        for g in groups:
+            if not g.running_baseline and len(g.members) > config.group_size:
+                raise BatchError(f"{g.role} group {g.key!r} has {len(g.members)} trajectories, more than "
+                                 f"group_size={config.group_size}: two groups share this id; give each "
+                                 "(task, iteration) its own metadata['group_id']")
+    return groups, {"batch/infra_failures": float(len(trajectories) - len(usable)), **m_stale, **m_over}
 
 
 def to_samples(groups: Sequence[Group], config: BatchConfig,

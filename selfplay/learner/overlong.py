@@ -17,6 +17,8 @@ Modes (`OverlongConfig.mode`):
 Departures: in multi-turn episodes "length" for ``soft`` is the number of sampled tokens (loss_mask 1),
 not the total context, since observations are not the policy's doing; DAPO was single-turn. ``soft`` and
 ``turns`` apply to every trajectory (they are length shaping), ``mask``/``negative`` only to truncated ones.
+Truncated means an episode ending of `agent_scaffold.trajectory.TRUNCATED` (context_exhausted, max_turns);
+a single turn cut at max_new_tokens (a completion's finish_reason "length") is not an episode ending.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from agent_scaffold.trajectory import Trajectory
+from agent_scaffold.trajectory import TERMINATIONS, TRUNCATED, Trajectory
 from selfplay.learner.errors import BatchError
 
 MODES = ("none", "mask", "negative", "soft", "turns")
@@ -34,8 +36,9 @@ MODES = ("none", "mask", "negative", "soft", "turns")
 class OverlongConfig:
     mode: str = "negative"
     """One of none, mask, negative, soft, turns (see the module docstring)."""
-    truncated_terminations: tuple[str, ...] = ("context_exhausted", "max_turns", "length")
-    """Trajectory.termination values that count as truncated."""
+    truncated_terminations: tuple[str, ...] = TRUNCATED
+    """Trajectory.termination values that count as truncated (each one of
+    `agent_scaffold.trajectory.TERMINATIONS`)."""
     negative_reward: float = -1.0
     """Reward given to truncated trajectories in `negative` mode (the solver's failure reward)."""
     l_max: int = 20480
@@ -50,6 +53,10 @@ class OverlongConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"overlong mode {self.mode!r} is unknown; choose one of {MODES}")
+        unknown = [t for t in self.truncated_terminations if t not in TERMINATIONS]
+        if unknown:  # a typo here would silently train on truncated episodes as if they had finished
+            raise ValueError(f"OverlongConfig.truncated_terminations has {unknown}, which no episode ends "
+                             f"with; use some of {TERMINATIONS}")
         if not 0 < self.l_cache <= self.l_max:
             raise ValueError(f"need 0 < l_cache <= l_max, got l_cache={self.l_cache}, l_max={self.l_max}")
         if not 0 <= self.turn_threshold < self.max_turns:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_scaffold.roles import load_role
+from agent_scaffold.roles import ARTIFACT_FILES, load_role
 from sandboxes.shell import SCRATCH_DIRS
 from sandboxes.users import AGENT_UID, PARSER_UID, RUNNER_UID, drop_privileges
 
@@ -16,7 +16,6 @@ pytestmark = pytest.mark.docker
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 ARTIFACT_DIR = load_role("injector", "removal").defaults["artifact_dir"]
-ARTIFACT_FILES = ("test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff", "test_weaken.diff")
 
 
 def test_the_injectors_artifact_dir_lies_in_a_dir_that_reset_empties():

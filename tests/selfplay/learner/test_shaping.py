@@ -169,3 +169,37 @@ def test_compacted_trajectory_trains_each_segment_with_the_episode_advantage():
     assert [s.loss_mask for s in mine] == [mask[:5], mask[5:]]
     assert len({s.advantage for s in mine}) == 1
     assert m["batch/samples"] == 3.0
+
+
+def test_infrastructure_failures_are_dropped_and_counted_never_trained_on():
+    # A sandbox that died mid-episode: no reward, maybe a torn trajectory; either flag marks it.
+    torn = traj(None, group="a", meta={"infra_failure": True})
+    torn = type(torn)(**{**torn.__dict__, "logprobs": torn.logprobs[:-1]})
+    died = traj(None, group="a", termination="sandbox_error")
+    lost_injector = traj(None, role="injector", meta={"id": "i", "infra_failure": True})
+    trajs = [traj(1.0, group="a"), traj(-1.0, group="a"), torn, died, lost_injector]
+    samples, m = build_batch(trajs, 0, BatchConfig(), RunningMeanBaseline())
+    assert m["batch/infra_failures"] == 3.0
+    low, high = sorted(s.advantage for s in samples)  # group a keeps its two graded members only
+    assert low < 0 < high and low == pytest.approx(-high)
+    assert {s.role for s in samples} == {"solver"}
+
+
+def test_group_size_check_catches_two_groups_sharing_an_id():
+    cfg = BatchConfig(group_size=2)
+    ok = [traj(1.0, group="a"), traj(-1.0, group="a"), traj(1.0, group="b")]  # fewer than G is fine
+    build_batch(ok, 0, cfg, RunningMeanBaseline())
+    mixed = ok + [traj(-1.0, group="a")]
+    with pytest.raises(BatchError, match="group 'a' has 3 trajectories, more than group_size=2"):
+        build_batch(mixed, 0, cfg, RunningMeanBaseline())
+    with pytest.raises(ValueError, match="group_size"):
+        BatchConfig(group_size=0)
+
+
+def test_truncated_terminations_are_episode_endings_run_episode_produces():
+    from agent_scaffold.trajectory import TERMINATIONS, TRUNCATED
+
+    assert set(OverlongConfig().truncated_terminations) == set(TRUNCATED) <= set(TERMINATIONS)
+    # "length" is a completion's finish reason (one turn cut at max_new_tokens), not an episode ending.
+    with pytest.raises(ValueError, match=r"\['length'\], which no episode ends with"):
+        OverlongConfig(truncated_terminations=("max_turns", "length"))
