@@ -27,7 +27,7 @@ def report(
         console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from None
     size = page.stat().st_size
-    Console().print(f"report written to {page} ({size / 1e6:.1f} MB); open file://{page.resolve()}")
+    Console().print(f"report written to {page} ({size / 1024:,.0f} KiB); open file://{page.resolve()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -36,7 +36,7 @@ def build_report(run_dir: str | Path, limits: EpisodeLimits | None = None) -> Pa
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(render_page(run, limits or EpisodeLimits()), encoding="utf-8")
     os.replace(tmp, out)  # a reader never sees half a page
-    log.info("report of %s written to %s", run.run_id, out)
+    log.debug("report of %s written to %s", run.run_id, out)
     return out
 
 
@@ -56,15 +56,8 @@ def render_page(run: RunData, limits: EpisodeLimits) -> str:
     csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; img-src data:; "
            "base-uri 'none'; form-action 'none'")
     title = escape(run.run_id)
-    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    status = escape(str(run.summary.get("status", "unknown")))
     body = "".join([
-        f'<header><h1>Self-play run <span id="run-id">{title}</span></h1>'
-        f'<p>status <b id="run-status">{status}</b> · report generated {generated} from '
-        f'<code>{escape(str(run.run_dir))}</code> · store: <code>{escape(run.store)}</code></p>'
-        '<nav><a href="#summary">summary</a> <a href="#solve-rate">solve rate</a> <a href="#injector">injector</a> '
-        '<a href="#rewards">rewards</a> <a href="#curriculum">curriculum</a> <a href="#lengths">episode '
-        'lengths</a> <a href="#viewer">trajectories</a></nav></header>',
+        _header(run),
         _section("summary", "Summary", sections.summary_table(run) + sections.latest_metrics(run)
                  + _problems(run)),
         _section("solve-rate", "Solve rate", sections.solve_rates(run)),
@@ -80,6 +73,19 @@ def render_page(run: RunData, limits: EpisodeLimits) -> str:
             f"<title>selfplay report: {title}</title><style>{css}</style></head>\n<body>{body}\n"
             f'<script type="application/json" id="episode-data">{embed_json(data)}</script>\n'
             f"<script>{js}</script>\n</body></html>\n")
+
+
+def _header(run: RunData) -> str:
+    generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    status = escape(str(run.summary.get("status", "unknown")))
+    error = run.summary.get("error")
+    return (f'<header><h1>Self-play run <span id="run-id">{escape(run.run_id)}</span></h1>'
+            f'<p>status <b id="run-status">{status}</b> · report generated {generated} from '
+            f'<code>{escape(str(run.run_dir))}</code> · store: <code>{escape(run.store)}</code></p>'
+            + (f'<p class="fail" id="run-error">error: {escape(str(error))}</p>' if error else "")
+            + '<nav><a href="#summary">summary</a> <a href="#solve-rate">solve rate</a> '
+            '<a href="#injector">injector</a> <a href="#rewards">rewards</a> <a href="#curriculum">curriculum</a> '
+            '<a href="#lengths">episode lengths</a> <a href="#viewer">trajectories</a></nav></header>')
 
 
 def _viewer(run: RunData, limits: EpisodeLimits) -> str:

@@ -152,6 +152,8 @@ def test_damaged_run_still_reports_what_it_can(tmp_path):
     with gzip.open(run / "trajectories" / "it00003-solver.jsonl.gz", "wt") as fh:
         fh.write("not json\n")
     (run / "store.db").unlink()
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps({**summary, "status": "failed", "error": f"boom {HOSTILE}"}))
     page = build_report(run).read_text(encoding="utf-8")
     problems = re.search(r'<div class="problems" id="problems">(.*?)</div>', page, re.S).group(1)
     assert "metrics.jsonl: 1 line(s) skipped" in problems
@@ -159,5 +161,7 @@ def test_damaged_run_still_reports_what_it_can(tmp_path):
     assert "it00003-solver.jsonl.gz line 1 skipped" in problems
     assert "no store" in problems
     assert "Curriculum difficulty: no store" in page
+    assert f'<p class="fail" id="run-error">error: boom {html.escape(HOSTILE)}</p>' in page
+    assert page.count("<script") == 2 and "<img" not in page
     ids = [e["id"] for e in embedded(page)["episodes"]]
     assert f"{RUN_ID}-it2-solver-0" in ids and f"{RUN_ID}-it1-injector-0" in ids  # the rest survived
