@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
@@ -58,8 +58,11 @@ class Episode:
 
 def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
                 limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None) -> Episode:
-    """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates."""
-    limits = limits or role.limits
+    """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates.
+
+    The context budget (`limits.max_context_tokens`) is clamped to the policy's window (`context_window`)
+    so that no caller plans past what the model can attend to."""
+    limits = fit_context_window(limits or role.limits, policy)
     sampling = sampling or TRAINING
     values = {**role.defaults, "workdir": sandbox.workdir, "command_timeout": f"{limits.command_timeout:g}",
               **variables}
@@ -134,6 +137,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     wall = time.monotonic() - start
     timings = {"wall": wall, "model": model_s, "sandbox": sandbox_s, "scaffold": wall - model_s - sandbox_s}
     metadata = {"strategy": role.strategy, "turns": turns, "format_errors": format_errors,
+                "max_context_tokens": limits.max_context_tokens,
                 "infra_failure": error is not None, "error": error, "timings": timings,
                 "policy_versions": sorted(set(tr.versions)), "compactions": len(compactions), **notes}
     if compactions:
@@ -144,6 +148,30 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                       segments=tuple(tr.segments) if compactions else ())
     return Episode(traj, termination, submission, infra_failure=error is not None, error=error, timings=timings,
                    turns=turns, format_errors=format_errors)
+
+
+def context_window(policy: Policy) -> int | None:
+    """The most tokens `policy` can attend to: its `context_window` attribute when it has one, else its
+    HF model's `config.max_position_embeddings`; None when unknown (e.g. a remote endpoint)."""
+    window = getattr(policy, "context_window", None)
+    if window is None:
+        config = getattr(getattr(policy, "model", None), "config", None)
+        window = getattr(config, "max_position_embeddings", None)
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+
+
+def fit_context_window(limits: EpisodeLimits, policy: Policy) -> EpisodeLimits:
+    """`limits` with max_context_tokens lowered to the policy's window (the injector's default of 65,536
+    exceeds SmolLM2's 8,192, and sampling past the window fails or degrades silently)."""
+    window = context_window(policy)
+    if window is None or limits.max_context_tokens <= window:
+        return limits
+    log.info("context budget clamped from %d to the policy's window of %d tokens",
+             limits.max_context_tokens, window)
+    if limits.min_turn_tokens >= window:
+        raise ValueError(f"EpisodeLimits.min_turn_tokens={limits.min_turn_tokens} does not fit the policy's "
+                         f"context window of {window} tokens; lower min_turn_tokens")
+    return replace(limits, max_context_tokens=window)
 
 
 def _submission(sandbox: Sandbox, role: RoleConfig, values: dict[str, Any]) -> str | dict[str, str]:

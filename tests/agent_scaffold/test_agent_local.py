@@ -66,3 +66,31 @@ def test_trajectory_round_trips_through_jsonl(local_sandbox, tokenizer, tmp_path
     assert "## [3] user" in traj.to_text() and "héllo" in traj.to_text()
     with pytest.raises(ValueError, match="unknown trajectory fields"):
         Trajectory.from_json('{"bogus": 1}')
+
+
+def test_context_budget_is_clamped_to_the_policys_window(local_sandbox, tokenizer, hf_policy, caplog):
+    """Every caller gets the clamp (issue 12, "Context limit"): the injector's 65,536-token default would
+    run past a small model's window."""
+    from agent_scaffold.agent import context_window, fit_context_window
+    from agent_scaffold.roles import EpisodeLimits
+
+    role = load_role("injector", "removal")
+    assert role.limits.max_context_tokens == 65536
+    prompt = len(run_episode(ScriptedPolicy(["```submit\n```"], tokenizer), local_sandbox, role,
+                             {"artifact_dir": "/tmp/x"}).trajectory.input_ids)
+    policy = ScriptedPolicy(["```bash\nseq 1 300\n```"] * 20, tokenizer)
+    assert context_window(policy) is None  # nothing to clamp to: the budget stays as configured
+    policy.context_window = prompt + 400
+    with caplog.at_level("INFO", logger="agent_scaffold.agent"):
+        ep = run_episode(policy, local_sandbox, role, {"artifact_dir": "/tmp/x"})
+    assert ep.termination == "context_exhausted" and policy.remaining > 0
+    assert ep.trajectory.metadata["max_context_tokens"] == policy.context_window
+    assert "clamped from 65536" in caplog.text
+    assert len(ep.trajectory.input_ids) <= policy.context_window
+
+    # The real embedded model (SmolLM2: 8,192 positions).
+    assert context_window(hf_policy) == 8192
+    assert fit_context_window(role.limits, hf_policy).max_context_tokens == 8192
+    assert fit_context_window(EpisodeLimits(max_context_tokens=4096), hf_policy).max_context_tokens == 4096
+    with pytest.raises(ValueError, match="min_turn_tokens=9000 does not fit the policy's context window of 8192"):
+        fit_context_window(EpisodeLimits(min_turn_tokens=9000, max_context_tokens=65536), hf_policy)
