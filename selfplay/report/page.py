@@ -50,7 +50,7 @@ def render_page(run: RunData, limits: EpisodeLimits) -> str:
     css = _asset("style.css")
     js = _asset("viewer.js")
     eps = run.episodes
-    data = {"episodes": list(eps.records), "total": len(eps.summaries),
+    data = {"run_id": run.run_id, "episodes": list(eps.records), "total": len(eps.summaries),
             "limits": {"max_episodes": limits.max_episodes, "max_text_chars": limits.max_text_chars,
                        "max_episode_chars": limits.max_episode_chars}}
     csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; img-src data:; "
@@ -65,6 +65,7 @@ def render_page(run: RunData, limits: EpisodeLimits) -> str:
         _section("rewards", "Rewards", sections.rewards(run)),
         _section("curriculum", "Curriculum", sections.difficulty(run)),
         _section("lengths", "Episode lengths", sections.lengths(run)),
+        _section("learner", "Learner and time", sections.learner(run)),
         _section("viewer", "Trajectories", _viewer(run, limits)),
     ])
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -85,7 +86,7 @@ def _header(run: RunData) -> str:
             + (f'<p class="fail" id="run-error">error: {escape(str(error))}</p>' if error else "")
             + '<nav><a href="#summary">summary</a> <a href="#solve-rate">solve rate</a> '
             '<a href="#injector">injector</a> <a href="#rewards">rewards</a> <a href="#curriculum">curriculum</a> '
-            '<a href="#lengths">episode lengths</a> <a href="#viewer">trajectories</a></nav></header>')
+            '<a href="#lengths">episode lengths</a> <a href="#learner">learner</a> <a href="#viewer">trajectories</a></nav></header>')
 
 
 def _viewer(run: RunData, limits: EpisodeLimits) -> str:
@@ -106,7 +107,7 @@ def _viewer(run: RunData, limits: EpisodeLimits) -> str:
             '<option value="none">none (infra failure)</option></select></label>'
             '<label>search <input id="filter-text" type="search" placeholder="id, task, termination"></label>'
             '</div><div class="viewer"><div class="list"><table id="episode-list" class="data"><thead><tr>'
-            "<th>iter</th><th>role</th><th>repo</th><th>reward</th><th>end</th><th>turns</th><th>tokens</th>"
+            "<th>episode</th><th>iter</th><th>role</th><th>repo</th><th>reward</th><th>end</th><th>turns</th><th>tokens</th>"
             '</tr></thead><tbody></tbody></table></div>'
             '<article id="episode-view" hidden></article></div>')
 

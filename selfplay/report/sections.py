@@ -139,6 +139,27 @@ def fmt_bin(lo: float, width: float) -> str:
     return charts.fmt(lo) if width == 1 else f"{charts.fmt(lo)}–{charts.fmt(lo + width)}"
 
 
+def learner(run: RunData) -> str:
+    """The learner's metrics per update (x is the iteration the update ran in), and where the run's wall
+    time went (mean share per phase)."""
+    m = run.metrics
+    def lines(*names: str) -> dict[str, list[tuple[float, float]]]:
+        return {name: metric_series(m, f"learner/{name}") for name in names}
+
+    shares = [(key.removeprefix("time_share/"), _mean([y for _, y in metric_series(m, key)]))
+              for key in prefixed_keys(m, "time_share/")]
+    return (charts.line_chart("chart-learner", "Learner loss and KL per update", lines("loss", "kl"),
+                              y_label="value")
+            + charts.line_chart("chart-learner-clip", "Clip fraction and entropy per update",
+                                lines("clipfrac", "entropy"), y_label="value")
+            + charts.bar_chart("chart-time-share", "Share of wall time by phase (mean over iterations)",
+                               sorted(shares, key=lambda kv: -kv[1]), x_label="share"))
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
 def latest_metrics(run: RunData) -> str:
     """Every metric key's last value (learner, staleness, throughput, time shares, eval ...)."""
     last: dict[str, Any] = {}

@@ -56,6 +56,11 @@
       var tr = el("tr");
       tr.dataset.id = e.id;
       tr.title = e.id;
+      var link = el("a", null, shortId(e.id));
+      link.href = "#episode=" + encodeURIComponent(e.id);  // a fragment: nothing in an id can leave the page
+      var first = el("td");
+      first.appendChild(link);
+      tr.appendChild(first);
       [e.iteration, e.role, e.repo, fmt(e.reward), e.termination, e.turns, e.tokens].forEach(function (v) {
         tr.appendChild(el("td", null, fmt(v)));
       });
@@ -65,6 +70,11 @@
     status.textContent = shown + " of " + episodes.length + " embedded episodes match (" + data.total +
       " in the run). Click one, or open #episode=<id>.";
     markSelected();
+  }
+
+  function shortId(id) {
+    var prefix = data.run_id + "-";
+    return id.indexOf(prefix) === 0 ? id.slice(prefix.length) : id;
   }
 
   function markSelected() {

@@ -36,12 +36,14 @@ METRICS = [
      "injector/failed_check/bug_validity": 1, "reward/injector_mean": 0.2, "reward/solver_mean": 0.0,
      "episode/injector/turns_mean": 3, "episode/solver/turns_mean": 2, "episode/injector/tokens_mean": 120,
      "episode/solver/tokens_mean": 80, "tasks/active": 2},
-    {"iteration": 1, "time": 1_700_000_050, "policy_version": 1, "learner/loss": 0.75, "learner/clipfrac": 0.1},
+    {"iteration": 1, "time": 1_700_000_050, "policy_version": 1, "learner/loss": 0.75, "learner/clipfrac": 0.1,
+     "time_share/model": 0.6, "time_share/sandbox": 0.3, "time_share/orchestration": 0.1},
     {"iteration": 2, "time": 1_700_000_100, "policy_version": 1, "solve_rate/all": 0.25,
      "solve_rate/order_1": 0.5, "solve_rate/order_2": 0.0, "solve_rate/repo/toolz": 0.25,
      "injector/validity": 0.0, "injector/failed_check/bug_validity": 2, "injector/failed_check/weakening": 1,
      "reward/injector_mean": -0.5, "reward/solver_mean": -0.5, "episode/injector/turns_mean": 4,
-     "episode/solver/turns_mean": 3, "tasks/active": 3},
+     "episode/solver/turns_mean": 3, "tasks/active": 3, "learner/loss": 0.5, "time_share/model": 0.4,
+     "time_share/sandbox": 0.5, "time_share/orchestration": 0.1},
 ]
 
 

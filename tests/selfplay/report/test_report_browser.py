@@ -66,6 +66,7 @@ def test_page_without_hash_lists_episodes_and_opens_none(page, tmp_path):
     assert 'data-viewer="ready"' in dom
     assert '<article id="episode-view" hidden=""></article>' in dom
     assert f'<tr data-id="{RUN_ID}-it1-injector-0"' in dom
+    assert f'<a href="#episode={RUN_ID}-it1-injector-0">it1-injector-0</a>' in dom  # each row links its episode
 
 
 def test_unknown_episode_says_it_is_not_embedded(page, tmp_path):

@@ -17,7 +17,7 @@ from selfplay.report import EpisodeLimits, ReportError, build_report
 from selfplay.report.page import embed_json
 
 CHARTS = ("chart-solve-rate", "chart-solve-rate-repo", "chart-validity", "chart-failed-checks", "chart-rewards",
-          "chart-difficulty", "chart-task-status", "chart-turns", "chart-tokens", "chart-terminations")
+          "chart-difficulty", "chart-task-status", "chart-turns", "chart-tokens", "chart-terminations", "chart-learner", "chart-time-share")
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +89,17 @@ def test_episode_lengths_count_every_episode(page):
     assert ends == {"injector: submitted": "2", "solver: submitted": "4", "solver: sandbox_error": "1"}
 
 
+def test_learner_and_time_shares(page):
+    assert figure_rows(page, "chart-learner")[1:] == [["1", "0.75"], ["2", "0.5"]]  # no KL logged: no empty line
+    assert figure_rows(page, "chart-time-share")[1:] == [["model", "0.5"], ["sandbox", "0.4"],
+                                                          ["orchestration", "0.1"]]
+
+
 def test_summary_and_metrics_tables(page):
     assert "<td>solved</td><td>2</td>" in page and "<td>learner_updates</td><td>1</td>" in page
     assert "<td>started_at</td><td>2023-11-14 22:13:20 UTC</td>" in page  # unix seconds, shown as a date
     assert '<b id="run-status">finished</b>' in page
-    assert "<td>learner/loss</td><td>0.75</td><td>1</td>" in page
+    assert "<td>learner/loss</td><td>0.5</td><td>2</td>" in page
 
 
 def test_model_text_is_data_never_markup(page):
