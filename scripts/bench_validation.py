@@ -24,8 +24,8 @@ from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from sandboxes.pool import SandboxPool
 from selfplay.artifact import load_artifact
+from selfplay.jobs import SCRATCH, prepare
 from selfplay.validation import ValidationConfig, validate
-from selfplay.validation.suite import SCRATCH, prepare
 
 if "user" in inspect.signature(DockerSandbox.exec).parameters:  # hardened: the script runs as the runner uid
     from sandboxes.users import RUNNER_UID, drop_privileges

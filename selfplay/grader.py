@@ -14,7 +14,7 @@ shadowing stdlib or pytest at the repo root, binary and symlink changes, files n
 and report each one. What cannot be stopped at file level, code under test that tampers with the test
 runner from inside the process (SSR Appendix A's "dominant challenger" applies to solvers too), is met by
 two detections: the runner-tampering screen of the kept sections (`selfplay.tamper`) and the canary
-tests of every run (`selfplay.validation.canary`); either earns -1 with the reason in `GradeResult.tamper`.
+tests of every run (`selfplay.jobs.canary`); either earns -1 with the reason in `GradeResult.tamper`.
 
 Whose fault (issue 15, class 5): a run whose job dies or times out is the prediction's (-1, reason
 recorded) unless a control run of the same task with an empty prediction, on a reset sandbox, fails too:
@@ -32,8 +32,8 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.grading import GradeResult, failed_grade, grade_statuses
+from selfplay.jobs import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files
 from selfplay.tamper import TamperConfig, screen
-from selfplay.validation.suite import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,10 @@ class GraderConfig:
     """The runner-tampering screen applied to the kept sections of each prediction."""
 
 
-def _apply_layers(sb: Sandbox, artifact: BugArtifact, base_patch: str | None) -> None:
+def apply_layers(sb: Sandbox, artifact: BugArtifact, base_patch: str | None = None) -> None:
+    """Apply a task's layers to the original tree in `sb`: bug, weakening, and the failed prediction of a
+    higher-order task. A layer that no longer applies breaks the task (ValidationInfraError), never the
+    solver's grade."""
     for name, diff in (("bug_inject.diff", artifact.bug_inject), ("test_weaken.diff", artifact.test_weaken),
                        ("the failed prediction (higher-order layer)", base_patch)):
         if not diff:
@@ -69,7 +72,7 @@ def build_buggy_state(sb: Sandbox, artifact: BugArtifact, *, base_patch: str | N
     original -> bug -> weakening (-> failed prediction) -> `Sandbox.rebase`: `.git` becomes one fresh
     commit, and the reset snapshot becomes this state (no copy of the original is left in the sandbox).
     """
-    _apply_layers(sb, artifact, base_patch)
+    apply_layers(sb, artifact, base_patch)
     sb.rebase("initial commit")  # also replaces the reset snapshot and the grader-owned git dir
 
 

@@ -19,9 +19,9 @@ from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox
 from selfplay.diffs import drop_infrastructure, normalised_hash
 from selfplay.errors import DiffError
-from selfplay.grader import GraderConfig, _apply_layers
+from selfplay.grader import GraderConfig, apply_layers
+from selfplay.jobs import Job, check, git_env_line, prepare, run_job
 from selfplay.task import Task, make_task_id
-from selfplay.validation.suite import Job, check, git_env_line, prepare, run_job
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def make_higher_order_task(parent: Task, failed_patch: str, *, spec: RepoSpec, s
     sb.reset()
     layer = failed.kept
     if parent.pred_patch:
-        _apply_layers(sb, parent.artifact, None)
+        apply_layers(sb, parent.artifact)
         try:
             layer = _combined_layer(sb, parent, failed.kept)
         except DiffError as exc:

@@ -9,7 +9,7 @@ failures are printed. No file rule stops that, so two detections cover it (issue
 - this screen, over the *added* lines of the kept non-test sections of a prediction (grading) and of
   bug_inject.diff (validation): a line matching one of `TamperConfig.patterns` earns -1 / invalid
   with the pattern's reason;
-- the canary tests of `selfplay.validation.canary`, which check the run itself.
+- the canary tests of `selfplay.jobs.canary`, which check the run itself.
 
 The screen is a blunt, documented instrument: it flags constructs a bug fix in library code has almost
 no reason to add, and its false-positive rate is measured on the gold fixes of every bundled task

@@ -25,11 +25,11 @@ from repos.spec import RepoSpec
 from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact, save_artifact
 from selfplay.diffs import matches_any
+from selfplay.jobs import NO_BYTECODE, SCRATCH
 from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.task import make_task_id
 from selfplay.validation import ValidationConfig, ValidationReport, validate
-from selfplay.validation.suite import NO_BYTECODE, SCRATCH
 
 log = logging.getLogger(__name__)
 PARSER_SOURCE = (Path(__file__).parent / "pytest_parser.py").read_text()
@@ -188,6 +188,9 @@ class _Seeder:
                 self.baselines[key] = self.run(sb, script, None, self.config.suite_timeout) or {}
                 self.durations[key] = time.monotonic() - start
                 sb.reset()
+            base = self.baselines[key].values()
+            if sum(s == "passed" for s in base) < self.vconfig.min_passing_tests or "failed" in base:
+                return None  # validation's test_script check would reject every mutant tested by these files
             # A mutant that loops forever must not cost a full suite timeout: allow a few baselines.
             statuses = self.run(sb, script, bug, self.prescreen_timeout(key))
             if statuses is None:

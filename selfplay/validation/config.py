@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from selfplay.jobs import MAX_TEST_OUTPUT
 from selfplay.tamper import TamperConfig
-from selfplay.validation.suite import MAX_TEST_OUTPUT
 
 FlakyPolicy = Literal["drop", "reject"]
 

@@ -12,7 +12,7 @@ bug_validity or weakening fails) because running them alongside saves a whole su
 The oracle test files are restored before every run except the weakened one, as SSR says.
 
 Hardening (issue 15): every run appends a neutral comment with a fresh token to each Python bug file and
-canary tests to each Python oracle test file (`selfplay.validation.suite`), so no tree state is seen twice
+canary tests to each Python oracle test file (`selfplay.jobs`), so no tree state is seen twice
 and the buggy run doubles as the perturbation control (a parser honest only on states it has seen fails
 it); a canary with the wrong status fails the check of that run ("run integrity"). bug_inject.diff goes
 through the runner-tampering screen at patch_hygiene. A run whose job dies or whose script hangs is the
@@ -35,11 +35,11 @@ from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
 from selfplay.errors import ArtifactError, ValidationInfraError
 from selfplay.grading import split_tests
+from selfplay.jobs import Job, SuiteRun, exec_job, parse_collected, prepare
 from selfplay.tamper import screen
 from selfplay.validation import checks
 from selfplay.validation.config import ValidationConfig
 from selfplay.validation.report import CheckResult, ValidationReport
-from selfplay.validation.suite import Job, SuiteRun, exec_job, parse_collected, prepare
 
 log = logging.getLogger(__name__)
 

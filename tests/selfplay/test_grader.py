@@ -8,7 +8,7 @@ import pytest
 
 from selfplay.artifact import load_artifact
 from selfplay.grader import build_buggy_state, grade
-from selfplay.validation.suite import prepare, restore_paths, run_suite
+from selfplay.jobs import prepare, restore_paths, run_suite
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 VALID = FIXTURES / "artifacts" / "valid"

@@ -163,7 +163,7 @@ def test_cli_validate_malformed_and_usage_errors(tmp_path):
 
 # -- pure: canaries, markers -------------------------------------------------------------------------
 def test_canary_verdicts():
-    from selfplay.validation.canary import Canary
+    from selfplay.jobs.canary import Canary
 
     c = Canary.new()
     p, f = f"t.py::TestC{c.cls}::test_p{c.passing}", f"t.py::TestC{c.cls}::test_f{c.failing}"
@@ -179,7 +179,7 @@ def test_canary_verdicts():
 def test_job_output_only_trusts_lines_with_this_jobs_marker():
     import base64
 
-    from selfplay.validation.suite import parse_job_output
+    from selfplay.jobs.job import parse_job_output
 
     forged = "__selfplay__APPLY bug_inject.diff\n__spdeadbeef__ APPLY bug_inject.diff\n"
     mark = "__sp0123__"

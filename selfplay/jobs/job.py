@@ -1,0 +1,152 @@
+"""`Job`: what one suite job does around test_script.sh, the root bash script it becomes (`job_command`),
+and the reading of that script's marker lines (`parse_job_output`). Pure text, testable without Docker."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import shlex
+from dataclasses import dataclass
+
+from sandboxes.sandbox import BASE_TAG
+from sandboxes.shell import GIT_SAFE, STATE
+from sandboxes.users import RUNNER_UID, drop_privileges
+from selfplay.jobs.canary import Canary
+from selfplay.jobs.parser_box import kill_uid_shell
+
+SCRATCH = f"{STATE}/artifact"
+"""Where the artifact's script, parser, diffs and the raw output live inside the sandbox (root-only)."""
+MAX_TEST_OUTPUT = 4 << 20
+"""Default cap on the test output (bytes); more is a flood, which fails the run."""
+INLINE = 600_000
+"""Compressed output up to this size comes back in the job's own output; bigger is read as a file."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one suite job does around test_script.sh (see `job_command`); staged file names refer to the
+    scratch folder."""
+
+    patches: tuple[str, ...] = ()
+    """Staged diffs applied in order before the run; the first that does not apply ends the job."""
+    restore: tuple[str, ...] = ()
+    """Paths put back to their original version after the patches (absent originals are deleted)."""
+    clean: bool = True
+    """Reset the tree to the base commit first; False runs on the tree as it is."""
+    missing: tuple[str, ...] = ()
+    """Paths to report when the original commit lacks them (`SuiteRun.missing`)."""
+    check_after: tuple[str, ...] = ()
+    """Staged diffs tried with `git apply` on the original tree after the run (`SuiteRun.check_failed`)."""
+    parse_twice: bool = False
+    """Run the parser twice on the output and require the same map (determinism)."""
+
+
+def git_env_line() -> str:
+    """Shell line exporting the grader's safe git environment (run from the workdir, as root)."""
+    return "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in GIT_SAFE.items()) + ' GIT_WORK_TREE="$PWD"'
+
+
+def restore_cmd(paths: tuple[str, ...] | list[str]) -> str:
+    """Shell loop putting `paths` back to their base-commit version (deleting those the base lacks)."""
+    quoted = " ".join(shlex.quote(p) for p in paths)
+    return (f"for f in {quoted}; do if git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null; "
+            f"then git checkout -q {BASE_TAG} -- \"$f\" || exit 90; else rm -rf -- \"$f\"; fi; done")
+
+
+NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
+               "export PYTHONDONTWRITEBYTECODE=1")
+"""Shell line run before a suite: bytecode caches go stale when an edit keeps a file's size within the
+same second as its cached .pyc (e.g. `+= 1` -> `+= 2` right after a reset), and Python would run the
+old code. So no caches at all."""
+
+_SAFE_FILE = """safe_file() {  # a regular file reached through no symlink: root may append to it
+  local p=. c parts; IFS=/ read -ra parts <<< "$1"
+  for c in "${parts[@]}"; do p="$p/$c"; [ -L "$p" ] && return 1; done
+  [ -f "$p" ]
+}"""
+
+
+def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ...] = (),
+                canary_files: tuple[str, ...] = (), suite_timeout: float, max_output: int = MAX_TEST_OUTPUT) -> str:
+    """The root bash job: [clean] -> [report missing originals] -> apply `job.patches` (staged file names)
+    -> restore `job.restore` -> perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log;
+    then try applying `job.check_after`."""
+    s, m = SCRATCH, marker
+    missing, restore, check_after = job.missing, job.restore, job.check_after
+    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), _SAFE_FILE]
+    if job.clean:
+        lines.append(f"git reset -q --hard {BASE_TAG} && git clean -qfd || exit 90")
+    lines.append(NO_BYTECODE)
+    if missing:
+        quoted = " ".join(shlex.quote(p) for p in missing)
+        lines.append(f"i=0; for f in {quoted}; do git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null "
+                     f"|| echo \"{m} MISSING $i\"; i=$((i + 1)); done")
+    for name in job.patches:
+        lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
+                     f"|| {{ echo \"{m} APPLY {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; exit 0; }}")
+    if restore:
+        lines.append(restore_cmd(restore))
+    token = canary.cls
+    if perturb:  # a neutral edit with a fresh token: no run's tree state is ever seen twice
+        quoted = " ".join(shlex.quote(p) for p in perturb)
+        lines.append(f"for f in {quoted}; do safe_file \"$f\" && printf '\\n# {token}\\n' >> \"$f\"; done")
+    if canary_files:
+        quoted = " ".join(shlex.quote(p) for p in canary_files)
+        lines.append(f"C={shlex.quote(canary.source())}")
+        lines.append(f"for f in {quoted}; do safe_file \"$f\" && printf '%s' \"$C\" >> \"$f\"; done")
+    lines += [
+        f"exec 3<{s}/test_script.sh 4> >(exec head -c {max_output + 1} > {s}/output.log); rd=$!",
+        "start=$EPOCHREALTIME",
+        # bash reads the script through fd 3 (the file sits in a root-only folder); stdout and stderr go
+        # into the pipe only, so nothing the script prints reaches this job's own output.
+        f"timeout -k 5 {suite_timeout:g} {drop_privileges(RUNNER_UID)} bash /dev/fd/3 < /dev/null >&4 2>&4 4>&-; rc=$?",
+        "end=$EPOCHREALTIME",
+        "exec 3<&- 4>&-",
+        f"killuid || {{ echo \"{m} UNKILLABLE\"; kill -9 $rd; }}",  # then the reader must not wait on it
+        "wait $rd",
+        f"echo \"{m} SCRIPT $rc $start $end $(stat -c %s {s}/output.log)\"",
+        f"gzip -1 -c {s}/output.log > {s}/output.gz || exit 91",
+        f"if [ $(stat -c %s {s}/output.gz) -le {INLINE} ]; then echo \"{m} OUTPUT\"; base64 -w0 {s}/output.gz; "
+        f"echo; else echo \"{m} OUTFILE\"; fi",
+    ]
+    if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
+        lines.append(f"git reset -q --hard {BASE_TAG} || exit 90")
+    for name in check_after:
+        lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
+                     f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")
+    lines.append(f"echo \"{m} END\"")
+    return "\n".join(lines)
+
+
+def _b64(text: str) -> str:
+    try:
+        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return "(undecodable)"
+
+
+def parse_job_output(output: str, marker: str, missing: tuple[str, ...] = ()) -> dict:
+    """The fields printed after `marker` lines; model text only ever appears base64-encoded."""
+    lines = output.splitlines()
+    found: dict = {"missing": [], "end": False}
+    for k, line in enumerate(lines):
+        if not line.startswith(marker + " "):
+            continue
+        kind, *args = line[len(marker) + 1:].split(" ")
+        nxt = lines[k + 1] if k + 1 < len(lines) else ""
+        if kind == "MISSING":
+            found["missing"].append(missing[int(args[0])])
+        elif kind in ("APPLY", "CHECK"):
+            found[kind.lower()] = f"{args[0]}: {_b64(nxt).strip()[:600]}"
+            found[f"{kind.lower()}_name"] = args[0]
+        elif kind == "SCRIPT":
+            found["script"] = (args[0], float(args[2]) - float(args[1]), int(args[3]))
+        elif kind == "OUTPUT":
+            found["output"] = nxt
+        elif kind in ("OUTFILE", "UNKILLABLE"):
+            found[kind.lower()] = True
+        elif kind == "END":
+            found["end"] = True
+    return found
+
+

@@ -1,0 +1,183 @@
+"""`run_job`: one run of an artifact's test suite inside a sandbox, the engine that validation, grading,
+higher-order tasks and procedural seeding share.
+
+A run is one `docker exec` of a generated bash job, run as root (the grader) in a repo sandbox, then one
+exec in a parser box (`selfplay.jobs.parser_box`):
+  root: clean the tree with git (the grader-owned git dir, hooks and configuration off:
+        `sandboxes.shell.GIT_SAFE`), apply the staged diffs, restore oracle test files, append a
+        neutral comment with a fresh token to each Python bug file and the canary tests
+        (`selfplay.jobs.canary`) to each Python oracle test file;
+  RUNNER_UID: test_script.sh under `timeout`, its stdout+stderr through a pipe into a capped root-only
+        log (a pipe: the code under test cannot seek or truncate it); the repo is read-only to it;
+  root: SIGKILL every RUNNER_UID process with bash builtins (works under a fork bomb), then collect
+        the log; a process holding the pipe is dead by then, so the job never waits on it;
+  parser box: test_parser.py on the log, as PARSER_UID, with nothing else to read.
+
+Class 5 of issue 15 (model output forging an infrastructure error): marker lines carry a random token per
+job, and every model-controlled text (the test output, git's messages about model diffs, the parser's
+stdout/stderr) crosses to the host base64-encoded, so nothing the model prints can be read as a marker.
+A job that does not finish (killed, hung, sandbox gone) comes back as `SuiteRun.died`, never as an
+exception: the grader and the validator decide whose fault it is with a control run.
+
+Every run looks the same from inside, whether validation or grading: same tokens appended, same uids,
+same parser box. Staged artifact files live in SCRATCH (root-only).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import logging
+import uuid
+from dataclasses import dataclass
+
+from sandboxes.errors import SandboxError
+from sandboxes.sandbox import Sandbox
+from selfplay.artifact import BugArtifact
+from selfplay.diffs import touched_files
+from selfplay.errors import ValidationInfraError
+from selfplay.grading import ParserOutputError, parse_status_map
+from selfplay.jobs.canary import Canary
+from selfplay.jobs.job import MAX_TEST_OUTPUT, SCRATCH, Job, job_command, parse_job_output
+from selfplay.jobs.parser_box import parse_output
+from selfplay.jobs.staging import UNPACK, tarball
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """Outcome of one job: test_script.sh piped through test_parser.py (after patches and restores)."""
+
+    statuses: dict[str, str] | None
+    """The parsed map (canary ids removed); None when a patch did not apply, the script timed out or
+    flooded, the parser failed, or the job died."""
+    error: str | None = None
+    """Why there is no map (patch, script timeout, flood, parser crash, parser timeout, bad JSON, died)."""
+    duration: float = 0.0
+    """Seconds the script took."""
+    output_tail: str = ""
+    """Last lines of the script's output, for error messages (model text: show, never parse)."""
+    apply_error: str | None = None
+    """Set when a staged diff did not apply: `name: git's message`."""
+    missing: tuple[str, ...] = ()
+    """Paths asked about with `missing=` that do not exist in the original commit."""
+    script_exit: int | None = None
+    """test_script.sh's exit status as the job printed it (None when the script did not run)."""
+    check_failed: str | None = None
+    """The first `Job.check_after` diff that did not apply (its message is in `apply_error`)."""
+    died: bool = False
+    """The job itself did not finish (killed, hung past its own timeout, sandbox gone): whose fault it
+    is takes a control run to tell."""
+    timed_out: bool = False
+    """test_script.sh ran past the suite timeout."""
+    integrity: str = ""
+    """The canary verdict: "ok", "inconclusive: ...", "tampered: ..." ("" when nothing was parsed)."""
+
+    @property
+    def tampered(self) -> str | None:
+        """The canary verdict when it says the run was tampered with, else None."""
+        return self.integrity if self.integrity.startswith("tampered") else None
+
+
+def _died(why: str) -> SuiteRun:
+    return SuiteRun(None, f"the suite job did not finish: {why}", died=True)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """A finished job whose test output still has to go through the parser (see `parse_collected`)."""
+
+    canary: Canary
+    log: bytes
+    parse_twice: bool
+    fields: dict
+
+
+def run_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float, parser_timeout: float,
+            max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None) -> SuiteRun:
+    """Run one job (see `job_command`) in `sb` and parse its output in a parser box. The scratch folder
+    was staged with `prepare`, or `stage` (see `staged_files`) is staged by the job itself (one exec
+    fewer). Never raises for what the artifact or the prediction did."""
+    done = exec_job(sb, artifact, job, suite_timeout=suite_timeout, max_output=max_output, stage=stage)
+    return done if isinstance(done, SuiteRun) else parse_collected(done, artifact, parser_timeout)
+
+
+def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float,
+             max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None) -> SuiteRun | Collected:
+    """The repo-sandbox half of `run_job`: a SuiteRun when the run ended without output to parse (a diff
+    did not apply, the script timed out or flooded, the job died), else the collected output. Once it
+    returns, `sb` is free for the next job while the output is parsed."""
+    marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
+    py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
+    cmd = job_command(job, marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
+                      perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files))
+    if stage is not None:
+        cmd = f"{UNPACK} || exit 90\n{cmd}"
+    try:
+        res = sb.exec(cmd, timeout=suite_timeout + 120, user="root",
+                      stdin=None if stage is None else tarball(stage))
+    except SandboxError as exc:
+        return _died(f"the sandbox failed ({exc})")
+    found = parse_job_output(res.output, marker, job.missing)
+    missing = tuple(found["missing"])
+    if "apply" in found:
+        return SuiteRun(None, f"{found['apply_name']} does not apply", apply_error=found["apply"], missing=missing)
+    if res.timed_out or not found["end"] or "script" not in found:
+        return _died(f"exit {res.exit_code}, timed out: {res.timed_out}")
+    rc, duration, size = found["script"]
+    try:
+        raw = (base64.b64decode(found["output"], validate=True) if "output" in found
+               else sb.read_file(f"{SCRATCH}/output.gz", user="root", max_bytes=max_output + (1 << 20)))
+        log_bytes = gzip.decompress(raw)
+    except Exception as exc:  # our own encoding: a failure here is the sandbox's
+        return _died(f"the test output could not be collected ({exc.__class__.__name__}: {exc})")
+    fields = dict(duration=duration, apply_error=found.get("check"), missing=missing, script_exit=int(rc),
+                  check_failed=found.get("check_name"),
+                  output_tail=log_bytes[-1500:].decode("utf-8", "replace"))
+    if rc in ("124", "137"):
+        return SuiteRun(None, f"test_script.sh did not finish within {suite_timeout:g}s", timed_out=True, **fields)
+    if size > max_output:
+        return SuiteRun(None, f"test_script.sh printed more than {max_output} bytes (output flood); keep the "
+                              "test output under the cap", **fields)
+    return Collected(canary, log_bytes, job.parse_twice, fields)
+
+
+def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: float) -> SuiteRun:
+    """The parser-box half of `run_job`: parse, check determinism and the canaries."""
+    runs = parse_output(artifact.test_parser, done.log, runs=2 if done.parse_twice else 1, timeout=parser_timeout)
+    if runs is None:
+        raise ValidationInfraError("the parser box failed twice in a row (not the artifact's doing: it runs "
+                                   "even a crashing parser fine); check the Docker engine")
+    error = _parser_error(runs, parser_timeout)
+    if error is None and done.parse_twice and runs[0].stdout != runs[1].stdout:
+        error = "test_parser.py gave two different maps for the same output"
+    if error is None:
+        try:
+            statuses = parse_status_map(runs[0].stdout.decode("utf-8", "replace"))
+        except ParserOutputError as exc:
+            error = f"test_parser.py output is invalid: {exc}"
+    if error is not None:
+        return SuiteRun(None, error, **done.fields)
+    real, integrity = done.canary.split(statuses)
+    log.debug("suite job: %.2fs, %d tests, integrity %s", done.fields["duration"], len(real), integrity)
+    return SuiteRun(real, None, integrity=integrity, **done.fields)
+
+
+def _parser_error(runs, parser_timeout: float) -> str | None:
+    for run in runs:
+        if run.exit_code in (124, 137):
+            return (f"test_parser.py did not finish within {parser_timeout:g}s (it must read stdin to EOF "
+                    "and exit)")
+        if run.exit_code != 0:
+            return f"test_parser.py exited with {run.exit_code}: {run.stderr.decode('utf-8', 'replace')[-600:]}"
+        if run.flooded:
+            return "test_parser.py printed more than the cap on stdout"
+    return None
+
+
+def run_suite(sb: Sandbox, artifact: BugArtifact, *, suite_timeout: float, parser_timeout: float,
+              parse_twice: bool = False) -> SuiteRun:
+    """Run the staged script on the tree as it is (no clean, no patches) and parse its output."""
+    return run_job(sb, artifact, Job(clean=False, parse_twice=parse_twice), suite_timeout=suite_timeout,
+                   parser_timeout=parser_timeout)
