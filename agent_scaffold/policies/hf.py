@@ -64,7 +64,12 @@ def process_logits(logits: Any, params: SamplingParams, seen: Any) -> Any:
 class HFPolicy:
     """A local HF checkpoint (default: the embedded SmolLM2-135M-Instruct)."""
 
-    def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None) -> None:
+    def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None,
+                 version: int = 0) -> None:
+        """`version`: the weights version of `model_dir` (checkpoint N of a run is version N), which every
+        completion reports; a resumed run that reported 0 would see all its rollouts as stale."""
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
         torch = _import_torch()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -77,7 +82,7 @@ class HFPolicy:
         self.dtype = dtype if dtype is not None else torch.float32
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.dtype).to(device).eval()
-        self.version = 0
+        self.version = version
         self._lock = threading.Lock()  # weight swaps never interleave with a generation
         self.eos_ids = self._eos_ids()
         log.info("loaded %s on %s", self.model_dir, device)

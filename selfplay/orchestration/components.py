@@ -1,0 +1,119 @@
+"""What a run is assembled from: the store, the model it starts from, the rollout policy and learner, the
+executor, procedural seeding of a thin store, and the reaping of a crashed run's containers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from selfplay.orchestration.config import RunConfig
+from selfplay.orchestration.rundir import RunDir
+from selfplay.orchestration.state import LoopState
+
+log = logging.getLogger(__name__)
+
+
+def open_run_store(config: RunConfig, run: RunDir) -> Any:
+    from selfplay.store import open_store
+
+    return open_store(config.store_url or str(run.store_db.resolve()))
+
+
+def start_model_dir(config: RunConfig) -> str:
+    """The checkpoint the policy and the learner start from: `policy.model_dir`, else the warm-start
+    checkpoint (hf with `warm_start.enabled`; built on first use and cached), else the embedded model."""
+    if config.policy.model_dir:
+        return config.policy.model_dir
+    if config.policy.backend == "hf" and config.warm_start.enabled:
+        from selfplay.demos.warm_start import warm_start_checkpoint
+
+        return str(warm_start_checkpoint(config.warm_start.config))
+    from agent_scaffold.embedded import default_model_dir
+
+    return str(default_model_dir())
+
+
+def resume_checkpoint(run: RunDir) -> tuple[Path | None, int]:
+    """The newest complete checkpoint of the run and its policy version (None, 0 before the first)."""
+    from selfplay.learner.checkpoint import latest_checkpoint, read_version
+
+    path = latest_checkpoint(run.checkpoints)
+    return (path, read_version(path)) if path is not None else (None, 0)
+
+
+def build_learner(config: RunConfig, run: RunDir, store: Any, run_id: str, checkpoint: Path | None,
+                  state: LoopState, *, rollout_policy: bool = True) -> tuple[Any, Any]:
+    """(rollout policy or None, PolicyLearner or None). An hf policy is built here (from the checkpoint
+    when resuming, reporting its version) so the learner can sync weights into it; other backends are
+    built by the worker, and none when `rollout_policy` is False (a caller-supplied runner plays)."""
+    hf = rollout_policy and config.policy.backend == "hf"
+    model_dir = start_model_dir(config) if config.learner.enabled or hf else None
+    policy = None
+    if hf:
+        from selfplay.orchestration.policy_factory import hf_policy
+
+        policy = hf_policy(config.policy, model_dir=str(checkpoint or model_dir), version=state.policy_version)
+    learner = None
+    if config.learner.enabled:
+        from selfplay.orchestration.learning import PolicyLearner
+
+        learner = PolicyLearner(config, str(model_dir), run.checkpoints, policy=policy, store=store, run_id=run_id,
+                                initial_version=state.policy_version, resume_from=checkpoint,
+                                baseline=state.baseline or None)
+    return policy, learner
+
+
+def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = None) -> Any:
+    if config.rollout.executor == "ray":
+        from selfplay.orchestration.ray_executor import RayExecutor
+
+        return RayExecutor(config, workers=config.rollout.workers, retries=config.rollout.episode_retries,
+                           address=config.rollout.ray_address, run_id=run_id)
+    from selfplay.orchestration.executor import LocalExecutor
+
+    if runner is None:
+        from selfplay.orchestration.worker import build_runner
+
+        runner = build_runner(config, policy, run_id=run_id)
+    return LocalExecutor(runner, workers=config.rollout.workers, retries=config.rollout.episode_retries)
+
+
+def reap_containers(run_id: str) -> int:
+    """Remove the containers labelled with `run_id` whose owner process is gone (a crashed run's)."""
+    try:
+        from sandboxes.engine import docker_client
+        from sandboxes.reaper import _remove, list_sandboxes
+
+        client = docker_client()
+    except Exception as exc:  # no Docker here: nothing of ours can be running either
+        log.warning("could not reach Docker to reap containers of %s: %s", run_id, exc)
+        return 0
+    doomed = [s.id for s in list_sandboxes(client) if s.run_id == run_id and s.owner_alive is not True]
+    _remove(client, doomed)
+    if doomed:
+        log.info("reaped %d containers of crashed run %s", len(doomed), run_id)
+    return len(doomed)
+
+
+def seed_store(config: RunConfig, store: Any, state: LoopState, executor: Any) -> float:
+    """Procedural seeds while the store is thin; returns the seconds it took."""
+    from repos.listfile import get_repo
+    from selfplay.orchestration.curriculum import active_tasks, seed_thin_store
+
+    cur = config.curriculum
+    if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
+        return 0.0
+    t0 = time.monotonic()
+
+    def record(artifact: Any, repo: str, report: Any, strategy: str) -> str | None:
+        if hasattr(store, "record_artifact"):
+            return store.record_artifact(artifact, repo, report, origin="procedural", strategy=strategy).task_id
+        return store.record_validation(artifact, repo, report, origin="procedural", strategy=strategy)
+
+    specs = [get_repo(r, config.repo_list) for r in config.repos]
+    added = seed_thin_store(store, specs, cur, seed=config.seed, validation=config.validation,
+                            record=record)
+    state.count("seeded_tasks", added)
+    return time.monotonic() - t0

@@ -1,0 +1,120 @@
+"""Which repos, strategies and tasks an iteration plays (SSR section 2; the draws are ours).
+
+- Repos per injector episode: round robin over `RunConfig.repos` (a cursor kept in the loop state, so a
+  resumed run continues where it was), or weighted at random by `rollout.repo_weights`.
+- Strategy per injector episode: uniformly from `rollout.strategies` (SSR: removal or history-aware).
+- Solver tasks: this iteration's fresh valid tasks first (all of them, even beyond `rollout.solver_tasks`,
+  because each injector's Eq. 1 reward needs its bug's G attempts of this iteration), then higher-order
+  tasks, then stored tasks from the difficulty band (`store.sample_tasks`).
+- Procedural seeds (not in SSR) fill the store while it holds fewer than `curriculum.min_active_tasks`
+  active tasks. Validated seeds are cached (`selfplay.demos.seed_cache`, keyed by repo, image, count and
+  settings), so a repeated run reuses them instead of seeding again.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from selfplay.orchestration.config import CurriculumConfig, RolloutConfig
+from selfplay.task import Task
+
+log = logging.getLogger(__name__)
+
+
+def pick_repos(repos: Sequence[str], n: int, rollout: RolloutConfig, cursor: int,
+               rng: random.Random) -> tuple[list[str], int]:
+    """`n` repos for this iteration's injector episodes and the new round-robin cursor."""
+    if rollout.repo_sampling == "weighted":
+        weights = [float(rollout.repo_weights.get(r, 1.0)) for r in repos]
+        if not any(w > 0 for w in weights):
+            raise ValueError("rollout.repo_weights gives every repo weight 0; give at least one a positive weight")
+        return rng.choices(list(repos), weights=weights, k=n), cursor
+    return [repos[(cursor + i) % len(repos)] for i in range(n)], (cursor + n) % len(repos)
+
+
+def pick_strategies(strategies: Sequence[str], n: int, rng: random.Random) -> list[str]:
+    if not strategies:
+        raise ValueError("rollout.strategies is empty; name at least one injection strategy (removal, history)")
+    return [rng.choice(list(strategies)) for _ in range(n)]
+
+
+def _sample(store: Any, n: int, config: CurriculumConfig, rng: random.Random, **select: Any) -> list[Task]:
+    if n <= 0:
+        return []
+    params = inspect.signature(store.sample_tasks).parameters
+    if any(k not in params for k in select):  # a store without selection by origin
+        return []
+    return list(store.sample_tasks(n, config=config.sampling, rng=rng, **select))
+
+
+def draw_tasks(store: Any, fresh: Sequence[str], n: int, config: CurriculumConfig,
+               rng: random.Random) -> list[Task]:
+    """Fresh tasks (every one), then higher-order ones (up to a quarter of the rest, at least one), then
+    the band, without repeats; fewer than `n` when the store has no more."""
+    chosen: list[Task] = []
+    seen: set[str] = set()
+
+    def take(tasks: Sequence[Task]) -> None:
+        for t in tasks:
+            if t.task_id not in seen:
+                seen.add(t.task_id)
+                chosen.append(t)
+
+    if config.fresh_first:
+        take(store.get_tasks(list(dict.fromkeys(fresh))))
+    left = n - len(chosen)
+    if left > 0:
+        take(_sample(store, max(1, left // 4), config, rng, origin="higher_order"))
+    left = n - len(chosen)
+    if left > 0:
+        # over-draw: the band may hand back tasks already chosen above
+        take(_sample(store, left + len(seen), config, rng)[: left + len(seen)])
+    return chosen[: max(n, len(fresh) if config.fresh_first else 0)]
+
+
+def active_tasks(store: Any) -> int:
+    return len(store.task_stats(status="active"))
+
+
+def seed_repo(spec: Any, k: int, *, seed: int, validation: Any) -> list[tuple[Any, Any, str]]:
+    """`k` validated procedural seeds of `spec` as (artifact, report, operator): from the seed cache
+    (`selfplay.demos.seed_cache`, keyed by repo, image, k and settings) or seeded and cached."""
+    from sandboxes.images import repo_image
+    from selfplay.demos.seed_cache import cached_seed
+    from selfplay.procedural.seed import SeedConfig
+
+    results, hit = cached_seed(spec, k, image=repo_image(spec), config=SeedConfig(seed=seed), validation=validation)
+    log.info("procedural seeds of %s: %d (%s)", spec.name, len(results), "cached" if hit else "seeded")
+    return [(r.artifact, r.report, r.operator) for r in results]
+
+
+def seed_thin_store(store: Any, specs: Sequence[Any], config: CurriculumConfig, *, seed: int, validation: Any,
+                    record: Any) -> int:
+    """While the store holds fewer than `min_active_tasks` active tasks, add `seed_per_repo` procedural
+    seeds of each repo; `record(artifact, repo, report, strategy)` stores one and returns its task id.
+    Returns how many new tasks were stored."""
+    if config.seed_per_repo <= 0 or active_tasks(store) >= config.min_active_tasks:
+        return 0
+    added = 0
+    for spec in specs:
+        try:
+            seeds = seed_repo(spec, config.seed_per_repo, seed=seed, validation=validation)
+        except ValueError as exc:  # a repo that cannot be seeded (no test_<module>.py) is not fatal
+            log.warning("no procedural seeds for %s: %s", spec.name, exc)
+            continue
+        for artifact, report, operator in seeds:
+            before = store.has_task(_task_id(spec.name, artifact))
+            task_id = record(artifact, spec.name, report, operator)
+            added += int(task_id is not None and not before)
+    log.info("procedural seeding: %d new tasks (store thin below %d active)", added, config.min_active_tasks)
+    return added
+
+
+def _task_id(repo: str, artifact: Any) -> str:
+    from selfplay.task import make_task_id
+
+    return make_task_id(repo, artifact)

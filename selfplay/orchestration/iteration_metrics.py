@@ -1,0 +1,93 @@
+"""The metrics.jsonl record of one iteration (flat, namespaced keys; see docs and the team contract).
+
+Time shares: the learner and the loop's own bookkeeping (`orchestration`: drawing tasks, store writes,
+trajectory files, metrics) are timed directly; the rollout phase's wall time is split between sandbox,
+model, validation and grading in proportion to what the workers measured for each (episodes run in
+parallel, so their summed times exceed the wall time). The loop's bookkeeping overlaps the episodes in
+flight, so its share is an upper bound.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from selfplay.orchestration.config import RunConfig
+
+PHASES = ("sandbox", "model", "validation", "grading", "learner", "orchestration")
+
+
+def _mean(xs: list[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None
+
+
+def time_shares(phase_s: Mapping[str, float], worker_s: Mapping[str, float]) -> dict[str, float]:
+    """`time_share/<phase>` summing to 1 over PHASES."""
+    learner = phase_s.get("learner", 0.0)
+    seeding = phase_s.get("validation", 0.0)
+    rollout = max(0.0, phase_s.get("rollout_wall", 0.0) - phase_s.get("orchestration", 0.0) - seeding)
+    orchestration = phase_s.get("orchestration", 0.0) + phase_s.get("bookkeeping", 0.0)
+    measured = {k: worker_s.get(k, 0.0) for k in ("sandbox", "model", "validation", "grading")}
+    total_measured = sum(measured.values())
+    seconds = {k: (rollout * v / total_measured if total_measured else 0.0) for k, v in measured.items()}
+    if not total_measured:
+        orchestration += rollout
+    seconds["validation"] += seeding
+    seconds.update(learner=learner, orchestration=orchestration)
+    total = sum(seconds.values()) or 1.0
+    out = {f"time_share/{k}": seconds[k] / total for k in PHASES}
+    out.update({f"time_s/{k}": seconds[k] for k in PHASES})
+    return out
+
+
+def iteration_record(outcome: Any, learner: Mapping[str, float], store: Any, summary: Mapping[str, Any],
+                     config: RunConfig) -> dict[str, Any]:
+    rec: dict[str, Any] = {"iteration": outcome.iteration, "policy_version": summary.get("policy_version")}
+    trajs = outcome.trajectories
+    solver = [t for t in trajs if t.role == "solver" and t.metadata.get("grade") is not None
+              and not t.metadata.get("infra_failure")]
+    if solver:
+        solved = [bool(t.metadata["grade"].get("resolved")) for t in solver]
+        rec["solve_rate/all"] = sum(solved) / len(solved)
+        for key in ("order", "repo"):
+            groups: dict[str, list[bool]] = {}
+            for t, s in zip(solver, solved):
+                groups.setdefault(str(t.metadata.get(key)), []).append(s)
+            for value, ss in groups.items():
+                name = f"solve_rate/order_{value}" if key == "order" else f"solve_rate/repo/{value}"
+                rec[name] = sum(ss) / len(ss)
+    verdicts = [v for v in outcome.verdicts if not v.infra_failure]
+    if verdicts:
+        rec["injector/validity"] = sum(v.valid for v in verdicts) / len(verdicts)
+    failed = Counter(t.metadata["validation"].get("failed_check") or "error" for t in trajs
+                     if t.role == "injector" and t.metadata.get("validation")
+                     and not t.metadata["validation"].get("valid"))
+    rec.update({f"injector/failed_check/{k}": float(n) for k, n in failed.items()})
+    for role, key in (("injector", "reward/injector_mean"), ("solver", "reward/solver_mean")):
+        m = _mean([float(t.reward) for t in trajs if t.role == role and t.reward is not None])
+        if m is not None:
+            rec[key] = m
+        ts = [t for t in trajs if t.role == role]
+        if ts:
+            rec[f"episode/{role}/turns_mean"] = _mean([float(len(t.turn_spans)) for t in ts])
+            rec[f"episode/{role}/tokens_mean"] = _mean([float(len(t.input_ids)) for t in ts])
+    results = outcome.results
+    rec.update({f"episode/termination/{k}": float(n) for k, n in Counter(r.termination for r in results).items()})
+    rec["sandbox/errors"] = float(sum(r.termination == "sandbox_error" for r in results))
+    rec["infra/failures"] = float(sum(bool(r.infra_failure) for r in results))
+    statuses = Counter(s.status for s in store.task_stats())
+    rec.update({f"tasks/{k}": float(n) for k, n in statuses.items()})
+    rec.update({k: v for k, v in learner.items()})
+    rec["staleness/dropped"] = float(learner.get("batch/dropped_stale", 0.0))
+    rec["staleness/mean"] = float(learner.get("batch/staleness_mean", 0.0))
+    worker_s: dict[str, float] = {}
+    for r in results:
+        for k, v in r.timings.items():
+            worker_s[k] = worker_s.get(k, 0.0) + float(v)
+    rec.update(time_shares(outcome.phase_s, worker_s))
+    wall_h = max(summary.get("wall_s") or 0.0, 1e-9) / 3600
+    rec["throughput/episodes_per_hour"] = (summary.get("injector_episodes", 0) + summary.get("solver_attempts", 0)) / wall_h
+    rec["throughput/tasks_per_hour"] = summary.get("valid_artifacts", 0) / wall_h
+    rec["iteration/wall_s"] = sum(outcome.phase_s.get(k, 0.0) for k in ("rollout_wall", "learner", "bookkeeping"))
+    return rec

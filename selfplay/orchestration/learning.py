@@ -1,0 +1,141 @@
+"""`PolicyLearner`: one learner update per iteration, the way SSR's loop needs it.
+
+trajectories -> (infrastructure failures and unrewarded episodes out, counted) -> `build_batch` (per-role
+advantages with the injector's running-mean baseline, dynamic sampling, overlong handling, staleness)
+-> `LearnerEngine.train_step` (skipped, and counted, when nothing is left) -> weight sync to the rollout
+policy -> a checkpoint every `learner.checkpoint_every` updates (with retention, registered in the store)
+-> periodic evaluation every `eval.every` checkpoints.
+
+torch and DeepSpeed are imported only when a `PolicyLearner` is built (the `train` extra).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent_scaffold.trajectory import Trajectory
+from selfplay.learner.baseline import RunningMeanBaseline
+from selfplay.orchestration.config import RunConfig
+from selfplay.orchestration.rundir import prune_checkpoints
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    """What one `PolicyLearner.update` did."""
+
+    metrics: dict[str, float]
+    trained: bool
+    """False when the batch was empty (the update was skipped)."""
+    version: int
+    checkpoint: Path | None = None
+    eval_metrics: dict[str, float] = field(default_factory=dict)
+
+
+def trainable(trajectories: Sequence[Trajectory]) -> tuple[list[Trajectory], int]:
+    """The trajectories a learner may see, and how many were left out: infrastructure failures (never the
+    model's doing) and episodes without a reward (an injector whose bug got no gradable attempt)."""
+    kept = [t for t in trajectories if not t.metadata.get("infra_failure") and t.reward is not None]
+    return kept, len(trajectories) - len(kept)
+
+
+def weight_sync(config: RunConfig, policy: Any) -> Any:
+    """The `WeightSync` that moves learner weights into the rollout policy, or None when the policy has no
+    weights (scripted: it plays at whatever version it is asked for)."""
+    from selfplay.learner.weight_sync import HFPolicySync, HTTPPolicySync, MultiSync, VLLMDiskSync
+
+    backend = config.policy.backend
+    if backend == "hf" and policy is not None:
+        inner = getattr(policy, "policy", policy)  # BatchingPolicy wraps the HFPolicy
+        return HFPolicySync(inner, mode=config.learner.weight_sync)
+    if backend == "openai":
+        return MultiSync(*(HTTPPolicySync(url) for url in config.policy.endpoints))
+    if backend == "vllm":
+        return MultiSync(*(VLLMDiskSync(url) for url in config.policy.endpoints))
+    return None
+
+
+class PolicyLearner:
+    """The learner engine plus everything an update needs around it."""
+
+    def __init__(self, config: RunConfig, model_dir: str, checkpoints: Path, *, policy: Any = None,
+                 store: Any = None, run_id: str = "", initial_version: int = 0,
+                 resume_from: Path | None = None, baseline: dict[str, Any] | None = None) -> None:
+        from selfplay.learner.engine import LearnerEngine
+
+        self.config, self.checkpoints, self.store, self.run_id = config, checkpoints, store, run_id
+        self.engine = LearnerEngine(replace(config.learner.engine, model_dir=model_dir),
+                                    initial_version=initial_version)
+        state: dict[str, Any] = {}
+        if resume_from is not None:
+            state = self.engine.resume(resume_from)
+        saved = state.get("injector_baseline") or baseline
+        self.baseline = RunningMeanBaseline.from_state_dict(saved) if saved else RunningMeanBaseline()
+        self.sync = weight_sync(config, policy)
+        self.policy = policy
+        self.checkpoints_written = 0
+
+    @property
+    def version(self) -> int:
+        return int(self.engine.version)
+
+    def update(self, trajectories: Sequence[Trajectory]) -> UpdateResult:
+        from selfplay.learner.batch import build_batch
+
+        kept, excluded = trainable(trajectories)
+        batch = self.config.learner.batch
+        if getattr(batch, "group_size", 0) is None:  # G is the reward's group size unless set apart
+            batch = replace(batch, group_size=self.config.reward.group_size)
+        samples, metrics = build_batch(kept, self.version, batch, self.baseline)
+        metrics = {**metrics, "batch/excluded_infra_or_unrewarded": float(excluded)}
+        if not samples:
+            log.info("learner: empty batch (%d trajectories, %d excluded); update skipped", len(trajectories),
+                     excluded)
+            return UpdateResult({**metrics, "learner/skipped_empty_batch": 1.0}, False, self.version)
+        metrics.update(self.engine.train_step(samples))
+        version = self.version
+        checkpoint = None
+        if version % max(1, self.config.learner.checkpoint_every) == 0:
+            checkpoint = self.save()
+        self._push(version, checkpoint)
+        evals = self._maybe_eval(checkpoint)
+        return UpdateResult({**metrics, **evals, "learner/skipped_empty_batch": 0.0}, True, version, checkpoint,
+                            evals)
+
+    def save(self) -> Path:
+        path = self.engine.save(self.checkpoints, state={"injector_baseline": self.baseline.state_dict()})
+        self.checkpoints_written += 1
+        prune_checkpoints(self.checkpoints, self.config.learner.keep_checkpoints)
+        if self.store is not None and self.run_id:
+            self.store.register_checkpoint(self.run_id, self.version, path)
+        return path
+
+    def _push(self, version: int, checkpoint: Path | None) -> None:
+        if self.sync is None:
+            return
+        needs_disk = self.config.policy.backend != "hf" or self.config.learner.weight_sync == "disk"
+        if needs_disk and checkpoint is None:
+            # HTTP engines and disk sync load from a checkpoint: one is written now, off the schedule.
+            checkpoint = self.save()
+        state = None if needs_disk else self.engine.state_dict()
+        self.sync.push(version, checkpoint_dir=checkpoint, state_dict=state)
+
+    def _maybe_eval(self, checkpoint: Path | None) -> dict[str, float]:
+        every = self.config.eval.every
+        if not every or checkpoint is None or self.checkpoints_written % every:
+            return {}
+        try:
+            from selfplay.eval.dataset import load_instances
+            from selfplay.eval.runner import evaluate_checkpoint
+
+            instances = load_instances(self.config.eval.dataset, split=self.config.eval.split)
+            return evaluate_checkpoint(checkpoint, instances, checkpoint.parent.parent / "eval" / checkpoint.name,
+                                       runs=self.config.eval.runs)
+        except Exception as exc:  # an evaluation must not end the training run
+            log.exception("evaluation of %s failed: %s", checkpoint, exc)
+            return {"eval/swebench/failed": 1.0}

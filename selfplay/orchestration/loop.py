@@ -1,0 +1,286 @@
+"""`run_selfplay`: SSR's self-play loop over a repo list, with learning, resume and metrics.
+
+Per iteration: procedural seeds while the store is thin, injector episodes (validated and recorded), tasks
+drawn (fresh first), G solver attempts per task (graded, recorded, higher-order tasks stored), Eq. 1
+injector rewards, then one learner update (`learning.PolicyLearner`: batch, train_step, weight sync,
+checkpoint) and metrics + summary.json. `rollouts.IterationRollouts` plays and records the episodes.
+
+Modes: sync generates, then trains (Nebius). async plays iteration i+1's rollouts in a background thread
+while the learner trains on iteration i (a pipeline one iteration deep, so rollouts are about one version
+stale; anything older than `learner.batch.max_staleness` is dropped and counted).
+
+Resume (`resume=run_dir`): the store, state.json and the newest checkpoint (policy and learner at its
+version) are reloaded, containers labelled with this run id whose owner is gone are removed, and the
+unfinished iterations are played again with the same episode ids: episodes the store has attempts of are
+skipped. Ctrl-C leaves the status "running" (resumable); an exception sets "failed" with the error.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from selfplay.errors import SelfPlayError
+from selfplay.orchestration.config import RunConfig
+from selfplay.orchestration.iteration_metrics import iteration_record
+from selfplay.orchestration.rollouts import IterationOutcome, IterationRollouts, recorded_episode
+from selfplay.orchestration.rundir import (
+    RunDir,
+    attach_log_file,
+    detach_log_file,
+    new_run_id,
+    prune_files,
+    write_json_atomic,
+)
+from selfplay.orchestration.state import LoopState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    kind: str
+    """phase | episode | iteration | learner | checkpoint | done."""
+    iteration: int
+    message: str
+    summary: Mapping[str, Any]
+    """The current summary.json content."""
+
+
+class RunObserver(Protocol):
+    def on_event(self, event: RunEvent) -> None: ...
+
+
+class RunError(SelfPlayError):
+    """A self-play run stopped on an error; the message names the run directory and its log."""
+
+
+def run_selfplay(config: RunConfig, *, resume: Path | None = None, observer: RunObserver | None = None,
+                 runner: Any = None) -> Path:
+    """Run (or resume) a self-play run; returns its directory. `runner` replaces the rollout worker
+    (`worker.build_runner`), for tests with a documented test double."""
+    run = SelfPlayRun(config, resume=resume, observer=observer, runner=runner)
+    run.execute()
+    return run.dir.path
+
+
+class SelfPlayRun:
+    def __init__(self, config: RunConfig, *, resume: Path | None, observer: RunObserver | None,
+                 runner: Any) -> None:
+        from selfplay.orchestration.config_loader import dump_config
+
+        self.config, self.observer, self.resumed = config, observer, resume is not None
+        if resume is not None:
+            self.dir = RunDir.open(resume)
+            self.state = LoopState.load(self.dir.state) if self.dir.state.is_file() else LoopState(self.dir.run_id)
+        else:
+            self.dir = RunDir.create(config.runs_dir, new_run_id(config.name))
+            self.dir.config.write_text(dump_config(config))
+            self.state = LoopState(self.dir.run_id, started_at=time.time())
+        self.run_id = self.dir.run_id
+        self.lock = threading.RLock()
+        self.status, self.error = "running", None
+        self.t_start = time.monotonic()
+        self.log_handler = attach_log_file(self.dir.logs / "run.log")
+        self._runner = runner
+        self.store: Any = None
+        self.metrics: Any = None
+        self.executor: Any = None
+        self.learner: Any = None
+        self.policy: Any = None
+
+    # --- bookkeeping -----------------------------------------------------------------------------------
+    def save_state(self) -> None:
+        with self.lock:
+            self.state.save(self.dir.state)
+
+    def summary(self) -> dict[str, Any]:
+        with self.lock:
+            c = dict(self.state.counters)
+            return {"run_id": self.run_id, "iterations": self.state.completed, **c,
+                    "policy_version": self.state.policy_version, "tasks_in_store": self._tasks_in_store(),
+                    "status": self.status, "error": self.error, "started_at": self.state.started_at,
+                    "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.dir.path)}
+
+    def wall_s(self) -> float:
+        return self.state.wall_s + time.monotonic() - self.t_start
+
+    def _tasks_in_store(self) -> int | None:
+        try:
+            return len(self.store.task_stats()) if self.store is not None else None
+        except Exception:  # the summary is written on failure paths too
+            return None
+
+    def write_summary(self) -> dict[str, Any]:
+        data = self.summary()
+        write_json_atomic(self.dir.summary, data)
+        return data
+
+    def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
+        log.info("[%s] it %d: %s", kind, iteration, message)
+        if self.observer is not None:
+            try:
+                self.observer.on_event(RunEvent(kind, iteration, message, summary or self.summary()))
+            except Exception:  # a display must not end the run
+                log.exception("run observer failed on %s", kind)
+
+    # --- setup -----------------------------------------------------------------------------------------
+    def setup(self) -> None:
+        from selfplay.orchestration.components import (
+            build_executor,
+            build_learner,
+            open_run_store,
+            reap_containers,
+            resume_checkpoint,
+        )
+        from selfplay.orchestration.metrics import make_metrics
+
+        self.store = open_run_store(self.config, self.dir)
+        self.store.register_run(self.run_id, {"name": self.config.name, "repos": list(self.config.repos)})
+        self.metrics = make_metrics(self.config.metrics, self.dir.metrics, self.dir.logs / "tensorboard",
+                                    run_id=self.run_id, run_config={"name": self.config.name},
+                                    resume=self.resumed)
+        recorded: set[str] = set()
+        if self.resumed:
+            reap_containers(self.run_id)
+            recorded = {e for a in self.store.attempts(run_id=self.run_id)
+                        if (e := recorded_episode(a.trajectory_path))}
+            checkpoint, version = resume_checkpoint(self.dir)
+            self.state.policy_version = version
+            log.info("resuming %s at iteration %d, policy version %d (%d attempts recorded)", self.run_id,
+                     self.state.completed, version, len(recorded))
+        else:
+            checkpoint = None
+        self.policy, self.learner = build_learner(self.config, self.dir, self.store, self.run_id, checkpoint,
+                                                  self.state, rollout_policy=self._runner is None)
+        self.executor = build_executor(self.config, self.policy, self.run_id, self._runner)
+        self.rollouts = IterationRollouts(self.config, self.dir, self.store, self.state, self.executor,
+                                          self.save_state, self.emit, self.lock, recorded)
+        self.write_summary()
+
+    # --- the loop --------------------------------------------------------------------------------------
+    def execute(self) -> None:
+        try:
+            self.setup()
+            self.loop()
+            self.status = "finished"
+        except KeyboardInterrupt:
+            log.warning("run %s interrupted; resume with `selfplay run --resume %s`", self.run_id, self.dir.path)
+            raise
+        except Exception as exc:
+            self.status, self.error = "failed", f"{exc.__class__.__name__}: {exc}"
+            log.exception("run %s failed", self.run_id)
+            if isinstance(exc, SelfPlayError):
+                raise
+            raise RunError(f"run {self.run_id} failed: {self.error}; see {self.dir.logs / 'run.log'}. Fix the "
+                           f"cause, then `selfplay run --resume {self.dir.path}`") from exc
+        finally:
+            self.close()
+
+    def _more(self, iteration: int) -> bool:
+        if self.config.iterations and iteration >= self.config.iterations:
+            return False
+        if self.config.max_hours is not None and self.wall_s() >= self.config.max_hours * 3600:
+            log.info("max_hours reached after %d iterations", iteration)
+            return False
+        return True
+
+    def loop(self) -> None:
+        iteration = self.state.completed
+        if not self._more(iteration):
+            return
+        background = ThreadPoolExecutor(1, thread_name_prefix="rollouts") if self.config.learner.mode == "async" \
+            else None
+        try:
+            pending: Future | None = None
+            outcome = self.play(iteration)
+            while True:
+                if background is not None and self._more(iteration + 1):
+                    pending = background.submit(self.play, iteration + 1)
+                self.finish(outcome)
+                iteration += 1
+                if pending is not None:
+                    outcome, pending = pending.result(), None
+                elif self._more(iteration):
+                    outcome = self.play(iteration)
+                else:
+                    break
+        finally:
+            if background is not None:
+                background.shutdown(wait=True, cancel_futures=True)
+
+    def play(self, iteration: int) -> IterationOutcome:
+        from selfplay.orchestration.components import seed_store
+
+        t0 = time.monotonic()
+        self.emit("phase", iteration, "rollouts")
+        outcome = self.rollouts.play(iteration, self.state.policy_version,
+                                     lambda: seed_store(self.config, self.store, self.state, self.executor))
+        outcome.phase_s["rollout_wall"] = time.monotonic() - t0
+        return outcome
+
+    def finish(self, outcome: IterationOutcome) -> None:
+        """The learner update of an iteration whose rollouts are recorded, then metrics and summary."""
+        it = outcome.iteration
+        prog = self.state.progress[it]
+        t0 = time.monotonic()
+        learner_metrics: dict[str, float] = {}
+        if self.learner is not None:
+            if prog.version_before_train is not None and self.state.policy_version > prog.version_before_train:
+                log.info("iteration %d: its update is in the checkpoint already", it)
+            else:
+                with self.lock:
+                    prog.version_before_train = self.state.policy_version
+                    self.save_state()
+                self.emit("phase", it, "learner update")
+                update = self.learner.update(outcome.trajectories)
+                learner_metrics = update.metrics
+                with self.lock:
+                    self.state.policy_version = update.version
+                    self.state.baseline = self.learner.baseline.state_dict()
+                    self.state.count("learner_updates", int(update.trained))
+                    self.state.count("skipped_batches", int(not update.trained))
+                    self.state.count("staleness_dropped", int(update.metrics.get("batch/dropped_stale", 0)))
+                    self.save_state()
+                self.emit("learner", it, f"policy version {update.version}" if update.trained
+                          else "empty batch: update skipped")
+                if update.checkpoint is not None:
+                    self.emit("checkpoint", it, str(update.checkpoint))
+        outcome.phase_s["learner"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        if self.config.retention.retire_every and (it + 1) % self.config.retention.retire_every == 0:
+            self.store.retire_exhausted(self.config.curriculum.sampling)
+        prune_files(self.dir.trajectories, self.config.retention.keep_trajectory_files)
+        with self.lock:
+            self.state.completed = it + 1
+            self.state.progress.pop(it, None)
+            self.save_state()
+        summary = self.write_summary()
+        outcome.phase_s["bookkeeping"] = time.monotonic() - t1
+        record = iteration_record(outcome, learner_metrics, self.store, summary, self.config)
+        self.metrics.log(record, step=it)
+        self.emit("iteration", it, f"iteration {it} done", summary)
+
+    def close(self) -> None:
+        with self.lock:
+            self.state.wall_s = self.wall_s()
+            self.t_start = time.monotonic()
+            if self.dir.path.exists():
+                self.save_state()
+        try:
+            if self.executor is not None:
+                self.executor.close()
+        finally:
+            summary = self.write_summary()
+            if self.metrics is not None:
+                self.metrics.close()
+            if self.store is not None:
+                self.store.close()
+            self.emit("done", self.state.completed, f"run {self.status}", summary)
+            detach_log_file(self.log_handler)

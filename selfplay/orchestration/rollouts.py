@@ -1,0 +1,287 @@
+"""`IterationRollouts`: one iteration's episodes (SSR's steps 1-5), recorded as they complete.
+
+Injector episodes run first; each verdict is recorded (`record_artifact`, origin "injector") and noted in
+the loop state. Then the tasks are drawn (and noted, so a resumed iteration attempts the same ones) and
+G = `reward.group_size` solver attempts run per task, one group id per (task, iteration). Every graded
+attempt is written to the iteration's trajectory file, then recorded in the store; a failed attempt's
+higher-order task is stored. Last, each injector gets its Eq. 1 reward from its bug's attempts of this
+iteration, and the injector trajectories and attempts are written.
+
+Episode ids are deterministic (`<run>-it<i>-<role>-<k>`), and a store attempt's `trajectory_path` is
+`<file>#<episode id>`, so a resume knows from the store which episodes are done and finds their
+trajectories in the file; only in-flight episodes are played again. Infrastructure failures are written
+(flagged) but never recorded as attempts or trained on.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent_scaffold.trajectory import Trajectory
+from selfplay.orchestration.config import RunConfig
+from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies
+from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult
+from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
+from selfplay.orchestration.state import InjectorVerdict, IterationProgress, LoopState
+from selfplay.rewards import injector_reward, solve_rate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class IterationOutcome:
+    """What an iteration's rollouts produced, for the learner and the metrics."""
+
+    iteration: int
+    trajectories: list[Trajectory] = field(default_factory=list)
+    """Every trajectory of the iteration (infrastructure failures flagged in metadata)."""
+    results: list[EpisodeResult] = field(default_factory=list)
+    """Results played by this process (a resumed iteration's earlier ones are in `trajectories` only)."""
+    tasks: list[Any] = field(default_factory=list)
+    verdicts: list[InjectorVerdict] = field(default_factory=list)
+    injector_rewards: dict[str, float | None] = field(default_factory=dict)
+    phase_s: dict[str, float] = field(default_factory=dict)
+    """Seconds of this iteration by phase (seeding, injector, solver, orchestration)."""
+
+
+def episode_id(run_id: str, iteration: int, role: str, index: int) -> str:
+    return f"{run_id}-it{iteration}-{role}-{index}"
+
+
+def recorded_episode(attempt_path: str | None) -> str | None:
+    """The episode id of a store attempt's `trajectory_path` (`file#episode id`)."""
+    return attempt_path.rsplit("#", 1)[1] if attempt_path and "#" in attempt_path else None
+
+
+def tag(result: EpisodeResult, iteration: int, **extra: Any) -> Trajectory | None:
+    """The result's trajectory with the contract's metadata keys filled in."""
+    t = result.trajectory
+    if t is None:
+        return None
+    r = result.request
+    meta = {**t.metadata, "id": r.episode_id, "repo": r.repo, "iteration": iteration,
+            "infra_failure": bool(result.infra_failure), "error": result.error,
+            "termination": result.termination}
+    if r.role == "injector":
+        v = result.validation
+        meta.update(strategy=r.strategy, submission=result.submission if isinstance(result.submission, dict) else None,
+                    validation=None if v is None else {
+                        "valid": bool(v.valid), "failed_check": v.failed_check, "error": v.error,
+                        "checks": [{"name": c.name, "passed": bool(c.passed), "detail": c.detail} for c in v.checks]})
+    else:
+        task = r.task
+        meta.update(task_id=task.task_id if task else None, group_id=r.group_id, order=task.order if task else None,
+                    submission=result.submission if isinstance(result.submission, str) else None,
+                    grade=result.grade.to_json() if result.grade is not None else None)
+    meta.update(extra)
+    reward = float(result.grade.reward) if r.role == "solver" and result.grade is not None else t.reward
+    return replace(t, metadata=meta, reward=None if result.infra_failure else reward)
+
+
+class IterationRollouts:
+    """Plays and records the episodes of iterations; shared by the sync and async loops."""
+
+    def __init__(self, config: RunConfig, run: RunDir, store: Any, state: LoopState, executor: Any,
+                 save_state: Callable[[], None], emit: Callable[[str, int, str], None], lock: Any,
+                 recorded: set[str] | None = None) -> None:
+        self.config, self.run, self.store, self.state, self.lock = config, run, store, state, lock
+        self.executor, self.save_state, self.emit = executor, save_state, emit
+        self.recorded = recorded or set()
+        """Episode ids whose attempt the store holds (filled on resume)."""
+
+    def play(self, iteration: int, version: int, seed_store: Callable[[], float] | None = None) -> IterationOutcome:
+        out = IterationOutcome(iteration)
+        prog = self.state.progress.get(iteration)
+        if prog is None:
+            with self.lock:
+                prog = self.state.progress[iteration] = IterationProgress(iteration, version)
+                self.save_state()
+        if seed_store is not None and prog.tasks is None:
+            out.phase_s["validation"] = seed_store()
+        rng = random.Random(f"{self.config.seed}:{iteration}")
+        self._injectors(prog, rng, out)
+        self._solvers(prog, rng, out)
+        self._injector_rewards(prog, out)
+        with self.lock:
+            prog.rollouts_done = True
+            self.save_state()
+        return out
+
+    # --- injectors -------------------------------------------------------------------------------------
+    def _injectors(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
+        cfg, it = self.config, prog.iteration
+        n = cfg.rollout.injector_episodes
+        repos, _ = pick_repos(cfg.repos, n, cfg.rollout, it * n, rng)
+        strategies = pick_strategies(cfg.rollout.strategies, n, rng)
+        requests = [EpisodeRequest(episode_id(self.state.run_id, it, "injector", i), "injector", repo, it,
+                                   prog.policy_version, strategy=s, seed=rng.randrange(2**31))
+                    for i, (repo, s) in enumerate(zip(repos, strategies))]
+        todo = [r for r in requests if r.episode_id not in prog.injectors]
+        if todo:
+            self.emit("phase", it, f"{len(todo)} injector episodes")
+        for result in self.executor.run(todo):
+            t0 = time.monotonic()
+            out.results.append(result)
+            self._record_injector(prog, result)
+            out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+            self.emit("episode", it, f"injector {result.request.repo}: {result.termination}")
+
+    def _record_injector(self, prog: IterationProgress, result: EpisodeResult) -> None:
+        r = result.request
+        verdict = InjectorVerdict(r.episode_id, r.repo, r.strategy or "", valid=False,
+                                  infra_failure=bool(result.infra_failure))
+        if not result.infra_failure and result.artifact is not None and result.validation is not None:
+            stored = self._record_artifact(result)
+            verdict.artifact_id, verdict.task_id = stored
+            verdict.valid = bool(result.validation.valid and verdict.task_id)
+        traj = tag(result, prog.iteration, task_id=verdict.task_id)
+        if traj is not None:
+            append_trajectories(self._pending(prog.iteration), [traj])
+        with self.lock:  # counters and progress change together, then one atomic save
+            self.state.count("injector_episodes")
+            self.state.count("valid_artifacts", int(verdict.valid))
+            self.state.count("infra_failures", int(verdict.infra_failure))
+            prog.injectors[r.episode_id] = verdict
+            self.save_state()
+
+    def _record_artifact(self, result: EpisodeResult) -> tuple[str | None, str | None]:
+        r = result.request
+        kwargs = dict(origin="injector", strategy=r.strategy, episode_id=r.episode_id)
+        if hasattr(self.store, "record_artifact"):
+            stored = self.store.record_artifact(result.artifact, r.repo, result.validation, **kwargs)
+            return stored.artifact_id, stored.task_id
+        from selfplay.store.rows import artifact_id_for
+
+        task_id = self.store.record_validation(result.artifact, r.repo, result.validation, **kwargs)
+        return artifact_id_for(r.repo, result.artifact), task_id
+
+    def _pending(self, iteration: int) -> Path:
+        return self.run.trajectories / f"it{iteration:05d}-injector.pending.gz"
+
+    # --- solvers ---------------------------------------------------------------------------------------
+    def _solvers(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
+        cfg, it = self.config, prog.iteration
+        t0 = time.monotonic()
+        if prog.tasks is None:
+            fresh = [v.task_id for v in prog.injectors.values() if v.valid and v.task_id]
+            tasks = draw_tasks(self.store, fresh, cfg.rollout.solver_tasks, cfg.curriculum, rng)
+            with self.lock:
+                prog.tasks = [t.task_id for t in tasks]
+                self.save_state()
+        else:
+            tasks = self.store.get_tasks(prog.tasks)
+        out.tasks = tasks
+        g = cfg.reward.group_size
+        path = self.run.trajectory_file(it, "solver")
+        earlier = {t.metadata.get("id"): t for t in read_trajectories(path)} if self.recorded else {}
+        requests = []
+        for k, task in enumerate(tasks):
+            for j in range(g):
+                eid = episode_id(self.state.run_id, it, "solver", k * g + j)
+                if eid in self.recorded and eid in earlier:
+                    out.trajectories.append(self._clamp(earlier[eid]))
+                    continue
+                requests.append(EpisodeRequest(eid, "solver", task.repo, it, prog.policy_version, task=task,
+                                               group_id=f"{self.state.run_id}-it{it}-g{k}",
+                                               seed=rng.randrange(2**31)))
+        out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+        if requests:
+            self.emit("phase", it, f"{len(requests)} solver attempts on {len(tasks)} tasks")
+        for result in self.executor.run(requests):
+            t1 = time.monotonic()
+            out.results.append(result)
+            traj = self._record_solver(result, path)
+            if traj is not None:
+                out.trajectories.append(traj)
+            out.phase_s["orchestration"] += time.monotonic() - t1
+            grade = "infra failure" if result.infra_failure else (
+                "solved" if result.grade is not None and result.grade.resolved else "not solved")
+            self.emit("episode", it, f"solver {result.request.repo}: {grade}")
+
+    def _clamp(self, t: Trajectory) -> Trajectory:
+        """A trajectory from before a crash may carry a version whose update was lost with the process."""
+        v = self.state.policy_version
+        return replace(t, policy_version=v) if t.policy_version > v else t
+
+    def _record_solver(self, result: EpisodeResult, path: Path) -> Trajectory | None:
+        r = result.request
+        traj = tag(result, r.iteration)
+        if traj is not None:
+            append_trajectories(path, [traj])
+        if result.infra_failure or result.grade is None:
+            with self.lock:
+                self.state.count("infra_failures")
+                self.save_state()
+            return traj
+        t = result.trajectory
+        self.store.record_attempt(
+            r.task.task_id, role="solver", policy_version=t.policy_version if t else r.policy_version,
+            reward=float(result.grade.reward), turns=len(t.turn_spans) if t else 0,
+            tokens=len(t.input_ids) if t else 0, termination=result.termination,
+            trajectory_path=f"{path}#{r.episode_id}", wall_time=float(result.timings.get("wall", 0.0)),
+            run_id=self.state.run_id, solved=bool(result.grade.resolved), source="policy")
+        new_task = False
+        if result.higher_order is not None:
+            before = self.store.has_task(result.higher_order.task_id)
+            new_task = bool(self.store.add_task(result.higher_order)) and not before
+        with self.lock:
+            self.state.count("solver_attempts")
+            self.state.count("solved", int(bool(result.grade.resolved)))
+            self.state.count("higher_order_tasks", int(new_task))
+            self.save_state()
+        return traj
+
+    # --- injector rewards ------------------------------------------------------------------------------
+    def _injector_rewards(self, prog: IterationProgress, out: IterationOutcome) -> None:
+        t0 = time.monotonic()
+        resolved: dict[str, list[bool]] = {}
+        for t in out.trajectories:
+            grade = t.metadata.get("grade")
+            if t.role == "solver" and grade is not None and not t.metadata.get("infra_failure"):
+                resolved.setdefault(str(t.metadata.get("task_id")), []).append(bool(grade.get("resolved")))
+        pending = {t.metadata.get("id"): t for t in read_trajectories(self._pending(prog.iteration))}
+        final = self.run.trajectory_file(prog.iteration, "injector")
+        written = {t.metadata.get("id"): t for t in read_trajectories(final)}
+        rewarded = []
+        for eid, v in prog.injectors.items():
+            out.verdicts.append(v)
+            reward = self._reward(v, resolved)
+            out.injector_rewards[eid] = reward
+            traj = written.get(eid)
+            if traj is None:
+                traj = pending.get(eid)
+                if traj is None:  # an infrastructure failure with no episode
+                    continue
+                s = resolved.get(v.task_id or "")
+                traj = replace(traj, reward=reward, metadata={**traj.metadata, "task_id": v.task_id,
+                                                              "solve_rate": solve_rate(s) if s else None})
+                append_trajectories(final, [traj])
+            rewarded.append(traj)
+            if eid in self.recorded or v.infra_failure:
+                continue
+            self.store.record_attempt(
+                v.task_id, role="injector", policy_version=traj.policy_version,
+                reward=0.0 if reward is None else reward, turns=len(traj.turn_spans), tokens=len(traj.input_ids),
+                termination=traj.termination, trajectory_path=f"{final}#{eid}", run_id=self.state.run_id,
+                artifact_id=v.artifact_id, source="policy")
+        out.trajectories = [self._clamp(t) for t in rewarded] + out.trajectories
+        self._pending(prog.iteration).unlink(missing_ok=True)
+        out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+
+    def _reward(self, v: InjectorVerdict, resolved: dict[str, list[bool]]) -> float | None:
+        """Eq. 1 from this iteration's attempts on the bug; None (never trained on) for an infrastructure
+        failure or a valid bug that got no gradable attempt."""
+        if v.infra_failure:
+            return None
+        if not v.valid:
+            return injector_reward(False, None, self.config.reward)
+        if self.config.reward.injector_mode == "consistency":
+            return injector_reward(True, None, self.config.reward)
+        attempts = resolved.get(v.task_id or "")
+        return injector_reward(True, solve_rate(attempts), self.config.reward) if attempts else None

@@ -1,0 +1,159 @@
+"""The loop's logic with the documented test double of the worker (loop_double.TableRunner): recording,
+Eq. 1 injector rewards, higher-order tasks, trajectory files and metadata, metrics, summary, and the
+exclusion of infrastructure failures. Real store (SQLite), real run directory; no Docker, no learner
+(test_loop_learner.py and test_loop_docker.py run those)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from selfplay.orchestration.config import (
+    CurriculumConfig,
+    LearnerConfig,
+    MetricsConfig,
+    RolloutConfig,
+    RunConfig,
+)
+from selfplay.orchestration.loop import run_selfplay
+from selfplay.orchestration.rundir import RunDir, read_trajectories
+from selfplay.rewards import RewardConfig
+from selfplay.store import open_store
+from tests.selfplay.orchestration.loop_double import TableRunner
+
+G = 4
+
+
+def config(tmp_path, **kw) -> RunConfig:
+    base = dict(name="t", runs_dir=str(tmp_path / "runs"), repos=("toolz",), iterations=2,
+                rollout=RolloutConfig(injector_episodes=2, solver_tasks=1, workers=2),
+                reward=RewardConfig(group_size=G), learner=LearnerConfig(enabled=False),
+                curriculum=CurriculumConfig(seed_per_repo=0), metrics=MetricsConfig(tensorboard=False))
+    base.update(kw)
+    return RunConfig(**base)
+
+
+class Events:
+    def __init__(self):
+        self.kinds: list[str] = []
+
+    def on_event(self, event):
+        self.kinds.append(event.kind)
+
+
+@pytest.fixture()
+def finished(tmp_path):
+    runner = TableRunner(group_size=G, solved_per_group=1, infra=frozenset({"__none__"}))
+    events = Events()
+    cfg = config(tmp_path)
+    path = run_selfplay(cfg, runner=runner, observer=events)
+    return path, runner, events
+
+
+def test_counts_rewards_and_files(finished):
+    path, runner, events = finished
+    run = RunDir(path)
+    summary = json.loads(run.summary.read_text())
+    assert summary["status"] == "finished" and summary["error"] is None
+    assert summary["iterations"] == 2
+    assert summary["injector_episodes"] == 4 and summary["valid_artifacts"] == 2
+    # the one fresh valid task of each iteration, G attempts each (fresh first, even past solver_tasks)
+    assert summary["solver_attempts"] == 2 * G and summary["solved"] == 2
+    assert summary["higher_order_tasks"] == 2 * (G - 1)
+    assert summary["learner_updates"] == 0 and summary["infra_failures"] == 0
+    with open_store(str(run.store_db)) as store:
+        attempts = store.attempts(run_id=path.name)
+        solver = [a for a in attempts if a.role == "solver"]
+        injector = [a for a in attempts if a.role == "injector"]
+        assert len(solver) == 2 * G and sum(a.solved for a in solver) == 2
+        # Eq. 1 with s = 1/4: 1 - 1.8 * 0.25 = 0.55; the invalid one -1
+        assert sorted(round(a.reward, 6) for a in injector) == [-1.0, -1.0, 0.55, 0.55]
+        assert summary["tasks_in_store"] == len(store.task_stats())
+        assert len(store.list_tasks()) == 2 + 2 * (G - 1)
+    solver_trajs = list(read_trajectories(run.trajectory_file(0, "solver")))
+    assert len(solver_trajs) == G
+    meta = solver_trajs[0].metadata
+    assert {"id", "repo", "iteration", "task_id", "group_id", "order", "submission", "grade", "infra_failure",
+            "error"} <= set(meta)
+    assert len({t.metadata["group_id"] for t in solver_trajs}) == 1
+    inj = list(read_trajectories(run.trajectory_file(0, "injector")))
+    assert len(inj) == 2 and {t.reward for t in inj} == {-1.0, 0.55}
+    assert all({"strategy", "validation", "submission"} <= set(t.metadata) for t in inj)
+    assert not list(run.trajectories.glob("*.pending.gz"))
+    assert {"phase", "episode", "iteration", "done"} <= set(events.kinds)
+
+
+def test_metrics_records(finished):
+    path, _, _ = finished
+    lines = [json.loads(x) for x in RunDir(path).metrics.read_text().splitlines()]
+    assert [r["iteration"] for r in lines] == [0, 1]
+    rec = lines[-1]
+    assert rec["solve_rate/all"] == 0.25 and rec["solve_rate/order_1"] == 0.25
+    assert rec["solve_rate/repo/toolz"] == 0.25
+    assert rec["injector/validity"] == 0.5 and rec["injector/failed_check/bug_validity"] == 1
+    assert rec["reward/solver_mean"] == pytest.approx(-0.5)
+    shares = [v for k, v in rec.items() if k.startswith("time_share/")]
+    assert len(shares) == 6 and sum(shares) == pytest.approx(1.0)
+    for key in ("tasks/active", "episode/solver/turns_mean", "episode/termination/submitted", "sandbox/errors",
+                "infra/failures", "staleness/dropped", "throughput/episodes_per_hour", "throughput/tasks_per_hour",
+                "time", "policy_version"):
+        assert key in rec, key
+
+
+def test_infra_failures_are_counted_not_recorded(tmp_path):
+    cfg = config(tmp_path, iterations=1)
+    run_id_glob = "t-*"
+
+    # the first solver attempt of iteration 0 dies twice (the executor retries once)
+    class Infra(TableRunner):
+        def __call__(self, request):
+            if request.episode_id.endswith("-it0-solver-0"):
+                from selfplay.orchestration.requests import infra_failure_result
+
+                return infra_failure_result(request, "SandboxError: gone")
+            return super().__call__(request)
+
+    path = run_selfplay(cfg, runner=Infra(group_size=G, solved_per_group=2))
+    assert path.match(run_id_glob)
+    summary = json.loads(RunDir(path).summary.read_text())
+    assert summary["infra_failures"] == 1 and summary["solver_attempts"] == G - 1
+    with open_store(str(RunDir(path).store_db)) as store:
+        injector = [a for a in store.attempts(run_id=path.name) if a.role == "injector" and a.task_id]
+        # attempts 0 and 1 would solve; 0 is lost, so s = 1/3 over the 3 gradable ones
+        assert injector[0].reward == pytest.approx(1 - 1.8 / 3)
+    solver = list(read_trajectories(RunDir(path).trajectory_file(0, "solver")))
+    assert len(solver) == G - 1  # an infrastructure failure with no trajectory leaves no line
+
+
+def test_failure_sets_status_failed(tmp_path):
+    class Broken(TableRunner):
+        def close(self):
+            pass
+
+    cfg = config(tmp_path, iterations=1, repos=("toolz",))
+    store_boom = {"n": 0}
+
+    class Exploding:
+        def on_event(self, event):
+            pass
+
+    runner = Broken(group_size=G)
+    from selfplay.errors import SelfPlayError
+    from selfplay.orchestration import rollouts
+
+    original = rollouts.draw_tasks
+
+    def boom(*a, **k):
+        store_boom["n"] += 1
+        raise RuntimeError("the store went away")
+
+    rollouts.draw_tasks = boom
+    try:
+        with pytest.raises(SelfPlayError, match="the store went away"):
+            run_selfplay(cfg, runner=runner, observer=Exploding())
+    finally:
+        rollouts.draw_tasks = original
+    (path,) = (tmp_path / "runs").iterdir()
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["status"] == "failed" and "the store went away" in summary["error"]
