@@ -27,6 +27,10 @@ COUNTS = (("injector_episodes", "injector episodes"), ("valid_artifacts", "valid
           ("learner_updates", "learner updates"), ("policy_version", "policy version"),
           ("tasks_in_store", "tasks in store"), ("infra_failures", "infra failures"))
 """summary.json keys shown, with their labels."""
+OPTIONAL_COUNTS = (("seeded_tasks", "procedural seed tasks"), ("higher_order_tasks", "higher-order tasks"),
+                   ("skipped_batches", "updates skipped (empty batch)"),
+                   ("staleness_dropped", "stale rollouts dropped"))
+"""Shown in the closing table when the loop reports them."""
 
 
 def _num(summary: Mapping[str, Any], key: str) -> int:
@@ -39,9 +43,11 @@ def headline(summary: Mapping[str, Any]) -> str:
     valid, injected = _num(summary, "valid_artifacts"), _num(summary, "injector_episodes")
     solved, attempts = _num(summary, "solved"), _num(summary, "solver_attempts")
     updates = _num(summary, "learner_updates")
+    infra = _num(summary, "infra_failures")
+    excluded = f" {infra} episode(s) lost to infrastructure failures were not trained on." if infra else ""
     return (f"{_num(summary, 'iterations')} iteration(s): {valid} of {injected} injected bugs were valid, "
             f"{solved} of {attempts} solver attempts solved their task, {updates} learner update(s) ran "
-            f"(policy version {_num(summary, 'policy_version')}).")
+            f"(policy version {_num(summary, 'policy_version')}).{excluded}")
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:
@@ -54,6 +60,9 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_row("status", f"[{colour}]{status}[/]")
     for key, label in COUNTS:
         table.add_row(label, str(_num(summary, key)))
+    for key, label in OPTIONAL_COUNTS:
+        if key in summary:
+            table.add_row(label, str(_num(summary, key)))
     wall = summary.get("wall_s")
     if isinstance(wall, (int, float)):
         table.add_row("wall time", f"{wall / 60:.1f} min")

@@ -167,6 +167,11 @@ def test_summary_says_plainly_what_the_run_did():
     text = out.file.getvalue()
     assert "valid bugs" in text and "10.0 min" in text and "learner updates" in text
     assert headline({}).startswith("0 iteration(s): 0 of 0")  # an empty summary still reads
+    assert headline({**summary, "infra_failures": 3}).endswith(
+        "3 episode(s) lost to infrastructure failures were not trained on.")
+    out = Console(file=io.StringIO(), width=100)
+    out.print(summary_table({**summary, "seeded_tasks": 2}))
+    assert "procedural seed tasks" in out.file.getvalue() and "higher-order" not in out.file.getvalue()
 
 
 def test_print_config_shows_the_resolved_tree_and_starts_nothing(fake_loop, tmp_path):
