@@ -78,7 +78,6 @@ class RunDisplay:
         self.console = console
         self.config = config
         self.summary: dict[str, Any] = {}
-        self.iteration = 0
         self.phase = "starting"
         self.episodes: deque[str] = deque(maxlen=recent)
         self.started = time.monotonic()
@@ -116,7 +115,6 @@ class RunDisplay:
             if isinstance(event.summary, Mapping) and event.summary:
                 self.summary = dict(event.summary)
             announce = first and self.run_id is not None
-            self.iteration = event.iteration
             if event.kind == "phase":
                 self.phase = event.message
             elif event.kind == "episode":
@@ -132,8 +130,12 @@ class RunDisplay:
     def _render(self) -> Panel:
         with self._lock:
             total = self.config.iterations or "∞"
+            done = _num(self.summary, "iterations")  # completed ones; the loop numbers from 0
+            current = done + 1 if self.summary.get("status", "running") == "running" else done
+            if self.config.iterations:
+                current = min(current, self.config.iterations)
             elapsed = (time.monotonic() - self.started) / 60
-            head = Text.assemble(("iteration ", "dim"), (f"{self.iteration}/{total}", "bold"),
+            head = Text.assemble(("iteration ", "dim"), (f"{current}/{total}", "bold"),
                                  ("   phase ", "dim"), (self.phase, "bold cyan"),
                                  ("   elapsed ", "dim"), f"{elapsed:.1f} min")
             counts = Table.grid(padding=(0, 2))
