@@ -13,7 +13,10 @@ BACKENDS = {
 
 
 def make_policy(name: str, **kwargs: Any) -> Any:
-    """Construct the backend `name` with `kwargs` (heavy imports happen here, not at package import)."""
+    """Construct the backend `name` with `kwargs` (heavy imports happen here, not at package import).
+
+    Local weights take `version=` (hf, scripted): a policy built from checkpoint N must report version N,
+    or a resumed run sees every rollout as stale. Endpoint backends (openai) read it from the server."""
     import importlib
 
     if name not in BACKENDS:
