@@ -2,10 +2,11 @@
 one file in the run directory) or PostgreSQL, with difficulty-targeted sampling.
 
     store = open_store()                      # ./selfplay.db
-    task_id = store.record_validation(artifact, "toolz", report, origin="injector")
-    store.record_attempt(task_id, role="solver", policy_version=3, reward=1.0, turns=12, tokens=9000,
+    stored = store.record_artifact(artifact, "toolz", report, origin="injector")  # artifact_id, task_id, duplicate
+    store.record_attempt(stored.task_id, role="solver", policy_version=3, reward=1.0, turns=12, tokens=9000,
                          termination="submitted")
-    batch = store.sample_tasks(64)
+    batch = store.sample_tasks(64, origin=("injector", "higher_order"), repo="toolz")
+    seen = store.used_failed_patches(parent_task_id)  # the higher-order `seen` set, persisted
 """
 
 from selfplay.store.errors import ImportFormatError, StoreError, TaskNotFound
