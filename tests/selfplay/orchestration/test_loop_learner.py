@@ -1,0 +1,97 @@
+"""The loop's learner path on a tiny random Llama (the embedded tokenizer, hidden size 32) with the
+documented worker double (loop_double.TableRunner): real DeepSpeed updates, checkpoints with retention,
+the injector baseline saved with them, an empty batch skipped and counted, infrastructure failures
+excluded, and the async mode's staleness accounting."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("deepspeed")
+
+from selfplay.learner.checkpoint import latest_checkpoint, read_state, read_version  # noqa: E402
+from selfplay.learner.config import EngineConfig  # noqa: E402
+from selfplay.orchestration.config import LearnerConfig, PolicyConfig, RolloutConfig  # noqa: E402
+from selfplay.orchestration.loop import run_selfplay  # noqa: E402
+from selfplay.orchestration.rundir import RunDir  # noqa: E402
+from tests.selfplay.orchestration.loop_double import TableRunner, trajectory  # noqa: E402
+from tests.selfplay.orchestration.test_loop import G, config  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    from agent_scaffold.embedded import default_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    path = tmp_path_factory.mktemp("tiny-llama")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=2048,
+                      tie_word_embeddings=True)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def learner_config(tmp_path, tiny_model, **kw):
+    learner = LearnerConfig(engine=EngineConfig(lr=1e-3, warmup_steps=1, token_budget=256),
+                            checkpoint_every=1, keep_checkpoints=1, **kw)
+    return config(tmp_path, learner=learner, policy=PolicyConfig(backend="scripted", model_dir=str(tiny_model)))
+
+
+def test_updates_checkpoints_and_retention(tmp_path, tiny_model):
+    path = run_selfplay(learner_config(tmp_path, tiny_model), runner=TableRunner(group_size=G))
+    run = RunDir(path)
+    summary = json.loads(run.summary.read_text())
+    assert summary["status"] == "finished"
+    assert summary["learner_updates"] == 2 and summary["policy_version"] == 2
+    latest = latest_checkpoint(run.checkpoints)
+    assert latest is not None and read_version(latest) == 2
+    assert sorted(p.name for p in run.checkpoints.glob("v*")) == ["v000002"]  # keep_checkpoints=1
+    assert read_state(latest)["injector_baseline"]["values"]
+    records = [json.loads(x) for x in run.metrics.read_text().splitlines()]
+    assert all(r["learner/skipped_empty_batch"] == 0 for r in records)
+    assert records[-1]["learner/policy_version"] == 2 and "learner/loss" in records[-1]
+
+
+def test_empty_batch_is_skipped_and_infra_excluded(tmp_path, tiny_model):
+    from selfplay.orchestration.learning import PolicyLearner
+
+    cfg = learner_config(tmp_path, tiny_model)
+    learner = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt")
+    solved = [replace(trajectory("solver", 0), reward=1.0, metadata={"group_id": "g", "task_id": "t", "id": str(i)})
+              for i in range(G)]  # all equal: dynamic sampling drops the group
+    broken = replace(trajectory("solver", 0), reward=-1.0,
+                     metadata={"group_id": "g2", "task_id": "t2", "id": "x", "infra_failure": True})
+    update = learner.update(solved + [broken])
+    assert not update.trained and update.version == 0 and update.checkpoint is None
+    assert update.metrics["learner/skipped_empty_batch"] == 1.0
+    assert update.metrics["batch/excluded_infra_or_unrewarded"] == 1.0
+    assert not (tmp_path / "ckpt").exists() or not list((tmp_path / "ckpt").glob("v*"))
+
+
+def test_loop_counts_skipped_batches(tmp_path, tiny_model):
+    cfg = learner_config(tmp_path, tiny_model)
+    cfg = replace(cfg, iterations=1, rollout=RolloutConfig(injector_episodes=0, solver_tasks=1, workers=1))
+    path = run_selfplay(cfg, runner=TableRunner(group_size=G))
+    summary = json.loads(RunDir(path).summary.read_text())
+    assert summary["skipped_batches"] == 1 and summary["learner_updates"] == 0 and summary["policy_version"] == 0
+
+
+def test_async_mode_trains_on_one_version_stale_rollouts(tmp_path, tiny_model):
+    cfg = replace(learner_config(tmp_path, tiny_model, mode="async"), iterations=3)
+    path = run_selfplay(cfg, runner=TableRunner(group_size=G))
+    run = RunDir(path)
+    summary = json.loads(run.summary.read_text())
+    assert summary["status"] == "finished" and summary["learner_updates"] == 3
+    records = [json.loads(x) for x in run.metrics.read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [0, 1, 2]
+    # iterations 1 and 2 were played while the previous update ran: one version behind, none dropped
+    assert records[0]["staleness/mean"] == 0 and records[2]["staleness/mean"] == 1
+    assert all(r["staleness/dropped"] == 0 for r in records)
