@@ -41,9 +41,9 @@ class ConfigError(SelfPlayError, ValueError):
         self.key = key
 
 
-def _parse_yaml(text: str, where: str) -> Any:
+def _parse_yaml(text: str, where: str, name: str = "<string>") -> Any:
     try:
-        return read_yaml(text)
+        return read_yaml(text, name)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{where} is not valid YAML: {exc}") from None
 
@@ -67,7 +67,7 @@ def _read_source(config: str | Path | None) -> tuple[dict[str, Any], str]:
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist (presets: {', '.join(PRESETS)})")
         text, where = path.read_text(), f"config file {path}"
-    data = _parse_yaml(text, where)
+    data = _parse_yaml(text, where, where)
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -1,7 +1,8 @@
 """The Markdown reference of `RunConfig`: every key with its type, default and field docstring, read from
 the dataclasses' source, so docs/config.md cannot drift from the code (a test compares them).
 
-    python -m selfplay.orchestration.config_reference   # prints the block docs/config.md embeds
+    python -m selfplay.orchestration.config_reference           # prints the block docs/config.md embeds
+    python -m selfplay.orchestration.config_reference --write   # replaces it in docs/config.md
 """
 
 from __future__ import annotations
@@ -9,15 +10,17 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import sys
 import textwrap
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.config_loader import describe, init_fields, to_data, type_hints
 from selfplay.orchestration.config_yaml import write_yaml
 
-BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m selfplay.orchestration.config_reference) -->"
+BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m selfplay.orchestration.config_reference --write) -->"
 END = "<!-- END GENERATED REFERENCE -->"
 
 
@@ -67,5 +70,17 @@ def block() -> str:
     return f"{BEGIN}\n\n{reference().rstrip()}\n\n{END}\n"
 
 
+def write(doc: Path) -> None:
+    """Replace the generated block of `doc` (between BEGIN and END) with the current one."""
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{doc} has no generated block; add the lines {BEGIN!r} and {END!r} first")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    doc.write_text(text[:start] + block().rstrip("\n") + text[end:])
+
+
 if __name__ == "__main__":
-    print(block(), end="")
+    if sys.argv[1:] == ["--write"]:
+        write(Path(__file__).resolve().parents[2] / "docs" / "config.md")
+    else:
+        print(block(), end="")

@@ -8,14 +8,27 @@ read as something else, so a dumped config loads back equal.
 
 from __future__ import annotations
 
+import io
 import re
+import typing
 from typing import Any
 
 import yaml
 
 
 class ConfigLoader(yaml.SafeLoader):
-    """SafeLoader (no object tags) with YAML 1.2 core booleans, ints and floats."""
+    """SafeLoader (no object tags) with YAML 1.2 core booleans, ints and floats, and no duplicate keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML keeps the last of two equal keys silently; in a config that hides a lost setting.
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, typing.Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key) if isinstance(key, typing.Hashable) else None
+        return super().construct_mapping(node, deep=deep)
 
 
 class ConfigDumper(yaml.SafeDumper):
@@ -43,9 +56,11 @@ def _bool(loader: ConfigLoader, node: yaml.ScalarNode) -> bool:
 ConfigLoader.add_constructor("tag:yaml.org,2002:bool", _bool)
 
 
-def read_yaml(text: str) -> Any:
-    """Plain data from YAML text; raises yaml.YAMLError (with the line) when it does not parse."""
-    return yaml.load(text, Loader=ConfigLoader)  # ConfigLoader subclasses SafeLoader: no object tags
+def read_yaml(text: str, name: str = "<string>") -> Any:
+    """Plain data from YAML text; raises yaml.YAMLError (naming `name` and the line) when it does not parse."""
+    stream = io.StringIO(text)
+    stream.name = name  # PyYAML's error marks show the stream's name
+    return yaml.load(stream, Loader=ConfigLoader)  # ConfigLoader subclasses SafeLoader: no object tags
 
 
 def write_yaml(data: Any, *, flow: bool = False) -> str:

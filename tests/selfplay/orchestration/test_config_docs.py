@@ -15,7 +15,7 @@ def test_every_key_of_the_tree_has_a_row_in_docs_config_md():
     text = DOC.read_text()
     missing = [k for k in valid_keys() if f"| `{k}` |" not in text]
     assert not missing, (f"docs/config.md lacks {missing}; regenerate its reference block with "
-                         "`python -m selfplay.orchestration.config_reference` and paste it between the markers")
+                         "`python -m selfplay.orchestration.config_reference --write`")
     for preset in PRESETS:
         assert f"| `{preset}` |" in text
 

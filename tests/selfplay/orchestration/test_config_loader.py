@@ -86,6 +86,9 @@ def test_errors_in_a_file_name_the_file(tmp_path):
     f.write_text("rollout:\n  wrokers: 3\n")
     with pytest.raises(ConfigError, match=r"rollout.wrokers: unknown key.*did you mean rollout.workers\?.*bad.yaml"):
         load_config(f)
+    f.write_text("learner:\n  enabled: true\nlearner:\n  enabled: false\n")
+    with pytest.raises(ConfigError, match="(?s)bad.yaml is not valid YAML.*duplicate key 'learner'.*bad.yaml\", line 3"):
+        load_config(f)
     f.write_text("- just\n- a list\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         load_config(f)
