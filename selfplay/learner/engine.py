@@ -223,22 +223,19 @@ class LearnerEngine:
                 terms.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
             if self.fused:
                 packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
-                loss, lp, ent = packed_policy_loss(
+                loss, m = packed_policy_loss(
                     self.module.get_output_embeddings(), decoder_hidden(self.module, packed), packed, old, adv,
                     mask, agg=lcfg.agg, norm_len=lcfg.norm_len, denominator=den, chunk=cfg.logprob_chunk, **terms)
-                with torch.no_grad():
-                    _, m = policy_loss(lp, old, adv, mask, agg=lcfg.agg, norm_len=lcfg.norm_len,
-                                       denominator=den, **terms)
             else:
                 lp, ent = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
                 loss, m = policy_loss(lp.float(), old, adv, mask, agg=lcfg.agg, norm_len=lcfg.norm_len,
                                       denominator=den, **terms)
+                m["entropy"] = (ent * mask).sum() / mask.sum().clamp(min=1)
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             self.engine.backward(loss, scale_wrt_gas=False)
             n_tok = float(mask.sum())
             masked_tokens += n_tok
             total_loss += float(loss.detach())
-            m["entropy"] = (ent * mask).sum() / mask.sum().clamp(min=1)
             for key, v in m.items():
                 sums[key] = sums.get(key, 0.0) + float(v) * n_tok
         self.engine.step()

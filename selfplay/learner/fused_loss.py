@@ -1,10 +1,11 @@
 """`packed_policy_loss`: the policy loss of a packed row through the fused lm_head (torch).
 
 Takes the same token-aligned (B, T) inputs as `losses.policy_loss` plus the packed row's final hidden
-states, and returns the same loss, with logits made and freed one chunk of positions at a time
+states, and returns the same (loss, metrics), with logits made and freed one chunk of positions at a time
 (`logprobs.fused_head_loss`). The per-token inputs are laid out along the packed row, and each chunk's
 loss is `policy_loss` over its positions with the aggregation's token weights as the mask
-(`losses.token_weights`), so the chunks sum to exactly the aggregated loss.
+(`losses.token_weights`), so the chunks sum to exactly the aggregated loss. The metrics come once, from
+the detached logprobs the chunks leave behind (`losses.policy_metrics`), plus the mean entropy.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 import torch
 
 from selfplay.learner.logprobs import fused_head_loss
-from selfplay.learner.losses import policy_loss, token_weights
+from selfplay.learner.losses import policy_loss, policy_metrics, token_weights
 from selfplay.learner.packing import Packed, shift_to_tokens, to_positions, unpack
 
 PER_TOKEN_TERMS = ("rollout_logprobs", "ref_logprobs")
@@ -24,13 +25,15 @@ PER_TOKEN_TERMS = ("rollout_logprobs", "ref_logprobs")
 def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Packed, old_logprobs: torch.Tensor,
                        advantages: torch.Tensor, loss_mask: torch.Tensor, *, agg: str = "token-mean",
                        norm_len: int | None = None, denominator: float | None = None, chunk: int = 1024,
-                       **terms: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """-> (loss, logprobs (B, T), entropy (B, T)); logprobs and entropy are detached.
+                       **terms: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """-> (loss, metrics): `policy_loss`'s metrics (detached scalars) plus `entropy`, the masked mean
+    entropy of the distributions that predicted the tokens.
 
     `terms` are the remaining `policy_loss` keywords (clip_low, clip_high, clip_ratio_c, tis_cap, kl_coef,
     and the (B, T) rollout_logprobs / ref_logprobs).
     """
     lens = packed.seq_lens
+    metric_terms = dict(terms)
     weights = token_weights(loss_mask, agg, norm_len=norm_len, denominator=denominator)
     tensors = {"old": old_logprobs, "adv": advantages, "w": weights}
     tensors.update({k: terms.pop(k) for k in PER_TOKEN_TERMS if terms.get(k) is not None})
@@ -44,4 +47,9 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
         return loss
 
     loss, lp, ent = fused_head_loss(head, hidden, packed.targets, token_loss, chunk)
-    return loss, unpack(shift_to_tokens(lp, lens), lens), unpack(shift_to_tokens(ent, lens), lens)
+    lp, ent = unpack(shift_to_tokens(lp, lens), lens), unpack(shift_to_tokens(ent, lens), lens)  # (B, T)
+    mask = loss_mask.to(device=lp.device, dtype=lp.dtype)
+    metric_terms = {k: v.to(lp) if isinstance(v, torch.Tensor) else v for k, v in metric_terms.items()}
+    metrics = policy_metrics(lp, old_logprobs.to(lp), advantages.to(lp), mask, **metric_terms)
+    metrics["entropy"] = (ent * mask).sum() / mask.sum().clamp(min=1)
+    return loss, metrics

@@ -85,38 +85,55 @@ def policy_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, loss
     if clip_ratio_c is not None and clip_ratio_c <= 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 (dual-clip lower bound), got {clip_ratio_c}")
     mask = loss_mask.to(logprobs.dtype)
-    log_ratio = logprobs - old_logprobs
-    ratio = torch.exp(log_ratio)  # (B, T)
-    pg1 = -advantages * ratio
-    pg2 = -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
-    pg = torch.maximum(pg1, pg2)  # (B, T)
-    metrics: dict[str, Tensor] = {}
+    ratio = torch.exp(logprobs - old_logprobs)  # (B, T)
+    pg = torch.maximum(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high))
     if clip_ratio_c is not None:
-        pg3 = -advantages * clip_ratio_c
-        dual = (advantages < 0) & (pg > pg3)
-        metrics["dualclipfrac"] = _masked_mean(dual.to(mask.dtype), mask)
-        pg = torch.where(advantages < 0, torch.minimum(pg, pg3), pg)
+        pg = torch.where(advantages < 0, torch.minimum(pg, -advantages * clip_ratio_c), pg)
     if rollout_logprobs is not None:
         if tis_cap is None:
             raise ValueError("rollout_logprobs given without tis_cap; pass tis_cap (e.g. 2.0) to enable TIS")
-        weight = torch.exp(old_logprobs - rollout_logprobs).clamp(max=tis_cap).detach()
-        pg = pg * weight
-        metrics["tis_weight_mean"] = _masked_mean(weight, mask)
+        pg = pg * torch.exp(old_logprobs - rollout_logprobs).clamp(max=tis_cap).detach()
     if ref_logprobs is not None and kl_coef != 0.0:
         d = ref_logprobs - logprobs
-        kl = torch.exp(d) - d - 1  # (B, T), k3 estimator of KL(pi || ref)
-        pg = pg + kl_coef * kl
-        metrics["kl"] = _masked_mean(kl.detach(), mask)
+        pg = pg + kl_coef * (torch.exp(d) - d - 1)  # (B, T), k3 estimator of KL(pi || ref)
     loss = agg_loss(pg, mask, agg, norm_len=norm_len, denominator=denominator)
-    with torch.no_grad():
-        low = (ratio < 1 - clip_low) & (advantages < 0)
-        high = (ratio > 1 + clip_high) & (advantages > 0)
-        metrics["clipfrac"] = _masked_mean((low | high).to(mask.dtype), mask)
-        metrics["clipfrac_low"] = _masked_mean(low.to(mask.dtype), mask)
-        metrics["clipfrac_high"] = _masked_mean(high.to(mask.dtype), mask)
-        metrics["approx_kl"] = _masked_mean((ratio - 1) - log_ratio, mask)
-        metrics["ratio_mean"] = _masked_mean(ratio, mask)
-    return loss, {k: v.detach() for k, v in metrics.items()}
+    metrics = policy_metrics(logprobs, old_logprobs, advantages, mask, clip_low=clip_low, clip_high=clip_high,
+                             clip_ratio_c=clip_ratio_c, rollout_logprobs=rollout_logprobs, tis_cap=tis_cap,
+                             ref_logprobs=ref_logprobs, kl_coef=kl_coef)
+    return loss, metrics
+
+
+@torch.no_grad()
+def policy_metrics(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, loss_mask: Tensor, *,
+                   clip_low: float = 0.2, clip_high: float = 0.28, clip_ratio_c: float | None = None,
+                   rollout_logprobs: Tensor | None = None, tis_cap: float | None = None,
+                   ref_logprobs: Tensor | None = None, kl_coef: float = 0.0) -> dict[str, Tensor]:
+    """The metrics `policy_loss` reports, as detached scalars (masked means over (B, T)): clipfrac,
+    clipfrac_low, clipfrac_high, approx_kl, ratio_mean, and dualclipfrac / tis_weight_mean / kl when those
+    terms are on. Apart from the loss so that the fused head (`fused_loss.packed_policy_loss`), which
+    never holds all logprobs with grad at once, computes them once from its detached logprobs."""
+    lp = logprobs.detach()
+    mask = loss_mask.to(lp.dtype)
+    log_ratio = lp - old_logprobs
+    ratio = torch.exp(log_ratio)  # (B, T)
+    metrics: dict[str, Tensor] = {}
+    if clip_ratio_c is not None:
+        pg = torch.maximum(-advantages * ratio, -advantages * torch.clamp(ratio, 1 - clip_low, 1 + clip_high))
+        dual = (advantages < 0) & (pg > -advantages * clip_ratio_c)
+        metrics["dualclipfrac"] = _masked_mean(dual.to(mask.dtype), mask)
+    if rollout_logprobs is not None and tis_cap is not None:
+        metrics["tis_weight_mean"] = _masked_mean(torch.exp(old_logprobs - rollout_logprobs).clamp(max=tis_cap), mask)
+    if ref_logprobs is not None and kl_coef != 0.0:
+        d = ref_logprobs - lp
+        metrics["kl"] = _masked_mean(torch.exp(d) - d - 1, mask)
+    low = (ratio < 1 - clip_low) & (advantages < 0)
+    high = (ratio > 1 + clip_high) & (advantages > 0)
+    metrics["clipfrac"] = _masked_mean((low | high).to(mask.dtype), mask)
+    metrics["clipfrac_low"] = _masked_mean(low.to(mask.dtype), mask)
+    metrics["clipfrac_high"] = _masked_mean(high.to(mask.dtype), mask)
+    metrics["approx_kl"] = _masked_mean((ratio - 1) - log_ratio, mask)
+    metrics["ratio_mean"] = _masked_mean(ratio, mask)
+    return metrics
 
 
 def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:

@@ -73,17 +73,22 @@ def test_fused_equals_chunked_then_policy_loss(agg, option, chunk):
         h = hidden.clone().requires_grad_(True)
         head.weight.grad = None
         if fused:
-            loss, lp, ent = packed_policy_loss(head, h, packed, old, adv, mask, chunk=chunk, **kw, **terms)
+            loss, metrics = packed_policy_loss(head, h, packed, old, adv, mask, chunk=chunk, **kw, **terms)
         else:
             lp_pos, ent_pos = chunked_logprobs(head, h, packed.targets, chunk)
             lp = unpack(shift_to_tokens(lp_pos, packed.seq_lens), packed.seq_lens)
             ent = unpack(shift_to_tokens(ent_pos, packed.seq_lens), packed.seq_lens)
-            loss, _ = policy_loss(lp, old, adv, mask, **kw, **terms)
+            loss, metrics = policy_loss(lp, old, adv, mask, **kw, **terms)
+            metrics["entropy"] = (ent * mask).sum() / mask.sum()
         loss.backward()
-        results.append((loss.detach(), lp.detach(), ent, h.grad, head.weight.grad))
-    for a, b in zip(*results):
+        results.append((loss.detach(), h.grad, head.weight.grad, metrics))
+    for a, b in zip(results[0][:3], results[1][:3]):
         assert torch.allclose(a, b, atol=1e-10, rtol=1e-9), (a, b)
-    assert float(results[0][3].abs().sum()) > 0  # the check can fail: gradients are not trivially zero
+    fused_metrics, reference = results[0][3], results[1][3]
+    assert fused_metrics.keys() == reference.keys()  # one policy_loss's worth of metrics, entropy included
+    for key in reference:
+        assert torch.allclose(fused_metrics[key], reference[key], atol=1e-10, rtol=1e-9), key
+    assert float(results[0][1].abs().sum()) > 0  # the check can fail: gradients are not trivially zero
 
 
 def test_fused_head_bf16_weight_keeps_dtype_and_matches():
@@ -95,10 +100,10 @@ def test_fused_head_bf16_weight_keeps_dtype_and_matches():
     with torch.no_grad():
         head16.weight.copy_(head.weight.to(torch.bfloat16))
     h = hidden.to(torch.bfloat16).requires_grad_(True)
-    loss, _, _ = packed_policy_loss(head16, h, packed, old.float(), adv.float(), mask.float(), chunk=4)
+    loss, _ = packed_policy_loss(head16, h, packed, old.float(), adv.float(), mask.float(), chunk=4)
     loss.backward()
     assert h.grad.dtype == torch.bfloat16 and head16.weight.grad.dtype == torch.bfloat16
-    ref, _, _ = packed_policy_loss(head32, hidden.float(), packed, old.float(), adv.float(), mask.float())
+    ref, _ = packed_policy_loss(head32, hidden.float(), packed, old.float(), adv.float(), mask.float())
     assert abs(float(loss.detach()) - float(ref.detach())) < 0.05 * max(1.0, abs(float(ref.detach())))
 
 
