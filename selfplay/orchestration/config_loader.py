@@ -245,6 +245,10 @@ def _build(cls: type, data: Any, prefix: str) -> Any:
             closest = _closest(key)
             hint = f"; did you mean {closest}?" if closest else ""
             raise ConfigError(f"{key}: unknown key (valid keys of {section}: {', '.join(sorted(names))}){hint}", key)
+    required = [f.name for f in init_fields(cls) if f.name not in data
+                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if required:
+        raise ConfigError(f"{section}: missing required key(s) {', '.join(required)} of {cls.__name__}", prefix)
     hints = type_hints(cls)
     kwargs = {name: _checked(value, hints[name], f"{prefix}.{name}" if prefix else name)
               for name, value in data.items()}

@@ -71,6 +71,8 @@ def test_a_yaml_file_is_a_partial_tree_over_the_defaults(tmp_path):
     ("policy.backend=vllm", ["policy.endpoints", "base URL"]),
     ("policy.backend.x=1", ["policy.backend.x", "not a section"]),
     ("policy=3", ["policy:", "expected a mapping"]),
+    ("validation.tamper.patterns=[{name: x}]", ["validation.tamper.patterns[0]", "missing required key(s) regex, why"]),
+    ("validation.tamper.patterns=[{name: x, regex: '(', why: t}]", ["validation.tamper:", "invalid regex"]),
     ("learner.engine.lr", ["KEY=VALUE"]),
     ("learner.engine.lr=[1", ["learner.engine.lr", "not valid YAML"]),
 ])
