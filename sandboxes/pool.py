@@ -103,7 +103,16 @@ class SandboxPool:
                     self._put(item)
             raise SandboxError(f"pool of {self.image} could not replace a broken sandbox: {broken[0]}") \
                 from broken[0]
-        return [self._live(sb) for sb in items]
+        live: list[DockerSandbox] = []
+        try:
+            for sb in items:
+                live.append(self._live(sb))
+        except Exception:  # a dead one's replacement failed: keep the pool at full size, give back the rest
+            for sb in live + items[len(live) + 1:]:
+                self._put(sb)
+            self._workers.submit(self._refill)
+            raise
+        return live
 
     def _live(self, sb: DockerSandbox) -> DockerSandbox:
         try:

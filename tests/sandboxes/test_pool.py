@@ -125,3 +125,27 @@ def test_closing_the_pool_wakes_waiting_takers(repo_image):
         pool.close()
         t.join(30)
     assert not t.is_alive() and "closed" in str(errors[0])
+
+
+def test_a_failed_replacement_gives_the_healthy_sandboxes_back(repo_image):
+    from sandboxes.engine import docker_client
+
+    cfg = DockerSandboxConfig(cpus=0.5, mem_limit="256m", pids_limit=64)
+    with SandboxPool(repo_image, 2, config=cfg, run_id="pytest-pool") as pool:
+        victim, healthy = pool._idle[0], pool._idle[1]
+        docker_client().api.kill(victim.id)
+        pool.image = "selfplay-test-no-such-image:0"  # the dead one's replacement cannot start
+        with pytest.raises(Exception, match="no-such-image"), pool.checkout_many(2, timeout=30):
+            pass
+        assert healthy in pool._idle  # not lost with the failed take
+        pool.image = repo_image
+        _wait_idle(pool, 2)  # the refill (a sandbox, or its error for the next taker) keeps the size at 2
+        for _ in range(3):  # a refill that still saw the bad image hands its error to one taker, then retries
+            try:
+                with pool.checkout_many(2, timeout=60) as sbs:
+                    assert all(sb.exec("true").ok for sb in sbs)
+                break
+            except Exception as exc:
+                assert "no-such-image" in str(exc)
+        else:
+            pytest.fail("the pool never recovered its two sandboxes")
