@@ -137,6 +137,7 @@ class TaskRow(Base):
     __table_args__ = (
         UniqueConstraint("repo", "diff_hash"),
         Index(None, "status", "repo"),
+        Index(None, "parent_id"),  # higher-order children of a task (TaskStore.used_failed_patches)
     )
     task_id: Mapped[str] = mapped_column(String(200), primary_key=True)
     repo: Mapped[str] = mapped_column(ForeignKey("repos.name"))

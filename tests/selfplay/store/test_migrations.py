@@ -76,3 +76,24 @@ def test_migrated_schema_matches_the_models(store_url):
     with open_store(store_url) as store, store.engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == [], f"models and migrations disagree; add a migration for: {diff}"
+
+
+def test_0004_indexes_higher_order_children(store_url):
+    """`used_failed_patches` reads a parent's children per failed attempt: by index, not a scan of tasks."""
+    with open_store(store_url) as store:
+        parent = store.record_validation(make_artifact(1), "toolz", make_report(n=1), origin="injector")
+        engine = store.engine
+
+        def indexes() -> set[str]:
+            return {ix["name"] for ix in inspect(engine).get_indexes("tasks")}
+
+        assert "ix_tasks_parent_id" in indexes()
+        downgrade(engine, "0003")
+        assert "ix_tasks_parent_id" not in indexes()
+        migrate(engine)
+        assert "ix_tasks_parent_id" in indexes() and store.used_failed_patches(parent) == set()
+        if engine.dialect.name == "sqlite":
+            with engine.connect() as conn:
+                plan = conn.execute(text("EXPLAIN QUERY PLAN SELECT pred_patch, meta FROM tasks "
+                                         "WHERE parent_id = :p"), {"p": parent}).all()
+            assert "ix_tasks_parent_id" in str(plan), plan
