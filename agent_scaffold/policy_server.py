@@ -5,7 +5,9 @@ It implements the subset `OpenAIPolicy` uses, with vLLM's field names and defaul
 return_tokens_as_token_ids, return_weight_versions), POST /v1/chat/completions, GET /v1/models,
 GET /health, and weight sync for the learner: POST /reload_weights {"weights_path", "version"} and
 GET /weight_info. Unlike `vllm serve` it never applies generation_config.json defaults: a field left out
-means the neutral value. Generation is serialised by a lock (one CPU model, one batch at a time).
+means the neutral value. Requests are served by concurrent threads through a `BatchingPolicy`, so the
+requests of several clients (episodes) that arrive together are sampled in one batch; a weight reload
+waits for the running batch.
 """
 
 from __future__ import annotations
@@ -46,12 +48,19 @@ def sampling_from_request(body: dict[str, Any]) -> SamplingParams:
 
 
 class PolicyServer:
-    """Serves `policy` on host:port (port 0 picks a free one; see `.port`)."""
+    """Serves `policy` on host:port (port 0 picks a free one; see `.port`).
 
-    def __init__(self, policy: Any, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None) -> None:
-        self.policy = policy
+    `policy` is wrapped in a `BatchingPolicy(policy, max_batch, max_wait_s)` unless it already is one;
+    `max_batch=1` samples one request at a time.
+    """
+
+    def __init__(self, policy: Any, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
+                 max_batch: int = 8, max_wait_s: float = 0.02) -> None:
+        from agent_scaffold.policies.batching import BatchingPolicy
+
         self.model_name = model_name or str(getattr(policy, "model_dir", "policy"))
-        self.lock = threading.Lock()
+        self.policy = policy if isinstance(policy, BatchingPolicy) else BatchingPolicy(policy, max_batch, max_wait_s)
+        self._owns_batching = self.policy is not policy
         server = self
 
         class Handler(_Handler):
@@ -78,13 +87,14 @@ class PolicyServer:
     def shutdown(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+        if self._owns_batching:
+            self.policy.close()
 
     # --- endpoint logic (plain dicts in, plain dicts out) -------------------------------------------
 
     def _generate(self, prompts: list[list[int]], n: int, params: SamplingParams) -> list[Completion]:
         flat = [p for p in prompts for _ in range(n)]  # prompt-major, as vLLM orders choices
-        with self.lock:
-            return self.policy.generate(flat, params)
+        return self.policy.generate(flat, params)
 
     def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         prompts = self._prompts(body.get("prompt"))
@@ -134,8 +144,7 @@ class PolicyServer:
         path, version = body.get("weights_path"), body.get("version")
         if not path or version is None:
             raise BadRequest("reload_weights needs {\"weights_path\": DIR, \"version\": N}")
-        with self.lock:  # no generation sees half-swapped weights
-            self.policy.load_weights(path, int(version))
+        self.policy.load_weights(path, int(version))  # waits for the running batch
         return {"version": self.policy.version}
 
     def _prompts(self, prompt: Any) -> list[list[int]]:

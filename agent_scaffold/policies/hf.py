@@ -4,6 +4,11 @@ Sampling is our own loop (KV cache, one token per step, a `torch.Generator` per 
 `model.generate`, because `generate` silently applies `generation_config` defaults (e.g. top_k=50) and its
 scores are post-processed; here the returned logprob is exactly the log-softmax of the distribution each
 token was drawn from, which under the default `SamplingParams` is the model's plain temperature-1 softmax.
+
+Prompts of one call (and, through `BatchingPolicy`, of concurrent episodes) are sampled together: one
+left-padded forward with an attention mask and per-row position ids, then one decode step per live row.
+Each row has its own generator, stop ids, stop strings and max_new_tokens, so its sample is the one it
+would get alone; padding and batch shape move logits by float rounding only (~1e-5 in logprobs in fp32).
 """
 
 from __future__ import annotations
@@ -109,47 +114,103 @@ class HFPolicy:
         log.info("loaded weights version %d from %s", version, checkpoint_dir)
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
-        with self._lock:
-            base = params.seed if params.seed is not None else random.randrange(2**62)
-            return [self._one(list(p), params, base + i) for i, p in enumerate(prompts)]
+        base = params.seed if params.seed is not None else random.randrange(2**62)
+        return self.generate_rows(prompts, [params.with_(seed=base + i) for i in range(len(prompts))])
 
-    def _one(self, prompt: list[int], params: SamplingParams, seed: int) -> Completion:
-        torch = _import_torch()
-        if not prompt:
-            raise ValueError("empty prompt: render at least the chat template's generation prompt")
+    def generate_rows(self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams]) -> list[Completion]:
+        """One completion per prompt, all in one left-padded batch, row i sampled with `params[i]`.
+
+        Each row's seed is used as given (a random one when None), through its own `torch.Generator`, so a
+        row's sample does not depend on its batch mates (up to float rounding of the padded forward).
+        `BatchingPolicy` calls this to merge the requests of concurrent episodes.
+        """
+        if len(prompts) != len(params):
+            raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params: pass one per prompt")
+        rows = [list(p) for p in prompts]
+        for i, p in enumerate(rows):
+            if not p:
+                raise ValueError(f"prompt {i} is empty: render at least the chat template's generation prompt")
+        if not rows:
+            return []
+        seeds = [p.seed if p.seed is not None else random.randrange(2**62) for p in params]
+        with self._lock:  # weight swaps never interleave with a generation
+            return _BatchSampler(self, rows, list(params), seeds).run()
+
+
+class _BatchSampler:
+    """One batched decode: a left-padded prefill of every prompt, then one token per live row per step.
+
+    Row r keeps its own generator, stop ids, stop strings and max_new_tokens; a row that finishes leaves the
+    batch (its KV-cache rows are dropped), so long rows do not make finished ones cost compute.
+    Position ids count each row's own tokens, so padding shifts no row's RoPE positions.
+    """
+
+    def __init__(self, policy: HFPolicy, prompts: list[list[int]], params: list[SamplingParams],
+                 seeds: list[int]) -> None:
+        self.torch = torch = _import_torch()
+        self.policy, self.prompts, self.params = policy, prompts, params
+        dev = policy.device
         # Sampling stays on the model's device: moving each step's logits to the CPU cost more than the
-        # forward itself on a GPU. A generator per prompt keeps results seeded per device.
-        gen = torch.Generator(device=self.device).manual_seed(seed)
-        stop_ids = self.eos_ids | set(params.stop_token_ids)
-        ids: list[int] = []
-        logps: list[float] = []
-        finish = "length"
-        text = ""
-        seen = torch.tensor(prompt, dtype=torch.long, device=self.device)
+        # forward itself on a GPU. A generator per row keeps results seeded per device.
+        self.gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
+        self.stop_ids = [policy.eos_ids | set(p.stop_token_ids) for p in params]
+        self.seen = [torch.tensor(p, dtype=torch.long, device=dev) for p in prompts]
+        self.ids: list[list[int]] = [[] for _ in prompts]
+        self.logps: list[list[float]] = [[] for _ in prompts]
+        self.finish = ["length"] * len(prompts)
+
+    def run(self) -> list[Completion]:
+        torch, model, dev = self.torch, self.policy.model, self.policy.device
+        width = max(len(p) for p in self.prompts)
+        pad = self.policy.tokenizer.pad_token_id or 0  # any id: padded positions are masked out
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in self.prompts], device=dev)  # (B, T)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in self.prompts], device=dev)  # (B, T)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
+        batch = list(range(len(self.prompts)))  # the row of each batch slot
+        live = set(batch)
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
-            for _ in range(params.max_new_tokens):
-                logp = process_logits(out.logits[0, -1], params, seen)
-                if params.temperature == 0:
-                    tok = int(torch.argmax(logp))
-                else:
-                    tok = int(torch.multinomial(logp.exp(), 1, generator=gen))
-                ids.append(tok)
-                logps.append(float(logp[tok]))
-                if params.repetition_penalty != 1.0:
-                    seen = torch.cat([seen, torch.tensor([tok], device=self.device)])
-                if tok in stop_ids:
-                    finish = "stop"
+            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
+            while True:
+                logits = out.logits[:, -1]  # (B_slots, V)
+                for slot, r in enumerate(batch):
+                    if r in live and not self._step(r, logits[slot]):
+                        live.discard(r)
+                if not live:
                     break
-                if params.stop:
-                    text = self.tokenizer.decode(ids, skip_special_tokens=True)
-                    if any(s in text for s in params.stop):
-                        finish = "stop"
-                        break
-                out = self.model(input_ids=torch.tensor([[tok]], device=self.device),
-                                 past_key_values=out.past_key_values, use_cache=True)
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        for s in params.stop:
+                cache = out.past_key_values
+                if len(live) < len(batch) and hasattr(cache, "batch_select_indices"):
+                    keep = [slot for slot, r in enumerate(batch) if r in live]
+                    cache.batch_select_indices(torch.tensor(keep, device=dev))
+                    mask, batch = mask[keep], [batch[s] for s in keep]
+                # A finished row still in the batch (old caches) repeats its last token; its output is ignored.
+                step = torch.tensor([[self.ids[r][-1]] for r in batch], device=dev)  # (B_slots, 1)
+                pos = torch.tensor([[len(self.prompts[r]) + len(self.ids[r]) - 1] for r in batch], device=dev)
+                mask = torch.cat([mask, mask.new_ones(len(batch), 1)], dim=1)
+                out = model(input_ids=step, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                            use_cache=True)
+        return [self._completion(r) for r in range(len(self.prompts))]
+
+    def _step(self, r: int, logits: Any) -> bool:
+        """Sample row r's next token from its logits (V,); False once the row has finished."""
+        torch, params = self.torch, self.params[r]
+        logp = process_logits(logits, params, self.seen[r])
+        if params.temperature == 0:
+            tok = int(torch.argmax(logp))
+        else:
+            tok = int(torch.multinomial(logp.exp(), 1, generator=self.gens[r]))
+        self.ids[r].append(tok)
+        self.logps[r].append(float(logp[tok]))
+        if params.repetition_penalty != 1.0:
+            self.seen[r] = torch.cat([self.seen[r], torch.tensor([tok], device=self.seen[r].device)])
+        if tok in self.stop_ids[r] or (params.stop and any(
+                s in self.policy.tokenizer.decode(self.ids[r], skip_special_tokens=True) for s in params.stop)):
+            self.finish[r] = "stop"
+            return False
+        return len(self.ids[r]) < params.max_new_tokens
+
+    def _completion(self, r: int) -> Completion:
+        text = self.policy.tokenizer.decode(self.ids[r], skip_special_tokens=True)
+        for s in self.params[r].stop:
             if s in text:
                 text = text[: text.index(s)]
-        return Completion(tuple(ids), tuple(logps), text, finish, self.version)
+        return Completion(tuple(self.ids[r]), tuple(self.logps[r]), text, self.finish[r], self.policy.version)

@@ -23,7 +23,8 @@ def prompt(tokenizer):
 
 @pytest.fixture(scope="module")
 def server(hf_policy):
-    srv = PolicyServer(hf_policy, port=0)  # loopback, random free port
+    # Loopback, random free port; a long batching window so concurrent test requests surely share a batch.
+    srv = PolicyServer(hf_policy, port=0, max_wait_s=0.5)
     srv.start()
     yield srv
     srv.shutdown()
@@ -34,7 +35,8 @@ def test_hf_logprobs_are_the_temperature_1_log_softmax_and_seeded(hf_policy, pro
 
     params = SamplingParams(max_new_tokens=6, seed=7)
     a, b = hf_policy.generate([prompt, prompt], params)
-    assert hf_policy.generate([prompt], params)[0] == a  # same seed, same sample
+    alone = hf_policy.generate([prompt], params)[0]  # same seed, same sample (batch shape moves rounding only)
+    assert alone.token_ids == a.token_ids and alone.logprobs == pytest.approx(a.logprobs, abs=1e-4)
     assert len(a.token_ids) == len(a.logprobs) == 6 and a.finish_reason == "length"
     with torch.inference_mode():
         logits = hf_policy.model(torch.tensor([prompt + list(a.token_ids)])).logits[0].float()
@@ -53,6 +55,21 @@ def test_http_client_matches_direct_hf(server, hf_policy, prompt):
         assert r.logprobs == pytest.approx(d.logprobs, abs=1e-6) and r.finish_reason == d.finish_reason
     chat = client.chat([[{"role": "user", "content": "List files."}]], params)[0]
     assert chat.token_ids == direct[0].token_ids and chat.text == direct[0].text
+
+
+def test_concurrent_clients_are_sampled_in_one_batch(server, hf_policy, prompt):
+    from concurrent.futures import ThreadPoolExecutor
+
+    clients = [OpenAIPolicy(server.url, tokenizer=hf_policy.tokenizer) for _ in range(3)]
+    params = [SamplingParams(max_new_tokens=3 + i, seed=20 + i) for i in range(3)]
+    prompts = [prompt, prompt[:-3], prompt + prompt[-3:]]  # different lengths: padded rows
+    before = server.policy.batches
+    with ThreadPoolExecutor(3) as pool:
+        remote = list(pool.map(lambda i: clients[i].generate([prompts[i]], params[i])[0], range(3)))
+    assert server.policy.batches - before < 3  # three episodes' requests, fewer batches
+    for i, r in enumerate(remote):
+        direct = hf_policy.generate([prompts[i]], params[i])[0]
+        assert r.token_ids == direct.token_ids and r.logprobs == pytest.approx(direct.logprobs, abs=1e-4)
 
 
 def test_server_endpoints_and_errors(server, hf_policy, tmp_path):
