@@ -41,6 +41,9 @@ class EpisodeRequest:
     """Solver: one group per (task, iteration)."""
     seed: int | None = None
     """Sampling seed."""
+    seen: frozenset[str] = frozenset()
+    """Solver: normalised hashes of the failed patches that already made higher-order tasks of `task`
+    (`store.used_failed_patches(task_id)`), so a worker without the store does not derive one twice."""
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,7 @@ class Worker:
                            base_patch=task.pred_patch, config=self.config.grader)
             higher = None
             if not result.resolved and prediction.strip():
-                seen = set(getattr(request, "seen", None) or ())  # the store dedups by hash besides
+                seen = set(request.seen)  # a copy: make_higher_order_task adds to it
                 with pool.checkout() as sb:
                     higher = make_higher_order_task(task, prediction, spec=spec, sb=sb, seen=seen,
                                                     config=self.config.curriculum.higher_order,

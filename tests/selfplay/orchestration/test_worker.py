@@ -73,16 +73,20 @@ def injector_actions(artifact, sources):
     return injector_actions(artifact, sources, random.Random(0))
 
 
+def _scripted_config(directory: Path, actions: dict) -> RunConfig:
+    script = directory / "actions.json"
+    script.write_text(json.dumps(actions))
+    config = _config()
+    return replace(config, policy=replace(config.policy, scripted_actions=str(script)))
+
+
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory, tokenizer, injector_actions):
-    """One worker built from the config (scripted_actions JSON: the valid injector); tests that need other
-    scripts replace its policy source."""
+    """One worker built from the config (scripted_actions JSON: the valid injector); each test sets the
+    scripts it plays (`_script`)."""
     from selfplay.orchestration.worker import build_runner
 
-    script = tmp_path_factory.mktemp("script") / "actions.json"
-    script.write_text(json.dumps({"injector": [injector_actions]}))
-    config = _config()
-    config = replace(config, policy=replace(config.policy, scripted_actions=str(script)))
+    config = _scripted_config(tmp_path_factory.mktemp("script"), {"injector": [injector_actions]})
     runner = build_runner(config, run_id="test-worker")
     yield runner
     runner.close()
@@ -99,8 +103,9 @@ def _injector_request(i: int = 0) -> EpisodeRequest:
 
 
 @pytest.fixture(scope="module")
-def injected(worker):
+def injected(worker, tokenizer, injector_actions):
     """The valid injector episode's result (played once; the solver tests use its task)."""
+    _script(worker, tokenizer, "injector", injector_actions)  # whichever test ran before
     return worker(_injector_request())
 
 
@@ -188,6 +193,12 @@ def test_solver_with_a_wrong_fix_fails_and_makes_a_higher_order_task(worker, tok
     ho = result.higher_order
     assert ho is not None and ho.order == 2 and ho.parent_id == task.task_id and "NOTE = 1" in ho.pred_patch
     assert set(ho.fail_to_pass) == set(task.fail_to_pass)
+    # the same failed patch, already used (the loop passes store.used_failed_patches): no second task
+    from selfplay.diffs import normalised_hash
+
+    _script(worker, tokenizer, "solver", wrong)
+    again = worker(replace(_solver_request(task, 2), seen=frozenset({normalised_hash(result.submission)})))
+    assert not again.grade.resolved and again.higher_order is None
 
 
 @pytest.mark.docker
@@ -269,3 +280,14 @@ def test_limits_take_overrides_and_never_exceed_the_model_window():
     assert context_window(hf_like) == 8192
     assert context_window(SimpleNamespace(policy=hf_like, tokenizer=None)) == 8192  # a wrapper (batching)
     assert context_window(SimpleNamespace(tokenizer=SimpleNamespace(model_max_length=int(1e30)))) is None
+
+
+def test_build_runner_reads_the_scripted_actions_of_the_config(tmp_path, tokenizer):
+    from selfplay.orchestration.policy_factory import ScriptedQueues
+    from selfplay.orchestration.worker import Worker, build_runner
+
+    runner = build_runner(_scripted_config(tmp_path, {"injector": [["a"]], "solver": [["b"], ["c"]]}), run_id="x")
+    assert isinstance(runner, Worker) and isinstance(runner.source, ScriptedQueues)
+    assert runner.source.actions == {"injector": [["a"]], "solver": [["b"], ["c"]]}
+    assert runner.source.policy_for("solver", 0).tokenizer is not None  # the embedded chat template
+    runner.close()  # no pool was started: nothing to remove
