@@ -15,6 +15,9 @@ from pathlib import Path
 
 import typer
 
+from selfplay.cli.config_options import config_options
+from selfplay.validation.config import ValidationConfig
+
 REPO = typer.Option(..., "--repo", help="Repo name from the repo list (`selfplay repos list`).")
 JSON = typer.Option(False, "--json", help="Print one JSON object on stdout.")
 STORE = typer.Option(None, "--store", help="Also record into this task store (SQLite/PostgreSQL URL).")
@@ -85,107 +88,102 @@ def _print_report(report, as_json: bool, task_id: str | None = None) -> None:
                   + (f"; stored as task {task_id}" if task_id else ""))
 
 
+@config_options(ValidationConfig, exclude=("tamper",))
+def validate_cmd(
+    artifact_dir: Path = typer.Argument(..., help="Directory holding the five artifact files."),
+    repo: str = REPO,
+    as_json: bool = JSON,
+    store: str | None = STORE,
+    *,
+    config: ValidationConfig,
+) -> None:
+    """Run the eight consistency checks on an artifact (exit 0 valid, 1 invalid, 2 error)."""
+    from selfplay.validation import ValidationReport, validate
+
+    spec = _spec(repo)
+    artifact, error = _load(artifact_dir)
+    if artifact is None:
+        report = ValidationReport(valid=False, error=error)
+    else:
+        try:
+            with _pool(spec, config.parallelism) as pool:
+                report = validate(artifact, spec, config, pool=pool)
+        except Exception as exc:  # engine, image or sandbox failure: no verdict
+            raise _fail(f"validation could not run: {exc}") from exc
+    task_id = _record(store, artifact, repo, report, origin="imported")
+    _print_report(report, as_json, task_id)
+    raise typer.Exit(0 if report.valid else 1)
+
+def grade_cmd(
+    artifact_dir: Path = typer.Argument(..., help="Directory holding the five artifact files."),
+    repo: str = REPO,
+    patch: list[Path] = typer.Option(..., "--patch", help="A solver prediction (a diff over the buggy state); "
+                                     "repeat to grade several in order through one pooled sandbox."),
+    as_json: bool = JSON,
+    store: str | None = typer.Option(None, "--store", help="Take FAIL_TO_PASS/PASS_TO_PASS from this store "
+                                     "when it validated exactly this artifact; otherwise it is validated."),
+) -> None:
+    """Grade predictions against a valid artifact (exit 0 whenever grading ran, 2 when it could not)."""
+    spec = _spec(repo)
+    absent = [str(p) for p in patch if not p.is_file()]
+    if absent:
+        raise _fail(f"--patch {', '.join(absent)}: no such file")
+    predictions = [(p, p.read_bytes().decode("utf-8", "replace")) for p in patch]
+    artifact, error = _load(artifact_dir)
+    if artifact is None:
+        raise _fail(f"cannot grade against a malformed artifact: {error}")
+    f2p, p2p = _oracle_split(artifact, repo, spec, store)
+    objects = _grade_all(artifact, predictions, f2p, p2p, spec)
+    if as_json:  # one --patch: the single object without its path, as it always was
+        typer.echo(json.dumps(objects if len(objects) > 1
+                              else {k: v for k, v in objects[0].items() if k != "patch"}))
+    else:
+        _print_grades(objects)
+    broken = [o for o in objects if o["reward"] is None]
+    if broken:
+        raise _fail(f"grading could not run for {len(broken)} of {len(objects)} prediction(s): "
+                    + "; ".join(f"{o['patch']}: {o['error']}" for o in broken))
+    raise typer.Exit(0)
+
+def seed_cmd(
+    repo: str = REPO,
+    n: int = typer.Option(1, "-n", help="How many validated artifacts to produce."),
+    out: Path = typer.Option(Path("seeds"), "--out", help="Directory receiving one folder per artifact."),
+    seed: int = typer.Option(0, "--seed", help="Random seed."),
+    as_json: bool = JSON,
+    store: str | None = STORE,
+) -> None:
+    """Produce N validated procedural (AST-mutation) bug artifacts for a repo."""
+    from selfplay.procedural.seed import SeedConfig
+    from selfplay.procedural.seed import seed as run_seed
+
+    spec = _spec(repo)
+    if n < 1:
+        raise _fail("-n must be at least 1")
+
+    def record(result) -> None:
+        _record(store, result.artifact, repo, result.report, origin="procedural", strategy=result.operator)
+
+    try:
+        results = run_seed(spec, n, out, config=SeedConfig(seed=seed), on_valid=record)
+    except Exception as exc:
+        raise _fail(f"seeding could not run: {exc}") from None
+    if as_json:
+        typer.echo(json.dumps({"repo": repo, "requested": n, "produced": len(results), "artifacts": [
+            {"dir": str(r.directory), "operator": r.operator, "file": r.file,
+             "fail_to_pass": list(r.report.fail_to_pass)} for r in results]}))
+    else:
+        for r in results:
+            typer.echo(f"{r.directory}  {r.operator} in {r.file}, {len(r.report.fail_to_pass)} FAIL_TO_PASS")
+        typer.echo(f"{len(results)} of {n} artifacts produced for {repo}")
+    raise typer.Exit(0 if len(results) == n else 1)
+
+
 def register(app: typer.Typer) -> None:
     """Add validate, grade and seed to `app`."""
-
-    @app.command("validate")
-    def validate_cmd(
-        artifact_dir: Path = typer.Argument(..., help="Directory holding the five artifact files."),
-        repo: str = REPO,
-        min_passing_tests: int = typer.Option(5, "--min-passing-tests", help="Passing tests needed on the original."),
-        min_changed_files: int = typer.Option(1, "--min-changed-files", help="Files bug_inject.diff must change."),
-        min_failing_tests: int = typer.Option(1, "--min-failing-tests", help="Tests the bug must break."),
-        parallelism: int = typer.Option(2, "--parallelism", help="Sandboxes used at once."),
-        as_json: bool = JSON,
-        store: str | None = STORE,
-    ) -> None:
-        """Run the eight consistency checks on an artifact (exit 0 valid, 1 invalid, 2 error)."""
-        from selfplay.validation import ValidationConfig, ValidationReport, validate
-
-        spec = _spec(repo)
-        try:
-            config = ValidationConfig(min_passing_tests=min_passing_tests, min_changed_files=min_changed_files,
-                                      min_failing_tests=min_failing_tests, parallelism=parallelism)
-        except ValueError as exc:
-            raise _fail(str(exc)) from None
-        artifact, error = _load(artifact_dir)
-        if artifact is None:
-            report = ValidationReport(valid=False, error=error)
-        else:
-            try:
-                with _pool(spec, config.parallelism) as pool:
-                    report = validate(artifact, spec, config, pool=pool)
-            except Exception as exc:  # engine, image or sandbox failure: no verdict
-                raise _fail(f"validation could not run: {exc}") from exc
-        task_id = _record(store, artifact, repo, report, origin="imported")
-        _print_report(report, as_json, task_id)
-        raise typer.Exit(0 if report.valid else 1)
-
-    @app.command("grade")
-    def grade_cmd(
-        artifact_dir: Path = typer.Argument(..., help="Directory holding the five artifact files."),
-        repo: str = REPO,
-        patch: list[Path] = typer.Option(..., "--patch", help="A solver prediction (a diff over the buggy state); "
-                                         "repeat to grade several in order through one pooled sandbox."),
-        as_json: bool = JSON,
-        store: str | None = typer.Option(None, "--store", help="Take FAIL_TO_PASS/PASS_TO_PASS from this store "
-                                         "when it validated exactly this artifact; otherwise it is validated."),
-    ) -> None:
-        """Grade predictions against a valid artifact (exit 0 whenever grading ran, 2 when it could not)."""
-        spec = _spec(repo)
-        absent = [str(p) for p in patch if not p.is_file()]
-        if absent:
-            raise _fail(f"--patch {', '.join(absent)}: no such file")
-        predictions = [(p, p.read_bytes().decode("utf-8", "replace")) for p in patch]
-        artifact, error = _load(artifact_dir)
-        if artifact is None:
-            raise _fail(f"cannot grade against a malformed artifact: {error}")
-        f2p, p2p = _oracle_split(artifact, repo, spec, store)
-        objects = _grade_all(artifact, predictions, f2p, p2p, spec)
-        if as_json:  # one --patch: the single object without its path, as it always was
-            typer.echo(json.dumps(objects if len(objects) > 1
-                                  else {k: v for k, v in objects[0].items() if k != "patch"}))
-        else:
-            _print_grades(objects)
-        broken = [o for o in objects if o["reward"] is None]
-        if broken:
-            raise _fail(f"grading could not run for {len(broken)} of {len(objects)} prediction(s): "
-                        + "; ".join(f"{o['patch']}: {o['error']}" for o in broken))
-        raise typer.Exit(0)
-
-    @app.command("seed")
-    def seed_cmd(
-        repo: str = REPO,
-        n: int = typer.Option(1, "-n", help="How many validated artifacts to produce."),
-        out: Path = typer.Option(Path("seeds"), "--out", help="Directory receiving one folder per artifact."),
-        seed: int = typer.Option(0, "--seed", help="Random seed."),
-        as_json: bool = JSON,
-        store: str | None = STORE,
-    ) -> None:
-        """Produce N validated procedural (AST-mutation) bug artifacts for a repo."""
-        from selfplay.procedural.seed import SeedConfig
-        from selfplay.procedural.seed import seed as run_seed
-
-        spec = _spec(repo)
-        if n < 1:
-            raise _fail("-n must be at least 1")
-
-        def record(result) -> None:
-            _record(store, result.artifact, repo, result.report, origin="procedural", strategy=result.operator)
-
-        try:
-            results = run_seed(spec, n, out, config=SeedConfig(seed=seed), on_valid=record)
-        except Exception as exc:
-            raise _fail(f"seeding could not run: {exc}") from None
-        if as_json:
-            typer.echo(json.dumps({"repo": repo, "requested": n, "produced": len(results), "artifacts": [
-                {"dir": str(r.directory), "operator": r.operator, "file": r.file,
-                 "fail_to_pass": list(r.report.fail_to_pass)} for r in results]}))
-        else:
-            for r in results:
-                typer.echo(f"{r.directory}  {r.operator} in {r.file}, {len(r.report.fail_to_pass)} FAIL_TO_PASS")
-            typer.echo(f"{len(results)} of {n} artifacts produced for {repo}")
-        raise typer.Exit(0 if len(results) == n else 1)
+    app.command("validate")(validate_cmd)
+    app.command("grade")(grade_cmd)
+    app.command("seed")(seed_cmd)
 
 
 def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:

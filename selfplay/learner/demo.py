@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.baseline import RunningMeanBaseline
@@ -43,11 +44,15 @@ class DemoConfig:
     """Learning rate (high, to see movement in few steps)."""
     seed: int = 0
     """Seeds sampling and torch."""
-    sync: str = "memory"
+    sync: Literal["memory", "disk"] = "memory"
     """Weight sync into the rollout policy: memory (state copy) or disk (checkpoint + load_weights)."""
     engine: EngineConfig = field(default_factory=lambda: EngineConfig(warmup_steps=1, weight_decay=0.0,
                                                                       gradient_checkpointing=False))
     """Engine settings (lr and seed are taken from this config's fields)."""
+
+    def __post_init__(self) -> None:
+        if self.sync not in ("memory", "disk"):
+            raise ValueError(f"DemoConfig.sync must be 'memory' or 'disk', got {self.sync!r}")
 
 
 def first_word_reward(text: str, target: str) -> float:
