@@ -57,15 +57,12 @@ def episode(
     view (and, for the solver, its prediction as a .diff). Prints the ending; infrastructure failures are
     marked as such."""
     import dataclasses
-    import time
 
     from rich.console import Console
 
     from agent_scaffold.agent import run_episode
-    from agent_scaffold.policies import make_policy
     from agent_scaffold.policy import TRAINING
     from agent_scaffold.roles import load_role
-    from agent_scaffold.trajectory import save_jsonl
     from repos.listfile import get_repo
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
@@ -80,28 +77,10 @@ def episode(
         variables = solver_variables(task.spec, "tests")
     else:
         variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
-    if policy == "hf":
-        pol = make_policy("hf", model_dir=model)
-    elif policy == "openai":
-        pol = make_policy("openai", base_url=base_url, model=model)
-    elif policy == "scripted":
-        try:
-            from transformers import AutoTokenizer
-        except ImportError as exc:
-            raise ImportError("the scripted policy renders the chat template of the embedded model's tokenizer: "
-                              "pip install 'selfplay-swe[train]'") from exc
-
-        from agent_scaffold.embedded import default_model_dir
-
-        actions = json.loads(script.read_text()) if script else DEMO_SCRIPT
-        pol = make_policy("scripted", actions=actions, tokenizer=AutoTokenizer.from_pretrained(default_model_dir()))
-    else:
-        raise typer.BadParameter(f"--policy must be hf, openai or scripted, got {policy!r}")
+    pol = _make_policy(policy, model=model, base_url=base_url, script=script)
+    # run_episode clamps the context budget to the policy's window itself
     overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens),
                                    ("max_context_tokens", max_context)) if v is not None}
-    window = getattr(getattr(getattr(pol, "model", None), "config", None), "max_position_embeddings", None)
-    if window and "max_context_tokens" not in overrides:  # never plan past the model's context window
-        overrides["max_context_tokens"] = min(cfg.limits.max_context_tokens, window)
     limits = dataclasses.replace(cfg.limits, **overrides)
     console = Console()
     spec_repo = get_repo(repo)
@@ -112,19 +91,52 @@ def episode(
         ep = run_episode(pol, box, cfg, variables, limits=limits, sampling=TRAINING.with_(seed=seed))
     traj = dataclasses.replace(ep.trajectory, metadata={**ep.trajectory.metadata, "repo": repo, "policy": policy,
                                                         "submission": ep.submission})
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}"
-    save_jsonl([traj], stem.with_suffix(".jsonl"))
-    stem.with_suffix(".txt").write_text(traj.to_text())
-    saved = f"{stem}.jsonl and {stem}.txt"
-    if role == "solver":  # the prediction `selfplay grade --patch` takes; empty when nothing was submitted
-        stem.with_suffix(".diff").write_text(ep.submission if isinstance(ep.submission, str) else "")
-        saved = f"{stem}.jsonl, {stem}.txt and {stem}.diff"
+    saved = _save(traj, ep.submission, role, out)
     style = "red" if ep.infra_failure else "green"
     console.print(f"[{style}]ended: {ep.termination}[/] after {ep.turns} turns ({ep.format_errors} format errors, "
                   f"{sum(traj.loss_mask)} sampled tokens, {ep.timings['wall']:.1f} s)"
                   + (f"; infrastructure failure: {ep.error}" if ep.infra_failure else ""))
     console.print(f"saved {saved}")
+
+
+def _make_policy(kind: str, *, model: str | None, base_url: str, script: Path | None):
+    """The `--policy` backend: hf (the embedded model, or `model` as a checkpoint dir), openai (a server at
+    `base_url`), or scripted (`script`'s actions, or a two-turn demo, through the embedded tokenizer)."""
+    from agent_scaffold.policies import make_policy
+
+    if kind == "hf":
+        return make_policy("hf", model_dir=model)
+    if kind == "openai":
+        return make_policy("openai", base_url=base_url, model=model)
+    if kind != "scripted":
+        raise typer.BadParameter(f"--policy must be hf, openai or scripted, got {kind!r}")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ImportError("the scripted policy renders the chat template of the embedded model's tokenizer: "
+                          "pip install 'selfplay-swe[train]'") from exc
+
+    from agent_scaffold.embedded import default_model_dir
+
+    actions = json.loads(script.read_text()) if script else DEMO_SCRIPT
+    return make_policy("scripted", actions=actions, tokenizer=AutoTokenizer.from_pretrained(default_model_dir()))
+
+
+def _save(traj, submission, role: str, out: Path) -> str:
+    """Write <out>/<role>-<time>.jsonl and .txt (and the solver's prediction as .diff, the file `selfplay
+    grade --patch` takes; empty when nothing was submitted); returns what was saved, for the message."""
+    import time
+
+    from agent_scaffold.trajectory import save_jsonl
+
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}"
+    save_jsonl([traj], stem.with_suffix(".jsonl"))
+    stem.with_suffix(".txt").write_text(traj.to_text())
+    if role != "solver":
+        return f"{stem}.jsonl and {stem}.txt"
+    stem.with_suffix(".diff").write_text(submission if isinstance(submission, str) else "")
+    return f"{stem}.jsonl, {stem}.txt and {stem}.diff"
 
 
 def _load_task(artifact: Path | None, role: str, spec: Path | None):
