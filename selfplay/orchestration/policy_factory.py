@@ -134,9 +134,7 @@ def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int =
     """The in-process checkpoint, batched across episode threads when `BatchingPolicy` is available."""
     from agent_scaffold.policies.hf import HFPolicy
 
-    policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device))
-    if version:
-        policy.version = int(version)
+    policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version))
     try:
         from agent_scaffold.policies.batching import BatchingPolicy
     except ImportError:
@@ -149,10 +147,23 @@ def http_policy(config: PolicyConfig) -> Policy:
     """Round robin over `config.endpoints`, token mode with the checkpoint's (or embedded) tokenizer."""
     from agent_scaffold.policies.openai import OpenAIPolicy
 
-    # the served weights' tokenizer: the checkpoint dir, else the served name (a dir or hub id), else embedded
-    tokenizer = embedded_tokenizer(config.model_dir or config.model_name)
+    tokenizer = embedded_tokenizer(tokenizer_source(config))
     return RoundRobinPolicy([OpenAIPolicy(url, config.model_name, tokenizer=tokenizer)
                              for url in config.endpoints])
+
+
+def tokenizer_source(config: PolicyConfig) -> str | None:
+    """Where the served weights' tokenizer is: `model_dir`, else `model_name` when it is a directory or a
+    hub id (org/name), else None (the embedded model's, with a warning)."""
+    if config.model_dir:
+        return config.model_dir
+    name = config.model_name
+    if name and (Path(name).is_dir() or (name.count("/") == 1 and not name.startswith(("/", ".")))):
+        return name
+    log.warning("policy.model_dir is unset and policy.model_name %r is neither a directory nor a hub id: "
+                "prompts are rendered with the embedded model's tokenizer; set policy.model_dir to the served "
+                "checkpoint if that is not what the endpoints serve", name)
+    return None
 
 
 def policy_source(config: PolicyConfig, policy: Policy | None = None) -> PolicySource:

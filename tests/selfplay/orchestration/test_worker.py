@@ -291,3 +291,42 @@ def test_build_runner_reads_the_scripted_actions_of_the_config(tmp_path, tokeniz
     assert runner.source.actions == {"injector": [["a"]], "solver": [["b"], ["c"]]}
     assert runner.source.policy_for("solver", 0).tokenizer is not None  # the embedded chat template
     runner.close()  # no pool was started: nothing to remove
+
+
+def test_http_backend_balances_endpoints_round_robin(tokenizer):
+    """Two real `PolicyServer`s (each serving a scripted policy) behind policy.endpoints."""
+    from agent_scaffold.embedded import default_model_dir
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.policy import SamplingParams
+    from agent_scaffold.policy_server import PolicyServer
+    from selfplay.orchestration.policy_factory import policy_source, tokenizer_source
+
+    servers = [PolicyServer(ScriptedPolicy([name] * 4, tokenizer=tokenizer, version=4), port=0, model_name="m")
+               for name in ("left", "right")]
+    for server in servers:
+        server.start()
+    try:
+        source = policy_source(PolicyConfig(backend="vllm", endpoints=tuple(s.url for s in servers), model_name="m",
+                                            model_dir=str(default_model_dir())))
+        policy = source.policy_for("solver", 0)
+        prompt = tokenizer.encode("hi")
+        texts = [policy.generate([prompt], SamplingParams(max_new_tokens=8))[0].text for _ in range(4)]
+    finally:
+        for server in servers:
+            server.shutdown()
+    assert texts == ["left", "right", "left", "right"] and policy.version == 4
+    assert tokenizer_source(PolicyConfig(model_name="Qwen/Qwen3-8B")) == "Qwen/Qwen3-8B"
+    assert tokenizer_source(PolicyConfig(model_name="served")) is None  # embedded, with a warning
+
+
+def test_hf_backend_is_batched_and_reports_its_version():
+    pytest.importorskip("torch")
+    from selfplay.orchestration.policy_factory import hf_policy
+    from selfplay.orchestration.worker import context_window
+
+    policy = hf_policy(PolicyConfig(backend="hf", device="auto", max_batch=4), version=3)
+    try:
+        assert type(policy).__name__ == "BatchingPolicy" and policy.max_batch == 4
+        assert policy.version == 3 and context_window(policy) == 8192  # SmolLM2's window
+    finally:
+        policy.close()
