@@ -23,6 +23,7 @@ import shlex
 import tarfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,6 +208,21 @@ def remove_stale_builds() -> list[str]:
     return removed
 
 
+def requirement_names(entries: Sequence[str]) -> set[str]:
+    """Canonical project names of the pip requirement specifiers among `entries` (`pytest[testing]~=8.0;
+    python_version>'3'` names pytest); an entry that is no specifier (a pip option, a path) names nothing."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    names = set()
+    for entry in entries:
+        try:
+            names.add(canonicalize_name(Requirement(entry).name))
+        except InvalidRequirement:
+            continue
+    return names
+
+
 def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) -> None:
     from docker.types import Mount
 
@@ -215,8 +231,7 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     pip_cache = cache_root() / "pip"
     pip_cache.mkdir(parents=True, exist_ok=True)
     requirements = list(spec.install)
-    if not any(r.lower().split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip() == "pytest"
-               for r in requirements):
+    if "pytest" not in requirement_names(requirements):
         requirements.append("pytest")
     script = BUILD_SCRIPT.format(ca=_CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
                                  pip_cache=_PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),

@@ -113,3 +113,13 @@ def test_broken_entry_fails_alone(tiny_source, tmp_path):
     log_file = next(tmp_path.glob("selfplay-test-broken-*.log"))
     assert "selfplay-no-such-package" in log_file.read_text()
     assert results[2].image == BASE_IMAGE
+
+
+def test_requirement_names_reads_specifiers_not_flags():
+    from sandboxes.images import requirement_names
+
+    assert requirement_names(["pytest==9.2.0", "freezegun==1.5.5"]) == {"pytest", "freezegun"}
+    # extras, compatible-release pins, markers and case all still name pytest (the hand parser missed `~=`)
+    assert requirement_names(['PyTest[testing]~=8.0; python_version > "3"']) == {"pytest"}
+    assert requirement_names(["pytest-cov"]) == {"pytest-cov"}
+    assert requirement_names(["-e .", "./local/path"]) == set()
