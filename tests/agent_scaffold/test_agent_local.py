@@ -88,8 +88,15 @@ def test_context_budget_is_clamped_to_the_policys_window(local_sandbox, tokenize
     assert "clamped from 65536" in caplog.text
     assert len(ep.trajectory.input_ids) <= policy.context_window
 
-    # The real embedded model (SmolLM2: 8,192 positions).
+    # The real embedded model (SmolLM2: 8,192 positions), bare and behind the cross-episode batcher.
+    from agent_scaffold.policies.batching import BatchingPolicy
+
     assert context_window(hf_policy) == 8192
+    batched = BatchingPolicy(hf_policy)
+    try:
+        assert context_window(batched) == 8192
+    finally:
+        batched.close()
     assert fit_context_window(role.limits, hf_policy).max_context_tokens == 8192
     assert fit_context_window(EpisodeLimits(max_context_tokens=4096), hf_policy).max_context_tokens == 4096
     with pytest.raises(ValueError, match="min_turn_tokens=9000 does not fit the policy's context window of 8192"):
