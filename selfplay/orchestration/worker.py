@@ -244,5 +244,9 @@ class Worker:
 def build_runner(config: RunConfig, policy: Any = None, run_id: str = "") -> RequestRunner:
     """Everything one process needs to play requests: sandbox pools per repo and the policy (`config.policy`
     when `policy` is None). Call once per process; the returned `Worker` is shared by its threads and has
-    `close()`."""
+    `close()`. With `rollout.docker_host` set, this process's sandboxes use that engine (DOCKER_HOST)."""
+    host = config.rollout.docker_host
+    if host and os.environ.get("DOCKER_HOST") != host:
+        log.info("rollout.docker_host: sandboxes of this process run on %s", host)
+        os.environ["DOCKER_HOST"] = host  # read by sandboxes.engine.docker_client for every new client
     return Worker(config, policy_source(config.policy, policy), run_id=run_id)

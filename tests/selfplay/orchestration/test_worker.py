@@ -330,3 +330,29 @@ def test_hf_backend_is_batched_and_reports_its_version():
         assert policy.version == 3 and context_window(policy) == 8192  # SmolLM2's window
     finally:
         policy.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_hostile_episodes_give_results(worker, tokenizer, task):
+    """Five garbage artifact files, a hung command and a flood of output: verdicts, not exceptions."""
+    garbage = ("```bash\nmkdir -p /tmp/ssr_artifact && cd /tmp/ssr_artifact && for f in test_script.sh "
+               "test_files.txt test_parser.py bug_inject.diff test_weaken.diff; do head -c 3000 /dev/urandom "
+               "> $f; done\n```")
+    _script(worker, tokenizer, "injector", [garbage, "```submit\n```"])
+    result = worker(_injector_request(20))
+    assert not result.infra_failure and result.termination == "submitted"
+    assert result.validation is not None and not result.validation.valid and result.validation.error
+
+    hung = ["```bash\nsleep 600\n```", "```bash\nyes flood | head -c 50000000\n```",
+            "```bash\nhead -c 2000000 /dev/zero | tr '\\\\0' x > big.txt\n```", "```submit\n```"]
+    _script(worker, tokenizer, "solver", hung)
+    fast = replace(worker.config.rollout.solver_limits, command_timeout=3.0)
+    original = worker.config
+    worker.config = replace(original, rollout=replace(original.rollout, solver_limits=fast))
+    try:
+        result = worker(_solver_request(task, 21))
+    finally:
+        worker.config = original
+    assert not result.infra_failure, result.error
+    assert result.termination == "submitted" and result.grade is not None and not result.grade.resolved
