@@ -53,7 +53,7 @@ def render_page(run: RunData, limits: EpisodeLimits) -> str:
     data = {"run_id": run.run_id, "episodes": list(eps.records), "total": len(eps.summaries),
             "limits": {"max_episodes": limits.max_episodes, "max_text_chars": limits.max_text_chars,
                        "max_episode_chars": limits.max_episode_chars}}
-    csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; img-src data:; "
+    csp = (f"default-src 'none'; script-src '{_sha256(js)}'; style-src '{_sha256(css)}'; "
            "base-uri 'none'; form-action 'none'")
     title = escape(run.run_id)
     body = "".join([

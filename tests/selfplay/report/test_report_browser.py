@@ -72,3 +72,14 @@ def test_page_without_hash_lists_episodes_and_opens_none(page, tmp_path):
 def test_unknown_episode_says_it_is_not_embedded(page, tmp_path):
     dom = dump_dom(page, "#episode=" + quote("<img src=x>"), tmp_path / "profile")
     assert "is not embedded in this page" in dom and "<img" not in dom
+
+
+def test_policy_blocks_a_script_that_slipped_into_the_page(page, tmp_path):
+    # Defence in depth: were the escaping ever wrong, the Content-Security-Policy admits only the page's own
+    # script (by hash), so an injected inline script or handler still does not run.
+    forged = tmp_path / "forged.html"
+    injected = ("<script>document.body.dataset.pwned='inline'</script>"
+                "<img src=x onerror=\"document.body.dataset.pwned='handler'\">")
+    forged.write_text(page.read_text(encoding="utf-8").replace("</body>", injected + "</body>"), encoding="utf-8")
+    dom = dump_dom(forged, "", tmp_path / "profile")
+    assert 'data-viewer="ready"' in dom and "data-pwned" not in dom
