@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,10 +24,15 @@ import httpx
 
 from agent_scaffold.errors import PolicyError
 from agent_scaffold.policy import Completion, SamplingParams
+from repos.retry import retry
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class _Transient(Exception):
+    """A failure worth another try: the connection, a timeout, or a RETRY_STATUS answer."""
 
 
 def parse_token_ids(choice: dict[str, Any]) -> list[int]:
@@ -61,23 +65,24 @@ class OpenAIPolicy:
     # --- plumbing ------------------------------------------------------------------------------------
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1) * (0.5 + random.random()))
+        def once() -> dict[str, Any]:
             try:
                 r = self.client.request(method, path, json=body)
             except httpx.TransportError as exc:
-                last = f"{exc.__class__.__name__}: {exc}"
-                continue
+                raise _Transient(f"{exc.__class__.__name__}: {exc}") from exc
             if r.status_code in RETRY_STATUS:
-                last = f"HTTP {r.status_code}: {r.text[:500]}"
-                continue
+                raise _Transient(f"HTTP {r.status_code}: {r.text[:500]}")
             if r.status_code >= 400:
                 raise PolicyError(f"{method} {self.base_url}{path} failed with HTTP {r.status_code}: {r.text[:1000]}")
             return r.json()
-        raise PolicyError(f"{method} {self.base_url}{path} failed after {self.max_retries + 1} attempts: {last}; "
-                          "is the server up?")
+
+        try:
+            return retry(once, attempts=self.max_retries + 1, transient=lambda exc: isinstance(exc, _Transient),
+                         backoff=lambda k: self.backoff * 2 ** (k - 1) * (0.5 + random.random()),
+                         what=f"{method} {path}")
+        except _Transient as exc:
+            raise PolicyError(f"{method} {self.base_url}{path} failed after {self.max_retries + 1} attempts: "
+                              f"{exc}; is the server up?") from None
 
     def _first_model(self) -> str:
         data = self._request("GET", "/v1/models").get("data") or []

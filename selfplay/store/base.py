@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from repos.retry import retry
 from selfplay.store.models import CheckpointRow, RepoRow, RunRow, utcnow
 from selfplay.store.records import CheckpointRecord, RepoRecord, RunRecord
 
@@ -27,6 +27,8 @@ T = TypeVar("T")
 
 
 def _retryable(exc: Exception) -> bool:
+    if not isinstance(exc, (IntegrityError, OperationalError)):
+        return False
     # 23505 unique violation (lost an insert race), 40001 serialization failure, 40P01 deadlock
     return getattr(getattr(exc, "orig", None), "sqlstate", None) in ("23505", "40001", "40P01")
 
@@ -54,16 +56,12 @@ class StoreBase:
 
     # -- transactions --------------------------------------------------------------------------------
     def _transact(self, fn: Callable[[Session], T], attempts: int = 6) -> T:
-        for attempt in range(attempts):
-            try:
-                with self._write_sessions.begin() as session:
-                    return fn(session)
-            except (IntegrityError, OperationalError) as exc:
-                if attempt == attempts - 1 or not _retryable(exc):
-                    raise
-                log.debug("retrying store write after %s", exc.__class__.__name__)
-                time.sleep(random.uniform(0, 0.01 * 2**attempt))
-        raise AssertionError("unreachable")
+        def once() -> T:
+            with self._write_sessions.begin() as session:
+                return fn(session)
+
+        return retry(once, attempts=attempts, transient=_retryable,
+                     backoff=lambda k: random.uniform(0, 0.01 * 2 ** (k - 1)), what="store write")
 
     def _read(self, fn: Callable[[Session], T]) -> T:
         with self._read_sessions.begin() as session:
