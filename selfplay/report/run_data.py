@@ -80,10 +80,12 @@ def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
     if not path.exists():
         problems.append("config.yaml is missing")
         return {}
-    import yaml  # the run's config is YAML (config_loader.dump_config)
+    import yaml
+
+    from selfplay.orchestration.config_yaml import read_yaml  # the dialect dump_config writes
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path.read_text(encoding="utf-8"), str(path))
     except (OSError, yaml.YAMLError) as exc:
         problems.append(f"config.yaml is unreadable ({exc})")
         return {}

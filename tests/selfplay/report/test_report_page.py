@@ -171,3 +171,22 @@ def test_damaged_run_still_reports_what_it_can(tmp_path):
     assert page.count("<script") == 2 and "<img" not in page
     ids = [e["id"] for e in embedded(page)["episodes"]]
     assert f"{RUN_ID}-it2-solver-0" in ids and f"{RUN_ID}-it1-injector-0" in ids  # the rest survived
+
+
+def test_store_named_by_store_url(tmp_path):
+    run = report_run.write_run(tmp_path / "runs")
+    elsewhere = tmp_path / "shared" / "curriculum.db"
+    elsewhere.parent.mkdir()
+    (run / "store.db").rename(elsewhere)
+    (run / "config.yaml").write_text(f"name: fixture\nstore_url: sqlite:///{elsewhere}\n")
+    page = build_report(run).read_text(encoding="utf-8")
+    assert f"store: <code>sqlite:///{elsewhere}</code>" in page
+    assert "3 in the store" in page
+
+
+def test_unreadable_config_is_reported(tmp_path):
+    run = report_run.write_run(tmp_path)
+    (run / "config.yaml").write_text("name: [unclosed\n")
+    page = build_report(run).read_text(encoding="utf-8")
+    assert "config.yaml is unreadable" in page
+    assert "3 in the store" in page  # store.db inside the run directory is still found
