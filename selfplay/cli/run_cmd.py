@@ -82,10 +82,10 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
         run_dir = run_dir or _known_dir(display)
         summary = _read_summary(run_dir) or display.summary
         if summary:
-            console.print(summary_table(summary))
+            console.print(summary_table({**summary, "status": "interrupted"}))
         where = str(run_dir) if run_dir else f"{run_config.runs_dir}/<run_id>"
         err.print(Text.assemble(("interrupted. ", "yellow"), f"Resume with: selfplay run --resume {where}"),
-                  highlight=False)
+                  highlight=False, soft_wrap=True)  # one line, so it can be copied
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except SelfPlayError as exc:
         run_dir = run_dir or _known_dir(display)
@@ -94,17 +94,17 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
             console.print(summary_table({**summary, "status": "failed", "error": str(exc)}))
         err.print(Text.assemble(("run failed: ", "red"), str(exc)), highlight=False)
         if run_dir:
-            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False)
+            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_FAILED) from None
     except Exception:  # a bug, not a run failure: keep the traceback, but say where the run's files are
         run_dir = run_dir or _known_dir(display)
         if run_dir:
-            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False)
+            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False, soft_wrap=True)
         raise
     summary = _read_summary(run_dir) or display.summary
     console.print(summary_table(summary))
     console.print(headline(summary), highlight=False)
-    console.print(f"run directory: {run_dir}", highlight=False)
+    console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
     if summary.get("status") != "finished":
         raise typer.Exit(EXIT_FAILED)
 

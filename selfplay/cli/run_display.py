@@ -53,7 +53,7 @@ def headline(summary: Mapping[str, Any]) -> str:
 def summary_table(summary: Mapping[str, Any]) -> Table:
     """The closing table: status, counts and wall time of summary.json."""
     status = str(summary.get("status", "unknown"))
-    colour = {"finished": "green", "failed": "red", "running": "yellow"}.get(status, "white")
+    colour = {"finished": "green", "failed": "red", "running": "yellow", "interrupted": "yellow"}.get(status, "white")
     table = Table(title=f"run {summary.get('run_id', '?')}", show_header=False)
     table.add_column("", style="bold")
     table.add_column("", justify="right")
@@ -120,7 +120,7 @@ class RunDisplay:
             elif event.kind == "episode":
                 self.episodes.append(event.message)
         if announce:
-            self.console.print(f"run directory: {self.run_dir}", highlight=False)
+            self.console.print(f"run directory: {self.run_dir}", highlight=False, soft_wrap=True)
         if self._live is None:
             style = {"iteration": "bold", "learner": "cyan", "checkpoint": "cyan", "done": "bold green"}
             # Text, not markup: messages carry repo output and model-written text with brackets.

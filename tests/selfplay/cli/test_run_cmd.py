@@ -125,9 +125,10 @@ def test_failed_run_exits_1_naming_the_error_and_the_run_dir(fake_loop):
 
 def test_interrupted_run_exits_130_and_says_how_to_resume(fake_loop):
     fake_loop("interrupted")
-    result = runner.invoke(app, ["run", "--config", "smoke"])
+    result = runner.invoke(app, ["run", "--config", "smoke"], env={"COLUMNS": "40"})  # the command never wraps
     assert result.exit_code == 130, result.output
     assert "selfplay run --resume runs/smoke-20261123-103000" in result.output
+    assert "interrupted" in result.output.split("Resume with")[0]  # the closing table's status
 
 
 def test_resume_passes_the_saved_config_and_safe_overrides(fake_loop):
