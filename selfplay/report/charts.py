@@ -29,13 +29,16 @@ def fmt(value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
-    """Round tick values covering [lo, hi]."""
+def nice_ticks(lo: float, hi: float, count: int = 5, *, whole: bool = False) -> list[float]:
+    """Round tick values covering [lo, hi] (`whole`: integer steps only, for counts)."""
     if hi <= lo:
         hi = lo + 1.0
     raw = (hi - lo) / max(count - 1, 1)
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    steps = (1, 2, 5, 10) if whole else (1, 2, 2.5, 5, 10)
+    step = next(m * mag for m in steps if m * mag >= raw)
+    if whole:
+        step = max(1, round(step))
     start = math.floor(lo / step) * step
     ticks, t = [], start
     while t <= hi + step * 1e-9:
@@ -119,7 +122,7 @@ def histogram(chart_id: str, title: str, labels: Sequence[str], counts: dict[str
     if not labels or not counts:
         return empty(chart_id, title)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-    y_ticks = nice_ticks(0, max(max(c) for c in counts.values()))
+    y_ticks = nice_ticks(0, max(max(c) for c in counts.values()), whole=True)
     y_hi = y_ticks[-1] or 1
 
     def py(y: float) -> float:
@@ -137,8 +140,7 @@ def histogram(chart_id: str, title: str, labels: Sequence[str], counts: dict[str
                          f'height="{TOP + plot_h - py(count):.1f}" fill="{color}">'
                          f'<title>{escape(name)} {escape(label)}: {count}</title></rect>')
         parts.append("</g>")
-        if len(counts) > 1:
-            parts.append(_legend_entry(s, escape(name), color))
+        parts.append(_legend_entry(s, escape(name), color))
     step = math.ceil(len(labels) / 12)
     for i, label in enumerate(labels):
         if i % step == 0:
