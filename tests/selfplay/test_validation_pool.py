@@ -5,22 +5,25 @@ two validations could each take the other one in turn and wait for each other fo
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
 import pytest
-from conftest import ARTIFACTS, fixture_config
 
 from selfplay.artifact import load_artifact
 from selfplay.validation import ValidationConfig, validate
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "fixtures" / "artifacts"
 
 
 def test_two_validations_and_an_episode_on_a_pool_of_two_finish(toolz_spec, toolz_pool):
     assert toolz_pool.size == 2
     name = "fail_test_files"  # stops after the first wave: cheap, and it still takes both sandboxes
     artifact = load_artifact(ARTIFACTS / name)
-    config = ValidationConfig(**fixture_config(name), parallelism=2)
+    overrides = ARTIFACTS / name / "validation.json"
+    config = ValidationConfig(**(json.loads(overrides.read_text()) if overrides.exists() else {}), parallelism=2)
     reports: list = []
     errors: list[BaseException] = []
     episode_holds = threading.Event()
