@@ -58,8 +58,8 @@ def line_chart(chart_id: str, title: str, series: Series, *, y_label: str, x_lab
     xs = [x for pts in series.values() for x, _ in pts]
     ys = [y for pts in series.values() for _, y in pts]
     x_lo, x_hi = min(xs), max(xs)
-    if x_hi == x_lo:
-        x_lo, x_hi = x_lo - 1, x_hi + 1
+    if x_hi == x_lo:  # one iteration so far: centre it
+        x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
     y_ticks = nice_ticks(*(y_range or (min(0.0, min(ys)), max(ys))))
     y_lo, y_hi = y_ticks[0], y_ticks[-1]
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
@@ -116,8 +116,9 @@ def bar_chart(chart_id: str, title: str, bars: Sequence[tuple[str, float]], *, x
 
 
 def histogram(chart_id: str, title: str, labels: Sequence[str], counts: dict[str, Sequence[int]], *,
-              x_label: str, y_label: str = "count") -> str:
-    """Vertical bars over labelled bins (in order), one bar per series in each bin."""
+              x_label: str, y_label: str = "count", ticks: Sequence[str] | None = None) -> str:
+    """Vertical bars over labelled bins (in order), one bar per series in each bin; `ticks` are shorter
+    axis labels of the bins (their lower edges, say), `labels` name them in tooltips and the table."""
     counts = {name: list(c) for name, c in counts.items() if any(c)}
     if not labels or not counts:
         return empty(chart_id, title)
@@ -141,8 +142,8 @@ def histogram(chart_id: str, title: str, labels: Sequence[str], counts: dict[str
                          f'<title>{escape(name)} {escape(label)}: {count}</title></rect>')
         parts.append("</g>")
         parts.append(_legend_entry(s, escape(name), color))
-    step = math.ceil(len(labels) / 12)
-    for i, label in enumerate(labels):
+    step = math.ceil(len(labels) / 10)
+    for i, label in enumerate(ticks or labels):
         if i % step == 0:
             parts.append(f'<text class="tick" x="{LEFT + (i + 0.5) * bin_w:.1f}" y="{TOP + plot_h + 16}" '
                          f'text-anchor="middle">{escape(label)}</text>')

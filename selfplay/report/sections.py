@@ -132,7 +132,7 @@ def _length_histogram(chart_id: str, title: str, eps: Sequence[EpisodeSummary], 
             c[min(int(v // width), n_bins - 1)] += 1
         counts[role] = c
     return charts.histogram(chart_id, f"{title} ({len(eps)} episodes)", labels, counts, x_label=attr,
-                            y_label="episodes")
+                            y_label="episodes", ticks=[charts.fmt(i * width) for i in range(n_bins)])
 
 
 def fmt_bin(lo: float, width: float) -> str:
