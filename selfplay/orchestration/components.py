@@ -70,7 +70,7 @@ def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = No
         from selfplay.orchestration.ray_executor import RayExecutor
 
         return RayExecutor(config, workers=config.rollout.workers, retries=config.rollout.episode_retries,
-                           address=config.rollout.ray_address, run_id=run_id)
+                           address=config.rollout.ray_address, run_id=run_id, policy=policy)
     from selfplay.orchestration.executor import LocalExecutor
 
     if runner is None:

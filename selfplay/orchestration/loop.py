@@ -89,6 +89,7 @@ class SelfPlayRun:
         self.t_start = time.monotonic()
         self.log_handler = attach_log_file(self.dir.logs / "run.log")
         self._runner = runner
+        self.tasks_in_store: int | None = None
         self.store: Any = None
         self.metrics: Any = None
         self.executor: Any = None
@@ -104,20 +105,22 @@ class SelfPlayRun:
         with self.lock:
             c = dict(self.state.counters)
             return {"run_id": self.run_id, "iterations": self.state.completed, **c,
-                    "policy_version": self.state.policy_version, "tasks_in_store": self._tasks_in_store(),
+                    "policy_version": self.state.policy_version, "tasks_in_store": self.tasks_in_store,
                     "status": self.status, "error": self.error, "started_at": self.state.started_at,
                     "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.dir.path)}
 
     def wall_s(self) -> float:
         return self.state.wall_s + time.monotonic() - self.t_start
 
-    def _tasks_in_store(self) -> int | None:
+    def _count_tasks(self) -> None:
+        # counted when summary.json is written, not per episode event: a scan of a large store is not free
         try:
-            return len(self.store.task_stats()) if self.store is not None else None
+            self.tasks_in_store = len(self.store.task_stats()) if self.store is not None else None
         except Exception:  # the summary is written on failure paths too
-            return None
+            pass
 
     def write_summary(self) -> dict[str, Any]:
+        self._count_tasks()
         data = self.summary()
         write_json_atomic(self.dir.summary, data)
         return data
@@ -149,8 +152,11 @@ class SelfPlayRun:
         recorded: set[str] = set()
         if self.resumed:
             reap_containers(self.run_id)
-            recorded = {e for a in self.store.attempts(run_id=self.run_id)
-                        if (e := recorded_episode(a.trajectory_path))}
+            attempts = self.store.attempts(run_id=self.run_id)
+            recorded = {e for a in attempts if (e := recorded_episode(a.trajectory_path))}
+            # a kill between a store write and the state write must not skew the totals: the store decides
+            solver = [a for a in attempts if a.role == "solver"]
+            self.state.counters.update(solver_attempts=len(solver), solved=sum(a.solved for a in solver))
             checkpoint, version = resume_checkpoint(self.dir)
             self.state.policy_version = version
             log.info("resuming %s at iteration %d, policy version %d (%d attempts recorded)", self.run_id,
@@ -197,6 +203,7 @@ class SelfPlayRun:
             return
         background = ThreadPoolExecutor(1, thread_name_prefix="rollouts") if self.config.learner.mode == "async" \
             else None
+        stopped = True
         try:
             pending: Future | None = None
             outcome = self.play(iteration)
@@ -211,9 +218,11 @@ class SelfPlayRun:
                     outcome = self.play(iteration)
                 else:
                     break
+            stopped = False
         finally:
             if background is not None:
-                background.shutdown(wait=True, cancel_futures=True)
+                # on an error or Ctrl-C the rollouts in flight are not waited for: a resume redoes them
+                background.shutdown(wait=not stopped, cancel_futures=True)
 
     def play(self, iteration: int) -> IterationOutcome:
         from selfplay.orchestration.components import seed_store

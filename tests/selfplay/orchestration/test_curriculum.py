@@ -1,0 +1,90 @@
+"""Curriculum draws: repos (round robin, weighted), strategies, tasks from a real SQLite store (fresh
+first, higher-order, band, no repeats), and procedural seeding of a thin store from the seed cache."""
+
+from __future__ import annotations
+
+import logging
+import random
+
+import pytest
+
+from selfplay.orchestration.config import CurriculumConfig, RolloutConfig
+from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies, seed_thin_store
+from selfplay.store import open_store
+from selfplay.task import Task, make_task_id
+from tests.selfplay.orchestration.loop_double import artifact
+from tests.selfplay.store.store_data import make_report
+
+
+def test_round_robin_continues_from_cursor():
+    repos = ("a", "b", "c")
+    picked, cursor = pick_repos(repos, 4, RolloutConfig(), 2, random.Random(0))
+    assert picked == ["c", "a", "b", "c"] and cursor == 0
+
+
+def test_weighted_repos_follow_weights():
+    cfg = RolloutConfig(repo_sampling="weighted", repo_weights={"a": 0.0, "b": 1.0})
+    picked, _ = pick_repos(("a", "b"), 50, cfg, 0, random.Random(0))
+    assert set(picked) == {"b"}
+    with pytest.raises(ValueError, match="repo_weights"):
+        pick_repos(("a",), 1, RolloutConfig(repo_sampling="weighted", repo_weights={"a": 0.0}), 0, random.Random(0))
+
+
+def test_strategies_drawn_from_config():
+    assert set(pick_strategies(("removal", "history"), 40, random.Random(1))) == {"removal", "history"}
+    with pytest.raises(ValueError, match="strategies"):
+        pick_strategies((), 1, random.Random(0))
+
+
+@pytest.fixture()
+def store(tmp_path):
+    with open_store(str(tmp_path / "s.db")) as s:
+        yield s
+
+
+def stored(store, n: int) -> str:
+    return store.record_validation(artifact(n), "toolz", make_report(True, n), origin="injector")
+
+
+def test_fresh_first_then_higher_order_then_band(store):
+    ids = [stored(store, n) for n in range(1, 7)]
+    parent = store.get_task(ids[0])
+    layer = "diff --git a/pkg/x.py b/pkg/x.py\n--- a/pkg/x.py\n+++ b/pkg/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    child = Task(make_task_id("toolz", parent.artifact, layer), "toolz", parent.artifact, parent.fail_to_pass,
+                 parent.pass_to_pass, origin="higher_order", order=2, parent_id=parent.task_id, pred_patch=layer)
+    store.add_task(child)
+    fresh = [ids[4], ids[5], ids[5]]
+    tasks = draw_tasks(store, fresh, 5, CurriculumConfig(), random.Random(0))
+    got = [t.task_id for t in tasks]
+    assert got[:2] == [ids[4], ids[5]] and len(got) == len(set(got)) == 5
+    assert child.task_id in got
+    # every fresh task is attempted even past n (each injector's reward needs its G attempts)
+    assert [t.task_id for t in draw_tasks(store, ids[:3], 2, CurriculumConfig(), random.Random(0))] == ids[:3]
+
+
+def test_draw_from_empty_store(store):
+    assert draw_tasks(store, [], 4, CurriculumConfig(), random.Random(0)) == []
+
+
+@pytest.mark.docker
+def test_thin_store_is_seeded_from_the_cache(store, tmp_path, caplog):
+    from repos.listfile import get_repo
+    from selfplay.validation import ValidationConfig
+
+    def record(art, repo, report, strategy):
+        return store.record_artifact(art, repo, report, origin="procedural", strategy=strategy).task_id
+
+    cfg = CurriculumConfig(seed_per_repo=1, min_active_tasks=1)
+    spec = get_repo("toolz")
+    assert seed_thin_store(store, [spec], cfg, seed=0, validation=ValidationConfig(), record=record) == 1
+    (task,) = store.list_tasks()
+    assert task.origin == "procedural"
+    # no longer thin: nothing more is seeded
+    assert seed_thin_store(store, [spec], cfg, seed=0, validation=ValidationConfig(), record=record) == 0
+    # a second run (a new store) reuses the cached seeds instead of seeding again
+    with open_store(str(tmp_path / "other.db")) as other, caplog.at_level(logging.INFO):
+        def record2(art, repo, report, strategy):
+            return other.record_artifact(art, repo, report, origin="procedural", strategy=strategy).task_id
+
+        assert seed_thin_store(other, [spec], cfg, seed=0, validation=ValidationConfig(), record=record2) == 1
+    assert "(cached)" in caplog.text

@@ -1,0 +1,181 @@
+"""The whole loop for real on toolz with the `scripted` backend: Docker sandboxes, real validation and
+grading, SQLite, a tiny random Llama as the learner's model (the embedded tokenizer).
+
+The scripted injector writes a known-valid procedural artifact (`selfplay.demos.injector`); the solver
+lists are the expert's right fix (`selfplay.demos.solver_plan`) and a wrong one (a comment appended to the
+buggy file), two of each, so the bug's solve rate is 1/2 and its Eq. 1 reward 1 - 1.8 * 0.5 = 0.1; the
+wrong attempts make a higher-order task. Then a `selfplay run` process is killed with SIGKILL in the
+middle of an iteration and `--resume` completes the run: nothing recorded is lost or doubled and no
+container of the run is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+torch = pytest.importorskip("torch")
+pytest.importorskip("deepspeed")
+
+G = 4
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+
+    from agent_scaffold.embedded import default_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    path = tmp_path_factory.mktemp("tiny-llama")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=8192,
+                      tie_word_embeddings=True)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def actions(tmp_path_factory):
+    """{"injector": [writes the seeded artifact], "solver": [right, wrong, right, wrong]} as a JSON file."""
+    from repos.listfile import get_repo
+    from selfplay.orchestration.scripted_run import write_actions
+
+    path = tmp_path_factory.mktemp("script") / "actions.json"
+    write_actions(get_repo("toolz"), path, "RWRW")
+    return path
+
+
+def run_config(tmp_path, tiny_model, actions, **kw):
+    from selfplay.learner.config import EngineConfig
+    from selfplay.orchestration.config import (
+        CurriculumConfig,
+        LearnerConfig,
+        LimitsOverride,
+        MetricsConfig,
+        PolicyConfig,
+        RolloutConfig,
+        RunConfig,
+    )
+    from selfplay.rewards import RewardConfig
+
+    base = dict(
+        name="e2e", runs_dir=str(tmp_path / "runs"), repos=("toolz",), iterations=1,
+        policy=PolicyConfig(backend="scripted", model_dir=str(tiny_model), scripted_actions=str(actions)),
+        rollout=RolloutConfig(injector_episodes=1, solver_tasks=1, strategies=("direct",), workers=2,
+                              sandboxes_per_repo=2,
+                              injector_limits=LimitsOverride(max_turns=16, max_new_tokens=1536,
+                                                             max_context_tokens=8192, command_timeout=90.0),
+                              solver_limits=LimitsOverride(max_turns=16, max_new_tokens=1024,
+                                                           max_context_tokens=8192)),
+        curriculum=CurriculumConfig(seed_per_repo=0), reward=RewardConfig(group_size=G),
+        learner=LearnerConfig(engine=EngineConfig(lr=1e-3, warmup_steps=1, token_budget=4096), checkpoint_every=1),
+        metrics=MetricsConfig(tensorboard=False))
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def run_containers(run_id: str) -> list[str]:
+    out = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=selfplay.run_id={run_id}"],
+                         capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def test_end_to_end_scripted(tmp_path, tiny_model, actions):
+    from selfplay.learner.checkpoint import latest_checkpoint, read_version
+    from selfplay.orchestration.loop import run_selfplay
+    from selfplay.orchestration.rundir import RunDir, read_trajectories
+    from selfplay.store import open_store
+
+    path = run_selfplay(run_config(tmp_path, tiny_model, actions))
+    run = RunDir(path)
+    summary = json.loads(run.summary.read_text())
+    assert summary["status"] == "finished", summary
+    assert summary["injector_episodes"] == 1 and summary["valid_artifacts"] == 1, summary
+    assert summary["solver_attempts"] == G and summary["solved"] == 2, summary
+    assert summary["higher_order_tasks"] >= 1 and summary["infra_failures"] == 0, summary
+    assert summary["learner_updates"] == 1 and summary["policy_version"] == 1
+    assert read_version(latest_checkpoint(run.checkpoints)) == 1
+    with open_store(str(run.store_db)) as store:
+        attempts = store.attempts(run_id=path.name)
+        (inj,) = [a for a in attempts if a.role == "injector"]
+        assert inj.reward == pytest.approx(1 - 1.8 * 0.5)  # Eq. 1 at s = 1/2
+        stats = store.task_stats([inj.task_id])[0]
+        assert 0 < stats.solve_rate < 1
+        higher = [t for t in store.list_tasks() if t.origin == "higher_order"]
+        assert higher and all(t.parent_id == inj.task_id and t.order == 2 for t in higher)
+        assert summary["tasks_in_store"] == len(store.task_stats()) == 1 + len(higher)
+    (traj,) = read_trajectories(run.trajectory_file(0, "injector"))
+    assert traj.metadata["validation"]["valid"] and traj.reward == pytest.approx(0.1)
+    record = json.loads(run.metrics.read_text().splitlines()[-1])
+    assert record["solve_rate/all"] == 0.5 and record["injector/validity"] == 1.0
+    assert run_containers(path.name) == []
+
+
+def test_kill_9_then_resume(tmp_path, tiny_model, actions):
+    from selfplay.orchestration.config_loader import dump_config
+    from selfplay.orchestration.rundir import RunDir
+    from selfplay.rewards import RewardConfig
+    from selfplay.store import open_store
+
+    # one iteration, G = 2, no learner: the kill lands in iteration 0's solver attempts
+    cfg = run_config(tmp_path, tiny_model, actions, reward=RewardConfig(group_size=2), learner=replace(
+        run_config(tmp_path, tiny_model, actions).learner, enabled=False))
+    cfg_file = tmp_path / "run.yaml"
+    cfg_file.write_text(dump_config(cfg))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cli = [sys.executable, "-m", "selfplay.cli", "run"] if (ROOT / "selfplay/cli/__main__.py").exists() else \
+        [str(Path(sys.executable).parent / "selfplay"), "run"]
+    proc = subprocess.Popen([*cli, "--config", str(cfg_file)], cwd=tmp_path, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    run_dir = None
+    try:
+        # kill when iteration 0's attempts are partly recorded
+        while time.monotonic() < deadline and proc.poll() is None:
+            dirs = list((tmp_path / "runs").glob("e2e-*"))
+            if dirs and (dirs[0] / "store.db").exists():
+                run_dir = dirs[0]
+                with open_store(str(run_dir / "store.db")) as store:
+                    if len(store.attempts(run_id=run_dir.name)) >= 1:
+                        break
+            time.sleep(0.5)
+        assert proc.poll() is None, "the run ended before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert run_dir is not None
+    run = RunDir(run_dir)
+    assert json.loads(run.summary.read_text())["status"] == "running"
+    with open_store(str(run.store_db)) as store:
+        before = {a.trajectory_path for a in store.attempts(run_id=run_dir.name)}
+        tasks_before = {t.task_id for t in store.task_stats()}
+    assert run_containers(run_dir.name), "the killed run's sandboxes should still be there"
+
+    resumed = subprocess.run([*cli, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(run.summary.read_text())
+    assert summary["status"] == "finished" and summary["iterations"] == 1
+    with open_store(str(run.store_db)) as store:
+        attempts = store.attempts(run_id=run_dir.name)
+        paths = [a.trajectory_path for a in attempts]
+        assert before <= set(paths) and len(paths) == len(set(paths))  # nothing lost, nothing twice
+        assert sum(a.role == "solver" for a in attempts) == 2 == summary["solver_attempts"]
+        assert sum(a.role == "injector" for a in attempts) == 1 == summary["injector_episodes"]
+        assert tasks_before <= {t.task_id for t in store.task_stats()}
+    assert run_containers(run_dir.name) == []
