@@ -75,7 +75,7 @@ def read_episodes(run_dir: Path, limits: EpisodeLimits) -> EpisodeSet:
     records: list[dict[str, Any]] = []
     problems: list[str] = []
     seen: set[str] = set()
-    clip = _Clipper(limits.max_text_chars)
+    clip = TextClipper(limits.max_text_chars)
     for path in files:
         file_records = []
         for lineno, traj in _trajectories(path, problems):
@@ -128,7 +128,7 @@ def summarise(traj: Trajectory) -> EpisodeSummary:
     )
 
 
-def episode_record(traj: Trajectory, source: str, limits: EpisodeLimits, clip: _Clipper) -> dict[str, Any]:
+def episode_record(traj: Trajectory, source: str, limits: EpisodeLimits, clip: TextClipper) -> dict[str, Any]:
     """The viewer's record of one episode: plain JSON values, every model-written text bounded."""
     md = traj.metadata
     s = summarise(traj)
@@ -147,7 +147,7 @@ def episode_record(traj: Trajectory, source: str, limits: EpisodeLimits, clip: _
     return record
 
 
-def _messages(traj: Trajectory, limits: EpisodeLimits, clip: _Clipper) -> list[dict[str, Any]]:
+def _messages(traj: Trajectory, limits: EpisodeLimits, clip: TextClipper) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     budget = limits.max_episode_chars
     for i, message in enumerate(traj.messages):
@@ -188,7 +188,7 @@ def _finite(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-class _Clipper:
+class TextClipper:
     """Bounds texts and containers, counting what it shortened."""
 
     def __init__(self, keep: int):
