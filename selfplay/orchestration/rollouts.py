@@ -181,7 +181,10 @@ class IterationRollouts:
         path = self.run.trajectory_file(it, "solver")
         earlier = {t.metadata.get("id"): t for t in read_trajectories(path)} if self.recorded else {}
         requests = []
+        used = getattr(self.store, "used_failed_patches", None)
         for k, task in enumerate(tasks):
+            # failed patches already turned into higher-order tasks of this task (persisted in the store)
+            seen = frozenset(used(task.task_id)) if used is not None else frozenset()
             for j in range(g):
                 eid = episode_id(self.state.run_id, it, "solver", k * g + j)
                 if eid in self.recorded and eid in earlier:
@@ -189,7 +192,7 @@ class IterationRollouts:
                     continue
                 requests.append(EpisodeRequest(eid, "solver", task.repo, it, prog.policy_version, task=task,
                                                group_id=f"{self.state.run_id}-it{it}-g{k}",
-                                               seed=rng.randrange(2**31)))
+                                               seed=rng.randrange(2**31), seen=seen))
         out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
         if requests:
             self.emit("phase", it, f"{len(requests)} solver attempts on {len(tasks)} tasks")
