@@ -23,9 +23,10 @@ import shlex
 import tarfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from repos.cache import cache_root, file_lock
 from repos.errors import RepoError
@@ -208,6 +209,39 @@ def remove_stale_builds() -> list[str]:
     return removed
 
 
+def build_in_container(base: str, command: list[str], *, tag: str, archive: bytes, changes: Sequence[str],
+                       message: str, timeout: float, failure: Callable[[int | None, str], Exception],
+                       log_path: Path | None = None, log_header: str = "", **create: Any) -> str:
+    """Build image `tag` the way every image here is built (no BuildKit on these machines): a container of
+    `base` runs `command` (`create`: more `containers.create` arguments, e.g. name, mounts, environment,
+    network_disabled) on `archive` unpacked at /, then `docker commit` with `changes`. Its output goes to
+    `log_path` (after `# log_header`, with the exit status and seconds). A non-zero exit raises
+    `failure(exit code, output)`; Docker API errors propagate. The container is removed whatever happens,
+    and the reaper knows it meanwhile. Returns the new image's id."""
+    client = docker_client()
+    start = time.monotonic()
+    container = client.containers.create(base, command=command, **create)
+    registry.register(client, container.id)
+    try:
+        container.put_archive("/", archive)
+        container.start()
+        status = container.wait(timeout=timeout)
+        output = container.logs().decode("utf-8", "replace")
+        if log_path is not None:
+            log_path.write_text(f"# {log_header}\n{output}\n"
+                                f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
+        if status.get("StatusCode") != 0:
+            raise failure(status.get("StatusCode"), output)
+        repository, version = tag.rsplit(":", 1)
+        return container.commit(repository=repository, tag=version, changes=list(changes), message=message).id
+    finally:
+        try:
+            container.remove(force=True)
+        except Exception:  # already gone; nothing to clean
+            pass
+        registry.forget(container.id)
+
+
 def requirement_names(entries: Sequence[str]) -> set[str]:
     """Canonical project names of the pip requirement specifiers among `entries` (`pytest[testing]~=8.0;
     python_version>'3'` names pytest); an entry that is no specifier (a pip option, a path) names nothing."""
@@ -226,7 +260,6 @@ def requirement_names(entries: Sequence[str]) -> set[str]:
 def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) -> None:
     from docker.types import Mount
 
-    client = docker_client()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     pip_cache = cache_root() / "pip"
     pip_cache.mkdir(parents=True, exist_ok=True)
@@ -244,48 +277,34 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     name = f"{BUILD_NAME_PREFIX}{spec.name.lower()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     log.info("building %s (log: %s)", tag, log_path)
     start = time.monotonic()
-    # `mounts`, not `volumes`: the latter also records a VOLUME in the config, which the commit would keep.
-    container = client.containers.create(
-        base, command=["bash", "-c", script], name=name,
-        mounts=[Mount(_PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
-    registry.register(client, container.id)
+    changes = [f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
+               f"WORKDIR {spec.workdir}", f"LABEL selfplay.repo={spec.name}",
+               f"LABEL selfplay.content-hash={tag.rsplit(':', 1)[1]}", f"LABEL {SNAPSHOT_LABEL}=1",
+               'CMD ["sleep", "infinity"]']
+    changes += [f"ENV {key}={json.dumps(value)}" for key, value in spec.env]
+
+    def failed(code: int | None, output: str) -> ImageBuildError:
+        tail = "\n".join(output.strip().splitlines()[-5:])
+        return ImageBuildError(f"repo {spec.name!r}: image build failed (exit {code}); log: {log_path}\n{tail}")
+
+    replaced = image_id(tag)
     try:
-        container.put_archive("/", _source_tar(source, spec.workdir))
-        container.start()
-        status = container.wait(timeout=1800)
-        output = container.logs().decode("utf-8", "replace")
-        log_path.write_text(f"# build of {tag} for repo {spec.name} from {base}\n{output}\n"
-                            f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
-        if status.get("StatusCode") != 0:
-            tail = "\n".join(output.strip().splitlines()[-5:])
-            code = status.get("StatusCode")
-            raise ImageBuildError(f"repo {spec.name!r}: image build failed (exit {code}); "
-                                  f"log: {log_path}\n{tail}")
-        repository, version = tag.rsplit(":", 1)
-        changes = [f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
-                   f"WORKDIR {spec.workdir}", f"LABEL selfplay.repo={spec.name}",
-                   f"LABEL selfplay.content-hash={version}", f"LABEL {SNAPSHOT_LABEL}=1",
-                   'CMD ["sleep", "infinity"]']
-        changes += [f"ENV {key}={json.dumps(value)}" for key, value in spec.env]
-        replaced = image_id(tag)
-        new = container.commit(repository=repository, tag=version, changes=changes,
-                               message=f"selfplay repo image for {spec.name}")
-        if replaced and replaced != new.id:  # a --rebuild: drop the untagged old image unless in use
-            try:
-                client.images.remove(replaced)
-            except Exception as exc:  # in use by a container; the engine keeps it, which is fine
-                log.debug("kept replaced image %s: %s", replaced, exc)
+        # `mounts`, not `volumes`: the latter also records a VOLUME in the config, which the commit would keep.
+        new = build_in_container(
+            base, ["bash", "-c", script], tag=tag, archive=_source_tar(source, spec.workdir), changes=changes,
+            message=f"selfplay repo image for {spec.name}", timeout=1800, failure=failed, log_path=log_path,
+            log_header=f"build of {tag} for repo {spec.name} from {base}", name=name,
+            mounts=[Mount(_PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
     except ImageBuildError:
         raise
     except Exception as exc:  # docker API errors: infrastructure, reported with the log
         raise ImageBuildError(f"repo {spec.name!r}: image build failed ({exc.__class__.__name__}: {exc}); "
                               f"log: {log_path}") from exc
-    finally:
+    if replaced and replaced != new:  # a --rebuild: drop the untagged old image unless in use
         try:
-            container.remove(force=True)
-        except Exception:  # already gone; nothing to clean
-            pass
-        registry.forget(container.id)
+            docker_client().images.remove(replaced)
+        except Exception as exc:  # in use by a container; the engine keeps it, which is fine
+            log.debug("kept replaced image %s: %s", replaced, exc)
     log.info("built %s in %.1f s", tag, time.monotonic() - start)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from sandboxes.base_image import image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
-from sandboxes.reaper import registry
+from sandboxes.images import build_in_container
 from sandboxes.sandbox import BASE_TAG
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 from selfplay.task import Task
@@ -63,31 +63,18 @@ def build_task_image(task: Task, repo_image: str, *, workdir: str = "/testbed", 
     tag = task.image_name
     if not rebuild and image_id(tag):
         return tag
-    client = docker_client()
     start = time.monotonic()
     script = f"{SCRIPT}\nbash -c {shlex.quote(IMAGE_SNAPSHOT)} selfplay-snapshot {shlex.quote(workdir)}\n"
-    container = client.containers.create(repo_image, command=["bash", "-c", script, "build", workdir],
-                                         network_disabled=True)
-    registry.register(client, container.id)
-    try:
-        container.put_archive("/", _layers_tar(task))
-        container.start()
-        status: dict[str, Any] = container.wait(timeout=600)
-        if status.get("StatusCode") != 0:
-            tail = container.logs().decode("utf-8", "replace").strip()[-1500:]
-            raise ImageBuildError(f"task {task.task_id}: building its image from {repo_image} failed "
-                                  f"(exit {status.get('StatusCode')}): {tail}")
-        repository, version = tag.rsplit(":", 1)
-        container.commit(repository=repository, tag=version,
-                         changes=['CMD ["sleep", "infinity"]', f"LABEL selfplay.task={task.task_id}",
-                                  f"LABEL {SNAPSHOT_LABEL}=1"],
-                         message=f"selfplay task image for {task.task_id}")
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception:  # already gone; nothing to clean
-            pass
-        registry.forget(container.id)
+
+    def failed(code: int | None, output: str) -> ImageBuildError:
+        return ImageBuildError(f"task {task.task_id}: building its image from {repo_image} failed "
+                               f"(exit {code}): {output.strip()[-1500:]}")
+
+    build_in_container(repo_image, ["bash", "-c", script, "build", workdir], tag=tag, archive=_layers_tar(task),
+                       changes=['CMD ["sleep", "infinity"]', f"LABEL selfplay.task={task.task_id}",
+                                f"LABEL {SNAPSHOT_LABEL}=1"],
+                       message=f"selfplay task image for {task.task_id}", timeout=600, failure=failed,
+                       network_disabled=True)
     log.info("built task image %s in %.1f s", tag, time.monotonic() - start)
     return tag
 

@@ -5,8 +5,9 @@ The install is `--setup CMD` when given (run in /testbed with the venv on PATH),
 pyproject.toml / setup.py / setup.cfg -> `pip install -e .`; requirements*.txt (requirements.txt, then
 requirements-dev.txt / requirements-test.txt / requirements_dev.txt / test-requirements.txt when present) ->
 `pip install -r` each; pytest is always added. The build runs with network (pip), the agent's sandbox
-without. One container, then `docker commit`, as `sandboxes.images` does for repo images (whose recipe
-always installs the repo editable, so it cannot serve requirements-only repos or a custom setup). The tag
+without. One container, then `docker commit` (`sandboxes.images.build_in_container`, as for repo images,
+whose recipe always installs the repo editable, so it cannot serve requirements-only repos or a custom
+setup). The tag
 hashes the commit, the install and the base image, so an unchanged repo is not rebuilt. A failed install
 raises SolveError with the build log's tail and path.
 """
@@ -18,14 +19,11 @@ import io
 import logging
 import shlex
 import tarfile
-import time
 from pathlib import Path
 
 from repos.cache import cache_root
 from sandboxes.base_image import default_log_dir, ensure_base_image, image_id
-from sandboxes.engine import docker_client
-from sandboxes.images import HOST_CA_BUNDLE, IMAGE_PATH, VENV
-from sandboxes.reaper import registry
+from sandboxes.images import HOST_CA_BUNDLE, IMAGE_PATH, VENV, build_in_container
 from sandboxes.sandbox import BASE_TAG
 from selfplay.eval.errors import SolveError
 from selfplay.solve.checkout import Checkout
@@ -79,34 +77,20 @@ def build_solve_image(co: Checkout, *, setup: str | None = None, log_dir: Path |
     pip_cache.mkdir(parents=True, exist_ok=True)
     from docker.types import Mount
 
-    client = docker_client()
-    script = SCRIPT.format(ca=_CA, venv=VENV, pip_cache=_PIP_CACHE, workdir=WORKDIR)
-    container = client.containers.create(base, command=["bash", "-c", script], environment={
-        "SELFPLAY_INSTALL": install}, mounts=[Mount(_PIP_CACHE, str(pip_cache), type="bind")])
-    registry.register(client, container.id)
-    start = time.monotonic()
+    def failed(code: int | None, output: str) -> SolveError:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        return SolveError(f"the repo does not install (`{install}` exited {code}); fix it or pass --setup CMD. "
+                          f"Build log: {log_path}\n{tail}")
+
     log.info("building %s (install: %s; log: %s)", tag, install, log_path)
-    try:
-        container.put_archive("/", _tar(co.path))
-        container.start()
-        status = container.wait(timeout=3600)
-        output = container.logs().decode("utf-8", "replace")
-        log_path.write_text(f"# build of {tag} from {base}, install: {install}\n{output}\n"
-                            f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
-        if status.get("StatusCode") != 0:
-            tail = "\n".join(output.strip().splitlines()[-15:])
-            raise SolveError(f"the repo does not install (`{install}` exited {status.get('StatusCode')}); "
-                             f"fix it or pass --setup CMD. Build log: {log_path}\n{tail}")
-        repository, version = tag.rsplit(":", 1)
-        container.commit(repository=repository, tag=version, changes=[
-            f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8", f"WORKDIR {WORKDIR}",
-            'CMD ["sleep", "infinity"]'], message=f"selfplay solve image for {co.name}")
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception:  # already gone; nothing to clean
-            pass
-        registry.forget(container.id)
+    script = SCRIPT.format(ca=_CA, venv=VENV, pip_cache=_PIP_CACHE, workdir=WORKDIR)
+    build_in_container(base, ["bash", "-c", script], tag=tag, archive=_tar(co.path), timeout=3600, failure=failed,
+                       changes=[f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
+                                f"WORKDIR {WORKDIR}", 'CMD ["sleep", "infinity"]'],
+                       message=f"selfplay solve image for {co.name}", log_path=log_path,
+                       log_header=f"build of {tag} from {base}, install: {install}",
+                       environment={"SELFPLAY_INSTALL": install},
+                       mounts=[Mount(_PIP_CACHE, str(pip_cache), type="bind")])
     return tag
 
 
