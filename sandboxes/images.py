@@ -45,11 +45,13 @@ HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 VENV = "/opt/venv"
 IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUILD_NAME_PREFIX = "selfplay-build-"
-__all__ = ["BASE_IMAGE", "BuildResult", "build_repo_image", "build_repo_images", "content_hash",
-           "ensure_base_image", "image_status", "repo_image"]
+__all__ = ["BASE_IMAGE", "BuildResult", "build_in_container", "build_repo_image", "build_repo_images",
+           "content_hash", "ensure_base_image", "image_status", "repo_image", "requirement_names", "source_tar"]
 
-_CA_IN_CONTAINER = "/tmp/selfplay-host-ca.crt"
-_PIP_CACHE_IN_CONTAINER = "/tmp/selfplay-pip-cache"
+CA_IN_CONTAINER = "/tmp/selfplay-host-ca.crt"
+"""Where a build finds the host's CA bundle (`source_tar` puts it there; the script exports PIP_CERT)."""
+PIP_CACHE_IN_CONTAINER = "/tmp/selfplay-pip-cache"
+"""Where the host's pip cache (cache_root()/pip) is mounted during a build."""
 
 # One shell step: venv, one pip install, git bookkeeping. Part of the content hash, so editing it rebuilds.
 BUILD_SCRIPT = r"""
@@ -176,12 +178,14 @@ def build_repo_images(specs: list[RepoSpec], *, rebuild: bool = False, log_dir: 
     return results
 
 
-def _source_tar(source: Path, workdir: str) -> bytes:
+def source_tar(source: Path, workdir: str) -> bytes:
+    """A tar of the tree `source` at `workdir`, plus the host's CA bundle at CA_IN_CONTAINER (for pip behind a
+    TLS-inspecting proxy) when the host has one."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         tar.add(str(source), arcname=workdir.strip("/"))
         if HOST_CA_BUNDLE.exists():
-            tar.add(str(HOST_CA_BUNDLE), arcname=_CA_IN_CONTAINER.strip("/"))
+            tar.add(str(HOST_CA_BUNDLE), arcname=CA_IN_CONTAINER.strip("/"))
     return buffer.getvalue()
 
 
@@ -266,8 +270,8 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     requirements = list(spec.install)
     if "pytest" not in requirement_names(requirements):
         requirements.append("pytest")
-    script = BUILD_SCRIPT.format(ca=_CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
-                                 pip_cache=_PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),
+    script = BUILD_SCRIPT.format(ca=CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
+                                 pip_cache=PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),
                                  requirements=shlex.join(requirements), name=spec.name, base_tag=BASE_TAG,
                                  snapshot=shlex.quote(IMAGE_SNAPSHOT))
     # No labels on the build container: `docker commit` would copy them into the image and onto every
@@ -291,10 +295,10 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     try:
         # `mounts`, not `volumes`: the latter also records a VOLUME in the config, which the commit would keep.
         new = build_in_container(
-            base, ["bash", "-c", script], tag=tag, archive=_source_tar(source, spec.workdir), changes=changes,
+            base, ["bash", "-c", script], tag=tag, archive=source_tar(source, spec.workdir), changes=changes,
             message=f"selfplay repo image for {spec.name}", timeout=1800, failure=failed, log_path=log_path,
             log_header=f"build of {tag} for repo {spec.name} from {base}", name=name,
-            mounts=[Mount(_PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
+            mounts=[Mount(PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
     except ImageBuildError:
         raise
     except Exception as exc:  # docker API errors: infrastructure, reported with the log

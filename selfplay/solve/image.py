@@ -15,23 +15,26 @@ raises SolveError with the build log's tail and path.
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import shlex
-import tarfile
 from pathlib import Path
 
 from repos.cache import cache_root
 from sandboxes.base_image import default_log_dir, ensure_base_image, image_id
-from sandboxes.images import HOST_CA_BUNDLE, IMAGE_PATH, VENV, build_in_container
+from sandboxes.images import (
+    CA_IN_CONTAINER,
+    IMAGE_PATH,
+    PIP_CACHE_IN_CONTAINER,
+    VENV,
+    build_in_container,
+    source_tar,
+)
 from sandboxes.sandbox import BASE_TAG
 from selfplay.eval.errors import SolveError
 from selfplay.solve.checkout import Checkout
 
 log = logging.getLogger(__name__)
 WORKDIR = "/testbed"
-_CA = "/tmp/selfplay-host-ca.crt"
-_PIP_CACHE = "/tmp/selfplay-pip-cache"
 EXTRA_REQUIREMENTS = ("requirements-dev.txt", "requirements-test.txt", "requirements_dev.txt",
                       "test-requirements.txt")
 
@@ -83,21 +86,13 @@ def build_solve_image(co: Checkout, *, setup: str | None = None, log_dir: Path |
                           f"Build log: {log_path}\n{tail}")
 
     log.info("building %s (install: %s; log: %s)", tag, install, log_path)
-    script = SCRIPT.format(ca=_CA, venv=VENV, pip_cache=_PIP_CACHE, workdir=WORKDIR)
-    build_in_container(base, ["bash", "-c", script], tag=tag, archive=_tar(co.path), timeout=3600, failure=failed,
+    script = SCRIPT.format(ca=CA_IN_CONTAINER, venv=VENV, pip_cache=PIP_CACHE_IN_CONTAINER, workdir=WORKDIR)
+    build_in_container(base, ["bash", "-c", script], tag=tag, archive=source_tar(co.path, WORKDIR), timeout=3600, failure=failed,
                        changes=[f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
                                 f"WORKDIR {WORKDIR}", 'CMD ["sleep", "infinity"]'],
                        message=f"selfplay solve image for {co.name}", log_path=log_path,
                        log_header=f"build of {tag} from {base}, install: {install}",
                        environment={"SELFPLAY_INSTALL": install},
-                       mounts=[Mount(_PIP_CACHE, str(pip_cache), type="bind")])
+                       mounts=[Mount(PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
     return tag
 
-
-def _tar(tree: Path) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(str(tree), arcname=WORKDIR.strip("/"))
-        if HOST_CA_BUNDLE.exists():
-            tar.add(str(HOST_CA_BUNDLE), arcname=_CA.strip("/"))
-    return buf.getvalue()
