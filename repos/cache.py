@@ -1,7 +1,7 @@
-"""Where the repos package keeps what it fetches: ~/.cache/selfplay (SELFPLAY_CACHE overrides it).
+"""The project's cache root, ~/.cache/selfplay (SELFPLAY_CACHE overrides it), and a cross-process file lock.
 
-Duplicated from `agent_scaffold.embedded.cache_root` on purpose: `repos` sits below every other package
-and must not import upward.
+Shared by every package (repo sources, images, the embedded model, warm starts): `repos` sits at the
+bottom of the import graph, so this is the one definition the others import.
 """
 
 from __future__ import annotations
