@@ -39,8 +39,10 @@ class UpdateResult:
 
 def trainable(trajectories: Sequence[Trajectory]) -> tuple[list[Trajectory], int]:
     """The trajectories a learner may see, and how many were left out: infrastructure failures (never the
-    model's doing) and episodes without a reward (an injector whose bug got no gradable attempt)."""
-    kept = [t for t in trajectories if not t.metadata.get("infra_failure") and t.reward is not None]
+    model's doing), episodes without a reward (an injector whose bug got no gradable attempt) and episodes
+    without a sampled token (the prompt alone filled the context: no gradient, only a wasted pass)."""
+    kept = [t for t in trajectories
+            if not t.metadata.get("infra_failure") and t.reward is not None and any(t.loss_mask)]
     return kept, len(trajectories) - len(kept)
 
 
@@ -51,8 +53,8 @@ def weight_sync(config: RunConfig, policy: Any) -> Any:
 
     backend = config.policy.backend
     if backend == "hf" and policy is not None:
-        inner = getattr(policy, "policy", policy)  # BatchingPolicy wraps the HFPolicy
-        return HFPolicySync(inner, mode=config.learner.weight_sync)
+        # BatchingPolicy exposes model, version, load_weights and the lock its batches hold
+        return HFPolicySync(policy, mode=config.learner.weight_sync)
     if backend == "openai":
         return MultiSync(*(HTTPPolicySync(url) for url in config.policy.endpoints))
     if backend == "vllm":
@@ -92,7 +94,7 @@ class PolicyLearner:
         if getattr(batch, "group_size", 0) is None:  # G is the reward's group size unless set apart
             batch = replace(batch, group_size=self.config.reward.group_size)
         samples, metrics = build_batch(kept, self.version, batch, self.baseline)
-        metrics = {**metrics, "batch/excluded_infra_or_unrewarded": float(excluded)}
+        metrics = {**metrics, "batch/excluded_untrainable": float(excluded)}
         if not samples:
             log.info("learner: empty batch (%d trajectories, %d excluded); update skipped", len(trajectories),
                      excluded)

@@ -69,10 +69,11 @@ def test_empty_batch_is_skipped_and_infra_excluded(tmp_path, tiny_model):
               for i in range(G)]  # all equal: dynamic sampling drops the group
     broken = replace(trajectory("solver", 0), reward=-1.0,
                      metadata={"group_id": "g2", "task_id": "t2", "id": "x", "infra_failure": True})
-    update = learner.update(solved + [broken])
+    promptless = replace(trajectory("injector", 0), reward=-1.0, loss_mask=(0,) * 6, metadata={"id": "p"})
+    update = learner.update(solved + [broken, promptless])
     assert not update.trained and update.version == 0 and update.checkpoint is None
     assert update.metrics["learner/skipped_empty_batch"] == 1.0
-    assert update.metrics["batch/excluded_infra_or_unrewarded"] == 1.0
+    assert update.metrics["batch/excluded_untrainable"] == 2.0  # the infra failure, the unsampled episode
     assert not (tmp_path / "ckpt").exists() or not list((tmp_path / "ckpt").glob("v*"))
 
 
