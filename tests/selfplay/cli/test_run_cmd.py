@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,3 +205,35 @@ def test_smoke_preset_runs_end_to_end(tmp_path, monkeypatch):
     assert load_config(run_dir / "config.yaml") == load_config("smoke", [f"runs_dir={runs}"])
     assert f"run directory: {run_dir}" in result.output
     assert f"{summary['learner_updates']} learner update(s) ran" in result.output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_ctrl_c_exits_130_and_the_printed_resume_command_finishes_the_run(tmp_path):
+    """A real SIGINT to a real `selfplay run --config smoke` process after its first episode, then the
+    `--resume` command it printed (with the safe override iterations=1) completes the run."""
+    selfplay = str(Path(sys.executable).parent / "selfplay")
+    env = {**os.environ, "COLUMNS": "200"}
+    proc = subprocess.Popen([selfplay, "run", "--config", "smoke", f"runs_dir={tmp_path}"], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    watchdog = threading.Timer(900, proc.kill)
+    watchdog.start()
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if " episode: " in line:
+                proc.send_signal(signal.SIGINT)
+                break
+        lines.extend(proc.stdout)
+        assert proc.wait() == 130, "".join(lines)
+    finally:
+        watchdog.cancel()
+    out = "".join(lines)
+    (run_dir,) = tmp_path.iterdir()
+    assert f"Resume with: selfplay run --resume {run_dir}" in out
+    resumed = subprocess.run([selfplay, "run", "--resume", str(run_dir), "iterations=1"], env=env, text=True,
+                             capture_output=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["iterations"] == 1, summary
