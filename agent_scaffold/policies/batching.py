@@ -139,9 +139,11 @@ class BatchingPolicy:
             deadline = time.monotonic() + self.max_wait_s
             while self._rows_ready(self._queue[0]) < self.max_batch:
                 left = deadline - time.monotonic()
-                if left <= 0 or self._closed:
+                if left <= 0:
                     break
                 self._cond.wait(left)
+                if self._closed:  # close() failed the queued calls
+                    return None
             first = self._queue[0]
             batch, rows = [], 0
             for call in list(self._queue):

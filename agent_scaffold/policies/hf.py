@@ -127,9 +127,13 @@ class HFPolicy:
         if len(prompts) != len(params):
             raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params: pass one per prompt")
         rows = [list(p) for p in prompts]
+        vocab = self.model.get_input_embeddings().num_embeddings
         for i, p in enumerate(rows):
             if not p:
                 raise ValueError(f"prompt {i} is empty: render at least the chat template's generation prompt")
+            if min(p) < 0 or max(p) >= vocab:
+                raise ValueError(f"prompt {i} holds token ids outside the model's vocabulary [0, {vocab}): "
+                                 "encode it with this policy's tokenizer")
         if not rows:
             return []
         seeds = [p.seed if p.seed is not None else random.randrange(2**62) for p in params]

@@ -84,6 +84,15 @@ def test_rows_stop_on_their_own_stop_ids_and_strings(hf_policy, prompts):
 
 
 @pytest.mark.slow
+def test_hostile_prompts_get_a_clear_error_before_any_forward(hf_policy):
+    with pytest.raises(ValueError, match=r"prompt 1 holds token ids outside the model's vocabulary \[0, 49152\)"):
+        hf_policy.generate([[1, 2], [1, 10**9]], SamplingParams(max_new_tokens=1))
+    with pytest.raises(ValueError, match="2 prompts but 1 sampling params"):
+        hf_policy.generate_rows([[1], [2]], [SamplingParams()])
+    assert hf_policy.generate([], SamplingParams()) == []
+
+
+@pytest.mark.slow
 def test_batching_policy_merges_concurrent_calls_and_matches_direct_sampling(hf_policy, prompts):
     policy = BatchingPolicy(hf_policy, max_batch=8, max_wait_s=0.5)
     try:
