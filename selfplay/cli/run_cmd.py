@@ -48,28 +48,22 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     from rich.console import Console
     from rich.text import Text
 
-    from selfplay.cli.run_display import RunDisplay, headline, summary_table
+    from selfplay.cli.run_display import RunDisplay
     from selfplay.errors import SelfPlayError
-    from selfplay.orchestration.config_loader import ConfigError, load_config, load_resume_config
+    from selfplay.orchestration.config_loader import ConfigError, dump_config
 
     console, err = Console(), Console(stderr=True)
-    overrides = list(overrides or [])
     try:
-        if resume is not None and config is not None:
-            raise ConfigError("--resume takes the run's saved config.yaml; drop --config (or start a new run "
-                              "without --resume)")
-        run_config = load_resume_config(resume, overrides) if resume else load_config(config, overrides)
+        run_config = _resolve(config, resume, list(overrides or []))
     except ConfigError as exc:
         err.print(Text.assemble(("config error: ", "red"), str(exc)), highlight=False)
         raise typer.Exit(EXIT_USAGE) from None
     if print_config:
-        from selfplay.orchestration.config_loader import dump_config
-
         typer.echo(dump_config(run_config), nl=False)
         return
     try:
         from selfplay.orchestration.loop import run_selfplay
-    except ImportError as exc:  # the loop needs the `learn` extra's torch only when the learner is on
+    except ImportError as exc:  # an optional extra the loop needs is missing; the message names it
         err.print(Text.assemble(("cannot start the run: ", "red"), str(exc)), highlight=False)
         raise typer.Exit(EXIT_FAILED) from None
 
@@ -77,40 +71,56 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     run_dir: Path | None = Path(resume) if resume else None
     try:
         with display:
-            run_dir = run_selfplay(run_config, resume=Path(resume) if resume else None, observer=display)
+            run_dir = run_selfplay(run_config, resume=run_dir, observer=display)
     except KeyboardInterrupt:
-        run_dir = run_dir or _known_dir(display)
-        summary = _read_summary(run_dir) or display.summary
-        if summary:
-            console.print(summary_table({**summary, "status": "interrupted"}))
+        run_dir = _close(console, err, display, run_dir, status="interrupted")
         where = str(run_dir) if run_dir else f"{run_config.runs_dir}/<run_id>"
         err.print(Text.assemble(("interrupted. ", "yellow"), f"Resume with: selfplay run --resume {where}"),
                   highlight=False, soft_wrap=True)  # one line, so it can be copied
         raise typer.Exit(EXIT_INTERRUPTED) from None
     except SelfPlayError as exc:
-        run_dir = run_dir or _known_dir(display)
-        summary = _read_summary(run_dir) or display.summary
-        if summary:
-            console.print(summary_table({**summary, "status": "failed", "error": str(exc)}))
-        err.print(Text.assemble(("run failed: ", "red"), str(exc)), highlight=False)
-        if run_dir:
-            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False, soft_wrap=True)
+        _close(console, err, display, run_dir, status="failed", error=str(exc))
         raise typer.Exit(EXIT_FAILED) from None
     except Exception:  # a bug, not a run failure: keep the traceback, but say where the run's files are
-        run_dir = run_dir or _known_dir(display)
-        if run_dir:
-            err.print(f"run directory: {run_dir} (logs/run.log has the details)", highlight=False, soft_wrap=True)
+        _close(console, err, display, run_dir, status="failed", table=False)
         raise
-    summary = _read_summary(run_dir) or display.summary
-    console.print(summary_table(summary))
-    console.print(headline(summary), highlight=False)
-    console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
-    if summary.get("status") != "finished":
+    run_dir = _close(console, err, display, run_dir)
+    if (_read_summary(run_dir) or display.summary).get("status") != "finished":
         raise typer.Exit(EXIT_FAILED)
 
 
-def _known_dir(display: Any) -> Path | None:
-    return Path(display.run_dir) if display.run_dir else None
+def _resolve(config: str | None, resume: Path | None, overrides: list[str]) -> Any:
+    """The run config: a preset or file with overrides, or a resumed run's saved config."""
+    from selfplay.orchestration.config_loader import ConfigError, load_config, load_resume_config
+
+    if resume is not None and config is not None:
+        raise ConfigError("--resume takes the run's saved config.yaml; drop --config (or start a new run "
+                          "without --resume)")
+    return load_resume_config(resume, overrides) if resume is not None else load_config(config, overrides)
+
+
+def _close(console: Any, err: Any, display: Any, run_dir: Path | None, *, status: str | None = None,
+           error: str | None = None, table: bool = True) -> Path | None:
+    """Print the closing table (summary.json, else the last event's summary) and where the run lives;
+    `status`/`error` replace the summary's when the run ended by an exception. Returns the run dir."""
+    from rich.text import Text
+
+    from selfplay.cli.run_display import headline, summary_table
+
+    run_dir = run_dir or (Path(display.run_dir) if display.run_dir else None)
+    summary = _read_summary(run_dir) or dict(display.summary)
+    if status is not None:
+        summary.update({"status": status, **({"error": error} if error else {})})
+    if table and summary:
+        console.print(summary_table(summary))
+        if status is None:
+            console.print(headline(summary), highlight=False)
+    if error:
+        err.print(Text.assemble(("run failed: ", "red"), error), highlight=False)
+    if run_dir:
+        detail = " (logs/run.log has the details)" if status == "failed" else ""
+        (err if status else console).print(f"run directory: {run_dir}{detail}", highlight=False, soft_wrap=True)
+    return run_dir
 
 
 def register(app: typer.Typer) -> None:

@@ -69,7 +69,7 @@ class _FakeLoop:
             summary = {**summary, "status": "failed", "error": "docker engine gone"}
             (run_dir / "summary.json").write_text(json.dumps(summary))
             raise ValidationInfraError("docker engine gone")
-        summary = {**summary, "status": "finished"}
+        summary = {**summary, "status": "finished" if self.ending == "finished" else "failed"}
         (run_dir / "summary.json").write_text(json.dumps(summary))
         observer.on_event(_Event("done", 2, "finished", summary))
         return run_dir
@@ -125,6 +125,13 @@ def test_failed_run_exits_1_naming_the_error_and_the_run_dir(fake_loop):
     assert result.exit_code == 1, result.output
     assert "run failed: docker engine gone" in result.output
     assert "runs/smoke-20261123-103000" in result.output and "logs/run.log" in result.output
+
+
+def test_a_run_that_returns_without_finishing_exits_1(fake_loop):
+    fake_loop("returns-failed")
+    result = runner.invoke(app, ["run", "--config", "smoke"])
+    assert result.exit_code == 1, result.output
+    assert "failed" in result.output and "run directory: runs/smoke-20261123-103000" in result.output
 
 
 def test_interrupted_run_exits_130_and_says_how_to_resume(fake_loop):
