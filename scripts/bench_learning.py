@@ -84,7 +84,28 @@ def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> 
     return tasks
 
 
-def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens: int) -> dict:
+def interleave(tasks: list) -> list:
+    """Round-robin over repos, so a run stopped early still covers every held-out repo."""
+    by_repo: dict[str, list] = {}
+    for spec, task in tasks:
+        by_repo.setdefault(spec.name, []).append((spec, task))
+    queues = list(by_repo.values())
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+def summarize(model_dir: str | None, rows: list[dict]) -> dict:
+    n = len(rows)
+    turns = sum(r["turns"] for r in rows)
+    solved = sum(r["reward"] > 0 for r in rows)
+    return {"model": model_dir or "embedded SmolLM2-135M-Instruct", "episodes": n,
+            "format_valid_turn_rate": (turns - sum(r["format_errors"] for r in rows)) / max(turns, 1),
+            "submit_rate": sum(r["termination"] == "submitted" for r in rows) / max(n, 1),
+            "solve_rate": solved / max(n, 1), "solve_ci95": wilson(solved, n),
+            "mean_turns": turns / max(n, 1), "rows": rows}
+
+
+def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens: int,
+             on_row=None) -> dict:
     from agent_scaffold.agent import run_episode
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy import EVAL
@@ -109,14 +130,9 @@ def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens:
         rows.append({"task": task.task_id, "turns": ep.turns, "format_errors": ep.format_errors,
                      "termination": ep.termination, "reward": reward, "wall_s": round(time.monotonic() - t0, 1)})
         print(json.dumps({"model": model_dir or "base", **rows[-1]}), flush=True)
-    n = len(rows)
-    turns = sum(r["turns"] for r in rows)
-    solved = sum(r["reward"] > 0 for r in rows)
-    return {"model": model_dir or "embedded SmolLM2-135M-Instruct", "episodes": n,
-            "format_valid_turn_rate": (turns - sum(r["format_errors"] for r in rows)) / max(turns, 1),
-            "submit_rate": sum(r["termination"] == "submitted" for r in rows) / max(n, 1),
-            "solve_rate": solved / max(n, 1), "solve_ci95": wilson(solved, n),
-            "mean_turns": turns / max(n, 1), "rows": rows}
+        if on_row:
+            on_row(summarize(model_dir, rows))
+    return summarize(model_dir, rows)
 
 
 def table(results: list[dict]) -> str:
@@ -164,17 +180,23 @@ def main() -> None:
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = heldout_tasks([r for r in args.repos.split(",") if r], args.n, args.seed, args.work, tok)
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
+    tasks = interleave(tasks)
     saved = json.loads(args.out.read_text())["results"] if args.out and args.out.is_file() else {}
     results = dict(saved)
+
+    def save() -> None:  # after every episode, so a run stopped for time keeps what it measured
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+                                            "results": results}, indent=1) + "\n")
+
     for phase, model in (("before", args.before), ("after", after)):
         if args.phase in (phase, "both"):
-            results[phase] = evaluate(model, tasks, args.max_turns, args.max_new_tokens)
+            results[phase] = evaluate(model, tasks, args.max_turns, args.max_new_tokens,
+                                      on_row=lambda r, p=phase: (results.__setitem__(p, r), save()))
     if "before" in results and "after" in results:
         print(table([results["before"], results["after"]]))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "results": results},
-                                       indent=1) + "\n")
+    save()
 
 
 if __name__ == "__main__":

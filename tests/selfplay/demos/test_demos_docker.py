@@ -40,23 +40,31 @@ def test_demonstrations_are_stored_short_and_graded_plus_one(demos):
 
 
 def test_seeds_are_validated_once_and_then_read_from_the_seed_cache(demos, demo_root):
-    """The first round seeded for real (a cold cache); the same inputs give the same tasks from the cache,
-    and another seed config is a different entry."""
+    """The first round seeded for real (a cold cache) with the demonstrations' length filter; the same
+    inputs give the same tasks back from the cache, and another seed config is a different entry."""
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
     from sandboxes.images import repo_image
     from selfplay.demos.collect import SEED_VALIDATION_RUNS
     from selfplay.demos.seed_cache import cached_seed, seed_key
+    from selfplay.demos.solver import DEMO_LIMITS, artifact_fits, fits_key
     from selfplay.procedural.seed import SeedConfig
     from selfplay.task import make_task_id
     from selfplay.validation import ValidationConfig
 
     spec, store, report = demos
     assert report.seed_rounds_cached == 0 and report.seed_time > 0
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
     validation = ValidationConfig(original_runs=SEED_VALIDATION_RUNS)
     image = repo_image(spec)
+    key = seed_key(spec, image, 2, SeedConfig(seed=3000), validation, fits_key(tok, DEMO_LIMITS))
+    assert (demo_root / "seeds" / key / "index.json").is_file()
     seeded, hit = cached_seed(spec, 2, image=image, config=SeedConfig(seed=3000), validation=validation,
+                              accept=lambda a: artifact_fits(a, tok), accept_key=fits_key(tok, DEMO_LIMITS),
                               cache=demo_root / "seeds")
     assert hit and seeded
-    assert all(r.report.valid and r.report.fail_to_pass for r in seeded)
+    assert all(r.report.valid and r.report.fail_to_pass and artifact_fits(r.artifact, tok) for r in seeded)
     # make_demos stored every task of its first round; the cache gives back the same ones
     assert all(store.has_task(make_task_id(spec.name, r.artifact)) for r in seeded)
     assert seed_key(spec, image, 2, SeedConfig(seed=3001), validation) != seed_key(
