@@ -3,8 +3,8 @@ engine: same DeepSpeed step, packing, fused head; the loss is the token-mean NLL
 turns (`LearnerEngine.sft_step`).
 
 Defaults are Nebius's RFT settings: LR 5e-6, AdamW weight decay 0.1, 10 warm-up steps then cosine to 0,
-batch 64 trajectories, one epoch. Departure: the `cpu` preset (a 135M model, ~24 demonstrations,
-2 cores) uses LR 1e-4, batch 4, 1 warm-up step, one epoch: with ~24 demonstrations a batch of 64 is less
+batch 64 trajectories, one epoch. Departure: the `cpu` preset (a 135M model, ~18 demonstrations,
+2 cores) uses LR 1e-4, batch 4, 1 warm-up step, one epoch: with ~18 demonstrations a batch of 64 is less
 than one optimizer step, and 5e-6 (chosen for a 72B model) barely moves a small one; one epoch keeps the
 run within the 20-minute CPU budget (about 25 s per 2k-token demonstration on 2 cores).
 """
