@@ -122,6 +122,28 @@ def test_end_to_end_scripted(tmp_path, tiny_model, actions):
     record = json.loads(run.metrics.read_text().splitlines()[-1])
     assert record["solve_rate/all"] == 0.5 and record["injector/validity"] == 1.0
     assert run_containers(path.name) == []
+    _report_renders(path, traj.metadata["id"], tmp_path / "chromium")
+
+
+def _report_renders(run_dir: Path, episode_id: str, profile: Path) -> None:
+    """`selfplay report` on the real run: the page's charts are there and, in headless Chromium, its
+    viewer opens the injector episode."""
+    import shutil
+    from urllib.parse import quote
+
+    from selfplay.report import build_report
+
+    page = build_report(run_dir)
+    text = page.read_text()
+    assert 'id="chart-solve-rate"' in text and episode_id in text
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium binary on PATH (Debian: apt-get install -y chromium)")
+    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                           "--dump-dom", page.resolve().as_uri() + "#episode=" + quote(episode_id)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert 'data-viewer="ready"' in proc.stdout and f'data-episode="{episode_id}"' in proc.stdout
 
 
 def test_kill_9_then_resume(tmp_path, tiny_model, actions):
