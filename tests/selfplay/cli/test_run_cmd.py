@@ -220,7 +220,9 @@ def test_ctrl_c_exits_130_and_the_printed_resume_command_finishes_the_run(tmp_pa
     """A real SIGINT to a real `selfplay run --config smoke` process after its first episode, then the
     `--resume` command it printed (with the safe override iterations=1) completes the run."""
     selfplay = str(Path(sys.executable).parent / "selfplay")
-    env = {**os.environ, "COLUMNS": "200"}
+    # An in-process learner earlier in this pytest process exported MASTER_PORT and still listens on it.
+    dist_keys = ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
+    env = {**{k: v for k, v in os.environ.items() if k not in dist_keys}, "COLUMNS": "200"}
     proc = subprocess.Popen([selfplay, "run", "--config", "smoke", f"runs_dir={tmp_path}"], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     watchdog = threading.Timer(900, proc.kill)
