@@ -17,7 +17,6 @@ from typing import Any
 
 import typer
 
-from selfplay.cli.suites_cmd import pytest_counts  # noqa: F401 - re-exported: tests import it from here
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

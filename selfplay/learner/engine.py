@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +46,39 @@ from selfplay.learner.packing import pack, pad_rows, unpack
 log = logging.getLogger(__name__)
 
 
+_OWNER_ENV = "SELFPLAY_DIST_OWNER"
+"""`<pid>:<port>` of the process that made a one-process world with `init_distributed`."""
+
+
 def init_distributed() -> None:
     """Join the process group, creating a one-process world (gloo on CPU) when no launcher set one up."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
-    if "MASTER_PORT" not in os.environ:  # a free port: several one-process learners may share a machine
+    one_process_world_env(os.environ, os.getpid())
+    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
+def one_process_world_env(env: MutableMapping[str, str], pid: int) -> None:
+    """Fill `env` with a one-process world (free port, rank 0) unless a launcher set one up.
+
+    A one-process world this module made in a parent process (a `selfplay` CLI started by a run, a test)
+    is inherited through the environment; its port is still the parent's, so it is made afresh here.
+    A launcher's settings (no owner mark, or another port) are left alone.
+    """
+    owner = env.get(_OWNER_ENV, "")
+    owner_pid, _, port = owner.partition(":")
+    if owner and owner_pid != str(pid) and env.get("MASTER_PORT") == port:
+        for key in ("MASTER_PORT", "MASTER_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK", _OWNER_ENV):
+            env.pop(key, None)
+    if "MASTER_PORT" not in env:  # a free port: several one-process learners may share a machine
         import socket
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+            env["MASTER_PORT"] = str(s.getsockname()[1])
+        env[_OWNER_ENV] = f"{pid}:{env['MASTER_PORT']}"
     for key, value in (("MASTER_ADDR", "127.0.0.1"), ("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
-        os.environ.setdefault(key, value)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+        env.setdefault(key, value)
 
 
 def ds_config(cfg: EngineConfig, bf16: bool, cuda: bool = False) -> dict[str, Any]:

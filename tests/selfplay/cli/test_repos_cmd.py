@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from selfplay.cli import app
-from selfplay.cli.run_cmd import pytest_counts
+from selfplay.cli.suites_cmd import pytest_counts
 
 runner = CliRunner()
 
@@ -39,14 +39,3 @@ def test_repos_list_shows_every_default_repo(monkeypatch):
     for name in ("toolz", "boltons", "inflection"):
         assert name in result.output
     assert "toolz==1.2.0 (history 3)" in result.output
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-def test_run_builds_and_runs_the_toolz_suite(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")
-    result = runner.invoke(app, ["run", "--repo", "toolz"])
-    assert result.exit_code == 0, result.output
-    row = next(line for line in result.output.splitlines() if line.startswith("│ toolz"))
-    assert "187" in row and "ok" in row and "selfplay-repo-toolz:" in row
-    assert "1/1 repo suites passed" in result.output
