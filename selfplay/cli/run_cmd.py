@@ -17,7 +17,6 @@ from typing import Any
 
 import typer
 
-
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
