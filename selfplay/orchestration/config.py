@@ -144,12 +144,17 @@ class EvalSettings:
 
     every: int = 0
     """Evaluate every this many checkpoints; 0 is off."""
-    dataset: str = "offline"
-    """offline (the bundled CI dataset), a datasets hub name, or a JSON/JSONL/parquet file."""
+    dataset: str | None = None
+    """A datasets hub name or a SWE-bench-format JSON/JSONL/parquet file (e.g. one written by `selfplay
+    tasks export --format swebench` or `selfplay eval offline-dataset`); None is SWE-bench Verified."""
     split: str = "verified-50"
-    """verified, verified-50, or the dataset's split."""
+    """verified (every instance of the dataset) or verified-50 (the fixed 50-instance subset)."""
     runs: int = 1
     """Attempts per instance."""
+    max_turns: int | None = None
+    """Turns per evaluation episode; None is the run's `rollout.solver_limits` (then the role's default)."""
+    max_new_tokens: int | None = None
+    """Tokens per turn; None is the run's `rollout.solver_limits` (then the role's default)."""
 
 
 @dataclass(frozen=True)

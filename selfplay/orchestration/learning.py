@@ -136,8 +136,11 @@ class PolicyLearner:
             from selfplay.eval.runner import evaluate_checkpoint
 
             instances = load_instances(self.config.eval.dataset, split=self.config.eval.split)
+            settings, limits = self.config.eval, self.config.rollout.solver_limits  # budgets that fit the run
             return evaluate_checkpoint(checkpoint, instances, checkpoint.parent.parent / "eval" / checkpoint.name,
-                                       runs=self.config.eval.runs)
+                                       runs=settings.runs, max_turns=settings.max_turns or limits.max_turns,
+                                       max_new_tokens=settings.max_new_tokens or limits.max_new_tokens,
+                                       max_context=limits.max_context_tokens)
         except Exception as exc:  # an evaluation must not end the training run
             log.exception("evaluation of %s failed: %s", checkpoint, exc)
             return {"eval/swebench/failed": 1.0}

@@ -94,12 +94,20 @@ def run_containers(run_id: str) -> list[str]:
 
 
 def test_end_to_end_scripted(tmp_path, tiny_model, actions):
+    from selfplay.eval.offline import build_offline_dataset
     from selfplay.learner.checkpoint import latest_checkpoint, read_version
+    from selfplay.orchestration.config import EvalSettings
     from selfplay.orchestration.loop import run_selfplay
     from selfplay.orchestration.rundir import RunDir, read_trajectories
     from selfplay.store import open_store
 
-    path = run_selfplay(run_config(tmp_path, tiny_model, actions))
+    # periodic evaluation of every checkpoint on the offline SWE-bench-format dataset (2 instances)
+    dataset = tmp_path / "offline.jsonl"
+    build_offline_dataset(ROOT / "tests" / "fixtures" / "swebench", dataset)
+    config = run_config(tmp_path, tiny_model, actions,
+                        eval=EvalSettings(every=1, dataset=str(dataset), split="verified", max_turns=2,
+                                          max_new_tokens=32))
+    path = run_selfplay(config)
     run = RunDir(path)
     summary = json.loads(run.summary.read_text())
     assert summary["status"] == "finished", summary
@@ -121,6 +129,10 @@ def test_end_to_end_scripted(tmp_path, tiny_model, actions):
     assert traj.metadata["validation"]["valid"] and traj.reward == pytest.approx(0.1)
     record = json.loads(run.metrics.read_text().splitlines()[-1])
     assert record["solve_rate/all"] == 0.5 and record["injector/validity"] == 1.0
+    evaluated = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    evaluated = [r for r in evaluated if "eval/swebench/instances" in r]
+    assert evaluated and evaluated[-1]["eval/swebench/instances"] == 2, evaluated  # the tiny model solves none
+    assert "eval/swebench/failed" not in evaluated[-1]
     assert run_containers(path.name) == []
     _report_renders(path, traj.metadata["id"], tmp_path / "chromium")
 
