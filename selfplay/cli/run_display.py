@@ -8,6 +8,7 @@ because a Live display only prints its last frame when the output is not a termi
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -71,6 +72,10 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
+def _without_events(record: logging.LogRecord) -> bool:
+    return record.name != "selfplay.orchestration.loop.events"
+
+
 class RunDisplay:
     """A RunObserver: `with RunDisplay(console, config) as display: run_selfplay(..., observer=display)`."""
 
@@ -87,6 +92,9 @@ class RunDisplay:
                           transient=True) if use_live else None
 
     def __enter__(self) -> RunDisplay:
+        # The display shows the loop's events itself; the console log would print each one a second time.
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(_without_events)
         if self._live is not None:
             self._live.start()
         return self
@@ -94,6 +102,8 @@ class RunDisplay:
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.stop()
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(_without_events)
 
     @property
     def run_id(self) -> str | None:

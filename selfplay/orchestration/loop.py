@@ -41,6 +41,9 @@ from selfplay.orchestration.rundir import (
 from selfplay.orchestration.state import LoopState
 
 log = logging.getLogger(__name__)
+events_log = logging.getLogger(f"{__name__}.events")
+"""The loop's progress events (also delivered to the observer), kept apart so a display can leave them out
+of its console log while logs/run.log still records them."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ class SelfPlayRun:
         return data
 
     def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
-        log.info("[%s] it %d: %s", kind, iteration, message)
+        events_log.info("[%s] it %d: %s", kind, iteration, message)
         if self.observer is not None:
             try:
                 self.observer.on_event(RunEvent(kind, iteration, message, summary or self.summary()))
