@@ -51,6 +51,9 @@ def parse_hunks(diff: str) -> list[Hunk]:
     current: list[tuple[str, str]] | None = None
     start = 0
     for line in diff.splitlines():
+        if line.startswith(("diff --git", "+++ ")) and current:  # a new file: its hunks are not the last file's
+            hunks.append(Hunk(path or "", start, tuple(current)))
+            current = None
         if line.startswith("+++ "):
             path = line[4:].strip().removeprefix("b/")
             continue

@@ -53,6 +53,14 @@ def test_repair_is_unique_and_undoes_the_bug():
     assert enclosing_function(BUGGY, 9).name == "count"
 
 
+def test_hunks_of_a_two_file_diff_keep_their_own_paths():
+    two = file_diff("m.py", ORIGINAL, BUGGY) + file_diff("n.py", BUGGY, ORIGINAL)
+    first, second = parse_hunks(two)
+    assert (first.path, second.path) == ("m.py", "n.py")
+    assert any(t == "+" and "!=" in text for t, text in first.lines)
+    assert any(t == "-" and "!=" in text for t, text in second.lines)
+
+
 def test_no_usable_hunk_is_a_clear_error():
     with pytest.raises(DiffError, match="no usable hunks"):
         parse_hunks("not a diff")
