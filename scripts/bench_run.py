@@ -30,22 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 PHASES = ("sandbox", "model", "validation", "grading", "learner", "orchestration")
 
 
-def tiny_model(out: Path) -> Path:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
-
-    from agent_scaffold.embedded import default_model_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=8192,
-                      tie_word_embeddings=True)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repo", default="toolz")
@@ -62,6 +46,7 @@ def main() -> None:
 
     from repos.listfile import get_repo
     from selfplay.learner.config import EngineConfig
+    from selfplay.learner.tiny_model import save_tiny_model
     from selfplay.orchestration.config import (
         CurriculumConfig,
         LearnerConfig,
@@ -80,7 +65,7 @@ def main() -> None:
     t0 = time.monotonic()
     actions = out / "actions.json"
     write_actions(get_repo(args.repo), actions, args.pattern)
-    model = tiny_model(out / "tiny") if args.learner == "tiny" else None
+    model = save_tiny_model(out / "tiny") if args.learner == "tiny" else None
     setup_s = time.monotonic() - t0
     config = RunConfig(
         name="bench", runs_dir=str(out / "runs"), repos=(args.repo,), iterations=args.iterations,

@@ -36,17 +36,10 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory, tokenizer):
-    from transformers import AutoModelForCausalLM, LlamaConfig
+def tiny_model(tmp_path_factory):
+    from selfplay.learner.tiny_model import save_tiny_model
 
-    path = tmp_path_factory.mktemp("tiny-llama")
-    torch.manual_seed(0)
-    config = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=2048,
-                         tie_word_embeddings=True)
-    AutoModelForCausalLM.from_config(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), max_position_embeddings=2048)
 
 
 @pytest.fixture(scope="module")

@@ -32,19 +32,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+    from selfplay.learner.tiny_model import save_tiny_model
 
-    from agent_scaffold.embedded import default_model_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
-    path = tmp_path_factory.mktemp("tiny-llama")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=8192,
-                      tie_word_embeddings=True)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"))
 
 
 @pytest.fixture(scope="module")

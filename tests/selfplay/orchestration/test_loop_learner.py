@@ -24,19 +24,9 @@ from tests.selfplay.orchestration.test_loop import G, config  # noqa: E402
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+    from selfplay.learner.tiny_model import save_tiny_model
 
-    from agent_scaffold.embedded import default_model_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
-    path = tmp_path_factory.mktemp("tiny-llama")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=2048,
-                      tie_word_embeddings=True)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), max_position_embeddings=2048)
 
 
 def learner_config(tmp_path, tiny_model, **kw):
