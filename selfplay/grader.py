@@ -16,7 +16,7 @@ runner from inside the process (SSR Appendix A's "dominant challenger" applies t
 two detections: the runner-tampering screen of the kept sections (`selfplay.tamper`) and the canary
 tests of every run (`selfplay.jobs.canary`); either earns -1 with the reason in `GradeResult.tamper`.
 
-Whose fault (issue 15, class 5): a run whose job dies or times out is the prediction's (-1, reason
+Whose fault (docs/security.md, class 5): a run whose job dies or times out is the prediction's (-1, reason
 recorded) unless a control run of the same task with an empty prediction, on a reset sandbox, fails too:
 then the task is broken and ValidationInfraError is raised. Nothing the model prints can raise it.
 """

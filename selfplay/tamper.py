@@ -4,7 +4,7 @@ File filtering (`selfplay.diffs.drop_infrastructure`) keeps a prediction from ed
 conftest.py or pytest configuration, but the code under test itself still runs inside the test
 process: it can monkeypatch pytest's report objects, rewrite the process's stdout through
 /proc/self/fd, register an `atexit` hook that prints fake PASSED lines, or `os._exit(0)` before the
-failures are printed. No file rule stops that, so two detections cover it (issue 15, class 4):
+failures are printed. No file rule stops that, so two detections cover it (docs/security.md, class 4):
 
 - this screen, over the *added* lines of the kept non-test sections of a prediction (grading) and of
   bug_inject.diff (validation): a line matching one of `TamperConfig.patterns` earns -1 / invalid

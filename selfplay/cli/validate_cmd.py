@@ -1,4 +1,4 @@
-"""`selfplay validate`, `selfplay grade` and `selfplay seed` (issue 4's CLI contract).
+"""`selfplay validate`, `selfplay grade` and `selfplay seed`.
 
 Exit codes: validate 0 valid / 1 invalid / 2 usage or infrastructure error; grade 0 whenever grading ran
 (any reward) / 2 on a usage or infrastructure error (1 is never used); seed 0 when all K were produced /

@@ -1,4 +1,4 @@
-"""The parser container: where test_parser.py runs, seeing nothing but the test output (issue 15, class 2).
+"""The parser container: where test_parser.py runs, seeing nothing but the test output (docs/security.md, class 2).
 
 test_parser.py is model-written. Run beside the tests it could read the prediction, the layer diffs,
 the repo and its own earlier outputs, and key its verdict on them (an injector's parser reported

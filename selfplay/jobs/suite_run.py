@@ -13,7 +13,7 @@ exec in a parser box (`selfplay.jobs.parser_box`):
         the log; a process holding the pipe is dead by then, so the job never waits on it;
   parser box: test_parser.py on the log, as PARSER_UID, with nothing else to read.
 
-Class 5 of issue 15 (model output forging an infrastructure error): marker lines carry a random token per
+Class 5 of docs/security.md (model output forging an infrastructure error): marker lines carry a random token per
 job, and every model-controlled text (the test output, git's messages about model diffs, the parser's
 stdout/stderr) crosses to the host base64-encoded, so nothing the model prints can be read as a marker.
 A job that does not finish (killed, hung, sandbox gone) comes back as `SuiteRun.died`, never as an

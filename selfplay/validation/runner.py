@@ -11,7 +11,7 @@ started only when checks 1-5 pass; its inverse-mutation runs are speculative (th
 bug_validity or weakening fails) because running them alongside saves a whole suite-run of latency.
 The oracle test files are restored before every run except the weakened one, as SSR says.
 
-Hardening (issue 15): every run appends a neutral comment with a fresh token to each Python bug file and
+Hardening (docs/security.md): every run appends a neutral comment with a fresh token to each Python bug file and
 canary tests to each Python oracle test file (`selfplay.jobs`), so no tree state is seen twice
 and the buggy run doubles as the perturbation control (a parser honest only on states it has seen fails
 it); a canary with the wrong status fails the check of that run ("run integrity"). bug_inject.diff goes

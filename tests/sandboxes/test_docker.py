@@ -48,7 +48,9 @@ def test_timeout_kills_everything_the_command_started(sandbox, cmd, needle):
     t0 = time.monotonic()
     r = sandbox.exec(cmd, timeout=1)
     assert r.timed_out and r.exit_code == -1
-    assert time.monotonic() - t0 < 8
+    # Bounds, not speed claims (those are in docs/benchmarks.md): far below the commands' own 998-1000 s,
+    # with room for a loaded 2-core machine.
+    assert time.monotonic() - t0 < 60
     assert _leftovers(sandbox, needle) == []
     assert _leftovers(sandbox, "while :") == []
 
@@ -63,7 +65,7 @@ def test_output_flood_is_capped_quickly(sandbox):
     assert f"{r.dropped_bytes} bytes of output dropped" in r.output
     assert r.output.startswith("y\ny\n") and r.output.endswith("y\n")
     assert len(r.output) < limit + 200
-    assert elapsed < 10, f"50 MB flood took {elapsed:.1f} s"
+    assert elapsed < 45, f"50 MB flood took {elapsed:.1f} s (the 60 s timeout was meant never to be reached)"
 
 
 def test_network_egress_is_blocked(sandbox):
@@ -120,12 +122,12 @@ def test_killed_container_raises_sandbox_dead_not_hangs(repo_image):
         t0 = time.monotonic()
         with pytest.raises(SandboxDead, match="exited|not running|gone"):
             sb.exec("sleep 60", timeout=50)
-        assert time.monotonic() - t0 < 10
+        assert time.monotonic() - t0 < 40  # not the 50 s timeout: the death is noticed
         # And every later command fails fast the same way.
         t0 = time.monotonic()
         with pytest.raises(SandboxDead, match="create a new one"):
             sb.exec("true", timeout=30)
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 20  # not the 30 s timeout
     finally:
         sb.close()
         sb.close()  # idempotent
