@@ -9,10 +9,18 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run started in the background by a non-interactive shell (`cmd &`) has SIGINT ignored (POSIX), and
+    # every process a test starts would inherit that; the tests of Ctrl-C cleanup need its usual meaning.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @functools.cache
