@@ -55,7 +55,23 @@ def init_distributed() -> None:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
     one_process_world_env(os.environ, os.getpid())
+    if not torch.cuda.is_available():
+        skip_shm_comm_build()
     deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
+def skip_shm_comm_build() -> None:
+    """Keep DeepSpeed from JIT-compiling its CPU shared-memory all-reduce op when it sets up communication.
+
+    The op serves only DeepSpeed's CPU inference all-reduce, which training never calls (gloo reduces the
+    gradients). Its build costs a minute or more of C++ compilation per new set of flags on 2 cores, and a
+    process killed while compiling leaves torch's build lock behind: every later learner then waits on that
+    lock forever (a CI run hung there). DeepSpeed reads the op's compatibility from one cached dict, so
+    marking it incompatible there makes `build_shm_op` return None and communication falls back to gloo.
+    """
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def one_process_world_env(env: MutableMapping[str, str], pid: int) -> None:
