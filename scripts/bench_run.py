@@ -45,20 +45,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from repos.listfile import get_repo
-    from selfplay.learner.config import EngineConfig
     from selfplay.learner.tiny_model import save_tiny_model
-    from selfplay.orchestration.config import (
-        CurriculumConfig,
-        LearnerConfig,
-        LimitsOverride,
-        MetricsConfig,
-        PolicyConfig,
-        RolloutConfig,
-        RunConfig,
-    )
     from selfplay.orchestration.loop import run_selfplay
-    from selfplay.orchestration.scripted_run import write_actions
-    from selfplay.rewards import RewardConfig
+    from selfplay.orchestration.scripted_run import scripted_run_config, write_actions
 
     out = Path(args.out or tempfile.mkdtemp(prefix="bench_run-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -67,20 +56,9 @@ def main() -> None:
     write_actions(get_repo(args.repo), actions, args.pattern)
     model = save_tiny_model(out / "tiny") if args.learner == "tiny" else None
     setup_s = time.monotonic() - t0
-    config = RunConfig(
-        name="bench", runs_dir=str(out / "runs"), repos=(args.repo,), iterations=args.iterations,
-        policy=PolicyConfig(backend="scripted", model_dir=str(model) if model else None,
-                            scripted_actions=str(actions)),
-        rollout=RolloutConfig(injector_episodes=args.injectors, solver_tasks=args.tasks, strategies=("direct",),
-                              workers=args.workers, sandboxes_per_repo=max(2, args.workers),
-                              injector_limits=LimitsOverride(max_turns=16, max_new_tokens=1536,
-                                                             max_context_tokens=8192, command_timeout=90.0),
-                              solver_limits=LimitsOverride(max_turns=16, max_new_tokens=1024,
-                                                           max_context_tokens=8192)),
-        curriculum=CurriculumConfig(seed_per_repo=0), reward=RewardConfig(group_size=args.group),
-        learner=LearnerConfig(enabled=model is not None, mode=args.mode,
-                              engine=EngineConfig(lr=1e-3, warmup_steps=1, token_budget=4096)),
-        metrics=MetricsConfig(tensorboard=False))
+    config = scripted_run_config(name="bench", runs_dir=out / "runs", repo=args.repo, actions=actions,
+                                 model_dir=model, iterations=args.iterations, injectors=args.injectors,
+                                 tasks=args.tasks, group=args.group, workers=args.workers, mode=args.mode)
     t1 = time.monotonic()
     run_dir = run_selfplay(config)
     wall = time.monotonic() - t1

@@ -57,3 +57,37 @@ def write_actions(spec: Any, path: Path, pattern: str = "RWRW", *, seed: int = 0
     task = data.pop("task")
     path.write_text(json.dumps(data))
     return task
+
+
+def scripted_run_config(*, name: str, runs_dir: Path, repo: str, actions: Path, model_dir: Path | None,
+                        iterations: int = 1, injectors: int = 1, tasks: int = 1, group: int = 4, workers: int = 2,
+                        mode: str = "sync") -> Any:
+    """The `RunConfig` of a run driven by the scripted action file `actions` on `repo`: generous turn limits
+    (a scripted list never runs out of context), no procedural seeding, no TensorBoard. `model_dir` is the
+    learner's model (a tiny random Llama in tests and benchmarks); None turns the learner off."""
+    from selfplay.learner.config import EngineConfig
+    from selfplay.orchestration.config import (
+        CurriculumConfig,
+        LearnerConfig,
+        LimitsOverride,
+        MetricsConfig,
+        PolicyConfig,
+        RolloutConfig,
+        RunConfig,
+    )
+    from selfplay.rewards import RewardConfig
+
+    return RunConfig(
+        name=name, runs_dir=str(runs_dir), repos=(repo,), iterations=iterations,
+        policy=PolicyConfig(backend="scripted", model_dir=str(model_dir) if model_dir else None,
+                            scripted_actions=str(actions)),
+        rollout=RolloutConfig(injector_episodes=injectors, solver_tasks=tasks, strategies=("direct",),
+                              workers=workers, sandboxes_per_repo=max(2, workers),
+                              injector_limits=LimitsOverride(max_turns=16, max_new_tokens=1536,
+                                                             max_context_tokens=8192, command_timeout=90.0),
+                              solver_limits=LimitsOverride(max_turns=16, max_new_tokens=1024,
+                                                           max_context_tokens=8192)),
+        curriculum=CurriculumConfig(seed_per_repo=0), reward=RewardConfig(group_size=group),
+        learner=LearnerConfig(enabled=model_dir is not None, mode=mode, checkpoint_every=1,
+                              engine=EngineConfig(lr=1e-3, warmup_steps=1, token_budget=4096)),
+        metrics=MetricsConfig(tensorboard=False))

@@ -143,6 +143,16 @@ class Worker:
                              infra_failure=True, error=f"{exc.__class__.__name__}: {exc}",
                              submission=ep.submission, timings=timings)
 
+    def _checked(self, request: EpisodeRequest, ep, pool, timings: dict[str, float], check) -> EpisodeResult:
+        """`check(request, ep, pool, timings)` (validation or grading) of a finished episode. An episode that
+        failed on infrastructure is not checked; an error of our own in the check keeps the episode."""
+        if ep.infra_failure:
+            return EpisodeResult(request, ep.trajectory, ep.termination, True, ep.error, ep.submission, timings=timings)
+        try:
+            return check(request, ep, pool, timings)
+        except Exception as exc:  # never lose the episode to our own failure
+            return self._after_episode(request, ep, exc, timings)
+
     def _injector(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
         from agent_scaffold.roles import load_role
 
@@ -150,12 +160,7 @@ class Worker:
         pool = self.pool(request.repo)
         with pool.checkout() as sb:  # given back before validation, which needs sandboxes of this pool
             ep = self._episode(request, sb, role, {}, self.config.rollout.injector_limits, timings)
-        if ep.infra_failure:
-            return EpisodeResult(request, ep.trajectory, ep.termination, True, ep.error, ep.submission, timings=timings)
-        try:
-            return self._validated(request, ep, pool, timings)
-        except Exception as exc:  # never lose the episode to our own failure
-            return self._after_episode(request, ep, exc, timings)
+        return self._checked(request, ep, pool, timings, self._validated)
 
     def _validated(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         from selfplay.artifact import BugArtifact
@@ -205,12 +210,7 @@ class Worker:
                 t1 = time.monotonic()
                 sb.recreate()
                 timings["sandbox"] = timings.get("sandbox", 0.0) + time.monotonic() - t1
-        if ep.infra_failure:
-            return EpisodeResult(request, ep.trajectory, ep.termination, True, ep.error, ep.submission, timings=timings)
-        try:
-            return self._graded(request, ep, pool, timings)
-        except Exception as exc:  # never lose the episode to our own failure
-            return self._after_episode(request, ep, exc, timings)
+        return self._checked(request, ep, pool, timings, self._graded)
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         from selfplay.grader import grade

@@ -49,32 +49,11 @@ def actions(tmp_path_factory):
 
 
 def run_config(tmp_path, tiny_model, actions, **kw):
-    from selfplay.learner.config import EngineConfig
-    from selfplay.orchestration.config import (
-        CurriculumConfig,
-        LearnerConfig,
-        LimitsOverride,
-        MetricsConfig,
-        PolicyConfig,
-        RolloutConfig,
-        RunConfig,
-    )
-    from selfplay.rewards import RewardConfig
+    from selfplay.orchestration.scripted_run import scripted_run_config
 
-    base = dict(
-        name="e2e", runs_dir=str(tmp_path / "runs"), repos=("toolz",), iterations=1,
-        policy=PolicyConfig(backend="scripted", model_dir=str(tiny_model), scripted_actions=str(actions)),
-        rollout=RolloutConfig(injector_episodes=1, solver_tasks=1, strategies=("direct",), workers=2,
-                              sandboxes_per_repo=2,
-                              injector_limits=LimitsOverride(max_turns=16, max_new_tokens=1536,
-                                                             max_context_tokens=8192, command_timeout=90.0),
-                              solver_limits=LimitsOverride(max_turns=16, max_new_tokens=1024,
-                                                           max_context_tokens=8192)),
-        curriculum=CurriculumConfig(seed_per_repo=0), reward=RewardConfig(group_size=G),
-        learner=LearnerConfig(engine=EngineConfig(lr=1e-3, warmup_steps=1, token_budget=4096), checkpoint_every=1),
-        metrics=MetricsConfig(tensorboard=False))
-    base.update(kw)
-    return RunConfig(**base)
+    config = scripted_run_config(name="e2e", runs_dir=tmp_path / "runs", repo="toolz", actions=actions,
+                                 model_dir=tiny_model, group=G)
+    return replace(config, **kw)
 
 
 def run_containers(run_id: str) -> list[str]:
