@@ -5,7 +5,7 @@ runs), yet its output depends only on the repo image, the seed and validation co
 into the key of `<selfplay cache>/seeds/<key>/`, so a warm start whose expert or SFT recipe changed (a new
 warm-start key) does not validate the same mutants again. A cached entry is written whole or not at all
 (built in a temporary directory, then renamed) under a per-key file lock, so concurrent callers wait for
-one build; an unreadable entry is rebuilt.
+one build; an unreadable entry is rebuilt. A seeding run that found nothing is not cached.
 """
 
 from __future__ import annotations
@@ -91,6 +91,10 @@ def cached_seed(spec: RepoSpec, k: int, *, image: str, config: Any, validation: 
         tmp = root.with_name(f"{key}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         results = run_seed(spec, k, tmp, config=config, validation=validation, accept=accept)
+        if not results:  # not stored: a later call seeds again instead of reading "none" back forever
+            shutil.rmtree(tmp, ignore_errors=True)
+            log.warning("seeding %s found no valid bug; nothing cached, so the next call seeds again", spec.name)
+            return [], False
         tmp.mkdir(parents=True, exist_ok=True)
         (tmp / "index.json").write_text(json.dumps([{"dir": r.directory.name, "operator": r.operator,
                                                      "file": r.file} for r in results], indent=1) + "\n")
