@@ -134,6 +134,8 @@ class DockerSandbox:
         self.id: str | None = None
         self.mode = "overlay"
         """"tmpfs" when the workdir is a size-limited tmpfs filled from the image's snapshot."""
+        self.rebased = False
+        """True after `rebase`: `reset` then returns to the rebased tree, not the image's, until `recreate`."""
         self._start()
 
     @classmethod
@@ -178,6 +180,7 @@ class DockerSandbox:
             labels={**owner_labels(self.run_id), **cfg.labels}, host_config=host_config,
             network_disabled=not cfg.network, stop_signal="SIGKILL")
         self.id = container["Id"]
+        self.rebased = False
         registry.register(self._client, self.id)  # before start: a signal now still removes it
         try:
             self._api.start(self.id)
@@ -489,6 +492,7 @@ class DockerSandbox:
         code, out, err, timed_out = self._run(
             ["bash", "-c", shell.REBASE, "selfplay-rebase", self.workdir, self.mode, message,
              "keep" if history else ""], 300, shell.GIT_SAFE, 64 << 10)
+        self.rebased = True  # also when it failed: the tree and snapshot may be half replaced
         if timed_out or code != 0:
             raise SandboxError(f"rebasing {self.workdir} in {(self.id or '?')[:12]} failed (exit {code}): "
                                f"{(out.text() + err.text()).strip()[-2000:]}; close this sandbox")

@@ -151,7 +151,10 @@ class SandboxPool:
             self._discard(sb)
             return
         try:
-            sb.reset()  # falls back to recreate itself when the restore fails
+            if sb.rebased:  # its reset snapshot is someone's buggy tree: only a new container is the image again
+                sb.recreate()
+            else:
+                sb.reset()  # falls back to recreate itself when the restore fails
             if sb.id is None:
                 raise SandboxError("sandbox closed during reset")
         except Exception as exc:

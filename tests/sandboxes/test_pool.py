@@ -65,6 +65,22 @@ def test_pool_replaces_a_sandbox_that_died_while_idle(repo_image):
             assert sb.exec("true").ok
 
 
+def test_a_rebased_sandbox_comes_back_as_the_image_not_as_its_rebased_tree(repo_image):
+    """A solver's sandbox is rebased onto a buggy tree, which `reset` would return to; a pool that handed
+    it to validation or grading next would test against the bug. Giving it back makes a new container."""
+    with SandboxPool(repo_image, 1, config=DockerSandboxConfig(cpus=0.5, mem_limit="256m")) as pool:
+        with pool.checkout() as sb:
+            first = sb.id
+            original = sb.read_file("pkg/calc.py")
+            assert sb.exec("echo '# injected bug' >> pkg/calc.py").ok
+            sb.rebase("buggy state")
+            sb.reset()
+            assert b"# injected bug" in sb.read_file("pkg/calc.py")  # reset returns to the rebased tree
+        with pool.checkout(timeout=60) as sb:
+            assert sb.id != first and not sb.rebased
+            assert sb.read_file("pkg/calc.py") == original
+
+
 def _wait_idle(pool: SandboxPool, n: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len(pool._idle) < n:
