@@ -182,3 +182,23 @@ def test_kill_9_then_resume(tmp_path, tiny_model, actions):
         assert sum(a.role == "injector" for a in attempts) == 1 == summary["injector_episodes"]
         assert tasks_before <= {t.task_id for t in store.task_stats()}
     assert run_containers(run_dir.name) == []
+
+
+def test_async_run_in_docker_plays_the_next_iteration_while_the_learner_trains(tmp_path, tiny_model, actions):
+    """learner.mode=async with real sandboxes, validation, grading and DeepSpeed steps: iteration 1's rollouts
+    run in the background thread while iteration 0's batch trains, one version behind and not dropped."""
+    from selfplay.orchestration.loop import run_selfplay
+    from selfplay.orchestration.rundir import RunDir
+    from selfplay.rewards import RewardConfig
+
+    base = run_config(tmp_path, tiny_model, actions)
+    cfg = replace(base, iterations=2, reward=RewardConfig(group_size=2), learner=replace(base.learner, mode="async"))
+    run = RunDir(run_selfplay(cfg))
+    summary = json.loads(run.summary.read_text())
+    assert summary["status"] == "finished" and summary["iterations"] == 2, summary
+    assert summary["solver_attempts"] == 4 and summary["infra_failures"] == 0, summary
+    assert summary["learner_updates"] >= 1 and summary["staleness_dropped"] == 0, summary
+    records = [json.loads(x) for x in run.metrics.read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [0, 1]
+    assert records[0]["staleness/mean"] == 0 and records[1]["staleness/mean"] == 1
+    assert run_containers(run.path.name) == []
