@@ -8,7 +8,10 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from selfplay.orchestration.config import RunConfig
 
 
 def wrong_fix(path: str) -> list[str]:
@@ -61,7 +64,7 @@ def write_actions(spec: Any, path: Path, pattern: str = "RWRW", *, seed: int = 0
 
 def scripted_run_config(*, name: str, runs_dir: Path, repo: str, actions: Path, model_dir: Path | None,
                         iterations: int = 1, injectors: int = 1, tasks: int = 1, group: int = 4, workers: int = 2,
-                        mode: str = "sync") -> Any:
+                        mode: str = "sync") -> RunConfig:
     """The `RunConfig` of a run driven by the scripted action file `actions` on `repo`: generous turn limits
     (a scripted list never runs out of context), no procedural seeding, no TensorBoard. `model_dir` is the
     learner's model (a tiny random Llama in tests and benchmarks); None turns the learner off."""

@@ -197,19 +197,14 @@ class Worker:
             raise ValueError(f"solver request {request.episode_id} carries no task")
         role = load_role("solver")
         pool = self.pool(request.repo)
+        # The rebase makes the buggy state this sandbox's reset snapshot; the pool recreates a rebased sandbox
+        # when it is given back (in the background), so no buggy tree reaches validation or grading.
         with pool.checkout() as sb:
             t0 = time.monotonic()
-            try:
-                build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
-                timings["sandbox"] = time.monotonic() - t0
-                ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
-                                   self.config.rollout.solver_limits, timings)
-            finally:
-                # the rebase made the buggy state the reset snapshot: only a new container is the original
-                # again, and the pool must never hand out a buggy tree for validation or grading
-                t1 = time.monotonic()
-                sb.recreate()
-                timings["sandbox"] = timings.get("sandbox", 0.0) + time.monotonic() - t1
+            build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
+            timings["sandbox"] = time.monotonic() - t0
+            ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
+                               self.config.rollout.solver_limits, timings)
         return self._checked(request, ep, pool, timings, self._graded)
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
