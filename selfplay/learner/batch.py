@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.advantages import ESTIMATORS, group_advantages
 from selfplay.learner.baseline import RunningMeanBaseline, injector_key
-from selfplay.learner.dynamic_sampling import DynamicSamplingConfig, Group, filter_groups, group_trajectories
+from selfplay.learner.dynamic_sampling import (
+    DynamicSamplingConfig,
+    Group,
+    filter_groups,
+    group_trajectories,
+    has_variance,
+)
 from selfplay.learner.errors import BatchError
 from selfplay.learner.overlong import OverlongConfig, shape_overlong
 from selfplay.learner.staleness import filter_stale
@@ -99,31 +105,55 @@ def prepare_groups(trajectories: Sequence[Trajectory], current_version: int,
 
 def to_samples(groups: Sequence[Group], config: BatchConfig,
                baseline: RunningMeanBaseline) -> tuple[list[Sample], dict[str, float]]:
-    """Advantages per role; one `Sample` per trajectory segment (zero-advantage ones dropped if configured)."""
-    pairs: list[tuple[Trajectory, float]] = []
-    injectors = [g.members[0] for g in groups if g.running_baseline]
+    """Advantages per role; one `Sample` per trajectory segment (zero-advantage ones dropped if configured).
+    Metrics count what trains: `batch/kept_groups` and `batch/<role>/samples_trained`."""
+    pairs: list[tuple[Group, Trajectory, float]] = []
+    singletons = [g for g in groups if g.running_baseline]
     metrics: dict[str, float] = {}
     for g in groups:
         if not g.running_baseline:
             adv, _ = group_advantages(g.rewards, config.advantage, config.eps)
-            pairs.extend(zip(g.members, adv))
-    if injectors:
+            pairs.extend((g, t, a) for t, a in zip(g.members, adv))
+    if singletons:
+        injectors = [g.members[0] for g in singletons]
         adv, m = baseline.advantages([injector_key(t.metadata) for t in injectors],
                                      [float(t.reward) for t in injectors])  # type: ignore[arg-type]
-        pairs.extend(zip(injectors, adv))
+        pairs.extend((g, t, a) for g, t, a in zip(singletons, injectors, adv))
         metrics.update({f"batch/{k}": v for k, v in m.items()})
     # A compacted episode (agent_scaffold context compaction) is several segments, each the exact token
     # sequence the policy conditioned on; each trains as its own sequence with the episode's advantage.
-    samples = [Sample(ids, mask, lps, a, t.role) for t, a in pairs
-               if not (config.drop_zero_advantage and a == 0.0)
-               for ids, mask, lps in t.sequences()]
-    for role in sorted({t.role for t, _ in pairs}):
-        rs = [float(t.reward) for t, _ in pairs if t.role == role]  # type: ignore[arg-type]
+    samples: list[Sample] = []
+    training: dict[str, set[str]] = {}
+    for g, t, a in pairs:
+        if config.drop_zero_advantage and a == 0.0:
+            continue
+        segments = [Sample(ids, mask, lps, a, t.role) for ids, mask, lps in t.sequences()]
+        samples.extend(segments)
+        if segments:
+            training.setdefault(g.role, set()).add(g.key)
+    for role in sorted({t.role for _, t, _ in pairs}):
+        rs = [float(t.reward) for _, t, _ in pairs if t.role == role]  # type: ignore[arg-type]
         metrics[f"batch/{role}_reward_mean"] = sum(rs) / len(rs)
-    metrics["batch/dropped_zero_advantage"] = float(len(pairs) - len(samples))
+        metrics[f"batch/{role}/groups_trained"] = float(len(training.get(role, ())))
+        metrics[f"batch/{role}/samples_trained"] = float(sum(s.role == role for s in samples))
+    metrics["batch/kept_groups"] = float(sum(len(keys) for keys in training.values()))
+    metrics["batch/dropped_zero_advantage"] = float(sum(config.drop_zero_advantage and a == 0.0 for *_, a in pairs))
     metrics["batch/samples"] = float(len(samples))
     metrics["batch/tokens"] = float(sum(len(s.input_ids) for s in samples))
     return samples, metrics
+
+
+def role_counts(groups: Sequence[Group], passed: Sequence[Group]) -> dict[str, float]:
+    """`batch/<role>/groups`, `groups_with_variance` and `groups_dropped` (by the drop rules)."""
+    metrics: dict[str, float] = {}
+    kept = {id(g) for g in passed}
+    for role in sorted({g.role for g in groups}):
+        mine = [g for g in groups if g.role == role]
+        metrics[f"batch/{role}/groups"] = float(len(mine))
+        metrics[f"batch/{role}/groups_dropped"] = float(sum(id(g) not in kept for g in mine))
+        if not any(g.running_baseline for g in mine):  # a singleton has no group variance
+            metrics[f"batch/{role}/groups_with_variance"] = float(sum(has_variance(g) for g in mine))
+    return metrics
 
 
 def build_batch(trajectories: Sequence[Trajectory], current_version: int, config: BatchConfig,
@@ -132,4 +162,4 @@ def build_batch(trajectories: Sequence[Trajectory], current_version: int, config
     groups, m1 = prepare_groups(trajectories, current_version, config)
     kept, m2 = filter_groups(groups, config.sampling)
     samples, m3 = to_samples(kept, config, baseline)
-    return samples, {**m1, **m2, **m3}
+    return samples, {**m1, **m2, **role_counts(groups, kept), **m3}

@@ -12,6 +12,13 @@ Drop rules (`DynamicSamplingConfig.drop_rules`), applied to solver-style groups:
 
 `DynamicSampler.fill` keeps drawing groups until `batch_groups` survive or `max_draws` draws were made
 (DAPO Algorithm 1). Survivors beyond the batch size wait in a buffer for the next batch: nothing is lost.
+The self-play loop redraws at the rollout level instead (`rollout.redraw_rounds`: more tasks, G attempts
+each, while fewer than `rollout.min_signal_groups` solver groups have reward variance), using
+`signal_groups` to count; an iteration's batch is what its rounds produced.
+
+Counters: `batch/kept_groups` counts only groups that train (after zero-advantage samples are dropped,
+`batch.to_samples`), never an injector singleton whose advantage came out 0; `batch/<role>/...` splits
+groups seen, dropped, with variance, and samples trained by role.
 """
 
 from __future__ import annotations
@@ -91,8 +98,22 @@ def drop_reason(group: Group, config: DynamicSamplingConfig) -> str | None:
     return None
 
 
+def has_variance(group: Group) -> bool:
+    """The group's rewards differ, so a group baseline gives some member a non-zero advantage."""
+    rewards = group.rewards
+    return max(rewards) != min(rewards)
+
+
+def signal_groups(trajectories: Sequence[Trajectory]) -> int:
+    """Solver-style groups (G attempts on one task) whose rewards differ: the ones DAPO trains on. Injector
+    singletons (running baseline) and unrewarded trajectories do not count."""
+    rewarded = [t for t in trajectories if t.reward is not None and t.role != "injector"]
+    return sum(has_variance(g) for g in group_trajectories(rewarded))
+
+
 def filter_groups(groups: Sequence[Group], config: DynamicSamplingConfig) -> tuple[list[Group], dict[str, float]]:
-    """Kept groups and metrics batch/kept_groups, batch/dropped_<rule>."""
+    """Groups that pass the drop rules, and metrics batch/dropped_<rule> and batch/passed_groups (injector
+    singletons included: whether they train depends on their advantage, see `batch.to_samples`)."""
     kept: list[Group] = []
     metrics = {f"batch/dropped_{r}": 0.0 for r in RULES}
     for g in groups:
@@ -101,7 +122,7 @@ def filter_groups(groups: Sequence[Group], config: DynamicSamplingConfig) -> tup
             kept.append(g)
         else:
             metrics[f"batch/dropped_{reason}"] += 1
-    metrics["batch/kept_groups"] = float(len(kept))
+    metrics["batch/passed_groups"] = float(len(kept))
     return kept, metrics
 
 
@@ -130,5 +151,6 @@ class DynamicSampler:
             log.warning("dynamic sampling hit max_draws=%d with %d/%d groups kept; training on what there is",
                         cfg.max_draws, len(self.buffer), cfg.batch_groups)
         batch, self.buffer = self.buffer[: cfg.batch_groups], self.buffer[cfg.batch_groups:]
-        return batch, {**totals, "batch/kept_groups": float(len(batch)), "batch/draws": float(draws),
+        kept = sum(not g.running_baseline for g in batch)  # a singleton's advantage is decided later
+        return batch, {**totals, "batch/kept_groups": float(kept), "batch/draws": float(draws),
                        "batch/draws_capped": float(capped), "batch/buffered_groups": float(len(self.buffer))}

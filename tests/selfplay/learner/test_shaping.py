@@ -104,7 +104,7 @@ def test_drop_rules(rules, kept, dropped):
     assert {g.key for g in out} == kept
     for r in RULES:
         assert m[f"batch/dropped_{r}"] == dropped.get(r, 0)
-    assert m["batch/kept_groups"] == len(kept)
+    assert m["batch/passed_groups"] == len(kept)
 
 
 def test_sampler_draws_until_full_and_buffers_overflow():
@@ -146,6 +146,34 @@ def test_build_batch_end_to_end():
     assert m["batch/dropped_stale"] == 2 and m["batch/dropped_overlong"] == 1
     assert m["batch/dropped_all_equal"] == 1 and m["batch/kept_groups"] == 2
     assert m["batch/solver_reward_mean"] == 0.0 and m["batch/injector_reward_mean"] == 0.5
+
+
+def test_counters_match_the_group_rewards():
+    """Per-role counters follow from the rewards: only groups that put a sample in the batch are kept,
+    and an injector singleton whose running-baseline advantage is 0 is not counted as kept."""
+    trajs = [traj(1.0, group="a"), traj(-1.0, group="a"), traj(-1.0, group="a"),   # variance: trains 3
+             traj(-1.0, group="b"), traj(-1.0, group="b"), traj(-1.0, group="b"),  # all -1: dropped
+             traj(1.0, group="c"), traj(1.0, group="c"), traj(1.0, group="c"),     # all +1: dropped
+             traj(-1.0, role="injector", meta={"id": "i1", "repo": "toolz", "strategy": "removal"}),
+             traj(-1.0, role="injector", meta={"id": "i2", "repo": "toolz", "strategy": "removal"})]
+    baseline = RunningMeanBaseline(initial=-1.0)  # both injectors score the baseline: advantage 0
+    samples, m = build_batch(trajs, 0, BatchConfig(), baseline)
+    assert m["batch/solver/groups"] == 3 and m["batch/solver/groups_with_variance"] == 1
+    assert m["batch/solver/groups_dropped"] == 2 and m["batch/dropped_all_equal"] == 2
+    assert m["batch/solver/samples_trained"] == 3 and m["batch/solver/groups_trained"] == 1
+    assert m["batch/injector/groups"] == 2 and m["batch/injector/groups_dropped"] == 0
+    assert m["batch/injector/samples_trained"] == 0 and m["batch/injector/groups_trained"] == 0
+    assert m["batch/kept_groups"] == 1 and m["batch/samples"] == len(samples) == 3
+    assert m["batch/dropped_zero_advantage"] == 2
+    assert "batch/injector/groups_with_variance" not in m
+
+
+def test_signal_groups_counts_solver_groups_with_variance():
+    from selfplay.learner.dynamic_sampling import signal_groups
+
+    trajs = [traj(1.0, group="a"), traj(-1.0, group="a"), traj(-1.0, group="b"), traj(-1.0, group="b"),
+             traj(None, group="c"), traj(1.0, group="c"), traj(0.5, role="injector", meta={"id": "i"})]
+    assert signal_groups(trajs) == 1  # c's unrewarded member is not a reward, so c is a singleton
 
 
 def test_build_batch_rejects_ragged_trajectory():
