@@ -31,14 +31,24 @@ app = typer.Typer(help="Self-play SWE-RL: train one policy to inject and to fix 
                   no_args_is_help=True, pretty_exceptions_enable=False)
 
 
+_debug = False
+"""Set by --debug/-v: an exception keeps its traceback (see `failure`)."""
+
+
 @app.callback()
-def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging (and tracebacks)."),
+               debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error.")) -> None:
     from rich.console import Console
     from rich.logging import RichHandler
 
+    from selfplay.cli.third_party import route_third_party
+
+    global _debug
+    _debug = verbose or debug
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format="%(message)s",
                         handlers=[RichHandler(console=Console(stderr=True), show_path=False,
                                               rich_tracebacks=True)], force=True)
+    route_third_party(verbose)
 
 
 for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, episode_cmd, learn_cmd, run_cmd,
@@ -47,4 +57,13 @@ for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, ep
 
 
 def main() -> None:
-    app()
+    """The `selfplay` entry point: a project error ends as one `error:` line and exit 2, not a traceback
+    (`failure`); --debug keeps tracebacks."""
+    from selfplay.cli import failure
+
+    try:
+        app()
+    except (Exception, KeyboardInterrupt) as exc:
+        if _debug:
+            raise
+        failure.fail(exc)

@@ -38,7 +38,7 @@ def rft(
         config = make_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--preset") from exc
-    with open_store(store) as st:
+    with open_store(store, create=False) as st:  # rft only reads the store
         try:
             data = collect(st, source=source, max_per_task=max_per_task, injector=injector)
         except ValueError as exc:

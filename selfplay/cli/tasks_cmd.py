@@ -11,10 +11,11 @@ STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfpla
 tasks_app = typer.Typer(help="Inspect, export and import the curriculum store.", no_args_is_help=True)
 
 
-def _open(url: str | None):
+def _open(url: str | None, *, create: bool = False):
+    """The store to read (a missing SQLite file is an error, never made empty), or with `create` to write."""
     from selfplay.store import open_store
 
-    return open_store(url)
+    return open_store(url, create=create)
 
 
 def _rate(solves: int, attempts: int) -> str:
@@ -194,7 +195,7 @@ def import_(
     from selfplay.store import ImportFormatError
     from selfplay.store.export import import_swebench
 
-    with _open(store) as st:
+    with _open(store, create=True) as st:
         try:
             summary = import_swebench(st, path)
         except ImportFormatError as exc:  # all-or-nothing per file: every entry is checked before any write

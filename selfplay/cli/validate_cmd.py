@@ -200,7 +200,7 @@ def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tup
     if store_url is not None:
         from selfplay.store import open_store
 
-        with open_store(store_url) as st:
+        with open_store(store_url, create=False) as st:  # grade only reads the store
             stored = st.validated_tests(repo, artifact)
         if stored is not None and stored[0]:
             note.print(f"oracle tests: {len(stored[0])} FAIL_TO_PASS, {len(stored[1])} PASS_TO_PASS from the "

@@ -23,6 +23,8 @@ from typing import Any
 from agent_scaffold.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
+LOGGED = ("selfplay", "agent_scaffold", "sandboxes", "repos", "py.warnings")
+"""Loggers a run's logs/run.log records."""
 
 
 def new_run_id(name: str, now: float | None = None) -> str:
@@ -159,12 +161,13 @@ def prune_checkpoints(root: Path, keep: int) -> list[Path]:
 
 
 def attach_log_file(path: Path, level: int = logging.INFO) -> logging.Handler:
-    """Send the project's log records (selfplay, agent_scaffold, sandboxes, repos) to `path`; detach the
-    returned handler with `detach_log_file` when the run ends."""
+    """Send the project's log records (selfplay, agent_scaffold, sandboxes, repos) and Python warnings
+    (`py.warnings`, once `logging.captureWarnings` is on) to `path`; detach the returned handler with
+    `detach_log_file` when the run ends."""
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setLevel(level)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
-    for name in ("selfplay", "agent_scaffold", "sandboxes", "repos"):
+    for name in LOGGED:
         logger = logging.getLogger(name)
         logger.addHandler(handler)
         if logger.getEffectiveLevel() > level:
@@ -173,6 +176,6 @@ def attach_log_file(path: Path, level: int = logging.INFO) -> logging.Handler:
 
 
 def detach_log_file(handler: logging.Handler) -> None:
-    for name in ("selfplay", "agent_scaffold", "sandboxes", "repos"):
+    for name in LOGGED:
         logging.getLogger(name).removeHandler(handler)
     handler.close()

@@ -125,7 +125,8 @@ def _read_tasks(path: Path, config: dict[str, Any], problems: list[str]) -> tupl
     from selfplay.store import open_store
 
     try:
-        with open_store(str(url) if url else str(db)) as store:
+        # a report reads: it must neither make a store nor migrate a run's older one in place
+        with open_store(str(url) if url else str(db), create=False, upgrade=False) as store:
             return tuple(store.task_stats()), store.url
     except Exception as exc:  # a report of the rest beats no report: name the store and go on
         where = "store_url" if url else str(db)

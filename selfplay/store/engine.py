@@ -26,14 +26,15 @@ MIGRATIONS = Path(__file__).with_name("migrations")
 _PG_MIGRATION_LOCK = 0x5E1F_5A7E
 
 
-def resolve_url(url: str | None = None, run_dir: str | Path | None = None) -> str:
+def resolve_url(url: str | None = None, run_dir: str | Path | None = None, *, create: bool = True) -> str:
     """The SQLAlchemy URL for `url`: None -> `<run_dir or cwd>/selfplay.db`; a bare path -> SQLite file;
-    `postgresql://` -> the psycopg 3 driver."""
+    `postgresql://` -> the psycopg 3 driver. Makes `run_dir` only when `create`."""
     if url is None:
         url = os.environ.get("SELFPLAY_STORE") or None
     if url is None:
         path = Path(run_dir) if run_dir is not None else Path.cwd()
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{(path / DB_FILENAME).resolve()}"
     if "://" not in url:
         return f"sqlite:///{Path(url).expanduser().resolve()}"
@@ -49,20 +50,53 @@ def resolve_url(url: str | None = None, run_dir: str | Path | None = None) -> st
     return url
 
 
-def make_engine(url: str) -> Engine:
-    """An engine for a resolved URL, with the SQLite settings applied on every connection."""
+def make_engine(url: str, *, create: bool = True) -> Engine:
+    """An engine for a resolved URL, with the SQLite settings applied on every connection. With `create`
+    False a SQLite file must exist already (nothing is made: a read-only command names the missing store)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database in (None, "", ":memory:"):
             raise StoreError("an in-memory SQLite store cannot be shared between processes; give a file path")
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        db = Path(parsed.database)
+        if not create and not db.is_file():
+            raise StoreError(f"no store at {db}: the file does not exist. Pass --store with the store to read "
+                             "(a run's is runs/<run_id>/store.db), or set $SELFPLAY_STORE")
+        if create:
+            _make_parent(db)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
         _configure_sqlite(engine)
         return engine
     try:
         return create_engine(url, pool_pre_ping=True)
     except ImportError as exc:
-        raise ImportError("PostgreSQL stores need psycopg 3: pip install 'selfplay-swe[postgres]'") from exc
+        raise StoreError("PostgreSQL stores need the psycopg 3 driver, which is not installed: "
+                         "pip install 'selfplay-swe[postgres]'") from exc
+
+
+def _make_parent(db: Path) -> None:
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder of store {db} ({exc.strerror or exc}); pass --store "
+                         "with a path in a writable folder") from exc
+
+
+def check_reachable(engine: Engine) -> None:
+    """Connect once (and, for SQLite, write nothing yet); StoreError naming the store and the cause when
+    the server is unreachable, the credentials are wrong or the file cannot be opened or written."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    where = engine.url.render_as_string(hide_password=True)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except (OperationalError, DBAPIError) as exc:
+        cause = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0]
+        if engine.dialect.name == "sqlite":
+            raise StoreError(f"cannot open store {where} ({cause}); pass --store with a file in a writable "
+                             "folder") from exc
+        raise StoreError(f"cannot connect to store {where} ({cause}); start the server or fix the host, port, "
+                         "user and password in the URL") from exc
 
 
 def _configure_sqlite(engine: Engine) -> None:

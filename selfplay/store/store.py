@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import normalised_hash
 from selfplay.store import queries, rows
 from selfplay.store.base import StoreBase
-from selfplay.store.engine import make_engine, migrate, resolve_url
+from selfplay.store.engine import check_reachable, make_engine, migrate, resolve_url
 from selfplay.store.errors import StoreError, TaskNotFound
 from selfplay.store.models import (
     RECENT_WINDOW,
@@ -50,11 +51,23 @@ log = logging.getLogger(__name__)
 DERIVED_META = ("status", "artifact_id", "strategy")
 
 
-def open_store(url: str | None = None, run_dir: str | Path | None = None) -> TaskStore:
+def open_store(url: str | None = None, run_dir: str | Path | None = None, *, create: bool = True,
+               upgrade: bool = True) -> TaskStore:
     """Open (creating and migrating as needed) the store at `url`; None means `<run_dir or cwd>/selfplay.db`
-    (or $SELFPLAY_STORE when set)."""
-    engine = make_engine(resolve_url(url, run_dir))
-    migrate(engine)
+    (or $SELFPLAY_STORE when set). StoreError names the store and the fix when the URL's scheme is not
+    supported, its driver is missing, or it cannot be reached or written.
+
+    `create=False` (commands that only read) refuses a SQLite file that does not exist instead of making
+    it; `upgrade=False` (readers that must not write, such as a report) leaves an older schema as it is."""
+    engine = make_engine(resolve_url(url, run_dir, create=create), create=create)
+    check_reachable(engine)
+    if upgrade:
+        try:
+            migrate(engine)
+        except OperationalError as exc:
+            where = engine.url.render_as_string(hide_password=True)
+            raise StoreError(f"cannot write store {where} ({str(exc.orig).strip()}); pass --store with a "
+                             "writable store") from exc
     return TaskStore(engine)
 
 
