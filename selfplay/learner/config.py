@@ -20,9 +20,10 @@ class LossConfig:
     """Constant length for seq-mean-token-sum-norm (e.g. the max response length); required for it."""
     clip_ratio_c: float | None = None
     """Dual-clip bound for negative advantages (e.g. 3.0); None is off."""
-    tis_cap: float | None = None
-    """Truncated importance sampling cap C on pi_learner_old / pi_rollout; None is off. Enabling it makes
-    the engine recompute the behaviour logprobs with the learner before the update."""
+    tis_cap: float | None = 2.0
+    """Truncated importance sampling cap C on pi_learner_old / pi_rollout (FlashRL, verl: 2.0); None is
+    off. On, the engine recomputes the behaviour logprobs with the learner before the update: the rollout
+    engine's numerics (batched and padded HF sampling, vLLM's kernels, bf16) never equal the learner's."""
     kl_coef: float = 0.0
     """Weight of the k3 KL penalty to the frozen initial policy; 0 is off (DAPO drops the KL)."""
 

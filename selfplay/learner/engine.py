@@ -12,8 +12,9 @@ CPU: fp32, gloo (a one-process "world" is set up if none is), SDPA with a block-
 GPU: bf16, NCCL, flash-attention varlen when flash_attn is installed; Ulysses sequence parallelism
 (DeepSpeed ALST) when `sequence_parallel_size > 1` — wired but only testable on a multi-GPU machine.
 
-Departure from the papers: one optimizer step per `train_step` (Nebius used 2-8 per iteration by splitting
-the batch; call `train_step` on each mini-batch to do the same).
+One `train_step` is one optimizer step; `PolicyLearner.update` splits an iteration's batch into
+`learner.steps_per_update` mini-batches (Nebius: 2-8 optimizer steps per iteration) and passes the
+pre-update learner logprobs to each step.
 """
 
 from __future__ import annotations
@@ -228,8 +229,12 @@ class LearnerEngine:
 
     # ---- training -------------------------------------------------------------------------------
 
-    def train_step(self, samples: Sequence[Sample]) -> dict[str, float]:
-        """One optimizer step on `samples`; returns learner/* metrics and bumps `version`."""
+    def train_step(self, samples: Sequence[Sample],
+                   learner_old: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
+        """One optimizer step on `samples`; returns learner/* metrics and bumps `version`. With TIS on,
+        `learner_old` are the behaviour logprobs of `samples` under the learner as it was before the
+        update's first step (computed here when None): an update of several mini-batch steps passes them
+        in, so the ratio of its later steps is against the policy that sampled, as PPO's is."""
         if not samples:
             raise ValueError("train_step got no samples; dynamic sampling dropped everything, draw more")
         cfg, lcfg = self.config, self.config.loss
@@ -238,8 +243,9 @@ class LearnerEngine:
         plan = plan_microbatches(lens, self.token_budget)
         masks = [pad_rows([samples[i].loss_mask for i in idx]) for idx in plan]
         den = batch_denominator(masks, lcfg.agg, lcfg.norm_len)
-        learner_old = None
-        if lcfg.tis_cap is not None:  # TIS: ratio against the learner's own behaviour logprobs
+        if lcfg.tis_cap is None:
+            learner_old = None
+        elif learner_old is None:  # TIS: ratio against the learner's own behaviour logprobs
             learner_old = self.logprobs([s.input_ids for s in samples])
         sums: dict[str, float] = {}
         total_loss = 0.0

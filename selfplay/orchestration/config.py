@@ -76,6 +76,12 @@ class RolloutConfig:
     """Injector episodes per iteration."""
     solver_tasks: int = 2
     """Tasks drawn per iteration; each gets `reward.group_size` solver attempts."""
+    redraw_rounds: int = 0
+    """DAPO dynamic sampling at the rollout level: up to this many extra solver rounds per iteration, each
+    on `solver_tasks` newly drawn tasks (G attempts each), played while fewer than `min_signal_groups`
+    of the iteration's solver groups have reward variance. 0 only filters (no redraw)."""
+    min_signal_groups: int = 1
+    """Solver groups with reward variance an iteration aims for before it stops redrawing."""
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
     repo_sampling: RepoSampling = "round_robin"
@@ -132,6 +138,10 @@ class LearnerConfig:
     weight_sync: SyncMode = "memory"
     """In-process policies: copy the state dict (memory) or reload the saved checkpoint (disk). HTTP and
     vLLM endpoints always reload from disk."""
+    steps_per_update: int = 1
+    """Optimizer steps per learner update: the iteration's batch is shuffled (seeded) and split into this
+    many mini-batches, one step each, every ratio taken against the policy that sampled (Nebius: 2-8
+    steps per iteration). More steps than samples gives one step per sample."""
     checkpoint_every: int = 1
     """Save a checkpoint every this many learner updates."""
     keep_checkpoints: int = 2
@@ -240,5 +250,10 @@ class RunConfig:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
         if self.rollout.workers < 1 or self.rollout.sandboxes_per_repo < 1:
             raise ValueError("rollout.workers and rollout.sandboxes_per_repo must be >= 1")
+        if self.rollout.redraw_rounds < 0 or self.rollout.min_signal_groups < 1:
+            raise ValueError(f"rollout.redraw_rounds must be >= 0 and rollout.min_signal_groups >= 1, got "
+                             f"{self.rollout.redraw_rounds} and {self.rollout.min_signal_groups}")
+        if self.learner.steps_per_update < 1:
+            raise ValueError(f"learner.steps_per_update must be >= 1, got {self.learner.steps_per_update}")
         if self.policy.backend in ("openai", "vllm") and not self.policy.endpoints:
             raise ValueError(f"policy.endpoints: the {self.policy.backend} backend needs at least one base URL")

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from selfplay.learner.dynamic_sampling import signal_groups
 from selfplay.orchestration.config import RunConfig
 
 PHASES = ("sandbox", "model", "validation", "grading", "learner", "orchestration")
@@ -57,6 +58,8 @@ def iteration_record(outcome: Any, learner: Mapping[str, float], store: Any, sum
             for value, ss in groups.items():
                 name = f"solve_rate/order_{value}" if key == "order" else f"solve_rate/repo/{value}"
                 rec[name] = sum(ss) / len(ss)
+    rec["rollout/solver_rounds"] = float(outcome.solver_rounds)
+    rec["rollout/signal_groups"] = float(signal_groups(trajs))
     verdicts = [v for v in outcome.verdicts if not v.infra_failure]
     if verdicts:
         rec["injector/validity"] = sum(v.valid for v in verdicts) / len(verdicts)

@@ -12,6 +12,7 @@ torch and DeepSpeed are imported only when a `PolicyLearner` is built (the `trai
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -99,7 +100,7 @@ class PolicyLearner:
             log.info("learner: empty batch (%d trajectories, %d excluded); update skipped", len(trajectories),
                      excluded)
             return UpdateResult({**metrics, "learner/skipped_empty_batch": 1.0}, False, self.version)
-        metrics.update(self.engine.train_step(samples))
+        metrics.update(self.train(samples))
         version = self.version
         checkpoint = None
         if version % max(1, self.config.learner.checkpoint_every) == 0:
@@ -108,6 +109,26 @@ class PolicyLearner:
         evals = self._maybe_eval(checkpoint)
         return UpdateResult({**metrics, **evals, "learner/skipped_empty_batch": 0.0}, True, version, checkpoint,
                             evals)
+
+    def train(self, samples: list[Any]) -> dict[str, float]:
+        """`learner.steps_per_update` optimizer steps over seeded mini-batches of `samples`; metrics of the
+        last step, plus the mean loss over all of them and the step count."""
+        steps = max(1, min(self.config.learner.steps_per_update, len(samples)))
+        if steps == 1:
+            return {**self.engine.train_step(samples), "learner/steps": 1.0}
+        order = list(range(len(samples)))
+        random.Random(f"{self.config.seed}:{self.version}").shuffle(order)
+        old = None
+        if self.config.learner.engine.loss.tis_cap is not None:  # once, before the first step moves weights
+            old = self.engine.logprobs([s.input_ids for s in samples])
+        metrics: dict[str, float] = {}
+        losses = []
+        for k in range(steps):
+            part = order[k::steps]
+            metrics = self.engine.train_step([samples[i] for i in part],
+                                             None if old is None else [old[i] for i in part])
+            losses.append(metrics["learner/loss"])
+        return {**metrics, "learner/loss_mean": sum(losses) / steps, "learner/steps": float(steps)}
 
     def save(self) -> Path:
         path = self.engine.save(self.checkpoints, state={"injector_baseline": self.baseline.state_dict()})

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_scaffold.trajectory import Trajectory
+from selfplay.learner.dynamic_sampling import signal_groups
 from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies
 from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult
@@ -48,6 +49,8 @@ class IterationOutcome:
     injector_rewards: dict[str, float | None] = field(default_factory=dict)
     phase_s: dict[str, float] = field(default_factory=dict)
     """Seconds of this iteration by phase (seeding, injector, solver, orchestration)."""
+    solver_rounds: int = 1
+    """Solver rounds played: 1 plus the dynamic-sampling redraws (`rollout.redraw_rounds`)."""
 
 
 def episode_id(run_id: str, iteration: int, role: str, index: int) -> str:
@@ -174,15 +177,50 @@ class IterationRollouts:
             with self.lock:
                 prog.tasks = [t.task_id for t in tasks]
                 self.save_state()
-        else:
+        else:  # a resumed iteration: every round drawn before the crash is played again
             tasks = self.store.get_tasks(prog.tasks)
-        out.tasks = tasks
+        out.tasks = list(tasks)
+        out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+        self._solver_round(prog, tasks, 0, rng, out)
+        while prog.redraws < cfg.rollout.redraw_rounds and \
+                signal_groups(out.trajectories) < cfg.rollout.min_signal_groups:
+            more = self._redraw(prog, rng)
+            if not more:
+                log.info("iteration %d: no further task to redraw; training on %d signal groups", it,
+                         signal_groups(out.trajectories))
+                break
+            start = len(out.tasks)
+            out.tasks.extend(more)
+            self.emit("phase", it, f"redraw {prog.redraws}: {signal_groups(out.trajectories)} of "
+                                   f"{cfg.rollout.min_signal_groups} groups with reward variance so far")
+            self._solver_round(prog, more, start, rng, out)
+        out.solver_rounds = 1 + prog.redraws
+
+    def _redraw(self, prog: IterationProgress, rng: random.Random) -> list[Any]:
+        """`solver_tasks` tasks not yet drawn in this iteration, noted (with the round) before they are played."""
+        cfg = self.config
+        used = set(prog.tasks or ())
+        n = cfg.rollout.solver_tasks
+        pool = draw_tasks(self.store, [], n + len(used), cfg.curriculum, rng)
+        more = [t for t in pool if t.task_id not in used][:n]
+        if more:
+            with self.lock:
+                prog.tasks = [*(prog.tasks or ()), *(t.task_id for t in more)]
+                prog.redraws += 1
+                self.save_state()
+        return more
+
+    def _solver_round(self, prog: IterationProgress, tasks: list[Any], start: int, rng: random.Random,
+                      out: IterationOutcome) -> None:
+        """G attempts on each of `tasks`, the k-th task of the iteration being `start + k`."""
+        cfg, it = self.config, prog.iteration
+        t0 = time.monotonic()
         g = cfg.reward.group_size
         path = self.run.trajectory_file(it, "solver")
         earlier = {t.metadata.get("id"): t for t in read_trajectories(path)} if self.recorded else {}
         requests = []
         used = getattr(self.store, "used_failed_patches", None)
-        for k, task in enumerate(tasks):
+        for k, task in enumerate(tasks, start):
             # failed patches already turned into higher-order tasks of this task (persisted in the store)
             seen = frozenset(used(task.task_id)) if used is not None else frozenset()
             for j in range(g):

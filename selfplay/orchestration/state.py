@@ -13,12 +13,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from selfplay.errors import SelfPlayError
 from selfplay.orchestration.rundir import write_json_atomic
 
 COUNTERS = ("injector_episodes", "valid_artifacts", "solver_attempts", "solved", "learner_updates",
             "infra_failures", "skipped_batches", "staleness_dropped", "episodes_dropped", "higher_order_tasks",
             "seeded_tasks")
 """Run totals shown in summary.json (and counted across resumes)."""
+
+
+class StateError(SelfPlayError, ValueError):
+    """state.json cannot be read; the message names the file and what to do."""
 
 
 @dataclass
@@ -44,7 +49,9 @@ class IterationProgress:
     injectors: dict[str, InjectorVerdict] = field(default_factory=dict)
     """Injector episodes whose artifact is recorded, by episode id."""
     tasks: list[str] | None = None
-    """Task ids drawn for solver attempts (None: not drawn yet)."""
+    """Task ids drawn for solver attempts, every round's (None: not drawn yet)."""
+    redraws: int = 0
+    """Dynamic-sampling rounds drawn after the first (their tasks are in `tasks`)."""
     rollouts_done: bool = False
     """Every episode ran and its results are recorded (the iteration waits for the learner)."""
     version_before_train: int | None = None
@@ -93,5 +100,5 @@ class LoopState:
         try:
             return cls.from_json(json.loads(path.read_text()))
         except (OSError, ValueError, TypeError) as exc:
-            raise ValueError(f"{path} is not a readable loop state ({exc}); the run cannot be resumed from it. "
+            raise StateError(f"{path} is not a readable loop state ({exc}); the run cannot be resumed from it. "
                              "Start a new run, or restore state.json from a backup") from exc

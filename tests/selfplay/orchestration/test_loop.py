@@ -157,3 +157,22 @@ def test_failure_sets_status_failed(tmp_path):
     (path,) = (tmp_path / "runs").iterdir()
     summary = json.loads((path / "summary.json").read_text())
     assert summary["status"] == "failed" and "the store went away" in summary["error"]
+
+
+@pytest.mark.parametrize("solved_per_group,rounds", [(0, 3), (1, 1)])
+def test_dynamic_sampling_redraws_until_a_group_has_variance(tmp_path, solved_per_group, rounds):
+    """With no reward variance, the iteration draws new tasks (G attempts each) up to `redraw_rounds`
+    times; a first round with variance stops there. Every round's tasks are noted for a resume."""
+    runner = TableRunner(group_size=G, solved_per_group=solved_per_group)
+    cfg = config(tmp_path, iterations=1, rollout=RolloutConfig(injector_episodes=1, solver_tasks=1, workers=2,
+                                                               redraw_rounds=2, min_signal_groups=1))
+    path = run_selfplay(cfg, runner=runner)
+    run = RunDir(path)
+    summary = json.loads(run.summary.read_text())
+    assert summary["solver_attempts"] == rounds * G
+    solver_trajs = list(read_trajectories(run.trajectory_file(0, "solver")))
+    assert len({t.metadata["group_id"] for t in solver_trajs}) == rounds
+    assert len({t.metadata["task_id"] for t in solver_trajs}) == rounds  # each round on a new task
+    record = json.loads(run.metrics.read_text().splitlines()[0])
+    assert record["rollout/solver_rounds"] == rounds
+    assert record["rollout/signal_groups"] == (0 if solved_per_group == 0 else 1)

@@ -86,3 +86,29 @@ def test_async_mode_trains_on_one_version_stale_rollouts(tmp_path, tiny_model):
     # iterations 1 and 2 were played while the previous update ran: one version behind, none dropped
     assert records[0]["staleness/mean"] == 0 and records[2]["staleness/mean"] == 1
     assert all(r["staleness/dropped"] == 0 for r in records)
+
+
+def _variance_batch():
+    from tests.selfplay.orchestration.loop_double import trajectory as traj
+
+    return [replace(traj("solver", 0), reward=r, metadata={"group_id": "g", "task_id": "t", "id": str(i)})
+            for i, r in enumerate((1.0, -1.0, -1.0, 1.0))]
+
+
+@pytest.mark.parametrize("lr", [0.0, 1e-3])
+def test_steps_per_update_and_the_lr_zero_control_is_bit_identical(tmp_path, tiny_model, lr):
+    """An update of several mini-batch steps advances the version by that many steps; at lr=0 (the
+    learning experiment's control arm) every weight is bit-identical afterwards, TIS on (the default)."""
+    from selfplay.orchestration.learning import PolicyLearner
+
+    cfg = learner_config(tmp_path, tiny_model, steps_per_update=2)
+    cfg = replace(cfg, learner=replace(cfg.learner, engine=replace(cfg.learner.engine, lr=lr)))
+    assert cfg.learner.engine.loss.tis_cap is not None
+    learner = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt")
+    before = {k: v.detach().clone() for k, v in learner.engine.state_dict().items()}
+    update = learner.update(_variance_batch())
+    assert update.trained and update.version == 2 and update.metrics["learner/steps"] == 2.0
+    assert update.metrics["batch/solver/samples_trained"] == 4 and update.metrics["batch/kept_groups"] == 1
+    after = learner.engine.state_dict()
+    same = all(torch.equal(before[k], after[k]) for k in before)
+    assert same if lr == 0.0 else not same
