@@ -49,10 +49,15 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     from selfplay.cli.run_display import RunDisplay
     from selfplay.errors import SelfPlayError
     from selfplay.orchestration.config_loader import ConfigError, dump_config
+    from selfplay.orchestration.config_refs import check_references
+    from selfplay.orchestration.resume import check_resumable
 
     console, err = Console(), Console(stderr=True)
     try:
         run_config = _resolve(config, resume, list(overrides or []))
+        check_references(run_config)  # repos, repo list, store URL, model paths: before anything is made
+        if resume is not None:
+            check_resumable(resume)
     except ConfigError as exc:
         err.print(Text.assemble(("config error: ", "red"), str(exc)), highlight=False)
         raise typer.Exit(EXIT_USAGE) from None

@@ -66,7 +66,13 @@ def _read_source(config: str | Path | None) -> tuple[dict[str, Any], str]:
         path = Path(name)
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist (presets: {', '.join(PRESETS)})")
-        text, where = path.read_text(), f"config file {path}"
+        where = f"config file {path}"
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{where} is not UTF-8 text (byte {exc.start}); save it as UTF-8 YAML") from None
+        except OSError as exc:
+            raise ConfigError(f"{where} cannot be read ({exc.strerror or exc})") from None
     data = _parse_yaml(text, where, where)
     if data is None:
         data = {}

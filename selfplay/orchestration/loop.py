@@ -12,7 +12,7 @@ stale; anything older than `learner.batch.max_staleness` is dropped and counted)
 Resume (`resume=run_dir`): the store, state.json and the newest checkpoint (policy and learner at its
 version) are reloaded, containers labelled with this run id whose owner is gone are removed, and the
 unfinished iterations are played again with the same episode ids: episodes the store has attempts of are
-skipped. Ctrl-C leaves the status "running" (resumable); an exception sets "failed" with the error.
+skipped. Ctrl-C sets the status "interrupted" (resumable); an exception sets "failed" with the error.
 """
 
 from __future__ import annotations
@@ -81,7 +81,11 @@ class SelfPlayRun:
         self.config, self.observer, self.resumed = config, observer, resume is not None
         if resume is not None:
             self.dir = RunDir.open(resume)
-            self.state = LoopState.load(self.dir.state) if self.dir.state.is_file() else LoopState(self.dir.run_id)
+            if self.dir.state.is_file():
+                self.state = LoopState.load(self.dir.state)
+            else:  # `resume.check_resumable` allows this only for a run that did nothing yet
+                log.warning("%s has no state.json and no finished work: resuming at iteration 0", resume)
+                self.state = LoopState(self.dir.run_id)
         else:
             self.dir = RunDir.create(config.runs_dir, new_run_id(config.name))
             self.dir.config.write_text(dump_config(config))
@@ -180,6 +184,7 @@ class SelfPlayRun:
             self.loop()
             self.status = "finished"
         except KeyboardInterrupt:
+            self.status = "interrupted"
             log.warning("run %s interrupted; resume with `selfplay run --resume %s`", self.run_id, self.dir.path)
             raise
         except Exception as exc:

@@ -21,10 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from agent_scaffold.trajectory import Trajectory
+from selfplay.errors import SelfPlayError
 
 log = logging.getLogger(__name__)
 LOGGED = ("selfplay", "agent_scaffold", "sandboxes", "repos", "py.warnings")
 """Loggers a run's logs/run.log records."""
+
+
+class RunDirError(SelfPlayError):
+    """A run directory cannot be made; the message names it and the key to change."""
 
 
 def new_run_id(name: str, now: float | None = None) -> str:
@@ -53,8 +58,12 @@ class RunDir:
             raise FileExistsError(f"run directory {path} exists already; resume it with `selfplay run --resume "
                                   f"{path}` or pick another name")
         run = cls(path)
-        for sub in (run.trajectories, run.checkpoints, run.logs):
-            sub.mkdir(parents=True, exist_ok=True)
+        try:
+            for sub in (run.trajectories, run.checkpoints, run.logs):
+                sub.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunDirError(f"cannot create run directory {path} ({exc.strerror or exc}); set runs_dir=DIR to "
+                              "a folder you can write") from exc
         return run
 
     @classmethod

@@ -1,0 +1,99 @@
+"""`check_references`: every name and path a `RunConfig` refers to exists, checked before anything starts.
+
+The loader (config_loader.py) checks keys and types; a config can still name a repo that is not in the
+repo list, a repo list or model folder that does not exist, a store URL whose scheme or driver we do not
+have, an SFT preset that is not one, or a runs_dir nobody can write. Found only once the run is under way,
+each of these left a run directory behind (and loaded a model) before failing, and the advice to resume
+was then refused. So `selfplay run` (and `--print-config`) call this first; nothing is created here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+from selfplay.orchestration.config import RunConfig
+from selfplay.orchestration.config_loader import ConfigError
+
+
+def check_references(config: RunConfig) -> None:
+    """Raise ConfigError naming the first key whose reference does not resolve, and what is allowed."""
+    _check_repos(config)
+    _check_store(config.store_url)
+    _check_model_dir("policy.model_dir", config.policy.model_dir, config.policy.backend)
+    _check_model_dir("warm_start.config.model_dir", config.warm_start.config.model_dir, "hf")
+    _check_sft_preset(config.warm_start.config.preset)
+    _check_writable_dir("runs_dir", config.runs_dir)
+    if config.eval.dataset and config.eval.dataset.lower().endswith((".json", ".jsonl", ".parquet")) \
+            and not Path(config.eval.dataset).expanduser().is_file():
+        raise ConfigError(f"eval.dataset: file {config.eval.dataset} does not exist; name a SWE-bench .jsonl "
+                          "file (e.g. from `selfplay tasks export`) or null for SWE-bench Verified", "eval.dataset")
+
+
+def _check_repos(config: RunConfig) -> None:
+    from repos.errors import RepoError
+    from repos.listfile import load_repo_list
+
+    try:
+        specs = load_repo_list(config.repo_list)
+    except RepoError as exc:
+        raise ConfigError(f"repo_list: {exc}", "repo_list") from None
+    names = [s.name for s in specs]
+    where = config.repo_list or "the bundled repos/default.toml"
+    for key, wanted in (("repos", config.repos), ("warm_start.config.repos", config.warm_start.config.repos)):
+        unknown = [r for r in wanted if r not in names]
+        if unknown:
+            raise ConfigError(f"{key}: {', '.join(repr(r) for r in unknown)} not in {where}; valid names: "
+                              f"{', '.join(names)} (`selfplay repos list`)", key)
+
+
+def _check_store(url: str | None) -> None:
+    if not url:
+        return
+    from selfplay.store.engine import resolve_url
+    from selfplay.store.errors import StoreError
+
+    try:
+        resolved = resolve_url(url, create=False)
+    except StoreError as exc:
+        raise ConfigError(f"store_url: {exc}", "store_url") from None
+    if resolved.startswith("postgresql") and importlib.util.find_spec("psycopg") is None:
+        raise ConfigError("store_url: PostgreSQL stores need the psycopg 3 driver, which is not installed: "
+                          "pip install 'selfplay-swe[postgres]'", "store_url")
+
+
+def _check_model_dir(key: str, value: str | None, backend: str) -> None:
+    if not value or backend not in ("hf", "vllm"):
+        return  # openai's model is a served name, scripted has none
+    path = Path(value).expanduser()
+    looks_local = value.startswith((".", "/", "~")) or path.exists() or value.count("/") != 1
+    if looks_local and not path.is_dir():
+        raise ConfigError(f"{key}: {value} is not a folder; name a checkpoint folder (config.json and weights), "
+                          "or null for the default", key)
+
+
+def _check_sft_preset(name: str) -> None:
+    from selfplay.learner.sft import PRESETS
+
+    if name not in PRESETS:
+        raise ConfigError(f"warm_start.config.preset: unknown SFT preset {name!r}; use one of "
+                          f"{', '.join(PRESETS)}", "warm_start.config.preset")
+
+
+def _check_writable_dir(key: str, value: str) -> None:
+    """The nearest existing ancestor of `value` must be a writable folder (a run makes the rest)."""
+    path = Path(value).expanduser().absolute()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    problem = None if probe.is_dir() else "is not a folder"
+    if problem is None:
+        try:  # os.access says yes to root everywhere, /proc included: try it (the probe is removed at once)
+            os.rmdir(tempfile.mkdtemp(prefix=".selfplay-probe-", dir=probe))
+        except OSError as exc:
+            problem = f"cannot be written: {exc.strerror or exc}"
+    if problem:
+        raise ConfigError(f"{key}: cannot create {path} ({probe} {problem}); set {key}=DIR to a folder you can "
+                          "write", key)
