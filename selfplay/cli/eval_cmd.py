@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,11 @@ def policy_factory(policy: str, *, model: str | None, base_url: str, script: Pat
         if script is None:
             raise typer.BadParameter("the scripted policy needs --script FILE (a JSON list of actions, or "
                                      "an object mapping instance ids to lists)", param_hint="--script")
-        actions = json.loads(script.read_text())
+        try:
+            actions = json.loads(script.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise typer.BadParameter(f"{script} cannot be read as JSON ({exc}); pass a JSON list of actions",
+                                     param_hint="--script") from None
         try:
             from transformers import AutoTokenizer
         except ImportError as exc:
@@ -50,6 +55,13 @@ def policy_factory(policy: str, *, model: str | None, base_url: str, script: Pat
     else:
         shared = make_policy(policy, model_dir=model)
     return lambda _iid: shared
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # sys.modules holds None for it: its import is blocked
+        return False
 
 
 @eval_app.command("swebench")
@@ -90,6 +102,9 @@ def swebench(
 
     if grader not in ("local", "harness"):
         raise typer.BadParameter(f"--grader must be local or harness, got {grader!r}", param_hint="--grader")
+    if not _installed("swebench"):
+        raise EvalError("`selfplay eval swebench` grades with the swebench package, which is not installed: "
+                        "pip install 'selfplay-swe[eval]'")
     ids = [i.strip() for i in instances.split(",") if i.strip()] if instances else None
     try:
         insts = load_instances(dataset, split=split, instance_ids=ids, namespace=namespace)

@@ -125,18 +125,21 @@ def _read(dataset: str) -> list[dict[str, Any]]:
     if local and not path.exists():
         raise EvalError(f"dataset file {dataset} does not exist; pass a .json, .jsonl or .parquet file or a "
                         f"hub name such as {VERIFIED}")
+    if path.exists() and suffix in (".json", ".jsonl"):
+        return read_json_rows(path)
     try:
         import datasets
     except ImportError as exc:
-        raise ImportError("loading SWE-bench datasets needs the eval extra: pip install 'selfplay-swe[eval]'") \
-            from exc
+        raise EvalError("loading a parquet file or a hub dataset needs the eval extra: pip install "
+                        "'selfplay-swe[eval]' (or pass a .jsonl file)") from exc
     if path.exists():
-        kind = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}.get(suffix)
-        if kind is None:
+        if suffix != ".parquet":
             raise EvalError(f"dataset file {dataset}: unknown format; use .json, .jsonl or .parquet")
-        if suffix == ".json" and path.read_text()[:1].lstrip() == "[":
-            return json.loads(path.read_text())
-        ds = datasets.load_dataset(kind, data_files=str(path), split="train")
+        try:
+            ds = datasets.load_dataset("parquet", data_files=str(path), split="train")
+        except Exception as exc:  # the reader's own error, named and cut short
+            raise EvalError(f"dataset file {dataset} cannot be read as parquet ({exc.__class__.__name__}: "
+                            f"{str(exc)[:300]})") from exc
     else:
         log.info("loading %s from the hub", dataset)
         try:
@@ -146,3 +149,38 @@ def _read(dataset: str) -> list[dict[str, Any]]:
                             f"({exc.__class__.__name__}: {str(exc)[:300]}); without hub access, save the dataset "
                             "on a machine that has it and pass --dataset FILE (.jsonl or .parquet)") from exc
     return [dict(row) for row in ds]
+
+
+def read_json_rows(path: Path) -> list[dict[str, Any]]:
+    """The objects of a .json array or a JSON-lines file; EvalError names the first bad line (or the array's
+    error position) and what is wrong with it."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EvalError(f"dataset file {path} is not UTF-8 text (byte {exc.start})") from None
+    if text.lstrip()[:1] == "[":
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise EvalError(f"dataset file {path}: line {exc.lineno} is not valid JSON ({exc.msg}); a .json "
+                            "dataset is one array of instance objects") from None
+        numbered = list(enumerate(rows, start=1))
+        what = "entry"
+    else:
+        numbered = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                numbered.append((number, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise EvalError(f"dataset file {path}: line {number} is not valid JSON ({exc.msg}); a .jsonl "
+                                "dataset holds one instance object a line") from None
+        what = "line"
+    for number, row in numbered:
+        if not isinstance(row, dict):
+            raise EvalError(f"dataset file {path}: {what} {number} is a JSON {type(row).__name__}, not an "
+                            "instance object")
+    if not numbered:
+        raise EvalError(f"dataset file {path} holds no instances")
+    return [row for _, row in numbered]
