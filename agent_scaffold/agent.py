@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -57,8 +58,11 @@ class Episode:
 
 
 def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
-                limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None) -> Episode:
+                limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None,
+                on_turn: Callable[[int, str], None] | None = None) -> Episode:
     """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates.
+    `on_turn(turn, what)` is told after each turn what the model did (`bash: CMD`, `edit ...`, `submit`,
+    `format error`), for a caller that shows progress.
 
     The context budget (`limits.max_context_tokens`) is clamped to the policy's window (`context_window`)
     so that no caller plans past what the model can attend to."""
@@ -100,6 +104,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
             try:
                 action = parse_action(content)
             except FormatError as exc:
+                if on_turn is not None:
+                    on_turn(turns, "format error")
                 format_errors += 1
                 consecutive += 1
                 if consecutive >= limits.max_format_errors:
@@ -108,6 +114,9 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 observation = f"Format error: {exc}"
             else:
                 consecutive = 0
+                if on_turn is not None:
+                    on_turn(turns, f"{action.tool}: {action.command.strip().splitlines()[0][:100]}"
+                            if action.command.strip() else action.tool)
                 tools.command_timeout = max(1.0, min(limits.command_timeout, remaining))
                 t0 = time.monotonic()
                 outcome = tools.run(action)
