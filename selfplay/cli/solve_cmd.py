@@ -11,7 +11,9 @@ from selfplay.cli.eval_cmd import POLICY_HELP, policy_factory
 
 def solve(
     repo: str = typer.Option(..., "--repo", help="Clone URL or local repository path."),
-    issue: str = typer.Option(..., "--issue", help="GitHub issue URL, a file, or the issue text."),
+    issue: str | None = typer.Option(None, "--issue", help="The issue's text, a GitHub issue URL, or @PATH "
+                                     "for a file."),
+    issue_file: Path | None = typer.Option(None, "--issue-file", help="A file holding the issue's text."),
     commit: str | None = typer.Option(None, "--commit", help="Commit to start from (default HEAD)."),
     policy: str = typer.Option("hf", "--policy", help=POLICY_HELP),
     model: str | None = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
@@ -32,21 +34,37 @@ def solve(
     from rich.console import Console
 
     from selfplay.eval.errors import SolveError
+    from selfplay.solve.solver import check_inputs
     from selfplay.solve.solver import solve as run_solve
 
+    console, err = Console(), Console(stderr=True)
     if out.exists() and out.is_dir():
         raise typer.BadParameter(f"--out {out} is a directory; name a file", param_hint="--out")
-    pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key)("solve")
-    console = Console()
-    try:
-        res = run_solve(repo, issue, pol, commit=commit, setup=setup, out=out, branch=branch,
-                        max_turns=max_turns, max_new_tokens=max_new_tokens)
+    if issue is None and issue_file is None:
+        raise typer.BadParameter("name the issue: --issue TEXT, --issue URL, --issue @PATH or --issue-file PATH",
+                                 param_hint="--issue")
+    try:  # every input is checked before a model is loaded (minutes on a CPU) or a sandbox built
+        text = check_inputs(repo, issue, issue_file=issue_file, commit=commit, branch=branch)
     except SolveError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(1) from exc
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key)("solve")
+    console.print(f"solving in {repo}: building the sandbox, then the agent works turn by turn", highlight=False)
+    try:
+        res = run_solve(repo, None, pol, commit=commit, setup=setup, out=out, branch=branch,
+                        max_turns=max_turns, max_new_tokens=max_new_tokens, issue_text=text,
+                        on_turn=lambda turn, what: console.print(f"turn {turn}: {what}", highlight=False,
+                                                                 markup=False))
+    except SolveError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
     console.print(f"ended: {res.termination} after {res.turns} turns (from commit {res.commit[:12]})")
     console.print(f"files changed: {', '.join(res.files) or 'none'}")
     console.print("tests the agent ran: " + ("; ".join(res.tests_run) or "none"))
+    if not res.patch.strip():
+        console.print(f"[yellow]the patch is empty[/]: the agent changed nothing; {out} is empty"
+                      + (f" and no branch {branch} was made" if branch else ""), highlight=False)
+        return
     console.print(f"patch: {out}" + (f"; branch {branch} at {res.branch_commit[:12]}" if res.branch_commit else ""))
 
 

@@ -42,6 +42,17 @@ def user_repo(repo: str):
                          "folder or a clone URL") from exc
 
 
+def check_commit(local, repo: str, commit: str) -> None:
+    """SolveError when `commit` names nothing in the local repository `local` (a gitpython Repo)."""
+    import git
+
+    try:
+        local.commit(commit)
+    except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
+        raise SolveError(f"--commit {commit} is not a commit, branch or tag of {repo}; pass one that `git -C "
+                         f"{repo} log` shows, or leave out --commit for HEAD") from None
+
+
 def make_checkout(repo: str, commit: str | None) -> Checkout:
     """Clone `repo` (URL or local path) into a temporary folder and check out `commit` (default HEAD)."""
     import git
@@ -60,7 +71,9 @@ def make_checkout(repo: str, commit: str | None) -> Checkout:
         sha = clone.head.commit.hexsha
     except git.GitCommandError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise SolveError(f"could not clone {repo} at {commit or 'HEAD'}: {exc.stderr.strip() or exc}") from exc
+        detail = (exc.stderr or "").strip().splitlines()
+        raise SolveError(f"could not clone {repo} at {commit or 'HEAD'}: "
+                         f"{detail[-1] if detail else exc.__class__.__name__}; check --repo and --commit") from exc
     except SolveError:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -60,25 +60,44 @@ def tests_in(messages: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def solve(repo: str, issue: str, policy: Policy, *, commit: str | None = None, setup: str | None = None,
+def check_inputs(repo: str, issue: str | None, *, issue_file: str | Path | None = None,
+                 commit: str | None = None, branch: str | None = None) -> str:
+    """The issue text, after checking everything `solve` is given that can be checked without a model or
+    a sandbox: the issue, a local repo (a git repository, holding `commit`), a --branch target. SolveError
+    names the input and the fix."""
+    from selfplay.solve.branch import check_branch_target
+    from selfplay.solve.checkout import check_commit, is_url, user_repo
+    from selfplay.solve.issue import read_issue
+
+    if not is_url(repo):
+        local = user_repo(repo)
+        if commit:
+            check_commit(local, repo, commit)
+    if branch:
+        if is_url(repo):
+            raise SolveError("--branch needs a local repository (--repo PATH); for a URL, clone it first")
+        check_branch_target(Path(user_repo(repo).working_tree_dir or repo), branch)
+    return read_issue(issue, file=issue_file)
+
+
+def solve(repo: str, issue: str | None, policy: Policy, *, commit: str | None = None, setup: str | None = None,
           out: Path | None = None, branch: str | None = None, sampling: SamplingParams | None = None,
-          max_turns: int | None = None, max_new_tokens: int | None = None) -> SolveResult:
-    """Run the solver on `issue` (URL, file or text) in `repo` (URL or local path); see the module docstring."""
+          max_turns: int | None = None, max_new_tokens: int | None = None, issue_file: str | Path | None = None,
+          issue_text: str | None = None, on_turn: Any = None) -> SolveResult:
+    """Run the solver on `issue` (URL, file or text; or `issue_file`) in `repo` (URL or local path); see the
+    module docstring. `issue_text` is the text `check_inputs` returned (the inputs are then not re-read);
+    `on_turn(turn, what)` is told each turn's action."""
     from agent_scaffold.agent import run_episode
     from agent_scaffold.roles import load_role, solver_variables
     from sandboxes.docker import DockerSandbox, DockerSandboxConfig
     from selfplay.diffs import touched_files
     from selfplay.eval.runner import SSR_SAMPLING
-    from selfplay.solve.branch import check_branch_target, commit_to_branch
-    from selfplay.solve.checkout import is_url, make_checkout, user_repo
+    from selfplay.solve.branch import commit_to_branch
+    from selfplay.solve.checkout import make_checkout
     from selfplay.solve.image import WORKDIR, build_solve_image
-    from selfplay.solve.issue import read_issue
 
-    text = read_issue(issue)
-    if branch:
-        if is_url(repo):
-            raise SolveError("--branch needs a local repository (--repo PATH); for a URL, clone it first")
-        check_branch_target(Path(user_repo(repo).working_tree_dir or repo), branch)
+    text = issue_text if issue_text is not None else check_inputs(repo, issue, issue_file=issue_file,
+                                                                  commit=commit, branch=branch)
     co = make_checkout(repo, commit)
     try:
         image = build_solve_image(co, setup=setup)
@@ -89,7 +108,7 @@ def solve(repo: str, issue: str, policy: Policy, *, commit: str | None = None, s
                                   env=AGENT_ENV) as sb:
             ep = run_episode(policy, sb, role, solver_variables(text, "issue"),
                              limits=dataclasses.replace(role.limits, **overrides),
-                             sampling=sampling or SSR_SAMPLING)
+                             sampling=sampling or SSR_SAMPLING, on_turn=on_turn)
     finally:
         co.cleanup()
     if ep.infra_failure:

@@ -116,5 +116,5 @@ def test_issue_url_without_network_suggests_a_file(tmp_path):
     if "unshare failed" in proc.stderr:
         pytest.skip(f"cannot create a network namespace here: {proc.stderr.strip()}")
     text = _flat(proc.stdout + proc.stderr)
-    assert proc.returncode == 1 and "could not fetch https://api.github.com/repos/pytoolz/toolz/issues/1" in text, text
-    assert "--issue FILE" in text and not out.exists()
+    assert proc.returncode == 2 and "could not fetch https://api.github.com/repos/pytoolz/toolz/issues/1" in text, text
+    assert "--issue-file FILE" in text and not out.exists()
