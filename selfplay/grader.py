@@ -92,7 +92,7 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
     except DiffError as exc:
         return failed_grade(f"the prediction is not a valid diff: {exc}", **tests)
     if prediction.strip() and not filtered.kept.strip() and not filtered.dropped:
-        return failed_grade("the prediction is not a diff (no `diff --git` or `---/+++` file sections)", **tests)
+        return failed_grade("prediction is not a unified diff (no `diff --git` or `---/+++` file sections)", **tests)
     dropped = filtered.dropped
     if dropped:
         log.info("grading: dropped %d test-infrastructure section(s): %s", len(dropped), "; ".join(dropped))

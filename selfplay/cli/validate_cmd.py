@@ -16,10 +16,13 @@ from pathlib import Path
 import typer
 
 from selfplay.cli.config_options import config_options
+from selfplay.diff_headers import split_sections
 from selfplay.validation.config import ValidationConfig
 
 REPO = typer.Option(..., "--repo", help="Repo name from the repo list (`selfplay repos list`).")
 JSON = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+NOT_A_DIFF = "prediction is not a unified diff"
+"""The grade's error for a prediction with text but no `diff --git` or `---`/`+++` file section."""
 STORE = typer.Option(None, "--store", help="Also record into this task store (SQLite/PostgreSQL URL).")
 
 
@@ -132,8 +135,14 @@ def grade_cmd(
     artifact, error = _load(artifact_dir)
     if artifact is None:
         raise _fail(f"cannot grade against a malformed artifact: {error}")
-    f2p, p2p = _oracle_split(artifact, repo, spec, store)
-    objects = _grade_all(artifact, predictions, f2p, p2p, spec)
+    # A prediction with text but no file section is -1 without a run: its tests never ran, so none is listed
+    not_diffs = {str(p) for p, text in predictions if text.strip() and not split_sections(text)}
+    diffs = [(p, text) for p, text in predictions if str(p) not in not_diffs]
+    graded = {}
+    if diffs:
+        f2p, p2p = _oracle_split(artifact, repo, spec, store)
+        graded = {o["patch"]: o for o in _grade_all(artifact, diffs, f2p, p2p, spec)}
+    objects = [graded.get(str(p)) or _not_a_diff(p) for p, _ in predictions]
     if as_json:  # one --patch: the single object without its path, as it always was
         typer.echo(json.dumps(objects if len(objects) > 1
                               else {k: v for k, v in objects[0].items() if k != "patch"}))
@@ -222,6 +231,11 @@ def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tup
     return report.fail_to_pass, report.pass_to_pass
 
 
+def _not_a_diff(path: Path) -> dict:
+    return {"patch": str(path), "reward": -1, "resolved": False, "tests": {}, "dropped_hunks": [],
+            "error": NOT_A_DIFF, "tamper": None, "integrity": None}
+
+
 def _grade_all(artifact, predictions, f2p, p2p, spec) -> list[dict]:
     """Grade each (path, text) in order through ONE pooled sandbox, as the run loop does: the pool resets
     it between attempts, so whatever one attempt leaves behind meets the next. An attempt whose grading
@@ -256,7 +270,9 @@ def _print_grades(objects: list[dict]) -> None:
         if o["reward"] is None:
             console.print(f"{head}[red]not graded[/]: {o['error']}", highlight=False)
             continue
+        if o["error"]:  # the tests did not run as a verdict on it: counting them "failed" would mislead
+            console.print(f"{head}reward {o['reward']:+d} (not resolved): {o['error']}", highlight=False)
+            continue
         failed = [t for t, s in o["tests"].items() if s != "passed"]
         console.print(f"{head}reward {o['reward']:+d} ({'resolved' if o['resolved'] else 'not resolved'}; "
-                      f"{len(failed)} of {len(o['tests'])} tests fail)"
-                      + (f": {o['error']}" if o["error"] else ""), highlight=False)
+                      f"{len(failed)} of {len(o['tests'])} tests fail)", highlight=False)
