@@ -98,7 +98,7 @@ def test_dirty_tree_with_branch_is_refused_before_any_work(tmp_path):
     (repo / "calc" / "__init__.py").write_text("# local edit\n")
     out = tmp_path / "fix.diff"
     res = _solve(tmp_path, repo, "--issue", ISSUE, "--out", str(out), "--branch", "fix-add")
-    assert res.exit_code == 1 and "has uncommitted changes" in _flat(res.output), res.output
+    assert res.exit_code == 2 and "has uncommitted changes" in _flat(res.output), res.output
     assert not out.exists() and "fix-add" not in _git(repo, "branch")
 
 
