@@ -9,7 +9,7 @@ preset (`EVAL`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 FinishReason = Literal["stop", "length"]
@@ -79,6 +79,9 @@ class Completion:
     """"stop" (EOS, stop id or stop string) or "length" (max_new_tokens or context end)."""
     policy_version: int
     """Weights version that sampled it."""
+    batch_sizes: tuple[int, ...] = field(default=(), compare=False)
+    """How many rows were decoding together when each token was sampled (empty when the backend does not
+    say); the run's batch-size metrics come from these."""
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):

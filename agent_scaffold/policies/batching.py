@@ -1,12 +1,17 @@
 """`BatchingPolicy`: merges the `generate` calls of concurrent episodes into batched calls of one policy.
 
 Each episode runs in its own thread and asks for one completion at a time, so a local model would sample
-one stream at a time. Here a worker thread gathers the calls that arrive within `max_wait_s` of the first
-(up to `max_batch` prompts) and runs them as one batch; each caller gets its own completions, or its own
-exception. Calls batch together when their `SamplingParams` differ only in `max_new_tokens` and `seed`.
+one stream at a time. Two ways to batch them, picked by what the wrapped policy offers:
 
-Unlike vLLM's continuous batching, a call that arrives while a batch is decoding waits for the next batch:
-episodes whose sandbox steps desynchronise them batch less. On GPUs use `vllm serve`; this is the CPU path.
+- continuous (a policy with `decode_batch()`, i.e. `HFPolicy`): `ContinuousScheduler` admits a call's
+  prompts into the running batch at the next decode step and returns each row as soon as it finishes, as
+  vLLM does; rows of any sampling params mix, up to `max_batch` live rows.
+- gathered (any other policy): a worker thread gathers the calls that arrive within `max_wait_s` of the
+  first (up to `max_batch` prompts) and runs them as one batch; calls batch together when their
+  `SamplingParams` differ only in `max_new_tokens` and `seed`, and a call arriving mid-batch waits for
+  the next one.
+
+Each caller gets its own completions, or its own exception. On GPUs use `vllm serve`; this is the CPU path.
 """
 
 from __future__ import annotations
@@ -15,11 +20,13 @@ import logging
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.policies.drain_lock import DrainLock
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -45,11 +52,12 @@ class _Call:
 class BatchingPolicy:
     """A `Policy` wrapping `policy`; thread-safe. Call `close()` to stop its worker thread.
 
-    A wrapped policy with `generate_rows(prompts, params_per_prompt)` (e.g. `HFPolicy`) runs any calls of
+    A wrapped policy with `decode_batch()` (`HFPolicy`) is batched continuously (see the module docstring).
+    Otherwise, a wrapped policy with `generate_rows(prompts, params_per_prompt)` runs any calls of
     one key as a single batch, each prompt with its own seed and max_new_tokens. Any other policy gets
     merged calls only when their params are equal and unseeded (its `generate` numbers seeds seed + i);
     the rest run one call at a time. Weight swaps (`load_weights`, or a sync holding `_lock`) wait for the
-    running batch and never interleave with one.
+    running batch and never interleave with one (in continuous mode the batch stops admitting and drains).
     """
 
     def __init__(self, policy: Any, max_batch: int = 8, max_wait_s: float = 0.02) -> None:
@@ -59,16 +67,36 @@ class BatchingPolicy:
         self.tokenizer = policy.tokenizer
         self.max_batch = max_batch
         self.max_wait_s = max_wait_s
+        """Gathered mode only: how long the first call of a batch waits for mates (continuous mode needs no wait)."""
         self.batches = 0
-        """Batches run so far (with `rows`, the mean batch size)."""
+        """Gathered mode: batches run so far (with `rows`, the mean batch size)."""
         self.rows = 0
-        """Prompts sampled so far."""
-        self._lock = threading.Lock()  # held while a batch runs; weight swaps take it too
+        """Gathered mode: prompts sampled so far."""
+        self._lock = DrainLock()  # held while a batch runs; weight swaps take it too
         self._cond = threading.Condition()
         self._queue: list[_Call] = []
         self._closed = False
+        self._continuous: Any = None
+        if hasattr(policy, "decode_batch"):
+            from agent_scaffold.policies.continuous import ContinuousScheduler
+
+            inner = getattr(policy, "_lock", None)
+            locks = [self._lock] + ([inner] if isinstance(inner, DrainLock) else [])
+            self._continuous = ContinuousScheduler(policy, max_batch, locks)
+            return
+        self._sizes: Counter[int] = Counter()
         self._worker = threading.Thread(target=self._serve, name="batching-policy", daemon=True)
         self._worker.start()
+
+    @property
+    def continuous(self) -> bool:
+        """True when calls join a running batch at the next decode step (the wrapped policy has `decode_batch`)."""
+        return self._continuous is not None
+
+    @property
+    def sizes(self) -> Counter[int]:
+        """Batch sizes reached so far: decode steps by live rows (continuous), or batches by prompts (gathered)."""
+        return self._continuous.sizes if self._continuous is not None else self._sizes
 
     @property
     def version(self) -> int:
@@ -95,6 +123,9 @@ class BatchingPolicy:
         if not prompts:
             return []
         base = params.seed if params.seed is not None else random.randrange(2**62)
+        if self._continuous is not None:
+            return self._continuous.generate([list(p) for p in prompts],
+                                             [params.with_(seed=base + i) for i in range(len(prompts))])
         call = _Call([list(p) for p in prompts], params,
                      [params.with_(seed=base + i) for i in range(len(prompts))])
         with self._cond:
@@ -110,6 +141,9 @@ class BatchingPolicy:
 
     def close(self) -> None:
         """Stop the worker; calls still queued fail with a RuntimeError."""
+        if self._continuous is not None:
+            self._continuous.close()
+            return
         with self._cond:
             self._closed = True
             pending, self._queue = self._queue, []
@@ -182,6 +216,7 @@ class BatchingPolicy:
             return
         self.batches += 1
         start = 0
+        self._sizes[sum(len(c.prompts) for c in batch)] += 1
         for call in batch:
             call.result = outs[start:start + len(call.prompts)]
             start += len(call.prompts)

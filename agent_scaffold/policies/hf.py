@@ -5,21 +5,24 @@ Sampling is our own loop (KV cache, one token per step, a `torch.Generator` per 
 scores are post-processed; here the returned logprob is exactly the log-softmax of the distribution each
 token was drawn from, which under the default `SamplingParams` is the model's plain temperature-1 softmax.
 
-Prompts of one call (and, through `BatchingPolicy`, of concurrent episodes) are sampled together: one
-left-padded forward with an attention mask and per-row position ids, then one decode step per live row.
-Each row has its own generator, stop ids, stop strings and max_new_tokens, so its sample is the one it
-would get alone; padding and batch shape move logits by float rounding only (~1e-5 in logprobs in fp32).
+Prompts of one call (and, through `BatchingPolicy`, of concurrent episodes) are sampled together in a
+`DecodeBatch`: each prompt is prefilled alone, then one batched decode step per token for the live rows,
+which rows join (continuous batching) and leave between steps. Each row has its own generator, stop ids,
+stop strings and max_new_tokens, so its sample is the one it would get alone; padding and batch shape move
+logits by float rounding only (~1e-5 in logprobs in fp32). With `kv_cache_mb` > 0 a `PrefixKVStore` keeps
+finished rows' KV so an episode's next turn prefills only its new tokens.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.policies.drain_lock import DrainLock
+from agent_scaffold.policies.kv_store import PrefixKVStore
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -70,9 +73,10 @@ class HFPolicy:
     """A local HF checkpoint (default: the embedded SmolLM2-135M-Instruct)."""
 
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None,
-                 version: int = 0) -> None:
+                 version: int = 0, kv_cache_mb: int = 0) -> None:
         """`version`: the weights version of `model_dir` (checkpoint N of a run is version N), which every
-        completion reports; a resumed run that reported 0 would see all its rollouts as stale."""
+        completion reports; a resumed run that reported 0 would see all its rollouts as stale.
+        `kv_cache_mb`: memory cap of the prefix KV store reused across an episode's turns (0: off)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
         torch = _import_torch()
@@ -88,8 +92,11 @@ class HFPolicy:
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.dtype).to(device).eval()
         self.version = version
-        self._lock = threading.Lock()  # weight swaps never interleave with a generation
+        self._lock = DrainLock()  # weight swaps never interleave with a generation
         self.eos_ids = self._eos_ids()
+        if isinstance(kv_cache_mb, bool) or not isinstance(kv_cache_mb, int) or kv_cache_mb < 0:
+            raise ValueError(f"kv_cache_mb must be a non-negative int (MiB; 0 turns KV reuse off), got {kv_cache_mb!r}")
+        self.kv_store = PrefixKVStore(kv_cache_mb * 2**20) if kv_cache_mb else None
         log.info("loaded %s on %s", self.model_dir, device)
 
     def _eos_ids(self) -> frozenset[int]:
@@ -111,6 +118,8 @@ class HFPolicy:
                                  f"unexpected={unexpected[:5]}; save it with save_pretrained from the same "
                                  "architecture")
             self.version = int(version)
+            if self.kv_store is not None:
+                self.kv_store.clear()  # KV of the old weights would never be reused; free it now
         log.info("loaded weights version %d from %s", version, checkpoint_dir)
 
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
@@ -118,103 +127,41 @@ class HFPolicy:
         return self.generate_rows(prompts, [params.with_(seed=base + i) for i in range(len(prompts))])
 
     def generate_rows(self, prompts: Sequence[Sequence[int]], params: Sequence[SamplingParams]) -> list[Completion]:
-        """One completion per prompt, all in one left-padded batch, row i sampled with `params[i]`.
+        """One completion per prompt, all in one `DecodeBatch`, row i sampled with `params[i]`.
 
         Each row's seed is used as given (a random one when None), through its own `torch.Generator`, so a
         row's sample does not depend on its batch mates (up to float rounding of the padded forward).
-        `BatchingPolicy` calls this to merge the requests of concurrent episodes.
+        `BatchingPolicy` merges the requests of concurrent episodes through `decode_batch` instead.
         """
         if len(prompts) != len(params):
             raise ValueError(f"{len(prompts)} prompts but {len(params)} sampling params: pass one per prompt")
         rows = [list(p) for p in prompts]
+        self.check_prompts(rows)
+        if not rows:
+            return []
+        seeds = [p.seed if p.seed is not None else random.randrange(2**62) for p in params]
+        out: list[Completion | None] = [None] * len(rows)
+        with self._lock:  # weight swaps never interleave with a generation
+            batch = self.decode_batch()
+            for i, (prompt, p, seed) in enumerate(zip(rows, params, seeds)):
+                batch.admit(prompt, p, seed, tag=i)
+            while len(batch):
+                for i, completion in batch.step():
+                    out[i] = completion
+        return out  # type: ignore[return-value]
+
+    def decode_batch(self) -> Any:
+        """A fresh `DecodeBatch` on this model and its KV store; drive it only while holding `_lock`."""
+        from agent_scaffold.policies.decode_batch import DecodeBatch
+
+        return DecodeBatch(self, self.kv_store)
+
+    def check_prompts(self, prompts: Sequence[Sequence[int]]) -> None:
+        """Raise a ValueError naming the first prompt that is empty or holds ids outside the vocabulary."""
         vocab = self.model.get_input_embeddings().num_embeddings
-        for i, p in enumerate(rows):
+        for i, p in enumerate(prompts):
             if not p:
                 raise ValueError(f"prompt {i} is empty: render at least the chat template's generation prompt")
             if min(p) < 0 or max(p) >= vocab:
                 raise ValueError(f"prompt {i} holds token ids outside the model's vocabulary [0, {vocab}): "
                                  "encode it with this policy's tokenizer")
-        if not rows:
-            return []
-        seeds = [p.seed if p.seed is not None else random.randrange(2**62) for p in params]
-        with self._lock:  # weight swaps never interleave with a generation
-            return _BatchSampler(self, rows, list(params), seeds).run()
-
-
-class _BatchSampler:
-    """One batched decode: a left-padded prefill of every prompt, then one token per live row per step.
-
-    Row r keeps its own generator, stop ids, stop strings and max_new_tokens; a row that finishes leaves the
-    batch (its KV-cache rows are dropped), so long rows do not make finished ones cost compute.
-    Position ids count each row's own tokens, so padding shifts no row's RoPE positions.
-    """
-
-    def __init__(self, policy: HFPolicy, prompts: list[list[int]], params: list[SamplingParams],
-                 seeds: list[int]) -> None:
-        self.torch = torch = _import_torch()
-        self.policy, self.prompts, self.params = policy, prompts, params
-        dev = policy.device
-        # Sampling stays on the model's device: moving each step's logits to the CPU cost more than the
-        # forward itself on a GPU. A generator per row keeps results seeded per device.
-        self.gens = [torch.Generator(device=dev).manual_seed(s) for s in seeds]
-        self.stop_ids = [policy.eos_ids | set(p.stop_token_ids) for p in params]
-        self.seen = [torch.tensor(p, dtype=torch.long, device=dev) for p in prompts]
-        self.ids: list[list[int]] = [[] for _ in prompts]
-        self.logps: list[list[float]] = [[] for _ in prompts]
-        self.finish = ["length"] * len(prompts)
-
-    def run(self) -> list[Completion]:
-        torch, model, dev = self.torch, self.policy.model, self.policy.device
-        width = max(len(p) for p in self.prompts)
-        pad = self.policy.tokenizer.pad_token_id or 0  # any id: padded positions are masked out
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in self.prompts], device=dev)  # (B, T)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in self.prompts], device=dev)  # (B, T)
-        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, T)
-        batch = list(range(len(self.prompts)))  # the row of each batch slot
-        live = set(batch)
-        with torch.inference_mode():
-            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1)
-            while True:
-                logits = out.logits[:, -1]  # (B_slots, V)
-                for slot, r in enumerate(batch):
-                    if r in live and not self._step(r, logits[slot]):
-                        live.discard(r)
-                if not live:
-                    break
-                cache = out.past_key_values
-                if len(live) < len(batch) and hasattr(cache, "batch_select_indices"):
-                    keep = [slot for slot, r in enumerate(batch) if r in live]
-                    cache.batch_select_indices(torch.tensor(keep, device=dev))
-                    mask, batch = mask[keep], [batch[s] for s in keep]
-                # A finished row still in the batch (old caches) repeats its last token; its output is ignored.
-                step = torch.tensor([[self.ids[r][-1]] for r in batch], device=dev)  # (B_slots, 1)
-                pos = torch.tensor([[len(self.prompts[r]) + len(self.ids[r]) - 1] for r in batch], device=dev)
-                mask = torch.cat([mask, mask.new_ones(len(batch), 1)], dim=1)
-                out = model(input_ids=step, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                            use_cache=True)
-        return [self._completion(r) for r in range(len(self.prompts))]
-
-    def _step(self, r: int, logits: Any) -> bool:
-        """Sample row r's next token from its logits (V,); False once the row has finished."""
-        torch, params = self.torch, self.params[r]
-        logp = process_logits(logits, params, self.seen[r])
-        if params.temperature == 0:
-            tok = int(torch.argmax(logp))
-        else:
-            tok = int(torch.multinomial(logp.exp(), 1, generator=self.gens[r]))
-        self.ids[r].append(tok)
-        self.logps[r].append(float(logp[tok]))
-        if params.repetition_penalty != 1.0:
-            self.seen[r] = torch.cat([self.seen[r], torch.tensor([tok], device=self.seen[r].device)])
-        if tok in self.stop_ids[r] or (params.stop and any(
-                s in self.policy.tokenizer.decode(self.ids[r], skip_special_tokens=True) for s in params.stop)):
-            self.finish[r] = "stop"
-            return False
-        return len(self.ids[r]) < params.max_new_tokens
-
-    def _completion(self, r: int) -> Completion:
-        text = self.policy.tokenizer.decode(self.ids[r], skip_special_tokens=True)
-        for s in self.params[r].stop:
-            if s in text:
-                text = text[: text.index(s)]
-        return Completion(tuple(self.ids[r]), tuple(self.logps[r]), text, self.finish[r], self.policy.version)

@@ -99,7 +99,8 @@ def test_batching_policy_merges_concurrent_calls_and_matches_direct_sampling(hf_
         params = [SamplingParams(max_new_tokens=4 + i, seed=100 * i) for i in range(3)]
         out, errors = run_threads(lambda i: policy.generate([prompts[i]], params[i]), 3)
         assert errors == [None] * 3
-        assert policy.rows == 3 and policy.batches < 3  # max_new_tokens and seed differ: still merged
+        # max_new_tokens and seed differ: still merged (continuous batching: some decode steps ran 2+ rows)
+        assert policy.continuous and max(policy.sizes) >= 2
         for i in range(3):
             assert same_sample(out[i][0], hf_policy.generate([prompts[i]], params[i])[0])
         # One bad call fails alone; its batch mate still gets its completion.

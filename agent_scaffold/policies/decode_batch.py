@@ -1,0 +1,190 @@
+"""`DecodeBatch`: the running batch of an HF model, which rows join and leave between decode steps.
+
+Continuous batching on one model: `admit` prefills a new row alone (batch 1, so its prompt's logits are
+exactly what it would get alone) and merges its KV into the running, left-padded batch cache; `step`
+samples one token for every row, lets finished rows leave at once (their cache rows are dropped), and runs
+one batched forward for the rows that remain. A row never waits for the batch's longest row, and a request
+arriving mid-batch starts at the next step.
+
+Each row keeps its own `torch.Generator`, stop ids, stop strings and max_new_tokens, so its sample is the one
+it gets alone; batch shape and padding move logits by float rounding only (~1e-5 in logprobs in fp32).
+Position ids count each row's own tokens, so left padding shifts no row's RoPE positions.
+
+With a `PrefixKVStore`, a row's prefill starts from the stored KV of the longest prefix it shares with an
+earlier generation (the previous turn of its episode, or a group mate's prompt) and computes only the rest;
+a finished row's KV (prompt + sampled ids) is stored for the episode's next turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_scaffold.policies.kv_store import PrefixKVStore
+from agent_scaffold.policy import Completion, SamplingParams
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Row:
+    """One sequence being sampled (mutable decode state)."""
+
+    tag: Any
+    prompt: list[int]
+    params: SamplingParams
+    gen: Any  # torch.Generator
+    stop_ids: frozenset[int]
+    seen: Any  # (n,) context ids, for the repetition penalty
+    version: int
+    pad: int = 0  # leading padding columns of this row in the batch cache
+    ids: list[int] = field(default_factory=list)
+    logps: list[float] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)  # decode batch size when each token was sampled
+    finish: str = "length"
+
+
+class DecodeBatch:
+    """Rows of one `HFPolicy` decoding together. Not thread-safe: one scheduler thread drives it while it holds
+    the policy's lock (weights never change under a running batch)."""
+
+    def __init__(self, policy: Any, store: PrefixKVStore | None = None) -> None:
+        from agent_scaffold.policies.hf import _import_torch
+
+        self.torch = _import_torch()
+        self.policy, self.store = policy, store
+        self.rows: list[_Row] = []  # in batch-slot order
+        self.kv: list[tuple[Any, Any]] | None = None  # per layer (keys, values), each (B, H, W, D)
+        self.mask: Any = None  # (B, W): 1 where a row has a real position
+        self.logits: Any = None  # (B, V): each row's next-token logits
+        self.prefilled_tokens = 0
+        """Prompt positions computed by prefills (the rest came from the store)."""
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # --- joining ---------------------------------------------------------------------------------------
+
+    def admit(self, prompt: list[int], params: SamplingParams, seed: int, tag: Any) -> None:
+        """Prefill `prompt` (reusing stored KV of a shared prefix) and add it as a row; sampled from the next `step`."""
+        torch, policy = self.torch, self.policy
+        dev = policy.device
+        version = policy.version
+        hit = self.store.lookup(prompt, version) if self.store is not None else None
+        from transformers import DynamicCache
+
+        start = hit.length if hit is not None else 0
+        cache = DynamicCache(ddp_cache_data=hit.layers()) if hit is not None else None  # None: the model's own
+        ids = torch.tensor([prompt[start:]], device=dev)  # (1, L - start)
+        pos = torch.arange(start, len(prompt), device=dev)[None]  # (1, L - start)
+        with torch.inference_mode():
+            out = policy.model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True,
+                               logits_to_keep=1)
+        self.prefilled_tokens += len(prompt) - start
+        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (1, H, L, D) each
+        if self.store is not None and start < len(prompt):
+            self.store.put(prompt, layers, version)  # group mates with the same prompt reuse it
+        row = _Row(tag, list(prompt), params, torch.Generator(device=dev).manual_seed(seed),
+                   policy.eos_ids | frozenset(params.stop_token_ids),
+                   torch.tensor(prompt, dtype=torch.long, device=dev), version)
+        self._merge(row, layers, out.logits[:, -1])
+
+    def _merge(self, row: _Row, layers: list[tuple[Any, Any]], logits: Any) -> None:
+        """Append `row` (its KV (1, H, L, D) per layer, its logits (1, V)) to the left-padded batch cache."""
+        torch = self.torch
+        pad = torch.nn.functional.pad
+        length = layers[0][0].shape[-2]
+        mask = torch.ones(1, length, dtype=torch.long, device=logits.device)
+        if not self.rows:
+            self.kv, self.mask, self.logits, self.rows = list(layers), mask, logits.float(), [row]
+            return
+        width = self.mask.shape[1]
+        grow, row.pad = max(0, length - width), max(0, width - length)
+        if grow:  # the new row is longer than every row in the batch: left-pad the batch
+            self.kv = [(pad(k, (0, 0, grow, 0)), pad(v, (0, 0, grow, 0))) for k, v in self.kv]
+            self.mask = pad(self.mask, (grow, 0))
+            for r in self.rows:
+                r.pad += grow
+        self.kv = [(torch.cat([bk, pad(k, (0, 0, row.pad, 0))]), torch.cat([bv, pad(v, (0, 0, row.pad, 0))]))
+                   for (bk, bv), (k, v) in zip(self.kv, layers)]
+        self.mask = torch.cat([self.mask, pad(mask, (row.pad, 0))])
+        self.logits = torch.cat([self.logits, logits.float()])
+        self.rows.append(row)
+
+    # --- decoding --------------------------------------------------------------------------------------
+
+    def step(self) -> list[tuple[Any, Completion]]:
+        """Sample one token per row; return the rows that finished (tag, completion), then advance the rest."""
+        size = len(self.rows)
+        done = [slot for slot, row in enumerate(self.rows) if not self._sample(row, self.logits[slot], size)]
+        finished = [(self.rows[s].tag, self._completion(self.rows[s])) for s in done]
+        if done:
+            self._leave(done)
+        if self.rows:
+            self._forward()
+        return finished
+
+    def _leave(self, slots: list[int]) -> None:
+        torch = self.torch
+        if self.store is not None:
+            for s in slots:
+                row = self.rows[s]
+                # The cache holds prompt + ids[:-1]: the last sampled id was never fed back.
+                layers = [(k[s:s + 1, :, row.pad:].clone(), v[s:s + 1, :, row.pad:].clone()) for k, v in self.kv]
+                self.store.put(row.prompt + row.ids[:-1], layers, row.version)
+        keep = [s for s in range(len(self.rows)) if s not in set(slots)]
+        self.rows = [self.rows[s] for s in keep]
+        if not keep:
+            self.kv = self.mask = self.logits = None
+            return
+        index = torch.tensor(keep, device=self.mask.device)
+        trim = min(r.pad for r in self.rows)  # columns that are padding in every remaining row
+        for r in self.rows:
+            r.pad -= trim
+        self.kv = [(k[index, :, trim:], v[index, :, trim:]) for k, v in self.kv]
+        self.mask, self.logits = self.mask[index, trim:], self.logits[index]
+
+    def _forward(self) -> None:
+        """Feed every row's last sampled token: one batched decode step."""
+        from transformers import DynamicCache
+
+        torch, dev = self.torch, self.mask.device
+        step = torch.tensor([[r.ids[-1]] for r in self.rows], device=dev)  # (B, 1)
+        pos = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in self.rows], device=dev)  # (B, 1)
+        self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.rows), 1)], dim=1)  # (B, W + 1)
+        cache = DynamicCache(ddp_cache_data=self.kv)
+        with torch.inference_mode():
+            out = self.policy.model(input_ids=step, attention_mask=self.mask, position_ids=pos,
+                                    past_key_values=cache, use_cache=True)
+        self.kv = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        self.logits = out.logits[:, -1].float()  # (B, V)
+
+    def _sample(self, row: _Row, logits: Any, size: int) -> bool:
+        """Sample the row's next token from its logits (V,); False once the row has finished."""
+        from agent_scaffold.policies.hf import process_logits
+
+        torch, params = self.torch, row.params
+        logp = process_logits(logits, params, row.seen)
+        if params.temperature == 0:
+            tok = int(torch.argmax(logp))
+        else:
+            tok = int(torch.multinomial(logp.exp(), 1, generator=row.gen))
+        row.ids.append(tok)
+        row.logps.append(float(logp[tok]))
+        row.sizes.append(size)
+        if params.repetition_penalty != 1.0:
+            row.seen = torch.cat([row.seen, torch.tensor([tok], device=row.seen.device)])
+        if tok in row.stop_ids or (params.stop and any(
+                s in self.policy.tokenizer.decode(row.ids, skip_special_tokens=True) for s in params.stop)):
+            row.finish = "stop"
+            return False
+        return len(row.ids) < params.max_new_tokens
+
+    def _completion(self, row: _Row) -> Completion:
+        text = self.policy.tokenizer.decode(row.ids, skip_special_tokens=True)
+        for s in row.params.stop:
+            if s in text:
+                text = text[: text.index(s)]
+        return Completion(tuple(row.ids), tuple(row.logps), text, row.finish, row.version,  # type: ignore[arg-type]
+                          batch_sizes=tuple(row.sizes))

@@ -1,0 +1,224 @@
+"""Continuous batching (`ContinuousScheduler` over `DecodeBatch`) and KV reuse across turns (`PrefixKVStore`).
+
+Most tests run a tiny random Llama with the embedded tokenizer (`save_tiny_model`), so decode steps cost
+milliseconds; the KV-reuse check also runs on the real SmolLM2 (slow). `_GatedBatch` is a documented test
+double around the real `DecodeBatch`: it records each step's batch size and can hold a step until a second
+request is queued, so "joins mid-batch" does not depend on thread timing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from agent_scaffold.policies.batching import BatchingPolicy  # noqa: E402
+from agent_scaffold.policies.decode_batch import DecodeBatch  # noqa: E402
+from agent_scaffold.policies.hf import HFPolicy  # noqa: E402
+from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix  # noqa: E402
+from agent_scaffold.policy import SamplingParams  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return HFPolicy(tiny_dir)
+
+
+@pytest.fixture(scope="module")
+def prompts(tiny):
+    tok = tiny.tokenizer
+    return [tok.encode(t) for t in ("List the files.", "Write a function that merges two sorted lists.", "Hi")]
+
+
+class _GatedBatch(DecodeBatch):
+    """A real `DecodeBatch` that logs (step, batch size) and, at step `gate_at`, waits until `gate` is set."""
+
+    def __init__(self, policy, store, log, gate, gate_at):
+        super().__init__(policy, store)
+        self.log, self.gate, self.gate_at = log, gate, gate_at
+
+    def step(self):
+        if len(self.log) == self.gate_at:
+            assert self.gate.wait(60), "the second request never arrived"
+        self.log.append(len(self))
+        return super().step()
+
+
+def _serial(policy, prompt, params):
+    return policy.generate_rows([prompt], [params])[0]
+
+
+def test_a_request_arriving_mid_batch_joins_at_the_next_step_and_samples_as_it_would_alone(tiny, prompts,
+                                                                                          monkeypatch):
+    log: list[int] = []
+    queued = threading.Event()
+    monkeypatch.setattr(tiny, "decode_batch", lambda: _GatedBatch(tiny, None, log, queued, gate_at=5))
+    policy = BatchingPolicy(tiny, max_batch=4)
+    long_params = SamplingParams(max_new_tokens=60, seed=11, stop_token_ids=())
+    short_params = SamplingParams(max_new_tokens=4, seed=22)
+    out: dict[str, object] = {}
+    order: list[str] = []
+    try:
+        first = threading.Thread(target=lambda: (out.__setitem__("long", policy.generate([prompts[1]], long_params)),
+                                                 order.append("long")))
+        first.start()
+        while len(log) < 5:  # the long row is decoding
+            assert first.is_alive()
+            threading.Event().wait(0.01)
+        second = threading.Thread(target=lambda: (out.__setitem__("short", policy.generate([prompts[0]], short_params)),
+                                                  order.append("short")))
+        second.start()
+        while not policy._continuous._pending:  # queued behind the running batch
+            threading.Event().wait(0.01)
+        queued.set()
+        second.join(60)
+        first.join(60)
+    finally:
+        policy.close()
+    long_c, short_c = out["long"][0], out["short"][0]
+    # Served before the running batch ended: it joined at step 6, left after its 4 tokens, the long row went on.
+    assert order == ["short", "long"] or len(long_c.token_ids) <= 10
+    assert log[:6] == [1] * 6 and 2 in log
+    assert list(short_c.batch_sizes) == [2] * len(short_c.token_ids)
+    # Identical to serial sampling under the same seeds (per-row generators); logprobs up to float rounding.
+    for c, prompt, params in ((long_c, prompts[1], long_params), (short_c, prompts[0], short_params)):
+        alone = _serial(tiny, prompt, params)
+        assert c.token_ids == alone.token_ids and c.finish_reason == alone.finish_reason
+        assert c.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+def test_concurrent_calls_with_mixed_params_equal_serial_sampling(tiny, prompts):
+    params = [SamplingParams(max_new_tokens=12, seed=1), SamplingParams(temperature=0, max_new_tokens=7),
+              SamplingParams(max_new_tokens=9, seed=3, top_k=20)]
+    policy = BatchingPolicy(tiny, max_batch=8)
+    out = [None] * 3
+    try:
+        threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, policy.generate([prompts[i]], params[i])))
+                   for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for i in range(3):
+            alone = _serial(tiny, prompts[i], params[i])
+            assert out[i][0].token_ids == alone.token_ids
+            assert out[i][0].logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+        # A call of several prompts is several rows; it returns when the last one is done.
+        many = policy.generate([prompts[0]] * 3, SamplingParams(max_new_tokens=5, seed=7))
+        assert [c.token_ids for c in many] == [_serial(tiny, prompts[0], SamplingParams(max_new_tokens=5, seed=7 + i))
+                                               .token_ids for i in range(3)]
+        with pytest.raises(ValueError, match="prompt 1 is empty"):
+            policy.generate([prompts[0], []], SamplingParams())
+    finally:
+        policy.close()
+
+
+def test_a_weight_swap_waits_for_the_running_rows_and_stops_admission(tiny, tiny_dir, prompts, monkeypatch):
+    log: list[int] = []
+    swap_waiting = threading.Event()
+    monkeypatch.setattr(tiny, "decode_batch", lambda: _GatedBatch(tiny, None, log, swap_waiting, gate_at=3))
+    policy = BatchingPolicy(tiny, max_batch=4)
+    out: dict[str, object] = {}
+    try:
+        a = threading.Thread(target=lambda: out.__setitem__("a", policy.generate([prompts[1]], SamplingParams(
+            max_new_tokens=30, seed=1))))
+        a.start()
+        while len(log) < 3:
+            threading.Event().wait(0.01)
+        swap = threading.Thread(target=lambda: policy.load_weights(tiny_dir, 5))
+        swap.start()
+        while not policy._lock.waiting:
+            threading.Event().wait(0.01)
+        b = threading.Thread(target=lambda: out.__setitem__("b", policy.generate([prompts[0]], SamplingParams(
+            max_new_tokens=3, seed=2))))
+        b.start()
+        while not policy._continuous._pending:
+            threading.Event().wait(0.01)
+        swap_waiting.set()
+        for t in (a, swap, b):
+            t.join(60)
+    finally:
+        policy.close()
+        tiny.version = 0
+    assert out["a"][0].policy_version == 0 and out["b"][0].policy_version == 5
+    assert 2 not in log  # b did not join a's batch: admission stopped while the swap waited
+
+
+def test_kv_reuse_across_turns_matches_a_full_prefill(tiny, prompts):
+    _check_kv_reuse(tiny, prompts[1], turns=3, tokens=12)
+
+
+@pytest.mark.slow
+def test_kv_reuse_across_turns_matches_a_full_prefill_on_smollm2(hf_policy):
+    tok = hf_policy.tokenizer
+    prompt = tok.encode(tok.apply_chat_template([{"role": "user", "content": "List the files, then run pytest."}],
+                                                add_generation_prompt=True, tokenize=False), add_special_tokens=False)
+    _check_kv_reuse(hf_policy, prompt, turns=3, tokens=10)
+
+
+def _check_kv_reuse(policy, prompt, turns, tokens):
+    """An episode's turns sampled through a store (prefill of the new tokens only) vs a full prefill each turn."""
+    obs = policy.tokenizer.encode("\n<observation>\nok: 3 passed\n</observation>\n")
+    store = PrefixKVStore(256 * 2**20)
+    reused, full = list(prompt), list(prompt)
+    prefilled = 0
+    for turn in range(turns):
+        params = SamplingParams(max_new_tokens=tokens, seed=100 + turn)
+        batch = DecodeBatch(policy, store)
+        batch.admit(reused, params, params.seed, tag=0)
+        (_, c_reused), = _run(batch)
+        prefilled += batch.prefilled_tokens
+        c_full = _serial(policy, full, params)
+        assert c_reused.token_ids == c_full.token_ids
+        assert c_reused.logprobs == pytest.approx(c_full.logprobs, abs=1e-4)
+        reused += list(c_reused.token_ids) + obs
+        full += list(c_full.token_ids) + obs
+    # Turn 1 prefilled the prompt; each later turn only the last sampled token and the observation.
+    assert prefilled == len(prompt) + (turns - 1) * (1 + len(obs))
+    assert store.hits == turns - 1 and store.reused_tokens > 0
+
+
+def _run(batch):
+    done = []
+    while len(batch):
+        done += batch.step()
+    return done
+
+
+def test_the_store_keeps_the_longest_prefix_drops_subsumed_and_stale_entries_and_caps_memory():
+    import torch
+
+    def kv(n):
+        return [(torch.zeros(1, 2, n, 4), torch.zeros(1, 2, n, 4))]  # 2 * 2*n*4 floats = 64n bytes
+
+    store = PrefixKVStore(max_bytes=64 * 10)
+    store.put([1, 2, 3], kv(3), version=0)
+    store.put([1, 2, 3, 4, 5], kv(5), version=0)  # subsumes [1, 2, 3]
+    assert len(store) == 1 and store.nbytes == 64 * 5
+    hit = store.lookup([1, 2, 3, 4, 9, 9], version=0)
+    assert hit.length == 4 and hit.layers()[0][0].shape[-2] == 4
+    assert store.lookup([1, 2, 3, 4, 5], version=0).length == 4  # one token always left to prefill
+    assert store.lookup([7, 1], version=0) is None
+    assert store.lookup([1, 2, 3, 4, 9], version=1) is None and len(store) == 0  # new weights: dropped
+    store.put([5] * 6, kv(6), version=1)
+    store.put([6] * 5, kv(5), version=1)  # 11 tokens > cap of 10: the least recently used goes
+    assert len(store) == 1 and store.lookup([6] * 5 + [1], version=1).length == 5
+    store.put([7] * 11, kv(11), version=1)  # alone over the cap: not kept
+    assert store.lookup([7] * 12, version=1) is None
+    assert common_prefix([1, 2, 3, 4], [1, 2, 9, 4]) == 2 and common_prefix([], [1]) == 0
+    with pytest.raises(ValueError, match="max_bytes"):
+        PrefixKVStore(-1)
+
+
+def test_a_bad_kv_cache_setting_is_refused_with_its_name(tiny_dir):
+    with pytest.raises(ValueError, match="kv_cache_mb must be a non-negative int"):
+        HFPolicy(tiny_dir, kv_cache_mb=-5)
