@@ -18,6 +18,10 @@ from pathlib import Path
 from agent_scaffold.roles import ARTIFACT_FILES
 from selfplay.errors import ArtifactError, DiffError
 
+MAX_FILE_BYTES = 4 << 20
+"""Largest artifact file accepted: SSR's bugs are a few hunks; a multi-megabyte diff is an attack on the
+validator's time (every check would parse, apply and run it), not a bug."""
+
 
 @dataclass(frozen=True)
 class BugArtifact:
@@ -98,6 +102,9 @@ def load_artifact(directory: str | Path) -> BugArtifact:
         raise ArtifactError(f"artifact {root} is missing {', '.join(missing)} "
                             f"(an artifact needs all of: {', '.join(ARTIFACT_FILES)})")
     for name in ARTIFACT_FILES:
+        size = (root / name).stat().st_size
+        if size > MAX_FILE_BYTES:  # checked before reading: a 50 MB diff is refused, not parsed and run
+            raise ArtifactError(_too_large(name, size))
         raw = (root / name).read_bytes()
         try:
             texts[name] = raw.decode("utf-8")
@@ -119,10 +126,18 @@ def save_artifact(artifact: BugArtifact, directory: str | Path) -> Path:
     return root
 
 
+def _too_large(name: str, size: int) -> str:
+    return (f"{name} is {size / (1 << 20):.1f} MiB, over the {MAX_FILE_BYTES >> 20} MiB an artifact file may "
+            "be; a bug and its oracle tests fit in far less (shrink the diff to the code the bug needs)")
+
+
 def check_format(artifact: BugArtifact) -> None:
     """Raise `ArtifactError` naming the first malformed file; return None when the format is fine."""
     from selfplay.diffs import parse_diff
 
+    for name, text in artifact.files().items():
+        if len(text) > MAX_FILE_BYTES:  # characters, a lower bound on the bytes
+            raise ArtifactError(_too_large(name, len(text)))
     if not artifact.test_script.strip():
         raise ArtifactError("test_script.sh is empty; it must run the chosen tests from the repo root")
     if not artifact.test_parser.strip():

@@ -193,13 +193,14 @@ def import_(
     from rich.console import Console
 
     from selfplay.store import ImportFormatError
-    from selfplay.store.export import import_swebench
+    from selfplay.store.export import import_swebench, parse_export
 
-    with _open(store, create=True) as st:
-        try:
+    try:  # all-or-nothing per file: every entry is checked before the store is even opened
+        parse_export(path)
+        with _open(store, create=True) as st:
             summary = import_swebench(st, path)
-        except ImportFormatError as exc:  # all-or-nothing per file: every entry is checked before any write
-            raise typer.BadParameter(f"{exc}; nothing from {path} was imported", param_hint="PATH") from exc
+    except ImportFormatError as exc:
+        raise typer.BadParameter(f"{exc}; nothing from {path} was imported", param_hint="PATH") from exc
     Console().print(f"imported {summary.added} new tasks ({summary.existing} already stored) from {path}")
 
 

@@ -204,11 +204,17 @@ class ImportSummary:
     """Tasks already stored (same id, or same normalised diff hash)."""
 
 
-def import_swebench(store: TaskStore, path: str | Path) -> ImportSummary:
-    """Read an export back into `store`; every line is checked before anything is written."""
+def parse_export(path: str | Path) -> list[tuple[Task, str]]:
+    """Every entry of an export as (task, status), each line checked; ImportFormatError names the first bad
+    line (not UTF-8, not JSON, or not a task) before anything is written anywhere."""
     parsed: list[tuple[Task, str]] = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
+    with Path(path).open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ImportFormatError(f"{path}:{n}: not UTF-8 text (byte {exc.start} of the line); an "
+                                        "export is UTF-8 JSON lines") from None
             if not line.strip():
                 continue
             try:
@@ -216,6 +222,12 @@ def import_swebench(store: TaskStore, path: str | Path) -> ImportSummary:
             except json.JSONDecodeError as exc:
                 raise ImportFormatError(f"{path}:{n}: not JSON ({exc.msg})") from exc
             parsed.append(from_instance(rec, f"{path}:{n}"))
+    return parsed
+
+
+def import_swebench(store: TaskStore, path: str | Path) -> ImportSummary:
+    """Read an export back into `store`; every line is checked before anything is written."""
+    parsed = parse_export(path)
     added = existing = 0
     for task, status in sorted(parsed, key=lambda p: p[0].order):
         known = store.has_task(task.task_id)
