@@ -241,6 +241,8 @@ def test_ctrl_c_exits_130_and_the_printed_resume_command_finishes_the_run(tmp_pa
     out = "".join(lines)
     (run_dir,) = tmp_path.iterdir()
     assert f"Resume with: selfplay run --resume {run_dir}" in out
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
+    assert "FutureWarning" not in out and "past_key_values" not in out  # third-party warnings: run.log only
     resumed = subprocess.run([selfplay, "run", "--resume", str(run_dir), "iterations=1"], env=env, text=True,
                              capture_output=True, timeout=900)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
