@@ -1,4 +1,10 @@
-"""Learning evidence: the solver before and after the warm start (RFT), on held-out procedural tasks.
+"""Learning evidence on held-out procedural tasks: `--arm rft` (default) measures the solver before and after
+the warm start; `--arm rl` runs the learning experiment (the self-play loop from the warm start at LR > 0
+and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-every` iterations; see
+`selfplay.experiment`), writing results.json, a table (table.md), a page (index.html) and SVG charts.
+
+  .venv/bin/python scripts/bench_learning.py --arm rl [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
+      [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
 
 Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start.
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
@@ -22,75 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import time
 from pathlib import Path
 
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of k successes in n trials."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
-
-
-def heldout_tasks(repos: list[str], n: int, seed: int, out: Path, tokenizer) -> list:
-    """(spec, Task) pairs, seeded once and cached in `out`/tasks.json (both phases see the same tasks)."""
-    from repos.listfile import get_repo
-    from sandboxes.images import repo_image
-    from selfplay.artifact import load_artifact
-    from selfplay.demos.collect import SEED_VALIDATION_RUNS
-    from selfplay.demos.seed_cache import cached_seed
-    from selfplay.demos.solver import artifact_fits, fits, fits_key
-    from selfplay.procedural.seed import SeedConfig
-    from selfplay.task import Task, make_task_id
-    from selfplay.validation import ValidationConfig
-
-    cache = out / "tasks.json"
-    if cache.is_file():
-        return [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
-                                           tuple(e["p2p"]), origin="procedural"))
-                for e in json.loads(cache.read_text())]
-    tasks = []
-    dirs = {}
-    for repo in repos:
-        spec = get_repo(repo)
-        found = []
-        for rnd in range(5):
-            try:
-                seeded, _ = cached_seed(spec, n, image=repo_image(spec), config=SeedConfig(seed=seed * 1000 + 500 + rnd),
-                                        validation=ValidationConfig(original_runs=SEED_VALIDATION_RUNS),
-                                        accept=lambda a: artifact_fits(a, tokenizer), accept_key=fits_key(tokenizer))
-            except ValueError as exc:  # e.g. no code file with a same-named test file
-                print(f"skipping {repo}: {exc}", flush=True)
-                break
-            for r in seeded:
-                t = Task(make_task_id(repo, r.artifact), repo, r.artifact, tuple(r.report.fail_to_pass),
-                         tuple(r.report.pass_to_pass), origin="procedural")
-                if fits(t, tokenizer) and all(x.task_id != t.task_id for x in found):
-                    found.append(t)
-                    dirs[t.task_id] = str(r.directory)
-            if len(found) >= n:
-                break
-        tasks += [(spec, t) for t in found[:n]]
-    out.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps([{"repo": sp.name, "task_id": t.task_id, "dir": dirs[t.task_id],
-                                  "f2p": list(t.fail_to_pass), "p2p": list(t.pass_to_pass)} for sp, t in tasks]))
-    return tasks
-
-
-def interleave(tasks: list) -> list:
-    """Round-robin over repos, so a run stopped early still covers every held-out repo."""
-    by_repo: dict[str, list] = {}
-    for spec, task in tasks:
-        by_repo.setdefault(spec.name, []).append((spec, task))
-    queues = list(by_repo.values())
-    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+from selfplay.experiment.heldout import heldout_tasks, interleave
+from selfplay.experiment.stats import wilson
 
 
 def summarize(model_dir: str | None, rows: list[dict]) -> dict:
@@ -157,7 +100,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")
-    ap.add_argument("--repos", default=",".join(HELDOUT_REPOS), help="Held-out repos, comma-separated.")
+    ap.add_argument("--arm", choices=("rft", "rl"), default="rft",
+                    help="rft: before/after the warm start; rl: the two-arm learning experiment.")
+    ap.add_argument("--repos", default=None,
+                    help="rft: held-out repos (default parse,inflection,humanize); rl: training repos "
+                         "(default: the warm start's).")
+    ap.add_argument("--heldout", default=",".join(HELDOUT_REPOS), help="rl: held-out repos, comma-separated.")
+    ap.add_argument("--model", default=None, help="rl: the warm start both arms start from (default: the cached "
+                                                  "default warm start, built if missing).")
+    ap.add_argument("--iterations", type=int, default=4, help="rl: loop iterations per arm.")
+    ap.add_argument("--eval-every", type=int, default=2, help="rl: held-out evaluation every K iterations.")
+    ap.add_argument("--lr", type=float, default=1e-5, help="rl: the RL arm's learning rate (control: 0).")
+    ap.add_argument("--samples", type=int, default=2, help="rl: episodes per held-out task at T=1 (pass@k).")
+    ap.add_argument("--workers", type=int, default=4, help="rl: held-out episodes in flight at once.")
+    ap.add_argument("--arms", default="rl,control", help="rl: which arms to run.")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="rl: KEY=VALUE override of both arms' run config (repeatable).")
+    ap.add_argument("--svg-dir", type=Path, default=None, help="rl: also write the SVG charts here (e.g. docs/).")
     ap.add_argument("-n", type=int, default=4, help="Tasks per held-out repo.")
     ap.add_argument("--max-turns", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=128)
@@ -167,6 +126,9 @@ def main() -> None:
     ap.add_argument("--phase", choices=("before", "after", "both"), default="both",
                     help="Run one policy only; results of the other phase are read back from --out.")
     args = ap.parse_args()
+    if args.arm == "rl":
+        return run_rl(args)
+    args.repos = args.repos or ",".join(HELDOUT_REPOS)
     from transformers import AutoTokenizer
 
     from agent_scaffold.embedded import default_model_dir
@@ -197,6 +159,34 @@ def main() -> None:
     if "before" in results and "after" in results:
         print(table([results["before"], results["after"]]))
     save()
+
+
+def run_rl(args: argparse.Namespace) -> None:
+    import logging
+
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.demos.warm_start import TRAIN_REPOS, warm_start_checkpoint
+    from selfplay.experiment.arms import Experiment, ExperimentConfig
+    from selfplay.experiment.figures import heldout_table, paired_line, training_table, write_outputs
+    from selfplay.experiment.heldout import EvalSettings
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    split = [r for r in (args.repos or ",".join(TRAIN_REPOS)).split(",") if r]
+    heldout = [r for r in args.heldout.split(",") if r]
+    cfg = ExperimentConfig(model_dir=args.model or str(warm_start_checkpoint()), work=args.work,
+                           repos=tuple(split), heldout=tuple(heldout), iterations=args.iterations,
+                           eval_every=args.eval_every, lr=args.lr, seed=args.seed, overrides=tuple(args.overrides),
+                           eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                                             samples=args.samples, workers=args.workers),
+                           arms=tuple(a for a in args.arms.split(",") if a))
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok))
+    print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
+    results = Experiment(cfg, tasks).execute()
+    write_outputs(results, args.work, args.svg_dir)
+    print(heldout_table(results), training_table(results), paired_line(results), sep="\n\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,208 @@
+"""The two arms: the same self-play loop (`run_selfplay`) from the same warm start, with the same seeds,
+at LR > 0 ("rl") and at LR = 0 ("control").
+
+Each arm runs in stages of `eval_every` iterations (a stage resumes the arm's run directory, as
+`selfplay run --resume` does); after each stage its newest checkpoint is evaluated on the held-out tasks.
+Evaluations are cached by a hash of the weights' values: the control arm's weights are bit-identical to
+the warm start's (tested), so its held-out episodes, seeded per task and sample, are the warm start's and
+are played once. Everything lands in `<work>/results.json`, rewritten after every stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
+
+log = logging.getLogger(__name__)
+
+ARMS = (("rl", None), ("control", 0.0))
+"""Arm names and their LR (None: the experiment's `lr`)."""
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One learning experiment."""
+
+    model_dir: str
+    """The warm-start checkpoint both arms start from."""
+    work: Path
+    """Where arms, held-out tasks and results go."""
+    repos: tuple[str, ...]
+    """Training repos of the loop (disjoint from `heldout`)."""
+    heldout: tuple[str, ...]
+    """Held-out repos."""
+    iterations: int = 4
+    """Loop iterations per arm."""
+    eval_every: int = 2
+    """Evaluate the arm's checkpoint on the held-out tasks every this many iterations (and at the end)."""
+    lr: float = 1e-5
+    """The RL arm's learning rate (the control's is 0)."""
+    seed: int = 0
+    """Seeds the loop of both arms and the held-out split."""
+    preset: str = "default"
+    """The `selfplay run` preset the arms start from."""
+    overrides: tuple[str, ...] = ()
+    """Further `KEY=VALUE` overrides of the arms' run config (both arms)."""
+    eval: EvalSettings = field(default_factory=EvalSettings)
+    """Held-out evaluation budgets."""
+    arms: tuple[str, ...] = ("rl", "control")
+    """Which arms to run."""
+
+    def __post_init__(self) -> None:
+        shared = sorted(set(self.repos) & set(self.heldout))
+        if shared:
+            raise ValueError(f"--repos and --heldout share {shared}: a held-out repo must feed no RL step; "
+                             "drop it from one of them")
+        if self.iterations < 1 or self.eval_every < 1:
+            raise ValueError("iterations and eval_every must be >= 1")
+        bad = [a for a in self.arms if a not in dict(ARMS)]
+        if bad:
+            raise ValueError(f"unknown arm(s) {bad}; choose from {[a for a, _ in ARMS]}")
+
+
+def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:
+    from selfplay.orchestration.config_loader import load_config
+
+    lr = dict(ARMS)[arm]
+    overrides = [f"policy.model_dir={cfg.model_dir}", "warm_start.enabled=false", f"iterations={iterations}",
+                 f"seed={cfg.seed}", f"runs_dir={cfg.work / 'arms'}", f"name={arm}", "eval.every=0",
+                 f"repos=[{', '.join(cfg.repos)}]", f"learner.engine.lr={cfg.lr if lr is None else lr}",
+                 # the arms start from `model_dir` (no warm start is built); the split is stated for the checks
+                 f"warm_start.config.repos=[{', '.join(cfg.repos)}]",
+                 f"warm_start.config.heldout_repos=[{', '.join(cfg.heldout)}]",
+                 *cfg.overrides]
+    config = load_config(cfg.preset, overrides)
+    leaked = sorted(set(config.repos) & set(cfg.heldout))
+    if leaked:
+        raise ValueError(f"the arms' config trains on held-out repos {leaked}; remove them from the overrides")
+    return config
+
+
+def weights_hash(model_dir: str | Path) -> str:
+    """sha256 over the weights' names and values (not the file bytes, whose metadata may differ)."""
+    from safetensors import safe_open
+
+    h = hashlib.sha256()
+    for path in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as f:
+            for name in sorted(f.keys()):
+                h.update(name.encode())
+                h.update(f.get_tensor(name).contiguous().view(-1).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def stages(iterations: int, every: int) -> list[int]:
+    """Iteration counts after which an arm is evaluated: every `every`, and the last."""
+    return sorted({*range(every, iterations + 1, every), iterations})
+
+
+def training_curve(metrics_path: Path) -> list[dict[str, Any]]:
+    """Per-iteration training figures of an arm, from its metrics.jsonl."""
+    keys = ("solve_rate/all", "injector/validity", "reward/solver_mean", "reward/injector_mean",
+            "rollout/solver_rounds", "rollout/signal_groups", "batch/solver/samples_trained",
+            "batch/injector/samples_trained", "batch/solver/groups_with_variance", "batch/solver/groups_dropped",
+            "batch/kept_groups", "learner/loss", "learner/grad_norm", "learner/steps", "learner/clipfrac",
+            "learner/skipped_empty_batch", "policy_version", "iteration/wall_s")
+    out = []
+    if not metrics_path.is_file():
+        return out
+    for line in metrics_path.read_text().splitlines():
+        rec = json.loads(line)
+        out.append({"iteration": rec["iteration"], **{k: rec[k] for k in keys if k in rec}})
+    return out
+
+
+class Experiment:
+    """Runs the arms and their evaluations; `results` is what results.json holds."""
+
+    def __init__(self, cfg: ExperimentConfig, tasks: Sequence[tuple[Any, Any]],
+                 run: Callable[..., Path] | None = None) -> None:
+        from selfplay.orchestration.loop import run_selfplay
+
+        self.cfg, self.tasks = cfg, list(tasks)
+        self.run = run or run_selfplay
+        self.path = cfg.work / "results.json"
+        self.results: dict[str, Any] = {
+            "config": {k: str(v) for k, v in asdict(cfg).items()},
+            "tasks": [t.task_id for _, t in self.tasks], "evals": {}, "arms": {}}
+        self.by_weights: dict[str, list[dict[str, Any]]] = {}
+
+    def save(self) -> None:
+        self.cfg.work.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.results, indent=1) + "\n")
+        tmp.replace(self.path)
+
+    def evaluate(self, label: str, model_dir: str | Path) -> dict[str, Any]:
+        digest = weights_hash(model_dir)
+        cached = digest in self.by_weights
+        t0 = time.monotonic()
+        if not cached:
+            rows: list[EpisodeRow] = evaluate(str(model_dir), self.tasks, self.cfg.eval)
+            self.by_weights[digest] = [row_dict(r) for r in rows]
+        rows_json = self.by_weights[digest]
+        summary = summarize([EpisodeRow(**r) for r in rows_json])
+        entry = {"model": str(model_dir), "weights": digest, "reused": cached,
+                 "wall_s": round(time.monotonic() - t0, 1), "summary": summary, "rows": rows_json}
+        self.results["evals"][label] = entry
+        self.save()
+        log.info("held-out %s (%s%s): %s", label, digest, ", same weights as before" if cached else "",
+                 {k: summary.get(k) for k in ("greedy", "pass_at_k")})
+        return entry
+
+    def run_arm(self, arm: str) -> None:
+        from selfplay.learner.checkpoint import latest_checkpoint
+
+        path: Path | None = None
+        t0 = time.monotonic()
+        info: dict[str, Any] = self.results["arms"].setdefault(arm, {})
+        for stop in stages(self.cfg.iterations, self.cfg.eval_every):
+            path = self.run(arm_config(self.cfg, arm, stop), resume=path)
+            info.update(run_dir=str(path), wall_s=round(time.monotonic() - t0, 1),
+                        curve=training_curve(path / "metrics.jsonl"))
+            self.save()
+            ckpt = latest_checkpoint(path / "checkpoints")
+            self.evaluate(f"{arm}@{stop}", ckpt if ckpt is not None else self.cfg.model_dir)
+        info["train_wall_s"] = round(time.monotonic() - t0 - sum(
+            e["wall_s"] for k, e in self.results["evals"].items() if k.startswith(f"{arm}@")), 1)
+        self.save()
+
+    def execute(self) -> dict[str, Any]:
+        self.evaluate("start", self.cfg.model_dir)
+        for arm in self.cfg.arms:
+            self.run_arm(arm)
+        self.results["paired"] = paired(self.results, self.cfg.iterations)
+        self.save()
+        return self.results
+
+
+def paired(results: dict[str, Any], iterations: int) -> dict[str, Any]:
+    """RL vs control at the end, per held-out task: greedy and pass@k, exact McNemar."""
+    from selfplay.experiment.stats import mcnemar_exact
+
+    evals = results["evals"]
+    a, b = evals.get(f"rl@{iterations}"), evals.get(f"control@{iterations}")
+    if a is None or b is None:
+        return {}
+    out = {}
+    for mode in ("greedy", "sample"):
+        def solved(entry: dict[str, Any], mode: str = mode) -> dict[str, bool]:
+            by: dict[str, bool] = {}
+            for r in entry["rows"]:
+                if r["mode"] == mode:
+                    by[r["task"]] = by.get(r["task"], False) or r["reward"] > 0
+            return by
+        sa, sb = solved(a), solved(b)
+        tasks = sorted(set(sa) & set(sb))
+        if tasks:
+            out["greedy" if mode == "greedy" else "pass_at_k"] = mcnemar_exact([sa[t] for t in tasks],
+                                                                               [sb[t] for t in tasks])
+    return out

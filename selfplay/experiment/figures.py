@@ -1,0 +1,148 @@
+"""The experiment's table (Markdown), charts (SVG, both arms on one chart) and page (HTML), drawn with the
+report's own chart code (`selfplay.report.charts`), so no plotting package is needed."""
+
+from __future__ import annotations
+
+import re
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from selfplay.report import charts
+
+TRAINING_CHARTS = (
+    ("solve_rate/all", "Training solve rate per iteration", "solve rate"),
+    ("injector/validity", "Injector valid-bug rate per iteration", "valid-bug rate"),
+    ("reward/solver_mean", "Mean solver reward per iteration", "reward"),
+    ("reward/injector_mean", "Mean injector reward per iteration", "reward"),
+    ("batch/solver/samples_trained", "Solver samples trained per iteration", "samples"),
+)
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.0f}%"
+
+
+def _rate(s: dict[str, Any] | None) -> str:
+    if not s:
+        return "–"
+    lo, hi = s["ci95"]
+    return f"{_pct(s['rate'])} ({s['solved']}/{s['n']}) [{_pct(lo)}, {_pct(hi)}]"
+
+
+def heldout_table(results: dict[str, Any]) -> str:
+    lines = ["| checkpoint | weights | greedy solve (95% CI) | pass@k at T=1 (95% CI) | T=1 solve per episode | "
+             "format-valid turns | empty/unchanged diffs | submits | failures |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label, e in results["evals"].items():
+        s = e["summary"]
+        k = s.get("pass_at_k", {}).get("k", "k")
+        fails = ", ".join(f"{n} {f}" for f, n in sorted(s["failures"].items(), key=lambda x: -x[1]))
+        lines.append(f"| {label} | `{e['weights']}`{' (same as above)' if e['reused'] else ''} | "
+                     f"{_rate(s.get('greedy'))} | {_rate(s.get('pass_at_k'))} (k={k}) | {_rate(s.get('sample'))} | "
+                     f"{_pct(s['format_valid_turn_rate'])} | {_pct(s['empty_or_unchanged_rate'])} | "
+                     f"{_pct(s['submit_rate'])} | {fails} |")
+    return "\n".join(lines)
+
+
+def training_table(results: dict[str, Any]) -> str:
+    lines = ["| arm | iteration | solve rate | valid bugs | solver reward | injector reward | rounds | "
+             "groups w/ variance | samples trained (solver/injector) | steps | loss | wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+
+    def f(x: Any, p: bool = False) -> str:
+        return "–" if x is None else (_pct(x) if p else charts.fmt(x))
+
+    for arm, info in results["arms"].items():
+        for r in info.get("curve", []):
+            lines.append(f"| {arm} | {r['iteration']} | {f(r.get('solve_rate/all'), True)} | "
+                         f"{f(r.get('injector/validity'), True)} | {f(r.get('reward/solver_mean'))} | "
+                         f"{f(r.get('reward/injector_mean'))} | {f(r.get('rollout/solver_rounds'))} | "
+                         f"{f(r.get('batch/solver/groups_with_variance'))} | "
+                         f"{f(r.get('batch/solver/samples_trained'))}/{f(r.get('batch/injector/samples_trained'))} | "
+                         f"{f(r.get('learner/steps'))} | {f(r.get('learner/loss'))} | {f(r.get('iteration/wall_s'))} |")
+    return "\n".join(lines)
+
+
+def paired_line(results: dict[str, Any]) -> str:
+    p = results.get("paired") or {}
+    if not p:
+        return "Paired test: not run (both arms must finish)."
+    parts = [f"{mode}: {int(v['only_a'])} tasks solved only by rl, {int(v['only_b'])} only by control, "
+             f"exact McNemar p = {v['p_value']:.3g}" for mode, v in p.items()]
+    return "Paired test over the same held-out tasks (rl vs control, last checkpoint): " + "; ".join(parts) + "."
+
+
+def _series(results: dict[str, Any], key: str) -> dict[str, list[tuple[float, float]]]:
+    return {arm: [(float(r["iteration"]), float(r[key])) for r in info.get("curve", []) if key in r]
+            for arm, info in results["arms"].items()}
+
+
+def heldout_series(results: dict[str, Any], metric: str) -> dict[str, list[tuple[float, float]]]:
+    """Held-out `metric` (greedy or pass_at_k) of each arm by iterations trained, the start at 0."""
+    start = results["evals"].get("start")
+    out: dict[str, list[tuple[float, float]]] = {}
+    for arm in results["arms"]:
+        pts = [(0.0, start["summary"][metric]["rate"])] if start and metric in start["summary"] else []
+        for label, e in results["evals"].items():
+            if label.startswith(f"{arm}@") and metric in e["summary"]:
+                pts.append((float(label.split("@")[1]), e["summary"][metric]["rate"]))
+        out[arm] = pts
+    return out
+
+
+def figures(results: dict[str, Any]) -> list[str]:
+    figs = [charts.line_chart(f"heldout-{m}", f"Held-out solve rate ({name}) by iterations trained",
+                              heldout_series(results, m), y_label="solve rate", x_label="iterations trained",
+                              y_range=(0.0, 1.0))
+            for m, name in (("greedy", "greedy"), ("pass_at_k", "pass@k at T=1"))]
+    figs += [charts.line_chart(f"train-{i}", title, _series(results, key), y_label=y)
+             for i, (key, title, y) in enumerate(TRAINING_CHARTS)]
+    return figs
+
+
+def svg_of(figure: str) -> str:
+    """The standalone SVG file of a chart figure (for docs/)."""
+    m = re.search(r"<svg\b.*?</svg>", figure, re.S)
+    if m is None:
+        raise ValueError("the figure holds no <svg>")
+    svg = m.group(0)
+    if "xmlns=" not in svg:
+        svg = svg.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
+    style = "<style>text{font:11px sans-serif} .tick{fill:#555}</style>"
+    return svg.replace(">", ">" + style, 1)
+
+
+def write_page(results: dict[str, Any], path: Path) -> Path:
+    figs = figures(results)
+    body = "\n".join(figs)
+    tables = (f"<h2>Held-out</h2><pre>{escape(heldout_table(results))}</pre><p>{escape(paired_line(results))}</p>"
+              f"<h2>Training</h2><pre>{escape(training_table(results))}</pre>")
+    css_path = Path(charts.__file__).with_name("style.css")
+    css = css_path.read_text() if css_path.is_file() else ""
+    path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>Learning experiment</title>"
+                    "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+                    f"<style>{css}</style></head><body><h1>Learning experiment: rl vs control (LR 0)</h1>"
+                    f"{tables}{body}</body></html>\n")
+    return path
+
+
+def write_svgs(results: dict[str, Any], directory: Path, prefix: str = "learning") -> list[Path]:
+    """The held-out and training-solve-rate charts as SVG files (both arms on each)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    figs = figures(results)
+    out = []
+    for name, fig in (("heldout_greedy", figs[0]), ("heldout_pass_at_k", figs[1]), ("train_solve_rate", figs[2]),
+                      ("train_valid_bugs", figs[3])):
+        p = directory / f"{prefix}_{name}.svg"
+        p.write_text(svg_of(fig) + "\n")
+        out.append(p)
+    return out
+
+
+def write_outputs(results: dict[str, Any], work: Path, svg_dir: Path | None = None) -> list[Path]:
+    """table.md and index.html under `work`, the SVG charts under `svg_dir` (default `work`)."""
+    work.mkdir(parents=True, exist_ok=True)
+    table = work / "table.md"
+    table.write_text("\n\n".join([heldout_table(results), paired_line(results), training_table(results)]) + "\n")
+    return [table, write_page(results, work / "index.html"), *write_svgs(results, svg_dir or work)]

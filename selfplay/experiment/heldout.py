@@ -1,0 +1,237 @@
+"""Held-out tasks and the evaluation of a checkpoint on them.
+
+The split: procedural tasks seeded on repos that fed no demonstration, SFT or RL step, kept only if their
+prompt fits the 2,048-token budget the warm start trained on. It is fixed by `seed`: seeding rounds use
+SeedConfig seeds `1000 * seed + 500 + round`, disjoint from the warm start's `1000 * seed + round`, and
+the tasks are listed in `<work>/tasks.json` so every arm and every phase sees the same ones.
+
+Evaluation follows SSR's protocol: the solver sees only the weakened-test spec (no file, line or operator
+hint), in a fresh buggy sandbox, and a submitted diff is graded by the real grader. Each task is played
+greedily once and `samples` times at the training temperature (seeded per task and sample, so two
+checkpoints with equal weights play equal episodes); episodes run `workers` at a time through one
+`BatchingPolicy`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from selfplay.experiment.failures import EpisodeFacts, classify, empty_or_unchanged
+
+log = logging.getLogger(__name__)
+
+HELDOUT_SEED_OFFSET = 500
+"""Held-out seeding rounds use SeedConfig seeds `1000 * seed + 500 + round`; the warm start's use
+`1000 * seed + round` with round < 500, so the two never coincide."""
+
+
+def heldout_seed(seed: int, round_: int) -> int:
+    return 1000 * seed + HELDOUT_SEED_OFFSET + round_
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """Budgets of a held-out evaluation."""
+
+    max_turns: int = 6
+    """Turns per episode."""
+    max_new_tokens: int = 128
+    """Tokens per turn."""
+    max_context_tokens: int = 2048
+    """Context budget (the warm start's)."""
+    samples: int = 2
+    """Episodes per task at temperature 1 (pass@k with k = samples); 0 runs greedy only."""
+    greedy: bool = True
+    """Also play each task once greedily."""
+    workers: int = 4
+    """Episodes in flight at once."""
+
+
+def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any) -> list[tuple[Any, Any]]:
+    """(RepoSpec, Task) pairs, `n` per repo, seeded once and listed in `out`/tasks.json."""
+    from repos.listfile import get_repo
+    from sandboxes.images import repo_image
+    from selfplay.artifact import load_artifact
+    from selfplay.demos.collect import SEED_VALIDATION_RUNS
+    from selfplay.demos.seed_cache import cached_seed
+    from selfplay.demos.solver import artifact_fits, fits, fits_key
+    from selfplay.procedural.seed import SeedConfig
+    from selfplay.task import Task, make_task_id
+    from selfplay.validation import ValidationConfig
+
+    cache = out / "tasks.json"
+    if cache.is_file():
+        return [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
+                                           tuple(e["p2p"]), origin="procedural"))
+                for e in json.loads(cache.read_text())]
+    tasks: list[tuple[Any, Any]] = []
+    dirs: dict[str, str] = {}
+    for repo in repos:
+        spec = get_repo(repo)
+        found: list[Any] = []
+        for rnd in range(5):
+            try:
+                seeded, _ = cached_seed(spec, n, image=repo_image(spec), config=SeedConfig(seed=heldout_seed(seed, rnd)),
+                                        validation=ValidationConfig(original_runs=SEED_VALIDATION_RUNS),
+                                        accept=lambda a: artifact_fits(a, tokenizer), accept_key=fits_key(tokenizer))
+            except ValueError as exc:  # e.g. no code file with a same-named test file
+                log.warning("held-out repo %s cannot be seeded: %s", repo, exc)
+                break
+            for r in seeded:
+                t = Task(make_task_id(repo, r.artifact), repo, r.artifact, tuple(r.report.fail_to_pass),
+                         tuple(r.report.pass_to_pass), origin="procedural")
+                if fits(t, tokenizer) and all(x.task_id != t.task_id for x in found):
+                    found.append(t)
+                    dirs[t.task_id] = str(r.directory)
+            if len(found) >= n:
+                break
+        tasks += [(spec, t) for t in found[:n]]
+    out.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps([{"repo": sp.name, "task_id": t.task_id, "dir": dirs[t.task_id],
+                                  "f2p": list(t.fail_to_pass), "p2p": list(t.pass_to_pass)} for sp, t in tasks]))
+    return tasks
+
+
+def interleave(tasks: Sequence[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Round-robin over repos, so a run stopped early still covers every held-out repo."""
+    by_repo: dict[str, list] = {}
+    for spec, task in tasks:
+        by_repo.setdefault(spec.name, []).append((spec, task))
+    queues = list(by_repo.values())
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+
+
+@dataclass(frozen=True)
+class EpisodeRow:
+    """One held-out episode."""
+
+    task: str
+    repo: str
+    mode: str
+    """greedy or sample."""
+    sample: int
+    termination: str
+    reward: float
+    turns: int
+    format_errors: int
+    failure: str
+    """`failures.classify` label."""
+    empty_diff: bool
+    """Submitted a diff that changes no library file."""
+    search_refusals: int
+    wall_s: float
+
+
+def _observations(trajectory: Any) -> tuple[str, ...]:
+    return tuple(str(m.get("content", "")) for m in trajectory.messages[2:] if m.get("role") != "assistant")
+
+
+def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
+    """One held-out episode in a fresh buggy sandbox, graded when it submits."""
+    import zlib
+
+    from agent_scaffold.agent import run_episode
+    from agent_scaffold.policy import EVAL, TRAINING
+    from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+    from selfplay.diffs import touched_files
+    from selfplay.experiment.failures import search_refusals
+    from selfplay.grader import build_buggy_state, grade
+
+    t0 = time.monotonic()
+    limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
+                           max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
+                           max_observation_chars=1500)
+    seed = zlib.crc32(f"{task.task_id}:{sample}".encode())
+    sampling = EVAL if mode == "greedy" else TRAINING.with_(seed=seed)
+    with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
+        build_buggy_state(sb, task.artifact)
+        ep = run_episode(policy, sb, load_role("solver"), solver_variables(task.spec, "tests"), limits=limits,
+                         sampling=sampling)
+    reward = -1.0
+    if ep.termination == "submitted" and not ep.infra_failure:
+        reward = float(grade(task.artifact, ep.submission or "", task.fail_to_pass, task.pass_to_pass,
+                             spec=spec).reward)
+    submission = ep.submission if isinstance(ep.submission, str) else None
+    facts = EpisodeFacts(ep.termination, reward, ep.turns, ep.format_errors, submission,
+                         _observations(ep.trajectory), touched_files(task.artifact.bug_inject),
+                         tuple(task.artifact.test_files), ep.infra_failure)
+    return EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
+                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
+                      round(time.monotonic() - t0, 1))
+
+
+def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
+    """`play`, with an infrastructure failure (a dead sandbox, a grader error) kept as a row, not raised:
+    one broken episode must not end an evaluation of dozens."""
+    t0 = time.monotonic()
+    try:
+        return play(policy, spec, task, mode, sample, settings)
+    except Exception as exc:
+        log.warning("held-out episode %s/%s/%d failed on infrastructure: %s", task.task_id, mode, sample, exc)
+        return EpisodeRow(task.task_id, spec.name, mode, sample, "sandbox_error", -1.0, 0, 0, "infra", False, 0,
+                          round(time.monotonic() - t0, 1))
+
+
+def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
+             on_row: Callable[[EpisodeRow], None] | None = None) -> list[EpisodeRow]:
+    """Every episode of `settings` on every task with the checkpoint `model_dir`."""
+    from agent_scaffold.policies.batching import BatchingPolicy
+    from agent_scaffold.policies.hf import HFPolicy
+
+    jobs = [(spec, task, "greedy", 0) for spec, task in tasks if settings.greedy]
+    jobs += [(spec, task, "sample", k) for k in range(settings.samples) for spec, task in tasks]
+    policy = BatchingPolicy(HFPolicy(model_dir), max_batch=max(1, settings.workers))
+    rows: list[EpisodeRow] = []
+    try:
+        with ThreadPoolExecutor(max(1, settings.workers), thread_name_prefix="heldout") as pool:
+            for row in pool.map(lambda j: _play_or_infra(policy, *j, settings), jobs):
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
+    finally:
+        policy.close()
+    return rows
+
+
+def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
+    """Greedy solve rate, pass@k and the mean solve rate at T=1 (each with a Wilson 95% interval), the
+    format-valid turn rate beside the share of empty or unchanged submissions, and the failure counts."""
+    from selfplay.experiment.stats import wilson
+
+    out: dict[str, Any] = {}
+    greedy = [r for r in rows if r.mode == "greedy" and r.failure != "infra"]
+    sampled = [r for r in rows if r.mode == "sample" and r.failure != "infra"]
+    if greedy:
+        k = sum(r.reward > 0 for r in greedy)
+        out["greedy"] = {"solved": k, "n": len(greedy), "rate": k / len(greedy), "ci95": wilson(k, len(greedy))}
+    if sampled:
+        by_task: dict[str, list[bool]] = {}
+        for r in sampled:
+            by_task.setdefault(r.task, []).append(r.reward > 0)
+        k = sum(any(v) for v in by_task.values())
+        ks = sum(r.reward > 0 for r in sampled)
+        out["pass_at_k"] = {"k": max(map(len, by_task.values())), "solved": k, "n": len(by_task),
+                            "rate": k / len(by_task), "ci95": wilson(k, len(by_task))}
+        out["sample"] = {"solved": ks, "n": len(sampled), "rate": ks / len(sampled), "ci95": wilson(ks, len(sampled))}
+    played = [r for r in rows if r.failure != "infra"]
+    turns = sum(r.turns for r in played)
+    out["format_valid_turn_rate"] = (turns - sum(r.format_errors for r in played)) / max(turns, 1)
+    out["empty_or_unchanged_rate"] = sum(r.empty_diff for r in played) / max(len(played), 1)
+    out["submit_rate"] = sum(r.termination == "submitted" for r in played) / max(len(played), 1)
+    out["failures"] = {f: sum(r.failure == f for r in rows) for f in
+                       dict.fromkeys(r.failure for r in rows)}
+    out["episodes"] = len(rows)
+    return out
+
+
+def row_dict(row: EpisodeRow) -> dict[str, Any]:
+    return asdict(row)

@@ -1,0 +1,85 @@
+"""The learning experiment's pure parts: failure labels, paired test, intervals, split checks."""
+
+from pathlib import Path
+
+import pytest
+
+from selfplay.experiment.arms import ExperimentConfig, stages
+from selfplay.experiment.failures import EpisodeFacts, classify, empty_or_unchanged
+from selfplay.experiment.stats import mcnemar_exact, wilson
+
+LIB = "diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1 +1 @@\n-a\n+b\n"
+OTHER = LIB.replace("pkg/core.py", "pkg/other.py")
+TESTS = LIB.replace("pkg/core.py", "tests/test_core.py")
+REFUSED = "str_replace: the SEARCH text was not found in pkg/core.py. View the file and copy ..."
+
+
+def facts(termination="submitted", reward=-1.0, turns=3, format_errors=0, submission=LIB, observations=(),
+          infra=False):
+    return EpisodeFacts(termination, reward, turns, format_errors, submission, tuple(observations),
+                        ("pkg/core.py",), ("tests/test_core.py",), infra)
+
+
+@pytest.mark.parametrize("f,label", [
+    (facts(infra=True), "infra"),
+    (facts(reward=1.0), "solved"),
+    (facts(turns=3, format_errors=3, termination="max_turns", submission=None), "no_action"),
+    (facts(submission=""), "no_edit"),
+    (facts(submission=TESTS), "no_edit"),               # only the oracle tests changed: not a repair
+    (facts(submission="", observations=[REFUSED]), "search_mismatch"),
+    (facts(submission=OTHER), "wrong_file"),
+    (facts(submission=LIB), "wrong_fix"),
+    (facts(termination="max_turns", submission=None, observations=["ok", REFUSED]), "search_mismatch"),
+    (facts(termination="max_turns", submission=None), "out_of_turns"),
+    (facts(termination="context_exhausted", submission=None), "out_of_turns"),
+])
+def test_failure_labels(f, label):
+    assert classify(f) == label
+
+
+def test_empty_or_unchanged_is_what_a_trivial_policy_scores():
+    assert empty_or_unchanged(facts(submission=""))
+    assert empty_or_unchanged(facts(submission=TESTS))
+    assert not empty_or_unchanged(facts(submission=LIB))
+    assert not empty_or_unchanged(facts(termination="max_turns", submission=None))
+
+
+def test_mcnemar_exact():
+    # 6 tasks only a solves, 0 only b: p = 2 * 0.5^6
+    r = mcnemar_exact([True] * 6 + [False] * 4, [False] * 10)
+    assert r["only_a"] == 6 and r["only_b"] == 0 and r["p_value"] == pytest.approx(2 / 64)
+    assert mcnemar_exact([True, False], [True, False])["p_value"] == 1.0  # no discordant pair
+    assert mcnemar_exact([True, False], [False, True])["p_value"] == 1.0
+    with pytest.raises(ValueError, match="same tasks"):
+        mcnemar_exact([True], [True, False])
+
+
+def test_wilson_bounds():
+    lo, hi = wilson(0, 12)
+    assert lo == 0.0 and 0.2 < hi < 0.3
+    lo, hi = wilson(3, 12)
+    assert 0.05 < lo < 0.25 < hi < 0.6
+
+
+def test_held_out_repos_cannot_train(tmp_path):
+    with pytest.raises(ValueError, match="share \\['parse'\\]"):
+        ExperimentConfig(model_dir="m", work=Path(tmp_path), repos=("toolz", "parse"), heldout=("parse",))
+    with pytest.raises(ValueError, match="unknown arm"):
+        ExperimentConfig(model_dir="m", work=Path(tmp_path), repos=("toolz",), heldout=("parse",), arms=("sft",))
+
+
+def test_arm_config_refuses_a_held_out_repo_smuggled_in_by_an_override(tmp_path):
+    from selfplay.experiment.arms import arm_config
+
+    cfg = ExperimentConfig(model_dir="m", work=Path(tmp_path), repos=("toolz",), heldout=("parse",),
+                           overrides=("repos=[toolz, parse]",))
+    with pytest.raises(ValueError, match="parse is held out|held-out repos \\['parse'\\]"):
+        arm_config(cfg, "rl", 1)
+    ok = arm_config(ExperimentConfig(model_dir="m", work=Path(tmp_path), repos=("toolz",), heldout=("parse",)),
+                    "control", 3)
+    assert ok.learner.engine.lr == 0.0 and ok.iterations == 3 and ok.repos == ("toolz",)
+    assert not ok.warm_start.enabled and ok.policy.model_dir == "m"
+
+
+def test_stages():
+    assert stages(4, 2) == [2, 4] and stages(5, 2) == [2, 4, 5] and stages(1, 3) == [1]
