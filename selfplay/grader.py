@@ -19,19 +19,27 @@ tests of every run (`selfplay.jobs.canary`); either earns -1 with the reason in 
 Whose fault (docs/security.md, class 5): a run whose job dies or times out is the prediction's (-1, reason
 recorded) unless a control run of the same task with an empty prediction, on a reset sandbox, fails too:
 then the task is broken and ValidationInfraError is raised. Nothing the model prints can raise it.
+"Times out" means past the prediction's budget (`selfplay.facts.Budget`: a multiple of the task's validated
+suite time plus a floor, wall and CPU), not the 120 s suite timeout, and the control gets the same budget.
+
+Environment-conditional fixes (docs/security.md, class 9): the job runs the suite a second time under a
+perturbed environment (`selfplay.jobs.verification`); +1 needs both runs to pass, and a prediction that
+passes only in the main run gets -1 with the disagreement in `GradeResult.verification`. When validation
+saw every run report its canaries (`TaskFacts.canaries_reported`), a run without them is tampering.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
-from selfplay.grading import GradeResult, failed_grade, grade_statuses
+from selfplay.facts import Budget, TaskFacts
+from selfplay.grading import GradeResult, disagreement, failed_grade, grade_statuses
 from selfplay.jobs import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files
 from selfplay.tamper import TamperConfig, screen
 
@@ -50,6 +58,12 @@ class GraderConfig:
     """Bytes of test output a run may print; more fails the run (-1)."""
     tamper: TamperConfig = TamperConfig()
     """The runner-tampering screen applied to the kept sections of each prediction."""
+    verify: bool = True
+    """Run every prediction a second time under a perturbed environment and require the same verdict
+    (`selfplay.jobs.verification`); False only to measure what that costs."""
+    budget: Budget = Budget()
+    """Wall and CPU budgets of a prediction's runs, from the task's validated suite time (`TaskFacts`);
+    `suite_timeout` caps them, and is the budget of a task without measured facts."""
 
 
 def apply_layers(sb: Sandbox, artifact: BugArtifact, base_patch: str | None = None) -> None:
@@ -78,9 +92,11 @@ def build_buggy_state(sb: Sandbox, artifact: BugArtifact, *, base_patch: str | N
 
 def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
                      pass_to_pass: tuple[str, ...], *, spec: RepoSpec, base_patch: str | None = None,
-                     config: GraderConfig = GraderConfig(), reset: bool = True) -> GradeResult:
+                     config: GraderConfig = GraderConfig(), reset: bool = True,
+                     facts: TaskFacts = TaskFacts()) -> GradeResult:
     """Grade `prediction` (a diff over the buggy state) in `sb`, which is reset first unless `reset` is
-    False (a sandbox fresh from a pool is already clean).
+    False (a sandbox fresh from a pool is already clean). `facts` (from the task's validation) set the
+    time budgets and whether the canaries must report.
 
     Model failures (garbage diff, does not apply, parser fails on the output) give -1 with a reason;
     sandbox failures raise ValidationInfraError.
@@ -100,15 +116,15 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
         return failed_grade(f"runner tampering: {tamper}", dropped_hunks=dropped, tamper=tamper, **tests)
     if reset:
         sb.reset()
-    run = _run(sb, artifact, base_patch, filtered.kept, config)
-    if run.died or run.timed_out:
+    run = _run(sb, artifact, base_patch, filtered.kept, config, facts)
+    if (failed := _stopped(run)) is not None:
         # The prediction's fault unless the task cannot run either: a control with an empty prediction.
         sb.reset()
-        control = _run(sb, artifact, base_patch, "", config)
-        if control.died or control.timed_out or control.statuses is None:
+        control = _run(sb, artifact, base_patch, "", config, facts)
+        if (broken := _stopped(control)) is not None or control.statuses is None:
             raise ValidationInfraError(f"the task cannot run: a control run with an empty prediction failed too "
-                                       f"({control.error}); the prediction's run: {run.error}")
-        return failed_grade(f"the prediction's run failed: {run.error}", dropped_hunks=dropped, **tests)
+                                       f"({broken or control.error}); the prediction's run: {failed}")
+        return failed_grade(f"the prediction's run failed: {failed}", dropped_hunks=dropped, **tests)
     if run.apply_error and not run.apply_error.startswith("prediction.diff:"):
         raise ValidationInfraError(f"the task's own layers no longer apply ({run.apply_error}); "
                                    "the task is broken, not the prediction")
@@ -117,34 +133,61 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
                             f"{run.apply_error.partition(': ')[2]}", dropped_hunks=dropped, **tests)
     if run.statuses is None:
         return failed_grade(run.error or "no test results", dropped_hunks=dropped, **tests)
-    if run.tampered:
-        return failed_grade(f"run integrity: {run.integrity}", dropped_hunks=dropped, tamper=run.integrity,
-                            integrity=run.integrity, **tests)
-    return grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped, integrity=run.integrity)
+    integrity = run.integrity
+    if not run.tampered and facts.canaries_reported and integrity.startswith("inconclusive"):
+        integrity = ("tampered: the canary tests were not reported, though every validation run of this task "
+                     "reported them (the run was cut short, or its output rewritten)")
+    if integrity.startswith("tampered"):
+        return failed_grade(f"run integrity: {integrity}", dropped_hunks=dropped, tamper=integrity,
+                            integrity=integrity, **tests)
+    result = grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped, integrity=integrity)
+    if run.verification is None:
+        return result
+    if run.verification.statuses is None:
+        return failed_grade(f"the verification run failed: {run.verification.error}", dropped_hunks=dropped,
+                            integrity=integrity, verification=f"disagree: {run.verification.error}", **tests)
+    expected = {t: "passed" for t in (*fail_to_pass, *pass_to_pass)}
+    if (differ := disagreement(run.statuses, run.verification.statuses, expected)) is not None:
+        log.info("grading: %s", differ)
+        return failed_grade(f"verification run: {differ}", dropped_hunks=dropped, integrity=integrity,
+                            verification=differ, **tests)
+    return replace(result, verification="agree")
 
 
-def _run(sb: Sandbox, artifact: BugArtifact, base_patch: str | None, kept: str, config: GraderConfig) -> SuiteRun:
+def _stopped(run: SuiteRun) -> str | None:
+    """Why the job, its main run or its verification run did not finish (died, timed out, over budget)."""
+    for part in (run, run.verification):
+        if part is not None and (part.died or part.timed_out):
+            return part.error
+    return None
+
+
+def _run(sb: Sandbox, artifact: BugArtifact, base_patch: str | None, kept: str, config: GraderConfig,
+         facts: TaskFacts) -> SuiteRun:
     layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if base_patch else ())
-    job = Job(patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=artifact.test_files)
-    return run_job(sb, artifact, job, suite_timeout=config.suite_timeout, parser_timeout=config.parser_timeout,
-                   max_output=config.max_test_output,
+    job = Job(patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=artifact.test_files,
+              verify=config.verify)
+    wall = config.budget.seconds(facts.suite_time, config.suite_timeout)
+    cpu = None if facts.suite_cpu is None else config.budget.seconds(facts.suite_cpu, config.suite_timeout)
+    return run_job(sb, artifact, job, suite_timeout=wall, parser_timeout=config.parser_timeout,
+                   max_output=config.max_test_output, cpu_limit=cpu,
                    stage=staged_files(artifact, **{"layer.diff": base_patch or "", "prediction.diff": kept}))
 
 
 def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],
           *, spec: RepoSpec, pool=None, base_patch: str | None = None,
-          config: GraderConfig = GraderConfig()) -> GradeResult:
+          config: GraderConfig = GraderConfig(), facts: TaskFacts = TaskFacts()) -> GradeResult:
     """Grade in a sandbox from `pool` (a `sandboxes.pool.SandboxPool`), or in a new one of the repo's image."""
     if pool is not None:
         with pool.checkout() as sb:
             return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
-                                    base_patch=base_patch, config=config, reset=False)
+                                    base_patch=base_patch, config=config, reset=False, facts=facts)
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
 
     sb = DockerSandbox.create(repo_image(spec), workdir=spec.workdir)
     try:
         return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
-                                base_patch=base_patch, config=config, reset=False)
+                                base_patch=base_patch, config=config, reset=False, facts=facts)
     finally:
         sb.close()

@@ -35,12 +35,15 @@ class GradeResult:
     integrity: str | None = None
     """The run's canary verdict: "ok", "inconclusive: ..." (the script or parser skipped the canaries)
     or "tampered: ..."; None when no run was parsed."""
+    verification: str | None = None
+    """The verification run's verdict (`selfplay.jobs.verification`): "agree", or "disagree: ..." naming
+    the tests whose status differs under the perturbed environment; None when none ran."""
 
     def to_json(self) -> dict[str, Any]:
         """The `selfplay grade --json` object."""
         return {"reward": self.reward, "resolved": self.resolved, "tests": dict(self.tests),
                 "dropped_hunks": list(self.dropped_hunks), "error": self.error, "tamper": self.tamper,
-                "integrity": self.integrity}
+                "integrity": self.integrity, "verification": self.verification}
 
 
 class ParserOutputError(ValueError):
@@ -86,11 +89,26 @@ def grade_statuses(statuses: Mapping[str, str], fail_to_pass: tuple[str, ...] | 
 
 def failed_grade(error: str, *, dropped_hunks: tuple[str, ...] = (), fail_to_pass: tuple[str, ...] = (),
                  pass_to_pass: tuple[str, ...] = (), tamper: str | None = None,
-                 integrity: str | None = None) -> GradeResult:
+                 integrity: str | None = None, verification: str | None = None) -> GradeResult:
     """-1 with a reason, e.g. when the prediction does not apply or tampering was detected."""
     tests = {t: "failed" for t in dict.fromkeys([*fail_to_pass, *pass_to_pass])}
     return GradeResult(reward=-1, resolved=False, tests=tests, dropped_hunks=tuple(dropped_hunks), error=error,
-                       tamper=tamper, integrity=integrity)
+                       tamper=tamper, integrity=integrity, verification=verification)
+
+
+def disagreement(main: Mapping[str, str], verify: Mapping[str, str], expected: Mapping[str, str]) -> str | None:
+    """None when the verification run agrees with the main run on every test of `expected` (test id ->
+    the status the verdict needs), else a reason naming the tests the two runs disagree on. A test missing
+    from a run counts as failed, as in `grade_statuses`."""
+    differ = [t for t, want in expected.items()
+              if (main.get(t) == "passed") != (verify.get(t) == "passed") and main.get(t, "failed") == want]
+    if not differ:
+        return None
+    shown = ", ".join(f"{t} ({'passed' if main.get(t) == 'passed' else 'failed'} in the main run)"
+                      for t in differ[:3])
+    return (f"disagree: {len(differ)} test(s) change status under the verification environment (writable copy, "
+            f"the agent uid, another path and HOME, no canaries): {shown}{', ...' if len(differ) > 3 else ''}; "
+            "the code behaves differently when it can tell it is being graded")
 
 
 def split_tests(original: Mapping[str, str], buggy: Mapping[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -233,7 +233,7 @@ def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tup
 
 def _not_a_diff(path: Path) -> dict:
     return {"patch": str(path), "reward": -1, "resolved": False, "tests": {}, "dropped_hunks": [],
-            "error": NOT_A_DIFF, "tamper": None, "integrity": None}
+            "error": NOT_A_DIFF, "tamper": None, "integrity": None, "verification": None}
 
 
 def _grade_all(artifact, predictions, f2p, p2p, spec) -> list[dict]:

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from sandboxes.sandbox import BASE_TAG
 from sandboxes.shell import GIT_SAFE, STATE
-from sandboxes.users import RUNNER_UID, drop_privileges
+from sandboxes.users import AGENT_UID, RUNNER_UID, drop_privileges
 from selfplay.jobs.canary import Canary
 from selfplay.jobs.parser_box import kill_uid_shell
+from selfplay.jobs.verification import Verification
 
 SCRATCH = f"{STATE}/artifact"
 """Where the artifact's script, parser, diffs and the raw output live inside the sandbox (root-only)."""
@@ -39,6 +40,8 @@ class Job:
     """Staged diffs tried with `git apply` on the original tree after the run (`SuiteRun.check_failed`)."""
     parse_twice: bool = False
     """Run the parser twice on the output and require the same map (determinism)."""
+    verify: bool = False
+    """After the main run, run the suite once more under a perturbed environment (`selfplay.jobs.verification`)."""
 
 
 def git_env_line() -> str:
@@ -67,13 +70,17 @@ _SAFE_FILE = """safe_file() {  # a regular file reached through no symlink: root
 
 
 def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ...] = (),
-                canary_files: tuple[str, ...] = (), suite_timeout: float, max_output: int = MAX_TEST_OUTPUT) -> str:
+                canary_files: tuple[str, ...] = (), suite_timeout: float, max_output: int = MAX_TEST_OUTPUT,
+                verification: Verification | None = None, cpu_limit: float | None = None) -> str:
     """The root bash job: [clean] -> [report missing originals] -> apply `job.patches` (staged file names)
-    -> restore `job.restore` -> perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log;
-    then try applying `job.check_after`."""
+    -> restore `job.restore` -> [copy for the verification run] -> perturb/canaries -> script as RUNNER_UID
+    -> kill RUNNER_UID -> ship the log -> [the verification run, its log]; then try applying
+    `job.check_after`. `cpu_limit` (seconds) is each script process's RLIMIT_CPU; the CPU time of the
+    script's waited-for processes is reported (CPU/VCPU lines)."""
     s, m = SCRATCH, marker
+    ulimit = f"ulimit -t {max(1, int(cpu_limit + 0.999))}; " if cpu_limit else ""
     missing, restore, check_after = job.missing, job.restore, job.check_after
-    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), _SAFE_FILE]
+    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _SAFE_FILE]
     if job.clean:
         lines.append(f"git reset -q --hard {BASE_TAG} && git clean -qfd || exit 90")
     lines.append(NO_BYTECODE)
@@ -86,6 +93,8 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
                      f"|| {{ echo \"{m} APPLY {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; exit 0; }}")
     if restore:
         lines.append(restore_cmd(restore))
+    if verification is not None:
+        lines += verification.copy_lines()
     token = canary.cls
     if perturb:  # a neutral edit with a fresh token: no run's tree state is ever seen twice
         quoted = " ".join(shlex.quote(p) for p in perturb)
@@ -96,19 +105,24 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
         lines.append(f"for f in {quoted}; do safe_file \"$f\" && printf '%s' \"$C\" >> \"$f\"; done")
     lines += [
         f"exec 3<{s}/test_script.sh 4> >(exec head -c {max_output + 1} > {s}/output.log); rd=$!",
-        "start=$EPOCHREALTIME",
+        f"times > {s}/cpu0; start=$EPOCHREALTIME",
         # bash reads the script through fd 3 (the file sits in a root-only folder); stdout and stderr go
         # into the pipe only, so nothing the script prints reaches this job's own output.
-        f"timeout -k 5 {suite_timeout:g} {drop_privileges(RUNNER_UID)} bash /dev/fd/3 < /dev/null >&4 2>&4 4>&-; rc=$?",
-        "end=$EPOCHREALTIME",
+        f"({ulimit}exec timeout -k 5 {suite_timeout:g} {drop_privileges(RUNNER_UID)} bash /dev/fd/3 < /dev/null "
+        ">&4 2>&4 4>&-); rc=$?",
+        f"end=$EPOCHREALTIME; times > {s}/cpu1",
         "exec 3<&- 4>&-",
         f"killuid || {{ echo \"{m} UNKILLABLE\"; kill -9 $rd; }}",  # then the reader must not wait on it
         "wait $rd",
         f"echo \"{m} SCRIPT $rc $start $end $(stat -c %s {s}/output.log)\"",
-        f"gzip -1 -c {s}/output.log > {s}/output.gz || exit 91",
-        f"if [ $(stat -c %s {s}/output.gz) -le {INLINE} ]; then echo \"{m} OUTPUT\"; base64 -w0 {s}/output.gz; "
-        f"echo; else echo \"{m} OUTFILE\"; fi",
+        f"echo \"{m} CPU $(cat {s}/cpu0 {s}/cpu1 | tr '\\n' ' ')\"",
+        *_ship(m, s, "output", ""),
     ]
+    if verification is not None:  # not after a main run that timed out: its verdict is in, and fast
+        lines.append('if [ "$rc" != 124 ] && [ "$rc" != 137 ]; then')
+        lines += verification.run_lines(marker=m, scratch=s, restored=canary_files + perturb,
+                                        suite_timeout=suite_timeout, max_output=max_output, cpu_limit=cpu_limit)
+        lines += _ship(m, s, "verify", "V") + ["fi"]
     if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
         lines.append(f"git reset -q --hard {BASE_TAG} || exit 90")
     for name in check_after:
@@ -116,6 +130,23 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
                      f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")
     lines.append(f"echo \"{m} END\"")
     return "\n".join(lines)
+
+
+def _ship(m: str, s: str, name: str, prefix: str) -> list[str]:
+    """Lines sending `name`.log back gzip'ed: inline after an OUTPUT line, or as a file (OUTFILE)."""
+    return [f"gzip -1 -c {s}/{name}.log > {s}/{name}.gz || exit 91",
+            f"if [ $(stat -c %s {s}/{name}.gz) -le {INLINE} ]; then echo \"{m} {prefix}OUTPUT\"; "
+            f"base64 -w0 {s}/{name}.gz; echo; else echo \"{m} {prefix}OUTFILE\"; fi"]
+
+
+def cpu_seconds(fields: list[str]) -> float | None:
+    """CPU seconds the job's waited-for children used between two `times` outputs (`XmY.YYYs` tokens:
+    the shell's own user/sys, then its children's, twice)."""
+    try:
+        vals = [int(f.split("m")[0]) * 60 + float(f.split("m")[1].rstrip("s")) for f in fields]
+    except (IndexError, ValueError):
+        return None
+    return (vals[6] + vals[7]) - (vals[2] + vals[3]) if len(vals) == 8 else None
 
 
 def _b64(text: str) -> str:
@@ -139,11 +170,13 @@ def parse_job_output(output: str, marker: str, missing: tuple[str, ...] = ()) ->
         elif kind in ("APPLY", "CHECK"):
             found[kind.lower()] = f"{args[0]}: {_b64(nxt).strip()[:600]}"
             found[f"{kind.lower()}_name"] = args[0]
-        elif kind == "SCRIPT":
-            found["script"] = (args[0], float(args[2]) - float(args[1]), int(args[3]))
-        elif kind == "OUTPUT":
-            found["output"] = nxt
-        elif kind in ("OUTFILE", "UNKILLABLE"):
+        elif kind in ("SCRIPT", "VSCRIPT"):
+            found[kind.lower()] = (args[0], float(args[2]) - float(args[1]), int(args[3]))
+        elif kind in ("CPU", "VCPU"):
+            found[kind.lower()] = cpu_seconds([a for a in args if a])
+        elif kind in ("OUTPUT", "VOUTPUT"):
+            found[kind.lower()] = nxt
+        elif kind in ("OUTFILE", "VOUTFILE", "UNKILLABLE"):
             found[kind.lower()] = True
         elif kind == "END":
             found["end"] = True

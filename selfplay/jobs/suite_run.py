@@ -41,6 +41,7 @@ from selfplay.jobs.canary import Canary
 from selfplay.jobs.job import MAX_TEST_OUTPUT, SCRATCH, Job, job_command, parse_job_output
 from selfplay.jobs.parser_box import parse_output
 from selfplay.jobs.staging import UNPACK, tarball
+from selfplay.jobs.verification import Verification
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,11 @@ class SuiteRun:
     """test_script.sh ran past the suite timeout."""
     integrity: str = ""
     """The canary verdict: "ok", "inconclusive: ...", "tampered: ..." ("" when nothing was parsed)."""
+    cpu_time: float | None = None
+    """CPU seconds test_script.sh and the processes it waited for used (None when not measured)."""
+    verification: SuiteRun | None = None
+    """The verification run of a `Job(verify=True)` (`selfplay.jobs.verification`): its own map, error,
+    duration and CPU time; None when none ran (the main run ended first, or the job did not ask)."""
 
     @property
     def tampered(self) -> str | None:
@@ -92,30 +98,37 @@ class Collected:
     log: bytes
     parse_twice: bool
     fields: dict
+    verification: SuiteRun | Collected | None = None
+    """The verification run: a SuiteRun when it ended without output to parse, else its collected output."""
 
 
 def run_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float, parser_timeout: float,
-            max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None) -> SuiteRun:
+            max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None,
+            cpu_limit: float | None = None) -> SuiteRun:
     """Run one job (see `job_command`) in `sb` and parse its output in a parser box. The scratch folder
     was staged with `prepare`, or `stage` (see `staged_files`) is staged by the job itself (one exec
-    fewer). Never raises for what the artifact or the prediction did."""
-    done = exec_job(sb, artifact, job, suite_timeout=suite_timeout, max_output=max_output, stage=stage)
+    fewer). `cpu_limit`: CPU seconds each run may use (more ends it as timed out). Never raises for what
+    the artifact or the prediction did."""
+    done = exec_job(sb, artifact, job, suite_timeout=suite_timeout, max_output=max_output, stage=stage,
+                    cpu_limit=cpu_limit)
     return done if isinstance(done, SuiteRun) else parse_collected(done, artifact, parser_timeout)
 
 
 def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float,
-             max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None) -> SuiteRun | Collected:
+             max_output: int = MAX_TEST_OUTPUT, stage: dict[str, str] | None = None,
+             cpu_limit: float | None = None) -> SuiteRun | Collected:
     """The repo-sandbox half of `run_job`: a SuiteRun when the run ended without output to parse (a diff
     did not apply, the script timed out or flooded, the job died), else the collected output. Once it
     returns, `sb` is free for the next job while the output is parsed."""
     marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
     py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
     cmd = job_command(job, marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
-                      perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files))
+                      perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files),
+                      verification=Verification.new() if job.verify else None, cpu_limit=cpu_limit)
     if stage is not None:
         cmd = f"{UNPACK} || exit 90\n{cmd}"
     try:
-        res = sb.exec(cmd, timeout=suite_timeout + 120, user="root",
+        res = sb.exec(cmd, timeout=(2 if job.verify else 1) * (suite_timeout + 30) + 90, user="root",
                       stdin=None if stage is None else tarball(stage))
     except SandboxError as exc:
         return _died(f"the sandbox failed ({exc})")
@@ -125,30 +138,60 @@ def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_time
         return SuiteRun(None, f"{found['apply_name']} does not apply", apply_error=found["apply"], missing=missing)
     if res.timed_out or not found["end"] or "script" not in found:
         return _died(f"exit {res.exit_code}, timed out: {res.timed_out}")
-    rc, duration, size = found["script"]
+    main = _collect(sb, found, "", suite_timeout, max_output, cpu_limit,
+                    dict(apply_error=found.get("check"), missing=missing, check_failed=found.get("check_name")))
+    if isinstance(main, SuiteRun) or not job.verify:
+        return main if isinstance(main, SuiteRun) else Collected(canary, main[0], job.parse_twice, main[1])
+    if "vscript" not in found:
+        return _died("the verification run did not report")
+    verify = _collect(sb, found, "v", suite_timeout, max_output, cpu_limit, {})
+    if not isinstance(verify, SuiteRun):
+        verify = Collected(Canary.new(), verify[0], False, verify[1])
+    elif verify.died:
+        return verify
+    return Collected(canary, main[0], job.parse_twice, main[1], verification=verify)
+
+
+def _collect(sb: Sandbox, found: dict, prefix: str, suite_timeout: float, max_output: int,
+             cpu_limit: float | None, extra: dict) -> SuiteRun | tuple[bytes, dict]:
+    """One run's log and fields (`prefix` "" for the main run, "v" for the verification run), or the
+    SuiteRun that ends it (timed out, over the CPU budget, flooded, not collectable)."""
+    rc, duration, size = found[f"{prefix}script"]
+    name = "verify" if prefix else "output"
     try:
-        raw = (base64.b64decode(found["output"], validate=True) if "output" in found
-               else sb.read_file(f"{SCRATCH}/output.gz", user="root", max_bytes=max_output + (1 << 20)))
+        raw = (base64.b64decode(found[f"{prefix}output"], validate=True) if f"{prefix}output" in found
+               else sb.read_file(f"{SCRATCH}/{name}.gz", user="root", max_bytes=max_output + (1 << 20)))
         log_bytes = gzip.decompress(raw)
     except Exception as exc:  # our own encoding: a failure here is the sandbox's
         return _died(f"the test output could not be collected ({exc.__class__.__name__}: {exc})")
-    fields = dict(duration=duration, apply_error=found.get("check"), missing=missing, script_exit=int(rc),
-                  check_failed=found.get("check_name"),
-                  output_tail=log_bytes[-1500:].decode("utf-8", "replace"))
+    cpu = found.get(f"{prefix}cpu")
+    which = "the verification run of test_script.sh" if prefix else "test_script.sh"
+    fields = dict(duration=duration, script_exit=int(rc), cpu_time=cpu,
+                  output_tail=log_bytes[-1500:].decode("utf-8", "replace"), **extra)
     if rc in ("124", "137"):
-        return SuiteRun(None, f"test_script.sh did not finish within {suite_timeout:g}s", timed_out=True, **fields)
+        return SuiteRun(None, f"{which} did not finish within {suite_timeout:g}s", timed_out=True, **fields)
+    if cpu_limit is not None and (rc in ("152", "158") or (cpu is not None and cpu > cpu_limit)):
+        return SuiteRun(None, f"{which} used {cpu or 0:.1f}s of CPU, over its budget of {cpu_limit:g}s",
+                        timed_out=True, **fields)
     if size > max_output:
-        return SuiteRun(None, f"test_script.sh printed more than {max_output} bytes (output flood); keep the "
+        return SuiteRun(None, f"{which} printed more than {max_output} bytes (output flood); keep the "
                               "test output under the cap", **fields)
-    return Collected(canary, log_bytes, job.parse_twice, fields)
+    return log_bytes, fields
 
 
 def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: float) -> SuiteRun:
-    """The parser-box half of `run_job`: parse, check determinism and the canaries."""
-    runs = parse_output(artifact.test_parser, done.log, runs=2 if done.parse_twice else 1, timeout=parser_timeout)
+    """The parser-box half of `run_job`: parse, check determinism and the canaries (the verification
+    run's output is parsed in the same parser-box call)."""
+    verify = done.verification
+    others = (verify.log,) if isinstance(verify, Collected) else ()
+    runs = parse_output(artifact.test_parser, done.log, runs=2 if done.parse_twice else 1, timeout=parser_timeout,
+                        others=others)
     if runs is None:
         raise ValidationInfraError("the parser box failed twice in a row (not the artifact's doing: it runs "
                                    "even a crashing parser fine); check the Docker engine")
+    if others:
+        runs, extra = runs[:-1], runs[-1]
+        verify = _parsed(extra, verify, parser_timeout)
     error = _parser_error(runs, parser_timeout)
     if error is None and done.parse_twice and runs[0].stdout != runs[1].stdout:
         error = "test_parser.py gave two different maps for the same output"
@@ -158,10 +201,22 @@ def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: floa
         except ParserOutputError as exc:
             error = f"test_parser.py output is invalid: {exc}"
     if error is not None:
-        return SuiteRun(None, error, **done.fields)
+        return SuiteRun(None, error, verification=verify, **done.fields)
     real, integrity = done.canary.split(statuses)
     log.debug("suite job: %.2fs, %d tests, integrity %s", done.fields["duration"], len(real), integrity)
-    return SuiteRun(real, None, integrity=integrity, **done.fields)
+    return SuiteRun(real, None, integrity=integrity, verification=verify, **done.fields)
+
+
+def _parsed(run, done: Collected, parser_timeout: float) -> SuiteRun:
+    """The verification run's SuiteRun from its parser run (it has no canaries: their ids, which a script
+    that cds into the workdir may still report, are dropped by the main run's split only)."""
+    error = _parser_error([run], parser_timeout)
+    if error is None:
+        try:
+            return SuiteRun(parse_status_map(run.stdout.decode("utf-8", "replace")), None, **done.fields)
+        except ParserOutputError as exc:
+            error = f"test_parser.py output is invalid: {exc}"
+    return SuiteRun(None, f"on the verification run's output: {error}", **done.fields)
 
 
 def _parser_error(runs, parser_timeout: float) -> str | None:

@@ -208,6 +208,7 @@ class Worker:
         return self._checked(request, ep, pool, timings, self._graded)
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
+        from selfplay.facts import TaskFacts
         from selfplay.grader import grade
         from selfplay.grading import failed_grade
         from selfplay.higher_order import make_higher_order_task
@@ -222,7 +223,8 @@ class Worker:
         t0 = time.monotonic()
         try:
             result = grade(task.artifact, prediction, task.fail_to_pass, task.pass_to_pass, spec=spec, pool=pool,
-                           base_patch=task.pred_patch, config=self.config.grader)
+                           base_patch=task.pred_patch, config=self.config.grader,
+                           facts=TaskFacts.from_metadata(task.metadata))
             higher = None
             if not result.resolved and prediction.strip():
                 seen = set(request.seen)  # a copy: make_higher_order_task adds to it

@@ -141,7 +141,8 @@ class TaskStore(StoreBase):
                 order=order,
                 parent_id=parent_task,
                 pred_patch=pred_patch,
-                meta={},
+                # budgets and the canary rule grading holds the task's predictions to (selfplay.facts)
+                meta=report.facts.to_metadata() if hasattr(report, "facts") else {},
                 family=rows.family_of(s, parent_task, parent_artifact),
             )
             return StoredArtifact(artifact_id, task_id, duplicate=not created)

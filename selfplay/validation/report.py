@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from selfplay.facts import TaskFacts
+
 CHECK_NAMES: tuple[str, ...] = (
     "test_files",
     "parser",
@@ -46,6 +48,18 @@ class ValidationReport:
     """Wall-clock seconds the validation took."""
     suite_runs: int = 0
     """How many times test_script.sh was run."""
+    suite_time: float | None = None
+    """Wall seconds of the slowest run of test_script.sh (main or verification runs); grading budgets
+    derive from it (`selfplay.facts`)."""
+    suite_cpu: float | None = None
+    """CPU seconds of the most CPU-hungry run (None when not measured)."""
+    canaries_reported: bool = False
+    """Every run reported its canary tests, so grading requires them."""
+
+    @property
+    def facts(self) -> TaskFacts:
+        """What grading holds this task's predictions to (budgets, canaries)."""
+        return TaskFacts(self.suite_time, self.suite_cpu, self.canaries_reported)
 
     @property
     def failed_check(self) -> str | None:

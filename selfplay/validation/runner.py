@@ -27,6 +27,7 @@ import queue
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack
+from dataclasses import replace
 from typing import Protocol
 
 from repos.spec import RepoSpec
@@ -34,7 +35,7 @@ from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
 from selfplay.errors import ArtifactError, ValidationInfraError
-from selfplay.grading import split_tests
+from selfplay.grading import disagreement, split_tests
 from selfplay.jobs import Job, SuiteRun, exec_job, parse_collected, prepare
 from selfplay.tamper import screen
 from selfplay.validation import checks
@@ -63,6 +64,7 @@ class _Runner:
         self.free: queue.Queue[Sandbox] = queue.Queue()
         self.size = len(sandboxes)
         self.runs = 0
+        self.done: list[SuiteRun] = []  # every main run, for the task's facts
         with ThreadPoolExecutor(max_workers=self.size) as ex:
             list(ex.map(lambda sb: prepare(sb, artifact), sandboxes))
         for sb in sandboxes:
@@ -78,7 +80,18 @@ class _Runner:
                 self._control(sb, done)
         finally:
             self.free.put(sb)  # the next job may use the sandbox while this output is parsed
-        return done if isinstance(done, SuiteRun) else parse_collected(done, self.artifact, self.config.parser_timeout)
+        run = done if isinstance(done, SuiteRun) else parse_collected(done, self.artifact, self.config.parser_timeout)
+        self.done.append(run)
+        return run
+
+    def facts(self) -> dict:
+        """The ValidationReport fields grading's budgets and canary rule come from."""
+        runs = self.done + [run.verification for run in self.done if run.verification is not None]
+        times = [run.duration for run in runs if run.duration]
+        cpus = [run.cpu_time for run in runs if run.cpu_time is not None]
+        parsed = [run for run in self.done if run.integrity]
+        return {"suite_time": max(times) if times else None, "suite_cpu": max(cpus) if cpus else None,
+                "canaries_reported": bool(parsed) and all(run.integrity == "ok" for run in parsed)}
 
     def _control(self, sb: Sandbox, run: SuiteRun) -> None:
         """After a job died or hung: reset and re-stage the sandbox, then prove it runs a job. If it does,
@@ -109,6 +122,14 @@ def _tampered(runs: list[SuiteRun]) -> str | None:
 def _integrity_note(runs: list[SuiteRun]) -> str:
     verdicts = {run.integrity.split(":")[0] for run in runs if run.integrity}
     return f"; run integrity (canaries): {', '.join(sorted(verdicts))}" if verdicts else ""
+
+
+def _verified(run: SuiteRun, expected: dict[str, str]) -> str | None:
+    """Why the run's verification run does not agree with it on `expected`, or None when it does."""
+    verify = run.verification
+    if verify is None or verify.statuses is None:
+        return f"the verification run failed: {verify.error if verify else 'it did not run'}"
+    return disagreement(run.statuses or {}, verify.statuses, expected)
 
 
 def _must_have_applied(run: SuiteRun) -> SuiteRun:
@@ -149,7 +170,7 @@ def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = V
         raise ValidationInfraError(f"validation could not run: {exc.__class__.__name__}: {exc}") from exc
     return ValidationReport(valid=report.valid, checks=report.checks, fail_to_pass=report.fail_to_pass,
                             pass_to_pass=report.pass_to_pass, error=report.error, flaky=report.flaky,
-                            duration=time.monotonic() - start, suite_runs=runner.runs)
+                            duration=time.monotonic() - start, suite_runs=runner.runs, **runner.facts())
 
 
 def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig) -> ValidationReport:
@@ -160,7 +181,9 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         return None if result.passed else ValidationReport(valid=False, checks=tuple(done), **kw)
 
     probe_job = Job(missing=artifact.test_files, parse_twice=True, check_after=("bug_inject.diff", "test_weaken.diff"))
-    runs = r.wave([probe_job] + [Job()] * (config.original_runs - 1))
+    jobs = [probe_job] + [Job()] * (config.original_runs - 1)
+    jobs[-1] = replace(jobs[-1], verify=True)  # the original suite must also pass under the perturbed environment
+    runs = r.wave(jobs)
     probe = runs[0]
     maps = [run.statuses for run in runs]
     flaky = checks.flaky_tests(maps) if all(m is not None for m in maps) else set()
@@ -180,8 +203,10 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     hygiene = checks.check_patch_hygiene(artifact, spec.test_patterns, apply_errors)
     if hygiene.passed and (tamper := screen(artifact.bug_inject, config.tamper)) is not None:
         hygiene = CheckResult("patch_hygiene", False, f"bug_inject.diff: runner tampering: {tamper}")
-    for result in (checks.check_test_script(original, config.min_passing_tests), hygiene,
-                   checks.check_bug_scope(artifact, config.min_changed_files)):
+    script = checks.check_test_script(original, config.min_passing_tests)
+    if script.passed and (differ := _verified(runs[-1], {t: s for t, s in original.items() if s == "passed"})):
+        script = CheckResult("test_script", False, f"the original code under the verification environment: {differ}")
+    for result in (script, hygiene, checks.check_bug_scope(artifact, config.min_changed_files)):
         if (rep := stop(result, flaky=tuple(sorted(flaky)))) is not None:
             return rep
 
@@ -189,7 +214,7 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
              for fd in split_diff(artifact.bug_inject)]
     both = ("bug_inject.diff", "test_weaken.diff")
     results = [_must_have_applied(run) for run in r.wave(
-        [Job(patches=both[:1], restore=artifact.test_files), Job(patches=both)]
+        [Job(patches=both[:1], restore=artifact.test_files, verify=True), Job(patches=both)]
         + [Job(patches=both, restore=(*artifact.test_files, *u)) for u in units])]
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:
@@ -200,7 +225,11 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     f2p, p2p = split_tests(original, buggy.statuses)
     flaky_failing = {t for t in flaky if buggy.statuses.get(t) != "passed"}
     kw = {"fail_to_pass": f2p, "pass_to_pass": p2p, "flaky": tuple(sorted(flaky))}
-    if (rep := stop(checks.check_bug_validity(f2p, flaky_failing, config.min_failing_tests), **kw)) is not None:
+    validity = checks.check_bug_validity(f2p, flaky_failing, config.min_failing_tests)
+    expected = {**{t: "passed" for t in p2p}, **{t: "failed" for t in f2p}}
+    if validity.passed and (differ := _verified(buggy, expected)):  # a bug that shows only when validated
+        validity = CheckResult("bug_validity", False, f"with the bug, under the verification environment: {differ}")
+    if (rep := stop(validity, **kw)) is not None:
         return rep
     if weakened.statuses is None:
         return stop(CheckResult("weakening", False, f"with bug + weakening: {weakened.error}"), **kw)

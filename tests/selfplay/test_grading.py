@@ -36,7 +36,7 @@ def test_failed_grade_keeps_reason_and_drops():
     r = failed_grade("does not apply", dropped_hunks=("conftest.py (1 hunk): conftest.py",), fail_to_pass=F2P)
     assert r.to_json() == {"reward": -1, "resolved": False, "tests": {"t::a": "failed", "t::b": "failed"},
                            "dropped_hunks": ["conftest.py (1 hunk): conftest.py"], "error": "does not apply",
-                           "tamper": None, "integrity": None}
+                           "tamper": None, "integrity": None, "verification": None}
 
 
 def test_parse_status_map_accepts_json_after_log_lines():
