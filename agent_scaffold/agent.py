@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -82,6 +83,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     termination, submission, error = "max_turns", None, None
     notes: dict[str, Any] = {}
     compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
+    batch_sizes: Counter[int] = Counter()  # sampled tokens by the decode batch size they were sampled in
     try:
         while True:
             if turns >= limits.max_turns:
@@ -99,6 +101,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
             t0 = time.monotonic()
             completion = policy.generate([tr.context_ids], params)[0]
             model_s += time.monotonic() - t0
+            batch_sizes.update(completion.batch_sizes)
             content = tr.add_completion(completion)
             turns += 1
             try:
@@ -151,6 +154,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 "policy_versions": sorted(set(tr.versions)), "compactions": len(compactions), **notes}
     if compactions:
         metadata["elided_observations"] = compactions
+    if batch_sizes:  # backends that report it (hf); the run's rollout/batch_size_* metrics come from these
+        metadata["batch_sizes"] = {str(b): n for b, n in sorted(batch_sizes.items())}
     traj = Trajectory(input_ids=tuple(tr.input_ids), loss_mask=tuple(tr.loss_mask), logprobs=tuple(tr.logprobs),
                       turn_spans=tuple(tr.turn_spans), policy_version=min(tr.versions, default=policy.version),
                       role=role.name, termination=termination, messages=tuple(tr.messages), metadata=metadata,

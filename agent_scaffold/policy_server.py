@@ -5,9 +5,10 @@ It implements the subset `OpenAIPolicy` uses, with vLLM's field names and defaul
 return_tokens_as_token_ids, return_weight_versions), POST /v1/chat/completions, GET /v1/models,
 GET /health, and weight sync for the learner: POST /reload_weights {"weights_path", "version"} and
 GET /weight_info. Unlike `vllm serve` it never applies generation_config.json defaults: a field left out
-means the neutral value. Requests are served by concurrent threads through a `BatchingPolicy`, so the
-requests of several clients (episodes) that arrive together are sampled in one batch; a weight reload
-waits for the running batch.
+means the neutral value. Requests are served by concurrent threads through a `BatchingPolicy`; around an
+`HFPolicy` it batches continuously, so a client's request joins the running batch at the next decode step
+and its rows return as soon as they finish (with `kv_cache_mb`, a client's next turn prefills only its new
+tokens). A weight reload stops admission and waits for the running rows.
 """
 
 from __future__ import annotations

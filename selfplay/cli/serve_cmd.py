@@ -13,6 +13,10 @@ def serve_policy(
     host: str = typer.Option("127.0.0.1", "--host", help="Bind address; loopback by default (no auth)."),
     port: int = typer.Option(8000, "--port", help="TCP port (0 picks a free one)."),
     device: str = typer.Option("cpu", "--device", help="torch device, e.g. cpu or cuda."),
+    max_batch: int = typer.Option(8, "--max-batch", min=1, help="Rows decoding together at most (continuous "
+                                  "batching: a request joins the running batch at the next decode step)."),
+    kv_cache_mb: int = typer.Option(1024, "--kv-cache-mb", min=0, help="MiB of KV caches kept between a client's "
+                                    "turns, so a growing context prefills only its new tokens (0: off)."),
 ) -> None:
     """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
     /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""
@@ -21,7 +25,8 @@ def serve_policy(
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy_server import PolicyServer
 
-    server = PolicyServer(HFPolicy(model, device=device), host=host, port=port)
+    server = PolicyServer(HFPolicy(model, device=device, kv_cache_mb=kv_cache_mb), host=host, port=port,
+                          max_batch=max_batch)
     logging.getLogger(__name__).info("policy server on %s (Ctrl-C stops it)", server.url)
     try:
         server.serve_forever()

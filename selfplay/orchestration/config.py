@@ -43,9 +43,14 @@ class PolicyConfig:
     device: str = "auto"
     """hf: torch device for rollouts (auto: cuda when available, else cpu)."""
     max_batch: int = 8
-    """hf: prompts sampled together in one batched forward (requests of concurrent episodes are gathered)."""
+    """hf: prompts sampled together at most (continuous batching: a request joins the running batch at the
+    next decode step, a finished row leaves at once)."""
     batch_wait_s: float = 0.05
-    """hf: how long the first request of a batch waits for others to join it."""
+    """Gathered batching only (in-process policies without continuous batching): how long the first request
+    of a batch waits for others; the hf backend batches continuously and never waits."""
+    kv_cache_mb: int = 1024
+    """hf: memory cap (MiB) of the KV caches kept between an episode's turns, so a turn prefills only its new
+    tokens (least recently used first out; dropped when the weights change); 0 turns the reuse off."""
     scripted_actions: str | None = None
     """scripted: a JSON file, {"injector": [[action, ...], ...], "solver": [[action, ...], ...]}: the
     action lists are used in turn, one per episode of that role."""
@@ -255,5 +260,8 @@ class RunConfig:
                              f"{self.rollout.redraw_rounds} and {self.rollout.min_signal_groups}")
         if self.learner.steps_per_update < 1:
             raise ValueError(f"learner.steps_per_update must be >= 1, got {self.learner.steps_per_update}")
+        if self.policy.max_batch < 1 or self.policy.kv_cache_mb < 0:
+            raise ValueError(f"policy.max_batch must be >= 1 and policy.kv_cache_mb >= 0 (MiB; 0 is off), got "
+                             f"{self.policy.max_batch} and {self.policy.kv_cache_mb}")
         if self.policy.backend in ("openai", "vllm") and not self.policy.endpoints:
             raise ValueError(f"policy.endpoints: the {self.policy.backend} backend needs at least one base URL")

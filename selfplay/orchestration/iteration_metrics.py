@@ -42,6 +42,27 @@ def time_shares(phase_s: Mapping[str, float], worker_s: Mapping[str, float]) -> 
     return out
 
 
+def batch_size_metrics(trajectories: list[Any]) -> dict[str, float]:
+    """`rollout/batch_size_mean` and `rollout/batch_size_p90` over the iteration's sampled tokens: the
+    decode batch size each token was sampled in (episodes' `batch_sizes` metadata; absent when the
+    backend does not report it). Token-weighted, so it is the batch size the sampling time was spent at."""
+    hist: Counter[int] = Counter()
+    for t in trajectories:
+        for size, n in (t.metadata.get("batch_sizes") or {}).items():
+            hist[int(size)] += int(n)
+    total = sum(hist.values())
+    if not total:
+        return {}
+    p90, seen = 0, 0
+    for size in sorted(hist):
+        seen += hist[size]
+        if seen >= 0.9 * total:
+            p90 = size
+            break
+    return {"rollout/batch_size_mean": sum(s * n for s, n in hist.items()) / total,
+            "rollout/batch_size_p90": float(p90), "rollout/batched_tokens": float(total)}
+
+
 def iteration_record(outcome: Any, learner: Mapping[str, float], store: Any, summary: Mapping[str, Any],
                      config: RunConfig) -> dict[str, Any]:
     rec: dict[str, Any] = {"iteration": outcome.iteration, "policy_version": summary.get("policy_version")}
@@ -75,6 +96,7 @@ def iteration_record(outcome: Any, learner: Mapping[str, float], store: Any, sum
         if ts:
             rec[f"episode/{role}/turns_mean"] = _mean([float(len(t.turn_spans)) for t in ts])
             rec[f"episode/{role}/tokens_mean"] = _mean([float(len(t.input_ids)) for t in ts])
+    rec.update(batch_size_metrics(list(trajs)))
     results = outcome.results
     rec.update({f"episode/termination/{k}": float(n) for k, n in Counter(r.termination for r in results).items()})
     rec["sandbox/errors"] = float(sum(r.termination == "sandbox_error" for r in results))

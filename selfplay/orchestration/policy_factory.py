@@ -1,8 +1,9 @@
 """The rollout policy of a run, built from `PolicyConfig`: one source of a `Policy` per episode.
 
 hf: one in-process checkpoint shared by every worker thread, wrapped in `BatchingPolicy` so concurrent
-episodes are sampled in one batched forward. openai/vllm: HTTP endpoints (`vllm serve`, `selfplay
-serve-policy`), load-balanced round robin per generate call. scripted: per-role queues of action lists
+episodes are sampled in one continuously batched decode, with their KV caches kept between turns.
+openai/vllm: HTTP endpoints (`vllm serve`, `selfplay serve-policy`), load-balanced round robin per
+generate call. scripted: per-role queues of action lists
 from a JSON file, one list per episode, replayed with the embedded model's tokenizer (a real backend for
 tests and benchmarks, not a mock).
 """
@@ -134,7 +135,8 @@ def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int =
     """The in-process checkpoint, batched across episode threads when `BatchingPolicy` is available."""
     from agent_scaffold.policies.hf import HFPolicy
 
-    policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version))
+    policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version),
+                           kv_cache_mb=config.kv_cache_mb)
     try:
         from agent_scaffold.policies.batching import BatchingPolicy
     except ImportError:
