@@ -18,7 +18,8 @@ def demos(
     per_task: int = typer.Option(1, "--per-task", help="Demonstrations per task (each varied)."),
     max_context: int = typer.Option(2048, "--max-context", help="Token budget of one demonstration."),
     injector: bool = typer.Option(False, "--injector/--no-injector",
-                                  help="Also an injector demonstration per seeded artifact (~3-4k tokens)."),
+                                  help="Also up to -n injector demonstrations (direct strategy), one per seeded "
+                                       "artifact that fits --max-context."),
     seed_cache: bool = typer.Option(True, "--seed-cache/--no-seed-cache",
                                     help="Reuse validated seeds of the same repo image and seed configs from "
                                          "<selfplay cache>/seeds (--no-seed-cache validates afresh into --out)."),
@@ -35,7 +36,8 @@ def demos(
     spec = get_repo(repo)
     with open_store(store) as st:
         rep = make_demos(spec, n, st, out / repo, seed=seed, per_task=per_task, max_context_tokens=max_context,
-                         injector=injector, seed_cache=seed_cache, on_demo=lambda d: console.print(
+                         injector=n if injector else 0, injector_max_context_tokens=max_context,
+                         seed_cache=seed_cache, on_demo=lambda d: console.print(
                              f"{d.task_id}: reward {d.reward:+.0f} ({d.reason}), {len(d.trajectory.input_ids)} "
                              f"tokens, {d.wall_time:.1f} s"))
         url = st.url

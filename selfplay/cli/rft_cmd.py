@@ -56,25 +56,33 @@ def rft(
 
 
 def warm_start(
+    size: str = typer.Option("default", "--size", help="default (what `selfplay run` starts from) or full "
+                                                       "(>= 300 demonstrations, for the learning experiment)."),
     repos: str | None = typer.Option(None, "--repos", help="Comma-separated training repos "
                                         "(default: the warm-start split, see docs/warm_start.md)."),
-    n: int = typer.Option(6, "-n", help="Demonstrated tasks per repo."),
-    seed: int = typer.Option(0, "--seed", help="Seeds bugs, expert choices and training."),
-    preset: str = typer.Option("cpu", "--preset", help="SFT preset: cpu or nebius."),
+    n: int | None = typer.Option(None, "-n", help="Demonstrated tasks per repo (default: the size's)."),
+    seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
+    preset: str | None = typer.Option(None, "--preset", help="SFT preset: cpu or nebius."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when a cached checkpoint exists."),
 ) -> None:
     """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
-    (keyed by its inputs); prints the checkpoint directory."""
+    (keyed by its inputs); prints the checkpoint directory and its manifest (config and content keys,
+    demonstrations per role, SFT steps, operators covered)."""
+    import json
+
     from rich.console import Console
 
-    from selfplay.demos.warm_start import WarmStartConfig, warm_start_checkpoint
+    from selfplay.demos.warm_start import sized, warm_start_checkpoint, warm_start_info
 
-    cfg = WarmStartConfig(n_per_repo=n, seed=seed, preset=preset)
-    if repos:
-        from dataclasses import replace
-
-        cfg = replace(cfg, repos=tuple(r.strip() for r in repos.split(",") if r.strip()))
+    names = tuple(r.strip() for r in repos.split(",") if r.strip()) if repos else None
+    try:
+        cfg = sized(size, n_per_repo=n, seed=seed, preset=preset, repos=names)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     path = warm_start_checkpoint(cfg, force=force)
+    # the manifest to stderr, the path alone to stdout (`MODEL=$(selfplay warm-start)`)
+    Console(stderr=True).print(json.dumps({k: v for k, v in warm_start_info(cfg).__dict__.items()
+                                           if k != "model_dir"}))
     Console().print(str(path))
 
 

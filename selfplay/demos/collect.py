@@ -15,11 +15,14 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.roles import EpisodeLimits
 from repos.spec import RepoSpec
+from selfplay.demos.injector import INJECTOR_LIMITS
+from selfplay.demos.injector import fits as injector_fits
 from selfplay.demos.solver import (
     DEMO_LIMITS,
     SolverDemo,
@@ -64,11 +67,13 @@ class DemoReport:
 def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
-               injector: bool = False, seed_cache: bool | Path = True) -> DemoReport:
+               injector: int = 0, injector_max_context_tokens: int = DEMO_LIMITS.max_context_tokens,
+               seed_cache: bool | Path = True) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
-    With `injector`, also one injector demonstration per seeded artifact, kept when it validates;
-    `seed_cache`: True reads/writes the seed cache in its default place, a path puts it there, False seeds
-    afresh into `out_dir`/seeds."""
+    Also up to `injector` injector demonstrations, one per seeded artifact that fits
+    `injector_max_context_tokens`, kept when the artifact they submit validates; `seed_cache`: True
+    reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
+    `out_dir`/seeds."""
     from agent_scaffold.trajectory import save_jsonl
     from sandboxes.images import repo_image
     from selfplay.demos.seed_cache import cached_seed
@@ -76,8 +81,8 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
     from selfplay.procedural.seed import seed as run_seed
     from selfplay.validation import ValidationConfig
 
-    if n < 1 or per_task < 1:
-        raise ValueError(f"-n and --per-task must be >= 1 (got {n}, {per_task})")
+    if n < 1 or per_task < 1 or injector < 0:
+        raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     if tokenizer is None:
         from transformers import AutoTokenizer
 
@@ -88,6 +93,7 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
     out = Path(out_dir)
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     limits = demo_limits(max_context_tokens)
+    injector_limits = replace(INJECTOR_LIMITS, max_context_tokens=injector_max_context_tokens)
     report = DemoReport(spec.name)
     image = repo_image(spec)
     tasks = []
@@ -118,8 +124,8 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
                 tasks.append(task)
             else:
                 report.skipped_long += 1
-            if injector:
-                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report)
+            if len(report.injector_kept) < injector and injector_fits(result.artifact, tokenizer, injector_limits):
+                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
     for task in tasks[:n]:
         report.tasks.append(task.task_id)
         for j in range(per_task):
@@ -149,19 +155,21 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
 
 
 def _injector_demo(artifact: Any, spec: RepoSpec, store: Any, out: Path, tokenizer: Any, image: str, seed: int,
-                   report: DemoReport) -> None:
+                   report: DemoReport, limits: EpisodeLimits) -> None:
     from agent_scaffold.trajectory import save_jsonl
     from selfplay.demos.injector import run_injector_demo
     from selfplay.errors import DiffError
     from selfplay.store.rows import artifact_id_for
 
     try:
-        demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"), image=image)
+        demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"),
+                                 limits=limits, image=image)
     except DiffError as exc:
         report.dropped.append(f"injector: {exc}")
         return
     if not demo.kept:
-        report.dropped.append(f"injector: {demo.trajectory.metadata.get('validation')}")
+        report.dropped.append(f"injector: {demo.trajectory.termination}, "
+                              f"validation {demo.trajectory.metadata.get('validation')}")
         return
     store.record_validation(demo.artifact, spec.name, demo.report, origin="injector", strategy="direct")
     traj = demo.trajectory

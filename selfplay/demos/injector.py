@@ -1,13 +1,14 @@
-"""The scripted injector: writes a known-valid procedural artifact as an injector episode, through the real
-tools in a real sandbox, and keeps it only if `validate` accepts what the episode submitted.
+"""The scripted injector: writes a known-valid procedural artifact as a `direct`-strategy injector
+episode, through the real tools in a real sandbox, and keeps it only if `validate` accepts what the
+episode submitted.
 
-Plan (a careful injector, `direct` strategy): list the tests; write test_files.txt and test_script.sh;
-run the script; write test_parser.py and check it on the original log; inject the bug with
-`str_replace`; re-run the tests; save `git diff` as bug_inject.diff; weaken the revealing tests (apply the
-deletions); save test_weaken.diff; check the five files; submit. Departure from the 2k-token budget of
-solver demonstrations: the injector's prompt alone is ~1,300 tokens and the parser must be written out,
-so an injector demonstration takes ~3-4k tokens; `selfplay rft --injector` trains on them, the default
-CPU warm start does not.
+Plan (six turns, so that it fits the run's injector budget): list the tests; write test_files.txt,
+test_script.sh and a compact test_parser.py, and check them on the original code; inject the bug with
+`str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete those tests
+(apply the weakening) and save test_weaken.diff; submit. Departure from the procedural artifact: the
+expert writes a 7-line parser instead of the built-in one (510 tokens), and the `direct` prompt is a short
+one (~330 tokens, against ~820 for removal/history), so that a demonstration fits 2,048 tokens when
+the weakening diff does (`fits`).
 """
 
 from __future__ import annotations
@@ -30,49 +31,66 @@ log = logging.getLogger(__name__)
 ARTIFACT_DIR = "/tmp/ssr_artifact"
 """Where the expert writes the artifact (the injector role's default; the prompt names whichever
 directory is passed)."""
-INJECTOR_LIMITS = EpisodeLimits(max_turns=16, max_new_tokens=1536, max_context_tokens=6144, command_timeout=90.0,
+INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024, max_context_tokens=2048, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
-"""Budgets of an injector demonstration (see the module docstring for why above 2k)."""
+"""Budgets of an injector demonstration (the context budget is `WarmStartConfig.injector_max_context_tokens`)."""
+RESERVE_TOKENS = 1600
+"""Tokens an injector demonstration needs besides the weakening diff it quotes (prompt ~650, the other
+actions and observations); artifacts whose test_weaken.diff leaves less than this are skipped (`fits`)."""
+PARSER = """import json, re, sys
+out = {}
+for line in sys.stdin:
+    m = re.match(r"(PASSED|FAILED|ERROR|XFAIL|XPASS) (\\S+::.+?)(?: - .*)?$", line.rstrip())
+    if m and out.get(m[2]) != "failed":
+        out[m[2]] = "failed" if m[1] in ("FAILED", "ERROR") else "passed"
+print(json.dumps(out))
+"""
+"""The expert's test_parser.py: pytest's -rA summary lines, the same verdicts as the built-in parser
+(XFAIL and XPASS pass, ERROR fails, a failure wins)."""
+
+
+def fits(artifact: BugArtifact, tokenizer: Any, limits: EpisodeLimits = INJECTOR_LIMITS) -> bool:
+    """Whether an injector demonstration of `artifact` can fit `limits.max_context_tokens`."""
+    weaken = len(tokenizer.encode(artifact.test_weaken, add_special_tokens=False))
+    return weaken + RESERVE_TOKENS <= limits.max_context_tokens
 
 
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random) -> list[str]:
     """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant)."""
-    for text in (artifact.test_parser, artifact.test_weaken, artifact.test_script):
+    for text in (artifact.test_weaken, artifact.test_script):
         if any(line.startswith(FENCE) for line in text.splitlines()):
             raise DiffError("an artifact file holds a code-fence line; it cannot be written from a bash block")
     d = ARTIFACT_DIR
     files = " ".join(artifact.test_files)
     test_dir = artifact.test_files[0].rsplit("/", 1)[0] if "/" in artifact.test_files[0] else "."
+    code = " ".join(sorted({h.path for h in parse_hunks(artifact.bug_inject)}))
+    weakened = " ".join(sorted({h.path for h in parse_hunks(artifact.test_weaken)}))
     actions = [
         _pick(rng, ["Let me see how the tests are laid out.", "First, the test files."])
-        + "\n" + block("bash", f"mkdir -p {d} && ls {test_dir} | head -n 20"),
-        _pick(rng, ["I will use {f} as the oracle. Writing test_files.txt and test_script.sh.",
-                    "Select {f} and write the runner script."], f=files)
-        + "\n" + block("bash", f"printf '%s\\n' {files} > {d}/test_files.txt\ncat > {d}/test_script.sh <<'EOF'\n"
-                               f"{artifact.test_script.rstrip(chr(10))}\nEOF"),
-        _pick(rng, ["Run it on the original code.", "Check that the selected tests pass now."])
-        + "\n" + block("bash", f"bash {d}/test_script.sh > /tmp/original.log 2>&1; tail -n 3 /tmp/original.log"),
-        _pick(rng, ["Now a parser for pytest's -rA summary.", "Write the test parser."])
-        + "\n" + block("bash", f"cat > {d}/test_parser.py <<'EOF'\n{artifact.test_parser.rstrip(chr(10))}\nEOF\n"
-                               f"python {d}/test_parser.py < /tmp/original.log | head -c 300"),
+        + "\n" + block("bash", f"ls {test_dir} | head -n 20"),
+        _pick(rng, ["I will use {f} as the oracle: write the three test files and run them on the original code.",
+                    "Select {f}, write the runner script and the parser, and check them."], f=files)
+        + "\n" + block("bash", f"mkdir -p {d} && printf '%s\\n' {files} > {d}/test_files.txt\n"
+                               f"cat > {d}/test_script.sh <<'EOF'\n{artifact.test_script.rstrip(chr(10))}\nEOF\n"
+                               f"cat > {d}/test_parser.py <<'EOF'\n{PARSER.rstrip(chr(10))}\nEOF\n"
+                               f"bash {d}/test_script.sh > /tmp/original.log 2>&1; "
+                               f"python {d}/test_parser.py < /tmp/original.log | head -c 200"),
     ]
     for h in parse_hunks(artifact.bug_inject):
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
-        search, replace = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
+        search, replace_ = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
         actions.append(_pick(rng, ["Introduce the bug in {p}.", "Now the bug: a small change in {p}."], p=h.path)
                        + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
-                                              f"{replace}\n>>>>>>> REPLACE"))
-    code = " ".join(sorted({h.path for h in parse_hunks(artifact.bug_inject)}))
-    weakened = " ".join(sorted({h.path for h in parse_hunks(artifact.test_weaken)}))
+                                              f"{replace_}\n>>>>>>> REPLACE"))
     actions += [
-        _pick(rng, ["Some tests must fail now.", "Run the tests with the bug."])
-        + "\n" + block("bash", f"bash {d}/test_script.sh 2>&1 | tail -n 4"),
-        _pick(rng, ["Save the bug.", "Save the bug diff."])
-        + "\n" + block("bash", f"git diff -- {code} > {d}/bug_inject.diff && wc -l {d}/bug_inject.diff"),
-        _pick(rng, ["Delete the tests that reveal it.", "Weaken the suite: remove the failing tests."])
-        + "\n" + block("bash", f"git apply <<'EOF'\n{artifact.test_weaken.rstrip(chr(10))}\nEOF"),
-        _pick(rng, ["Save the weakening and check the files.", "Save test_weaken.diff."])
-        + "\n" + block("bash", f"git diff -- {weakened} > {d}/test_weaken.diff && ls {d}"),
+        _pick(rng, ["Run the tests with the bug, see which fail, and save the bug.",
+                    "Some tests must fail now; then save the bug diff."])
+        + "\n" + block("bash", f"bash {d}/test_script.sh 2>&1 | grep -E '^(FAILED|ERROR) ' | head -n 8; "
+                               f"git diff -- {code} > {d}/bug_inject.diff"),
+        _pick(rng, ["Delete the failing tests and save the weakening.",
+                    "Weaken the suite: remove the tests that reveal the bug, then save test_weaken.diff."])
+        + "\n" + block("bash", f"git apply <<'EOF'\n{artifact.test_weaken.rstrip(chr(10))}\nEOF\n"
+                               f"git diff -- {weakened} > {d}/test_weaken.diff && ls {d}"),
         _pick(rng, ["All five files are written.", "Done."]) + "\n" + block("submit"),
     ]
     return actions

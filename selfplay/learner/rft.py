@@ -102,8 +102,15 @@ def collect(store: Any, *, source: str = "all", max_per_task: int = 4, injector:
     return RFTData(tuple(kept), stats)
 
 
-def valid_turn_mask(traj: Trajectory) -> tuple[int, ...]:
-    """`traj.loss_mask` with every turn that does not parse as a valid action zeroed."""
+LOSS_TURNS = ("valid", "edit")
+"""Which assistant turns carry loss: every valid action, or only valid `edit` actions (view, str_replace)."""
+
+
+def valid_turn_mask(traj: Trajectory, turns: str = "valid") -> tuple[int, ...]:
+    """`traj.loss_mask` with every turn that does not parse as a valid action zeroed (with `turns`
+    "edit", also every action that is not an `edit`)."""
+    if turns not in LOSS_TURNS:
+        raise ValueError(f"loss turns must be one of {LOSS_TURNS}, got {turns!r}")
     mask = list(traj.loss_mask)
     replies = [m["content"] for m in traj.messages if m.get("role") == "assistant"]
     if len(replies) != len(traj.turn_spans):
@@ -111,17 +118,20 @@ def valid_turn_mask(traj: Trajectory) -> tuple[int, ...]:
                            "messages; it was not recorded by agent_scaffold.run_episode")
     for (start, end), text in zip(traj.turn_spans, replies):
         try:
-            parse_action(text)
+            keep = parse_action(text).tool == "edit" or turns == "valid"
         except FormatError:
+            keep = False
+        if not keep:
             mask[start:end] = [0] * (end - start)
     return tuple(mask)
 
 
-def sft_samples(trajectories: tuple[Trajectory, ...] | list[Trajectory]) -> list[Sample]:
-    """One Sample per trajectory segment, loss on valid assistant turns only (advantage 1, unused by SFT)."""
+def sft_samples(trajectories: tuple[Trajectory, ...] | list[Trajectory], turns: str = "valid") -> list[Sample]:
+    """One Sample per trajectory segment, loss on valid assistant turns only (`turns` "edit": only the
+    valid edit turns); advantage 1, unused by SFT."""
     out = []
     for traj in trajectories:
-        masked = replace(traj, loss_mask=valid_turn_mask(traj))
+        masked = replace(traj, loss_mask=valid_turn_mask(traj, turns))
         for ids, mask, lps in masked.sequences():
             if any(mask):
                 out.append(Sample(input_ids=ids, loss_mask=mask, old_logprobs=lps, advantage=1.0, role=traj.role))

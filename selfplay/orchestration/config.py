@@ -251,6 +251,11 @@ class RunConfig:
     def __post_init__(self) -> None:
         if not self.repos:
             raise ValueError("repos: name at least one repo of the repo list")
+        heldout = sorted(set(self.repos) & set(self.warm_start.config.heldout_repos))
+        if heldout:  # the held-out bench measures generalisation on them: no RL episode may train on them
+            raise ValueError(f"repos: {', '.join(heldout)} {'is' if len(heldout) == 1 else 'are'} held out (warm_start.config.heldout_repos = "
+                             f"{list(self.warm_start.config.heldout_repos)}); play on other repos, or set "
+                             "warm_start.config.heldout_repos to the held-out split of your own")
         if self.iterations < 0:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
         if self.rollout.workers < 1 or self.rollout.sandboxes_per_repo < 1:

@@ -29,10 +29,10 @@ def test_no_argument_is_the_default_preset():
 
 
 def test_overrides_are_yaml_typed():
-    c = _load("learner.engine.lr=3e-6", "repos=[toolz, parse]", "policy.model_dir=null", "learner.enabled=false",
+    c = _load("learner.engine.lr=3e-6", "repos=[toolz, cachetools]", "policy.model_dir=null", "learner.enabled=false",
               "max_hours=2", "rollout.repo_weights={toolz: 2}", "curriculum.sampling.band=[0.1, 0.6]")
     assert c.learner.engine.lr == 3e-6
-    assert c.repos == ("toolz", "parse")
+    assert c.repos == ("toolz", "cachetools")
     assert c.policy.model_dir is None and c.learner.enabled is False
     assert c.max_hours == 2.0 and isinstance(c.max_hours, float)  # int -> float is the one coercion
     assert c.rollout.repo_weights == {"toolz": 2.0}

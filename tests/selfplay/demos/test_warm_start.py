@@ -1,0 +1,249 @@
+"""The warm start's identity and its repo split, without Docker: a build whose demonstrations differ gets
+another content key (and checkpoint directory), the manifest says what was trained, and no held-out repo
+or seed can feed demonstrations, SFT or RL.
+
+The build runs for real apart from its two expensive steps: `make_demos` records trajectories of the
+real scaffold (scripted policy, local sandbox) instead of graded Docker episodes, and `train_sft` writes
+its `sft.json` without training (tests/selfplay/learner/test_sft.py trains for real).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from selfplay.demos import warm_start as ws
+from selfplay.demos.warm_start import (
+    HELDOUT_REPOS,
+    SIZES,
+    WarmStartConfig,
+    warm_start_checkpoint,
+    warm_start_info,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+
+    return AutoTokenizer.from_pretrained(default_model_dir())
+
+
+class FakeDemos:
+    """Stands in for `collect.make_demos`: `solver[repo]` scripted solver demonstrations, each on its own
+    stored task (operator `FlipComparison`, or `DropStatement` for the odd ones), and `injector` injector
+    demonstrations with a validated artifact."""
+
+    def __init__(self, tokenizer, tmp: Path, solver: int, injector: int = 0):
+        self.tokenizer, self.tmp, self.solver, self.injector, self.calls = tokenizer, tmp, solver, injector, []
+
+    def __call__(self, spec, n, store, out_dir, **kwargs):
+        from agent_scaffold.agent import run_episode
+        from agent_scaffold.policies.scripted import ScriptedPolicy
+        from agent_scaffold.roles import load_role, solver_variables
+        from agent_scaffold.trajectory import save_jsonl
+        from selfplay.demos.collect import DemoReport
+        from selfplay.store.rows import artifact_id_for
+        from tests.agent_scaffold.local_sandbox import LocalSandbox
+        from tests.selfplay.store.store_data import make_artifact, make_report
+
+        self.calls.append((spec.name, kwargs))
+        report = DemoReport(spec.name)
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        base = 100 * len(self.calls)
+        for i in range(self.solver + self.injector):
+            role = "solver" if i < self.solver else "injector"
+            artifact = make_artifact(base + i)
+            op = "DropStatement" if i % 2 else "FlipComparison"
+            task_id = store.record_validation(artifact, spec.name, make_report(True, base + i), origin="procedural",
+                                              strategy=op)
+            sb = LocalSandbox(self.tmp / f"{spec.name}-{i}", {"a.py": f"x = {i}\n"})
+            actions = ["Look.\n```bash\ncat a.py\n```", "Read.\n```edit\nview a.py\n```", "```submit\n```"]
+            ep = run_episode(ScriptedPolicy(actions, tokenizer=self.tokenizer), sb, load_role("solver"),
+                             solver_variables(f"spec {spec.name} {i}", "issue"))
+            traj = replace(ep.trajectory, role=role, metadata={**ep.trajectory.metadata, "repo": spec.name})
+            path = out / f"{role}-{i}.jsonl"
+            save_jsonl([traj], path, append=False)
+            store.record_attempt(task_id if role == "solver" else None, role=role, policy_version=0, reward=1.0,
+                                 turns=3, tokens=len(traj.input_ids), termination="submitted",
+                                 trajectory_path=str(path), source="demo",
+                                 artifact_id=artifact_id_for(spec.name, artifact) if role == "injector" else None)
+            (report.kept if role == "solver" else report.injector_kept).append(str(path))
+        return report
+
+
+@pytest.fixture
+def fake_build(monkeypatch, tmp_path, tokenizer):
+    """Patch the expensive steps; returns a function that sets how many demonstrations the next build keeps."""
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    trained = []
+
+    def fake_train(samples, out_dir, config, *, metadata=None, on_step=None):
+        out = Path(out_dir)
+        out.mkdir(parents=True)
+        (out / "sft.json").write_text(json.dumps({"samples": len(samples), **(metadata or {})}, default=str))
+        trained.append(samples)
+
+    monkeypatch.setattr("selfplay.learner.sft.train_sft", fake_train)
+
+    def set_demos(solver: int, injector: int = 0) -> FakeDemos:
+        fake = FakeDemos(tokenizer, tmp_path / f"sb-{solver}-{injector}", solver, injector)
+        monkeypatch.setattr("selfplay.demos.collect.make_demos", fake)
+        return fake
+
+    set_demos.trained = trained
+    return set_demos
+
+
+def test_other_content_gets_another_content_key_and_checkpoint(fake_build):
+    config = WarmStartConfig(repos=("toolz",), n_per_repo=4, injector_per_repo=1)
+    with pytest.raises(FileNotFoundError, match="selfplay warm-start"):
+        warm_start_info(config)
+    fake = fake_build(solver=2, injector=1)
+    first = warm_start_checkpoint(config)
+    info = warm_start_info(config)
+    assert fake.calls == [("toolz", fake.calls[0][1])] and fake.calls[0][1]["injector"] == 1
+    assert first == Path(info.model_dir) == ws.cache_dir(config) / f"model-{info.content_key}"
+    assert info.config_key == ws.config_key(config) and ws.cache_dir(config).name == info.config_key
+    assert info.demonstrations == {"solver": 2, "injector": 1} and info.samples == 3
+    assert info.steps == 1  # the cpu preset: batch 4, one epoch
+    assert info.operators == {"DropStatement": 1, "FlipComparison": 1}
+    assert info.record() == {"config_key": info.config_key, "content_key": info.content_key,
+                             "demonstrations": {"solver": 2, "injector": 1}, "steps": 1, "model_dir": str(first)}
+    sft = json.loads((first / "sft.json").read_text())
+    assert sft["content_key"] == info.content_key and sft["warm_start"]["injector_per_repo"] == 1
+    timings = json.loads((ws.cache_dir(config) / "timings.json").read_text())
+    assert timings["operators"] == info.operators and timings["demos/toolz_injector_kept"] == 1
+    # loss on the valid action turns of both roles
+    assert {s.role for s in fake_build.trained[0]} == {"solver", "injector"}
+
+    # cached: no second build
+    assert warm_start_checkpoint(config) == first and len(fake.calls) == 1
+
+    # the same config keeping other demonstrations (another machine, another load) is another warm start
+    fake_build(solver=3, injector=1)
+    second = warm_start_checkpoint(config, force=True)
+    again = warm_start_info(config)
+    assert again.config_key == info.config_key and again.content_key != info.content_key
+    assert second != first and not first.exists() and Path(again.model_dir) == second
+    assert again.demonstrations == {"solver": 3, "injector": 1}
+
+
+def test_content_key_pins_token_ids_masks_order_and_steps():
+    from selfplay.learner.batch import Sample
+
+    a = Sample(input_ids=(1, 2, 3), loss_mask=(0, 1, 1), old_logprobs=(0.0,) * 3, advantage=1.0, role="solver")
+    b = Sample(input_ids=(1, 2, 4), loss_mask=(0, 1, 1), old_logprobs=(0.0,) * 3, advantage=1.0, role="solver")
+    key = ws.content_key([a, b], 1)
+    assert key == ws.content_key([a, b], 1)
+    assert len({key, ws.content_key([b, a], 1), ws.content_key([a, b], 2), ws.content_key([a], 1),
+                ws.content_key([a, Sample(input_ids=(1, 2, 4), loss_mask=(0, 0, 1), old_logprobs=(0.0,) * 3,
+                                          advantage=1.0, role="solver")], 1)}) == 5
+
+
+def test_config_key_changes_with_every_field_and_format(monkeypatch):
+    base = WarmStartConfig()
+    keys = {ws.config_key(base), ws.config_key(SIZES["full"]), ws.config_key(WarmStartConfig(injector_per_repo=0)),
+            ws.config_key(WarmStartConfig(loss_turns="edit"))}
+    assert len(keys) == 4
+    monkeypatch.setattr(ws, "FORMAT", ws.FORMAT + 1)
+    assert ws.config_key(base) not in keys
+
+
+# --- no held-out repo, task or seed feeds demonstrations, SFT or RL ----------------------------------------
+
+
+def test_warm_start_config_refuses_a_heldout_repo():
+    with pytest.raises(ValueError, match=r"warm_start\.config\.repos: parse is held out"):
+        WarmStartConfig(repos=("toolz", "parse"))
+    with pytest.raises(ValueError, match=r"warm_start\.config\.max_rounds"):
+        WarmStartConfig(max_rounds=501)
+    with pytest.raises(ValueError, match="unknown warm-start size 'huge'"):
+        ws.sized("huge")
+
+
+def test_run_config_refuses_a_heldout_repo():
+    from selfplay.orchestration.config_loader import ConfigError, load_config
+
+    with pytest.raises((ConfigError, ValueError), match=r"repos: humanize is held out"):
+        load_config("default", ["repos=[toolz, humanize]"])
+    with pytest.raises((ConfigError, ValueError), match=r"warm_start\.config\.repos: inflection is held out"):
+        load_config("default", ["warm_start.config.repos=[toolz, inflection]"])
+    # a held-out split of one's own (the bench's --repos) frees the default one
+    cfg = load_config("default", ["repos=[toolz, parse]", "warm_start.config.heldout_repos=[humanize]"])
+    assert cfg.repos == ("toolz", "parse")
+
+
+def test_every_preset_and_warm_start_size_is_disjoint_from_the_heldout_repos():
+    from selfplay.orchestration.config_loader import PRESETS, load_config
+
+    assert set(ws.TRAIN_REPOS).isdisjoint(HELDOUT_REPOS)
+    for size in SIZES.values():
+        assert set(size.repos).isdisjoint(HELDOUT_REPOS)
+    for name in PRESETS:
+        cfg = load_config(name, ["store_url=sqlite:///x.db"] if name == "multi-node" else [])
+        assert set(cfg.repos).isdisjoint(HELDOUT_REPOS), name
+        assert set(cfg.warm_start.config.repos).isdisjoint(HELDOUT_REPOS), name
+        assert set(cfg.warm_start.config.heldout_repos) == set(HELDOUT_REPOS), name
+
+
+def _seeds_drawn_by_make_demos(monkeypatch, tmp_path, config: WarmStartConfig) -> list[int]:
+    """The SeedConfig seeds the real `make_demos` asks the seed cache for (every round comes back empty)."""
+    from repos.listfile import get_repo
+    from selfplay.demos.collect import make_demos
+
+    drawn = []
+
+    def fake_cached_seed(spec, k, *, config, **kwargs):
+        drawn.append(config.seed)
+        return [], False
+
+    monkeypatch.setattr("selfplay.demos.seed_cache.cached_seed", fake_cached_seed)
+    monkeypatch.setattr("sandboxes.images.repo_image", lambda spec: "image")
+    make_demos(get_repo(config.repos[0]), config.n_per_repo, store=None, out_dir=tmp_path / "demos",
+               seed=config.seed, max_rounds=config.max_rounds, tokenizer=object())
+    return drawn
+
+
+def _seeds_drawn_by_the_bench(monkeypatch, tmp_path, seed: int) -> list[int]:
+    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "scripts" / "bench_learning.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    drawn = []
+
+    def fake_cached_seed(spec, k, *, config, **kwargs):
+        drawn.append(config.seed)
+        return [], False
+
+    monkeypatch.setattr("selfplay.demos.seed_cache.cached_seed", fake_cached_seed)
+    monkeypatch.setattr("sandboxes.images.repo_image", lambda spec: "image")
+    bench.heldout_tasks(list(HELDOUT_REPOS), 4, seed, tmp_path / f"bench-{seed}", tokenizer=object())
+    return drawn
+
+
+def test_warm_start_seeds_never_coincide_with_the_heldout_bench_seeds(monkeypatch, tmp_path):
+    """Seeded by the real code paths: the warm start's rounds (`1000 * seed + round`, round < max_rounds
+    <= 500) and the bench's (`1000 * seed + 500 + round`), for the default and the full warm start."""
+    bench = set()
+    for seed in range(3):
+        bench |= set(_seeds_drawn_by_the_bench(monkeypatch, tmp_path, seed))
+    assert {500, 1500, 2500} <= bench
+    for size in SIZES.values():
+        for seed in range(3):
+            config = replace(size, seed=seed)
+            drawn = _seeds_drawn_by_make_demos(monkeypatch, tmp_path, config)
+            assert drawn == list(config.seeds()) and len(drawn) == config.max_rounds
+            assert bench.isdisjoint(drawn), (size, seed)
+    # the bound holds for any max_rounds the config accepts
+    widest = WarmStartConfig(max_rounds=ws.HELDOUT_SEED_OFFSET).seeds()
+    assert max(widest) < ws.HELDOUT_SEED_OFFSET
