@@ -261,6 +261,12 @@ class LearnerEngine:
             if learner_old is not None:
                 old = pad_rows([learner_old[i] for i in idx], device=self.device)
                 terms.update(rollout_logprobs=rollout, tis_cap=lcfg.tis_cap)
+                # Rollout-learner mismatch on the trained tokens, logged every update (token means below):
+                # |logp_learner - logp_engine| and the share of tokens whose TIS weight hits the cap.
+                gap = (old - rollout) * mask  # (b, T)
+                sums["mismatch_abs"] = sums.get("mismatch_abs", 0.0) + float(gap.abs().sum())
+                sums["tis_clipfrac"] = sums.get("tis_clipfrac", 0.0) + float(
+                    ((gap.exp() > lcfg.tis_cap) & (mask > 0)).sum())
             if self.ref_model is not None:
                 terms.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
             if self.fused:
