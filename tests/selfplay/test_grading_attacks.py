@@ -116,8 +116,8 @@ ATEXIT = f"""
 def test_screen_flags_the_in_process_attacks_and_not_the_gold_fix():
     """Pure: the tamper screen names a construct in every in-process attack, none in the gold fix."""
     # Printing test ids or outcomes from library code (forged markers, the flood's fake lines) is flagged as
-    # runner vocabulary; sleeping and writing files are not constructs the screen looks for.
-    unflagged = {"rewrite_oracle_tests", "sleep_past_timeout"}
+    # runner vocabulary, globbing the test files as test-files; sleeping is not a construct the screen looks for.
+    unflagged = {"sleep_past_timeout"}
     for name, code in {**SOLVER_ATTACKS, "atexit": ATEXIT}.items():
         reason = screen(hook_diff(code))
         assert (reason is None) == (name in unflagged), (name, reason)
