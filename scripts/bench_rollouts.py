@@ -111,7 +111,7 @@ def measure(args) -> dict:
 # --- parent: alternate sides in fresh processes ------------------------------------------------------
 
 def run_side(side: str, tree: str, n: int, args, prompts_file: str) -> dict:
-    cmd = [sys.executable, str(Path(tree) / "scripts" / "bench_rollouts.py"), "--worker", "--side", side, "--tree", tree, "--n", str(n),
+    cmd = [sys.executable, __file__, "--worker", "--side", side, "--tree", tree, "--n", str(n),
            "--prompts", prompts_file, "--calls", str(args.calls), "--tokens", str(args.tokens), "--obs", str(args.obs),
            "--sandbox-s", str(args.sandbox_s), "--threads", str(args.threads), "--max-batch", str(args.max_batch),
            "--kv-cache-mb", str(args.kv_cache_mb)]
