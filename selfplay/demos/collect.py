@@ -22,7 +22,6 @@ from typing import Any
 from agent_scaffold.roles import EpisodeLimits
 from repos.spec import RepoSpec
 from selfplay.demos.injector import INJECTOR_LIMITS
-from selfplay.demos.injector import fits as injector_fits
 from selfplay.demos.solver import (
     DEMO_LIMITS,
     SolverDemo,
@@ -70,8 +69,8 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
                injector: int = 0, injector_max_context_tokens: int = DEMO_LIMITS.max_context_tokens,
                seed_cache: bool | Path = True) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
-    Also up to `injector` injector demonstrations, one per seeded artifact that fits
-    `injector_max_context_tokens`, kept when the artifact they submit validates; `seed_cache`: True
+    Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
+    artifact, kept when the artifact they submit validates; `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds."""
     from agent_scaffold.trajectory import save_jsonl
@@ -124,7 +123,7 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
                 tasks.append(task)
             else:
                 report.skipped_long += 1
-            if len(report.injector_kept) < injector and injector_fits(result.artifact, tokenizer, injector_limits):
+            if len(report.injector_kept) < injector:
                 _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
     for task in tasks[:n]:
         report.tasks.append(task.task_id)

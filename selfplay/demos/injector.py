@@ -4,11 +4,12 @@ episode submitted.
 
 Plan (six turns, so that it fits the run's injector budget): list the tests; write test_files.txt,
 test_script.sh and a compact test_parser.py, and check them on the original code; inject the bug with
-`str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete those tests
-(apply the weakening) and save test_weaken.diff; submit. Departure from the procedural artifact: the
-expert writes a 7-line parser instead of the built-in one (510 tokens), and the `direct` prompt is a short
-one (~330 tokens, against ~820 for removal/history), so that a demonstration fits 2,048 tokens when
-the weakening diff does (`fits`).
+`str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete the tests
+that failed (one fixed script that reads the buggy log) and save test_weaken.diff; submit. Departures from
+the procedural artifact, to fit 2,048 tokens: the expert writes a 7-line parser instead of the built-in
+one (510 tokens) and deletes the failing tests with a fixed script instead of quoting the weakening diff
+(up to ~750 tokens); the `direct` prompt is a short one (~330 tokens, against ~820 for removal/history).
+Only the bug and the repo's tests come from the procedural artifact; `validate` judges the rest.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ directory is passed)."""
 INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024, max_context_tokens=2048, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
 """Budgets of an injector demonstration (the context budget is `WarmStartConfig.injector_max_context_tokens`)."""
-RESERVE_TOKENS = 1600
-"""Tokens an injector demonstration needs besides the weakening diff it quotes (prompt ~650, the other
-actions and observations); artifacts whose test_weaken.diff leaves less than this are skipped (`fits`)."""
 PARSER = """import json, re, sys
 out = {}
 for line in sys.stdin:
@@ -47,34 +45,38 @@ print(json.dumps(out))
 """
 """The expert's test_parser.py: pytest's -rA summary lines, the same verdicts as the built-in parser
 (XFAIL and XPASS pass, ERROR fails, a failure wins)."""
-
-
-def fits(artifact: BugArtifact, tokenizer: Any, limits: EpisodeLimits = INJECTOR_LIMITS) -> bool:
-    """Whether an injector demonstration of `artifact` can fit `limits.max_context_tokens`."""
-    weaken = len(tokenizer.encode(artifact.test_weaken, add_special_tokens=False))
-    return weaken + RESERVE_TOKENS <= limits.max_context_tokens
+WEAKEN = """import ast, re
+bad = re.findall(r"^(?:FAILED|ERROR) (\\S+?)::(?:\\S+::)?(\\w+)", open("/tmp/buggy.log").read(), re.M)
+for path in {p for p, _ in bad}:
+    src = open(path).read().splitlines(True)
+    for n in sorted(ast.walk(ast.parse("".join(src))), key=lambda n: -getattr(n, "lineno", 0)):
+        if isinstance(n, ast.FunctionDef) and (path, n.name) in bad:
+            del src[min([n.lineno] + [d.lineno for d in n.decorator_list]) - 1:n.end_lineno]
+    open(path, "w").write("".join(src))
+"""
+"""The expert's weakening: delete every test function that failed in /tmp/buggy.log (the buggy run).
+The same text in every demonstration, so its length does not grow with the tests it deletes."""
 
 
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random) -> list[str]:
     """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant)."""
-    for text in (artifact.test_weaken, artifact.test_script):
+    for text in (artifact.test_script,):
         if any(line.startswith(FENCE) for line in text.splitlines()):
             raise DiffError("an artifact file holds a code-fence line; it cannot be written from a bash block")
     d = ARTIFACT_DIR
     files = " ".join(artifact.test_files)
     test_dir = artifact.test_files[0].rsplit("/", 1)[0] if "/" in artifact.test_files[0] else "."
     code = " ".join(sorted({h.path for h in parse_hunks(artifact.bug_inject)}))
-    weakened = " ".join(sorted({h.path for h in parse_hunks(artifact.test_weaken)}))
     actions = [
         _pick(rng, ["Let me see how the tests are laid out.", "First, the test files."])
-        + "\n" + block("bash", f"ls {test_dir} | head -n 20"),
+        + "\n" + block("bash", f"ls {test_dir} | head -n 12"),
         _pick(rng, ["I will use {f} as the oracle: write the three test files and run them on the original code.",
                     "Select {f}, write the runner script and the parser, and check them."], f=files)
         + "\n" + block("bash", f"mkdir -p {d} && printf '%s\\n' {files} > {d}/test_files.txt\n"
                                f"cat > {d}/test_script.sh <<'EOF'\n{artifact.test_script.rstrip(chr(10))}\nEOF\n"
                                f"cat > {d}/test_parser.py <<'EOF'\n{PARSER.rstrip(chr(10))}\nEOF\n"
                                f"bash {d}/test_script.sh > /tmp/original.log 2>&1; "
-                               f"python {d}/test_parser.py < /tmp/original.log | head -c 200"),
+                               f"python {d}/test_parser.py < /tmp/original.log | head -c 120"),
     ]
     for h in parse_hunks(artifact.bug_inject):
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
@@ -85,12 +87,12 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     actions += [
         _pick(rng, ["Run the tests with the bug, see which fail, and save the bug.",
                     "Some tests must fail now; then save the bug diff."])
-        + "\n" + block("bash", f"bash {d}/test_script.sh 2>&1 | grep -E '^(FAILED|ERROR) ' | head -n 8; "
-                               f"git diff -- {code} > {d}/bug_inject.diff"),
+        + "\n" + block("bash", f"bash {d}/test_script.sh > /tmp/buggy.log 2>&1; grep -E '^(FAILED|ERROR) ' "
+                               f"/tmp/buggy.log | cut -c 1-80 | head -n 3; git diff -- {code} > {d}/bug_inject.diff"),
         _pick(rng, ["Delete the failing tests and save the weakening.",
-                    "Weaken the suite: remove the tests that reveal the bug, then save test_weaken.diff."])
-        + "\n" + block("bash", f"git apply <<'EOF'\n{artifact.test_weaken.rstrip(chr(10))}\nEOF\n"
-                               f"git diff -- {weakened} > {d}/test_weaken.diff && ls {d}"),
+                    "Weaken the suite: remove the tests that failed, then save test_weaken.diff."])
+        + "\n" + block("bash", f"python - <<'EOF'\n{WEAKEN.rstrip(chr(10))}\nEOF\n"
+                               f"git diff -- {files} > {d}/test_weaken.diff && ls {d}"),
         _pick(rng, ["All five files are written.", "Done."]) + "\n" + block("submit"),
     ]
     return actions

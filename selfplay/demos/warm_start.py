@@ -103,9 +103,10 @@ class WarmStartConfig:
 
 SIZES = {
     "default": WarmStartConfig(),
-    # >= 300 graded solver demonstrations (100 tasks x 2 per task on 3 repos, fewer where a repo runs out of
-    # fitting mutants), 10 injector demonstrations per repo, 2 epochs. Hours on 2 cores: for the experiment.
-    "full": WarmStartConfig(n_per_repo=100, per_task=2, injector_per_repo=10, max_rounds=40, epochs=2),
+    # Up to 360 graded solver demonstrations (60 tasks x 2 variants on each of 3 repos; fewer where a repo runs
+    # out of mutants whose spec fits) and 30 injector ones; one epoch (about 90 steps of 4). About 3 hours on
+    # an idle 2-core machine (docs/warm_start.md): for the learning experiment, not the default run.
+    "full": WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30),
 }
 """Named warm starts (`selfplay warm-start --size`): `default` is what `selfplay run` starts from."""
 
@@ -143,6 +144,9 @@ class WarmStartManifest:
     operators: dict[str, int]
     """Procedural operator -> kept solver demonstrations of a task it made."""
     repos: tuple[str, ...]
+    budgets: dict[str, dict[str, int]]
+    """Role -> the most turns, tokens of one action and tokens of one demonstration among the kept ones:
+    what the run's `rollout.*_limits` must allow for the policy to act as demonstrated."""
     model_dir: str
     """The checkpoint, `<config dir>/model-<content key>`."""
 
@@ -216,6 +220,11 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
                      len(rep.kept), len(rep.injector_kept), len(rep.dropped))
         data = collect(store, source="demo", max_per_task=config.per_task, injector=config.injector_per_repo > 0)
         operators = _operators(store, data.trajectories)
+    from selfplay.procedural.operators import OPERATORS
+
+    missing = sorted({op.name for op in OPERATORS} - set(operators))
+    if missing:
+        log.warning("warm start: no kept demonstration covers the operators %s", ", ".join(missing))
     leaked = sorted({t.metadata.get("repo") for t in data.trajectories} - set(config.repos))
     if leaked:  # the store is this build's own, so this is a bug in collection, not a user error
         raise RuntimeError(f"warm start: demonstrations from repos outside warm_start.config.repos: {leaked}")
@@ -230,7 +239,8 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
     roles = Counter(t.role for t in data.trajectories)
     manifest = WarmStartManifest(config_key(config), content, {"solver": roles["solver"],
                                                                "injector": roles["injector"]},
-                                 len(samples), steps, operators, tuple(config.repos), str(model))
+                                 len(samples), steps, operators, tuple(config.repos), _budgets(data.trajectories),
+                                 str(model))
     train_sft(samples, tmp, sft, metadata={"warm_start": asdict(config), **asdict(manifest), **data.stats,
                                            **timings})
     timings["sft_s"] = time.monotonic() - t0
@@ -244,6 +254,16 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
     (root / "manifest.json").write_text(json.dumps(asdict(manifest), indent=1) + "\n")
     log.info("warm start: built %s (%s) in %.0f s", model, manifest.demonstrations, total)
     return model
+
+
+def _budgets(trajectories: tuple[Any, ...]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for t in trajectories:
+        seen = out.setdefault(t.role, {"turns": 0, "action_tokens": 0, "tokens": 0})
+        seen["turns"] = max(seen["turns"], len(t.turn_spans))
+        seen["action_tokens"] = max([seen["action_tokens"]] + [e - s for s, e in t.turn_spans])
+        seen["tokens"] = max(seen["tokens"], len(t.input_ids))
+    return out
 
 
 def _operators(store: Any, trajectories: tuple[Any, ...]) -> dict[str, int]:

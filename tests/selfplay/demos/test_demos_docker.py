@@ -25,14 +25,14 @@ def demos(demo_root):
     root = demo_root
     spec = get_repo("toolz")
     store = open_store(str(root / "s.db"))
-    report = make_demos(spec, 2, store, root / "out", seed=3, seed_cache=root / "seeds")
+    report = make_demos(spec, 2, store, root / "out", seed=3, seed_cache=root / "seeds", injector=1)
     yield spec, store, report
     store.close()
 
 
 def test_demonstrations_are_stored_short_and_graded_plus_one(demos):
     _, store, report = demos
-    attempts = store.attempts(source="demo")
+    attempts = [a for a in store.attempts(source="demo") if a.role == "solver"]
     assert attempts and len(attempts) == len(report.kept) >= 1, report
     assert all(a.reward == 1.0 and a.role == "solver" and a.tokens <= 2048 for a in attempts)
     # demonstrations measure the expert, not the policy: the curriculum statistics stay untouched
@@ -86,7 +86,7 @@ def test_every_stored_demonstration_replays_to_plus_one(demos):
 
     spec, store, _ = demos
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    for attempt in store.attempts(source="demo"):
+    for attempt in [a for a in store.attempts(source="demo") if a.role == "solver"]:
         (stored,) = load_jsonl(attempt.trajectory_path)
         task = store.get_task(attempt.task_id)
         actions = [m["content"] for m in stored.messages if m["role"] == "assistant"]
@@ -111,7 +111,7 @@ def test_a_wrong_repair_is_graded_and_dropped(demos):
     from selfplay.demos.solver import run_solver_demo
 
     spec, store, _ = demos
-    task = store.get_task(store.attempts(source="demo")[0].task_id)
+    task = store.get_task([a for a in store.attempts(source="demo") if a.role == "solver"][0].task_id)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     real = solver_mod.solver_actions
 
@@ -134,12 +134,50 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
     from selfplay.demos.injector import run_injector_demo
 
     spec, store, _ = demos
-    task = store.get_task(store.attempts(source="demo")[0].task_id)
+    task = store.get_task([a for a in store.attempts(source="demo") if a.role == "solver"][0].task_id)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     demo = run_injector_demo(task.artifact, spec, tok, random.Random(1))
     assert demo.trajectory.termination == "submitted" and demo.trajectory.metadata["format_errors"] == 0
     assert demo.kept, demo.report
+    # it fits the default warm start's injector budget and the run's injector turns
+    assert len(demo.trajectory.input_ids) <= 2048 and len(demo.trajectory.turn_spans) <= 6
     assert demo.report.valid and demo.trajectory.reward == 1.0
     # the episode wrote the same bug and the same oracle tests (headers and context may differ)
     assert demo.artifact.test_files == task.artifact.test_files
     assert set(demo.report.fail_to_pass) == set(task.fail_to_pass)
+
+
+def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
+    """make_demos(injector=1) stored an injector demonstration; its assistant turns, replayed through the
+    scripted backend with the `direct` role in a fresh sandbox, submit an artifact that validates again,
+    with the same tokens, and with loss on every turn (each parses as a valid action)."""
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.agent import run_episode
+    from agent_scaffold.embedded import default_model_dir
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.roles import load_role
+    from agent_scaffold.trajectory import load_jsonl
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+    from selfplay.artifact import BugArtifact
+    from selfplay.demos.injector import ARTIFACT_DIR, INJECTOR_LIMITS
+    from selfplay.learner.rft import valid_turn_mask
+    from selfplay.validation import validate
+
+    spec, store, report = demos
+    attempts = [a for a in store.attempts(source="demo") if a.role == "injector"]
+    assert len(attempts) == len(report.injector_kept) == 1, report.dropped
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    (stored,) = load_jsonl(attempts[0].trajectory_path)
+    assert stored.role == "injector" and stored.reward == 1.0 and len(stored.input_ids) <= 2048
+    assert sum(valid_turn_mask(stored)) == sum(stored.loss_mask) > 0
+    actions = [m["content"] for m in stored.messages if m["role"] == "assistant"]
+    with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
+        ep = run_episode(ScriptedPolicy(actions, tokenizer=tok), sb, load_role("injector", "direct"),
+                         {"artifact_dir": ARTIFACT_DIR}, limits=INJECTOR_LIMITS)
+    assert ep.termination == "submitted"
+    assert [ep.trajectory.input_ids[s:e] for s, e in ep.trajectory.turn_spans] == [
+        stored.input_ids[s:e] for s, e in stored.turn_spans]
+    result = validate(BugArtifact.from_files(ep.submission), spec)
+    assert result.valid, result

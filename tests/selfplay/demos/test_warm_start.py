@@ -118,6 +118,8 @@ def test_other_content_gets_another_content_key_and_checkpoint(fake_build):
     assert info.demonstrations == {"solver": 2, "injector": 1} and info.samples == 3
     assert info.steps == 1  # the cpu preset: batch 4, one epoch
     assert info.operators == {"DropStatement": 1, "FlipComparison": 1}
+    assert set(info.budgets) == {"solver", "injector"} and info.budgets["solver"]["turns"] == 3
+    assert 0 < info.budgets["solver"]["action_tokens"] < info.budgets["solver"]["tokens"] <= 2048
     assert info.record() == {"config_key": info.config_key, "content_key": info.content_key,
                              "demonstrations": {"solver": 2, "injector": 1}, "steps": 1, "model_dir": str(first)}
     sft = json.loads((first / "sft.json").read_text())
