@@ -189,7 +189,7 @@ def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: 
 
     jobs = [(spec, task, "greedy", 0) for spec, task in tasks if settings.greedy]
     jobs += [(spec, task, "sample", k) for k in range(settings.samples) for spec, task in tasks]
-    policy = BatchingPolicy(HFPolicy(model_dir), max_batch=max(1, settings.workers))
+    policy = BatchingPolicy(HFPolicy(model_dir, kv_cache_mb=1024), max_batch=max(1, settings.workers))
     rows: list[EpisodeRow] = []
     try:
         with ThreadPoolExecutor(max(1, settings.workers), thread_name_prefix="heldout") as pool:
