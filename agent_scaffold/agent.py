@@ -32,7 +32,10 @@ from sandboxes.errors import DiffTooLarge, SandboxError
 from sandboxes.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
-
+AGENT_ENV = {"PYTEST_ADDOPTS": "-p no:cacheprovider"}
+"""The environment of an agent's sandbox on a repository we did not build (a SWE-bench instance, `selfplay
+solve`): no .pytest_cache in the tree, since the cache never belongs in a patch (the sandbox's diff leaves it
+out as well, `sandboxes.shell.DIFF_EXCLUDES`)."""
 
 
 @dataclass(frozen=True)

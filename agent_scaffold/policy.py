@@ -3,7 +3,7 @@
 Training rollouts sample from the untruncated distribution at temperature 1 (`TRAINING`): top-p, top-k,
 min-p and repetition penalty all off, because any truncation makes the behaviour logprobs disagree with
 the learner's recomputed logprobs and corrupts the importance ratio. Evaluation decoding is a separate
-preset (`EVAL`).
+preset: greedy (`EVAL`) or SSR's evaluation setting (`SSR_SAMPLING`).
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ TRAINING = SamplingParams()
 """Rollouts for RL: untruncated temperature-1 sampling (the only setting whose logprobs are exact)."""
 EVAL = SamplingParams(temperature=0.0, max_new_tokens=1024)
 """Evaluation decoding: greedy."""
+SSR_SAMPLING = SamplingParams(temperature=1.0, top_p=0.95)
+"""SSR's evaluation decoding (SWE-bench runs and `selfplay solve`): temperature 1.0, top-p 0.95."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from sandboxes.errors import DiffTooLarge, FileTooLarge, SandboxDead, SandboxErr
 from sandboxes.exec_stream import ExecStream
 from sandboxes.output import OutputCap
 from sandboxes.reaper import owner_labels, registry
-from sandboxes.sandbox import ExecResult, PatchResult
+from sandboxes.sandbox import WORKDIR, ExecResult, PatchResult
 from sandboxes.users import AGENT_UID, USERS
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class DockerSandbox:
         self._start()
 
     @classmethod
-    def create(cls, image: str, *, workdir: str = "/testbed", config: DockerSandboxConfig | None = None,
+    def create(cls, image: str, *, workdir: str = WORKDIR, config: DockerSandboxConfig | None = None,
                run_id: str | None = None, env: dict[str, str] | None = None) -> DockerSandbox:
         """Start a container from `image` (which must exist locally) and return its sandbox."""
         return cls(docker_client(), image, workdir, config or DockerSandboxConfig(), run_id, env)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from sandboxes.docker import DockerSandbox, DockerSandboxConfig
 from sandboxes.errors import SandboxError
+from sandboxes.sandbox import WORKDIR
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class SandboxPool:
     sandboxes while waiting for more is how concurrent validations deadlocked; taking all or nothing
     never holds any while waiting, and the queue keeps a many-taker from starving behind single ones."""
 
-    def __init__(self, image: str, size: int, *, workdir: str = "/testbed",
+    def __init__(self, image: str, size: int, *, workdir: str = WORKDIR,
                  config: DockerSandboxConfig | None = None, run_id: str | None = None) -> None:
         if size < 1:
             raise ValueError(f"pool size must be at least 1, got {size}")

@@ -12,6 +12,9 @@ from typing import Protocol, runtime_checkable
 BASE_TAG = "selfplay-base"
 """The git tag on the base commit of every sandbox's repo: the baseline of `diff()` (a repo image's clean
 checkout, a task image's buggy state). Defined once here, the lowest layer whose scripts use it."""
+WORKDIR = "/testbed"
+"""Where the repository lies in every image a sandbox starts from (repo, task and solve images; SWE-bench's
+instance images use the same path)."""
 
 
 @dataclass(frozen=True)

@@ -96,9 +96,10 @@ def swebench(
     from rich.console import Console
     from rich.table import Table
 
+    from agent_scaffold.policy import SSR_SAMPLING
     from selfplay.eval.dataset import load_instances
     from selfplay.eval.errors import EvalError
-    from selfplay.eval.runner import SSR_SAMPLING, EvalConfig, evaluate
+    from selfplay.eval.runner import EvalConfig, evaluate
 
     if grader not in ("local", "harness"):
         raise typer.BadParameter(f"--grader must be local or harness, got {grader!r}", param_hint="--grader")

@@ -33,7 +33,7 @@ def solve(
     tree is never touched; with --branch the patch becomes a commit on a new branch."""
     from rich.console import Console
 
-    from selfplay.eval.errors import SolveError
+    from selfplay.solve.errors import SolveError
     from selfplay.solve.solver import check_inputs
     from selfplay.solve.solver import solve as run_solve
 

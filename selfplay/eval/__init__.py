@@ -10,7 +10,7 @@ exported tasks) through the same scaffold and policy backends as training, grade
 | `grading` | `grade_local`: swebench's grading functions on a log from our sandbox |
 | `harness` | the official `swebench.harness.run_evaluation` and its reports |
 | `report` | `EvalReport`: resolved % per run, mean ± stderr, pass@K, per-instance table |
-| `runner` | `evaluate`, `EvalConfig`, `SSR_SAMPLING` |
+| `runner` | `evaluate`, `EvalConfig` |
 | `offline` | the offline dataset built from fixture tasks on the bundled repos |
 
 swebench is imported lazily (it pulls in docker, datasets and modal), only where grading needs it.

@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.docker import DockerSandbox, DockerSandboxConfig
-from sandboxes.sandbox import Sandbox
+from sandboxes.sandbox import WORKDIR, Sandbox
 from selfplay.eval.guard import as_root
 from selfplay.eval.predictions import Prediction
 
 log = logging.getLogger(__name__)
 CONDA_BIN = "/opt/miniconda3/envs/testbed/bin"
-WORKDIR = "/testbed"
 
 
 def sandbox_config(instance: dict[str, Any], **overrides: Any) -> DockerSandboxConfig:

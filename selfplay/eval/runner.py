@@ -9,7 +9,8 @@ Then every prediction without a report is graded: `grader="local"` with swebench
 our sandbox (`selfplay.eval.grading`), `grader="harness"` by the official `run_evaluation`
 (`selfplay.eval.harness`). `DIR/report.json` holds the metrics (`selfplay.eval.report`).
 
-Decoding defaults to SSR's evaluation setting: temperature 1.0, top-p 0.95, one attempt per run.
+Decoding defaults to SSR's evaluation setting (`agent_scaffold.policy.SSR_SAMPLING`: temperature 1.0, top-p
+0.95), one attempt per run.
 """
 
 from __future__ import annotations
@@ -25,15 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent_scaffold.policy import Policy, SamplingParams
+from agent_scaffold.policy import SSR_SAMPLING, Policy, SamplingParams
 from agent_scaffold.trajectory import save_jsonl
 from selfplay.eval.predictions import Prediction, append_prediction, read_predictions
 from selfplay.eval.report import EvalReport, InstanceResult
 
 log = logging.getLogger(__name__)
-
-SSR_SAMPLING = SamplingParams(temperature=1.0, top_p=0.95)
-"""SSR's evaluation decoding: temperature 1.0, top-p 0.95."""
 
 
 @dataclass(frozen=True)
@@ -121,13 +119,13 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
 def solve_instance(instance: dict[str, Any], policy: Policy, config: EvalConfig, *, seed: int | None = None):
     """One solver episode on `instance` in a fresh sandbox of its image, history stripped first.
     Returns (Episode, Trajectory with the instance id in its metadata)."""
-    from agent_scaffold.agent import run_episode
+    from agent_scaffold.agent import AGENT_ENV, run_episode
     from agent_scaffold.roles import load_role, solver_variables
     from sandboxes.docker import DockerSandbox
-    from selfplay.eval.grading import WORKDIR, sandbox_config
+    from sandboxes.sandbox import WORKDIR
+    from selfplay.eval.grading import sandbox_config
     from selfplay.eval.guard import strip_history
     from selfplay.eval.task_image import ensure_instance_image
-    from selfplay.solve.solver import AGENT_ENV
 
     role = load_role("solver")
     overrides = {k: v for k, v in (("max_turns", config.max_turns), ("max_new_tokens", config.max_new_tokens),

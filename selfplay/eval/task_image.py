@@ -21,7 +21,7 @@ from sandboxes.base_image import image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.images import build_in_container
-from sandboxes.sandbox import BASE_TAG
+from sandboxes.sandbox import BASE_TAG, WORKDIR
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 from selfplay.task import Task
 
@@ -57,7 +57,7 @@ def _layers_tar(task: Task) -> bytes:
     return buf.getvalue()
 
 
-def build_task_image(task: Task, repo_image: str, *, workdir: str = "/testbed", rebuild: bool = False) -> str:
+def build_task_image(task: Task, repo_image: str, *, workdir: str = WORKDIR, rebuild: bool = False) -> str:
     """The tag of `task`'s image on top of `repo_image`, built when missing. Raises ImageBuildError with
     the build output's tail when a layer does not apply."""
     tag = task.image_name

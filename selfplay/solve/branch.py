@@ -7,7 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from selfplay.eval.errors import SolveError
+from selfplay.solve.errors import SolveError
 
 
 def check_branch_target(repo_path: Path, branch: str) -> None:

@@ -9,7 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from selfplay.eval.errors import SolveError
+from selfplay.solve.errors import SolveError
 
 
 @dataclass(frozen=True)

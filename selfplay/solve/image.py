@@ -29,12 +29,11 @@ from sandboxes.images import (
     build_in_container,
     source_tar,
 )
-from sandboxes.sandbox import BASE_TAG
-from selfplay.eval.errors import SolveError
+from sandboxes.sandbox import BASE_TAG, WORKDIR
 from selfplay.solve.checkout import Checkout
+from selfplay.solve.errors import SolveError
 
 log = logging.getLogger(__name__)
-WORKDIR = "/testbed"
 EXTRA_REQUIREMENTS = ("requirements-dev.txt", "requirements-test.txt", "requirements_dev.txt",
                       "test-requirements.txt")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from selfplay.eval.errors import SolveError
+from selfplay.solve.errors import SolveError
 
 GITHUB_ISSUE = re.compile(r"^https?://github\.com/([\w.-]+)/([\w.-]+)/issues/(\d+)/?$")
 API = "https://api.github.com/repos/{owner}/{repo}/issues/{number}"

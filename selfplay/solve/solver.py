@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_scaffold.policy import Policy, SamplingParams
-from selfplay.eval.errors import SolveError
+from agent_scaffold.policy import SSR_SAMPLING, Policy, SamplingParams
+from selfplay.solve.errors import SolveError
 
 log = logging.getLogger(__name__)
-AGENT_ENV = {"PYTEST_ADDOPTS": "-p no:cacheprovider"}
-"""No .pytest_cache in the tree: the sandbox's diff fails on a gitignored .pytest_cache (git 2.39 rejects
-its exclude pathspec), and most repos ignore it; the cache never belongs in a patch anyway."""
 TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nox|runtests|manage\.py test|make test)\b")
 
 
@@ -87,14 +84,14 @@ def solve(repo: str, issue: str | None, policy: Policy, *, commit: str | None = 
     """Run the solver on `issue` (URL, file or text; or `issue_file`) in `repo` (URL or local path); see the
     module docstring. `issue_text` is the text `check_inputs` returned (the inputs are then not re-read);
     `on_turn(turn, what)` is told each turn's action."""
-    from agent_scaffold.agent import run_episode
+    from agent_scaffold.agent import AGENT_ENV, run_episode
     from agent_scaffold.roles import load_role, solver_variables
     from sandboxes.docker import DockerSandbox, DockerSandboxConfig
+    from sandboxes.sandbox import WORKDIR
     from selfplay.diffs import touched_files
-    from selfplay.eval.runner import SSR_SAMPLING
     from selfplay.solve.branch import commit_to_branch
     from selfplay.solve.checkout import make_checkout
-    from selfplay.solve.image import WORKDIR, build_solve_image
+    from selfplay.solve.image import build_solve_image
 
     text = issue_text if issue_text is not None else check_inputs(repo, issue, issue_file=issue_file,
                                                                   commit=commit, branch=branch)

@@ -28,8 +28,9 @@ PRED = """diff --git a/toolz/dicttoolz.py b/toolz/dicttoolz.py
 
 def test_higher_order_task_image_and_gold_patch(tmp_path):
     from sandboxes.docker import DockerSandbox
+    from sandboxes.sandbox import WORKDIR
     from selfplay.eval.dataset import normalise
-    from selfplay.eval.grading import WORKDIR, grade_local, sandbox_config
+    from selfplay.eval.grading import grade_local, sandbox_config
     from selfplay.eval.offline import task_from_folder
     from selfplay.eval.predictions import Prediction
     from selfplay.eval.task_image import ensure_instance_image
