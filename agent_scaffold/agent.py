@@ -168,13 +168,24 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
 
 
 def context_window(policy: Policy) -> int | None:
-    """The most tokens `policy` can attend to: its `context_window` attribute when it has one, else its
-    HF model's `config.max_position_embeddings`; None when unknown (e.g. a remote endpoint)."""
+    """The most tokens `policy` can attend to, the first known of: its `context_window` attribute; its HF
+    model's `config.max_position_embeddings` (or that of the policy it wraps, `policy.policy`); its
+    tokenizer's `model_max_length` when that is a real limit (HF's "no limit" is ~1e30). None when unknown
+    (e.g. a remote endpoint with no tokenizer)."""
     window = getattr(policy, "context_window", None)
-    if window is None:
-        config = getattr(getattr(policy, "model", None), "config", None)
+    if _positive(window):
+        return window
+    for candidate in (policy, getattr(policy, "policy", None)):
+        config = getattr(getattr(candidate, "model", None), "config", None)
         window = getattr(config, "max_position_embeddings", None)
-    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+        if _positive(window):
+            return window
+    limit = getattr(getattr(policy, "tokenizer", None), "model_max_length", None)
+    return limit if _positive(limit) and limit < 10**7 else None
+
+
+def _positive(n: Any) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0
 
 
 def fit_context_window(limits: EpisodeLimits, policy: Policy) -> EpisodeLimits:

@@ -35,25 +35,12 @@ from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult, Reque
 log = logging.getLogger(__name__)
 
 
-def context_window(policy: Any) -> int | None:
-    """The model's context window in tokens, when the policy (or the policy it wraps) can tell."""
-    for candidate in (policy, getattr(policy, "policy", None)):
-        config = getattr(getattr(candidate, "model", None), "config", None)
-        window = getattr(config, "max_position_embeddings", None)
-        if isinstance(window, int) and window > 0:
-            return window
-    limit = getattr(getattr(policy, "tokenizer", None), "model_max_length", None)
-    return limit if isinstance(limit, int) and 0 < limit < 10**7 else None  # HF's "no limit" is ~1e30
-
-
-def episode_limits(role: RoleConfig, override: LimitsOverride, window: int | None) -> EpisodeLimits:
-    """The role's budgets with the run's overrides, the context never past the model's window."""
+def episode_limits(role: RoleConfig, override: LimitsOverride) -> EpisodeLimits:
+    """The role's budgets with the run's overrides. `run_episode` lowers the context budget to the model's
+    window (`agent_scaffold.agent.fit_context_window`)."""
     changes = {f.name: getattr(override, f.name) for f in dataclasses.fields(override)
                if getattr(override, f.name) is not None}
-    limits = dataclasses.replace(role.limits, **changes)
-    if window and limits.max_context_tokens > window:
-        limits = dataclasses.replace(limits, max_context_tokens=window)
-    return limits
+    return dataclasses.replace(role.limits, **changes)
 
 
 class Worker:
@@ -126,7 +113,7 @@ class Worker:
         from agent_scaffold.policy import TRAINING
 
         policy = self.source.policy_for(request.role, request.policy_version)
-        limits = episode_limits(role, override, context_window(policy))
+        limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(seed=request.seed))
         timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
         timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)

@@ -269,14 +269,16 @@ def test_round_robin_spreads_generate_calls_over_endpoints():
 def test_limits_take_overrides_and_never_exceed_the_model_window():
     from types import SimpleNamespace
 
+    from agent_scaffold.agent import context_window, fit_context_window
     from agent_scaffold.roles import load_role
-    from selfplay.orchestration.worker import context_window, episode_limits
+    from selfplay.orchestration.worker import episode_limits
 
     role = load_role("injector", "removal")  # 65,536 tokens by default
-    limits = episode_limits(role, LimitsOverride(max_turns=7), 8192)
-    assert (limits.max_turns, limits.max_context_tokens) == (7, 8192)
-    assert episode_limits(role, LimitsOverride(max_context_tokens=4096), 8192).max_context_tokens == 4096
     hf_like = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=8192)))
+    limits = fit_context_window(episode_limits(role, LimitsOverride(max_turns=7)), hf_like)
+    assert (limits.max_turns, limits.max_context_tokens) == (7, 8192)
+    small = episode_limits(role, LimitsOverride(max_context_tokens=4096))
+    assert fit_context_window(small, hf_like).max_context_tokens == 4096
     assert context_window(hf_like) == 8192
     assert context_window(SimpleNamespace(policy=hf_like, tokenizer=None)) == 8192  # a wrapper (batching)
     assert context_window(SimpleNamespace(tokenizer=SimpleNamespace(model_max_length=int(1e30)))) is None
@@ -321,8 +323,8 @@ def test_http_backend_balances_endpoints_round_robin(tokenizer):
 
 def test_hf_backend_is_batched_and_reports_its_version():
     pytest.importorskip("torch")
+    from agent_scaffold.agent import context_window
     from selfplay.orchestration.policy_factory import hf_policy
-    from selfplay.orchestration.worker import context_window
 
     policy = hf_policy(PolicyConfig(backend="hf", device="auto", max_batch=4), version=3)
     try:
