@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from selfplay.rewards import solver_reward
+
 STATUSES = ("passed", "failed")
 
 
@@ -21,7 +23,7 @@ class GradeResult:
     """The verdict on one prediction."""
 
     reward: int
-    """+1 when resolved, else -1."""
+    """`selfplay.rewards.solver_reward(resolved)`: +1 when resolved, else -1."""
     resolved: bool
     """Every FAIL_TO_PASS and PASS_TO_PASS test was reported passed."""
     tests: dict[str, str] = field(default_factory=dict)
@@ -83,7 +85,7 @@ def grade_statuses(statuses: Mapping[str, str], fail_to_pass: tuple[str, ...] | 
     wanted = list(dict.fromkeys([*fail_to_pass, *pass_to_pass]))
     tests = {t: ("passed" if statuses.get(t) == "passed" else "failed") for t in wanted}
     resolved = bool(wanted) and all(s == "passed" for s in tests.values()) and error is None
-    return GradeResult(reward=1 if resolved else -1, resolved=resolved, tests=tests,
+    return GradeResult(reward=solver_reward(resolved), resolved=resolved, tests=tests,
                        dropped_hunks=tuple(dropped_hunks), error=error, integrity=integrity)
 
 
@@ -92,7 +94,7 @@ def failed_grade(error: str, *, dropped_hunks: tuple[str, ...] = (), fail_to_pas
                  integrity: str | None = None, verification: str | None = None) -> GradeResult:
     """-1 with a reason, e.g. when the prediction does not apply or tampering was detected."""
     tests = {t: "failed" for t in dict.fromkeys([*fail_to_pass, *pass_to_pass])}
-    return GradeResult(reward=-1, resolved=False, tests=tests, dropped_hunks=tuple(dropped_hunks), error=error,
+    return GradeResult(reward=solver_reward(False), resolved=False, tests=tests, dropped_hunks=tuple(dropped_hunks), error=error,
                        tamper=tamper, integrity=integrity, verification=verification)
 
 

@@ -40,6 +40,7 @@ class RewardConfig:
 
 
 def solver_reward(resolved: bool) -> int:
+    """+1 if the attempt resolved the bug, else -1; every `GradeResult.reward` is this."""
     return 1 if resolved else -1
 
 
