@@ -9,6 +9,13 @@ Layout of root/v<version:06d>/:
 baselines, `baseline.RunningMeanBaseline.state_dict()`, under "injector_baseline"), so a resumed run
 continues with the baselines it had. root/latest holds the name of the newest directory. A directory is written under a temporary name
 and renamed when complete, so a crash never leaves a half checkpoint under a real name.
+
+Only the newest checkpoint keeps optimizer/: a resume reads nothing else, and the state is about four
+times the fp32 weights (DeepSpeed's copy of the module, ZeRO's fp32 master copy, Adam's two moments).
+Once a newer checkpoint with optimizer state is complete and `latest` names it, the older checkpoints'
+optimizer/ are deleted (renamed away first, so a checkpoint has the whole of it or none); their weights
+stay, for evaluation and for seeding a new run. Resuming from a checkpoint without optimizer/ is refused
+with that reason (`load_checkpoint`): a fresh Adam state would silently change the next updates.
 """
 
 from __future__ import annotations
@@ -25,6 +32,9 @@ from selfplay.learner.errors import LearnerError
 log = logging.getLogger(__name__)
 
 META = "selfplay_learner.json"
+OPTIMIZER = "optimizer"
+DROPPED = ".optimizer.dropped"
+"""Where an older checkpoint's optimizer/ is moved before it is deleted."""
 
 
 def checkpoint_name(version: int) -> str:
@@ -76,7 +86,7 @@ def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True,
     tmp.mkdir()
     save_hf(engine, tmp)
     if optimizer:
-        engine.engine.save_checkpoint(str(tmp / "optimizer"), tag="state",
+        engine.engine.save_checkpoint(str(tmp / OPTIMIZER), tag="state",
                                       client_state={"policy_version": engine.version})
     meta = {"policy_version": engine.version, "model_dir": engine.model_dir, "state": json.loads(state_json)}
     (tmp / META).write_text(json.dumps(meta) + "\n")
@@ -85,7 +95,33 @@ def save_checkpoint(engine: Any, root: Path, *, optimizer: bool = True,
     pointer.write_text(final.name + "\n")
     os.replace(pointer, root / "latest")
     log.info("saved checkpoint %s", final)
+    if optimizer:
+        drop_older_optimizer_states(root, final)
     return final
+
+
+def has_optimizer_state(checkpoint_dir: str | Path) -> bool:
+    return (Path(checkpoint_dir) / OPTIMIZER).is_dir()
+
+
+def drop_older_optimizer_states(root: Path, newest: Path) -> list[Path]:
+    """Delete optimizer/ of every checkpoint under `root` other than `newest` (which must hold one); returns
+    the checkpoints that lost it. Each is renamed to .optimizer.dropped first, so a kill mid-delete leaves
+    a checkpoint with no optimizer/ rather than part of one; leftovers of such a kill go too."""
+    if not has_optimizer_state(newest):
+        raise LearnerError(f"{newest} has no optimizer/ state; the older checkpoints' state is what a resume "
+                           "would need")
+    dropped = []
+    for ckpt in sorted(p for p in root.glob("v*") if p.is_dir() and p.name != newest.name):
+        if has_optimizer_state(ckpt):
+            shutil.rmtree(ckpt / DROPPED, ignore_errors=True)
+            (ckpt / OPTIMIZER).rename(ckpt / DROPPED)
+            dropped.append(ckpt)
+        shutil.rmtree(ckpt / DROPPED, ignore_errors=True)
+    if dropped:
+        log.info("dropped the optimizer state of %s (only %s, the newest, keeps it for a resume)",
+                 ", ".join(p.name for p in dropped), newest.name)
+    return dropped
 
 
 def read_state(checkpoint_dir: str | Path) -> dict[str, Any]:
@@ -97,10 +133,12 @@ def read_state(checkpoint_dir: str | Path) -> dict[str, Any]:
 def load_checkpoint(engine: Any, checkpoint_dir: Path) -> dict[str, Any]:
     """Restore model, optimizer and scheduler state and the policy version; return the saved `state`."""
     version = read_version(checkpoint_dir)
-    opt_dir = checkpoint_dir / "optimizer"
-    if not opt_dir.exists():
-        raise LearnerError(f"{checkpoint_dir} has no optimizer/ state; it was saved with optimizer=False and "
-                           "can seed a new run (EngineConfig.model_dir) but not resume one")
+    opt_dir = checkpoint_dir / OPTIMIZER
+    if not opt_dir.is_dir():
+        raise LearnerError(f"{checkpoint_dir} has no optimizer/ state (saved with optimizer=False, or an older "
+                           "checkpoint whose state was dropped when a newer one was written: only the newest "
+                           "keeps it), so it cannot resume a run: resume from the newest checkpoint, or load "
+                           "these weights into a new run (EngineConfig.model_dir)")
     path, _ = engine.engine.load_checkpoint(str(opt_dir), tag="state", load_optimizer_states=True,
                                             load_lr_scheduler_states=True)
     if path is None:

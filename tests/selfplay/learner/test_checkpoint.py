@@ -81,3 +81,25 @@ def test_resume_restores_optimizer_and_version(trained):
     with pytest.raises(LearnerError, match="not newer"):
         resumed.version = 1
         resumed.save(root)
+
+
+def test_a_weights_only_checkpoint_seeds_an_engine_but_refuses_to_resume(trained):
+    """v0 was saved without optimizer/ (as every checkpoint but the newest ends up): its weights load into
+    a new engine (EngineConfig.model_dir), and resuming from it names the reason instead of starting Adam
+    afresh."""
+    from safetensors.torch import load_file
+
+    from selfplay.learner.checkpoint import checkpoint_name, has_optimizer_state
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+
+    _, _, _, root, _ = trained
+    v0 = root / checkpoint_name(0)
+    assert not has_optimizer_state(v0)
+    seeded = LearnerEngine(EngineConfig(model_dir=str(v0), lr=1e-4, warmup_steps=1, token_budget=24))
+    saved = load_file(str(v0 / "model.safetensors"))
+    name = "model.layers.3.mlp.up_proj.weight"
+    assert torch.equal(seeded.state_dict()[name], saved[name])
+    with pytest.raises(LearnerError, match="no optimizer/ state"):
+        seeded.resume(v0)
+    assert seeded.version == 0
