@@ -60,7 +60,10 @@ PRESETS = {
     "cpu": SFTConfig(lr=1e-4, warmup_steps=1, batch_size=4, epochs=1, token_budget=2048,
                      gradient_checkpointing=False),
 }
-"""Named settings: `nebius` (the paper's) and `cpu` (scaled down for a 2-core machine)."""
+"""Named settings: `nebius` (the paper's) and `cpu` (scaled down for a 2-core machine). These name values of
+one component's config, chosen by `selfplay rft --preset` or inside a run config (`warm_start.config.preset`);
+they are not run presets (`selfplay.orchestration.config_loader.PRESETS`: YAML files of a whole `RunConfig`,
+loaded with dotted overrides and checks), so a run's YAML can pick one by name."""
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:

@@ -27,7 +27,9 @@ from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.config_yaml import read_yaml, write_yaml
 
 PRESETS = ("default", "smoke", "gpu-1node", "multi-node")
-"""Presets shipped in selfplay/orchestration/presets/."""
+"""Run presets shipped in selfplay/orchestration/presets/: a whole `RunConfig` each. A component may name
+settings of its own config that a run refers to by name (`selfplay.learner.sft.PRESETS`, picked by
+`warm_start.config.preset`); those stay beside their dataclass."""
 PLACEHOLDER = "CHANGE_ME"
 """A preset value containing this must be overridden (multi-node's store_url)."""
 _KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
