@@ -15,12 +15,15 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.trajectory import Trajectory, load_jsonl
 from selfplay.learner.batch import Sample
 from selfplay.learner.errors import LearnerError
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,8 @@ def _load(path: str, attempt: Any) -> Trajectory | None:
     return same[0] if same else None
 
 
-def collect(store: Any, *, source: str = "all", max_per_task: int = 4, injector: bool = False) -> RFTData:
-    """Successful trajectories of `store` (a `selfplay.store.TaskStore`); RFTDataError when there are none."""
+def collect(store: TaskStore, *, source: str = "all", max_per_task: int = 4, injector: bool = False) -> RFTData:
+    """Successful trajectories of `store`; RFTDataError when there are none."""
     if source not in SOURCES:
         raise ValueError(f"--source must be one of {', '.join(SOURCES)}, got {source!r}")
     if max_per_task < 1:

@@ -6,16 +6,19 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState
 
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
+
 log = logging.getLogger(__name__)
 
 
-def open_run_store(config: RunConfig, run: RunDir) -> Any:
+def open_run_store(config: RunConfig, run: RunDir) -> TaskStore:
     from selfplay.store import open_store
 
     return open_store(config.store_url or str(run.store_db.resolve()))
@@ -43,7 +46,7 @@ def resume_checkpoint(run: RunDir) -> tuple[Path | None, int]:
     return (path, read_version(path)) if path is not None else (None, 0)
 
 
-def build_learner(config: RunConfig, run: RunDir, store: Any, run_id: str, checkpoint: Path | None,
+def build_learner(config: RunConfig, run: RunDir, store: TaskStore, run_id: str, checkpoint: Path | None,
                   state: LoopState, *, rollout_policy: bool = True) -> tuple[Any, Any]:
     """(rollout policy or None, PolicyLearner or None). An hf policy is built here (from the checkpoint
     when resuming, reporting its version) so the learner can sync weights into it; other backends are
@@ -81,7 +84,9 @@ def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = No
 
 
 def reap_containers(run_id: str) -> int:
-    """Remove the containers labelled with `run_id` whose owner process is gone (a crashed run's)."""
+    """Remove the containers of a crashed run: those labelled with `run_id` whose owner process is gone,
+    and every other container of that dead owner. Process-wide ones, the parser boxes, carry no run id
+    (one process may serve several runs), and a `kill -9` leaves them behind like the run's own."""
     try:
         from sandboxes.engine import docker_client
         from sandboxes.reaper import _remove, list_sandboxes
@@ -90,14 +95,17 @@ def reap_containers(run_id: str) -> int:
     except Exception as exc:  # no Docker here: nothing of ours can be running either
         log.warning("could not reach Docker to reap containers of %s: %s", run_id, exc)
         return 0
-    doomed = [s.id for s in list_sandboxes(client) if s.run_id == run_id and s.owner_alive is not True]
+    found = list_sandboxes(client)
+    dead = {s.owner for s in found if s.run_id == run_id and s.owner_alive is False}
+    doomed = [s.id for s in found if (s.run_id == run_id and s.owner_alive is not True)
+              or (s.owner in dead and s.owner_alive is False)]
     _remove(client, doomed)
     if doomed:
         log.info("reaped %d containers of crashed run %s", len(doomed), run_id)
     return len(doomed)
 
 
-def seed_store(config: RunConfig, store: Any, state: LoopState, executor: Any) -> float:
+def seed_store(config: RunConfig, store: TaskStore, state: LoopState, executor: Any) -> float:
     """Procedural seeds while the store is thin; returns the seconds it took."""
     from repos.listfile import get_repo
     from selfplay.orchestration.curriculum import active_tasks, seed_thin_store
@@ -108,9 +116,7 @@ def seed_store(config: RunConfig, store: Any, state: LoopState, executor: Any) -
     t0 = time.monotonic()
 
     def record(artifact: Any, repo: str, report: Any, strategy: str) -> str | None:
-        if hasattr(store, "record_artifact"):
-            return store.record_artifact(artifact, repo, report, origin="procedural", strategy=strategy).task_id
-        return store.record_validation(artifact, repo, report, origin="procedural", strategy=strategy)
+        return store.record_artifact(artifact, repo, report, origin="procedural", strategy=strategy).task_id
 
     specs = [get_repo(r, config.repo_list) for r in config.repos]
     added = seed_thin_store(store, specs, cur, seed=config.seed, validation=config.validation,

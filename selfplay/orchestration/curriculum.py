@@ -13,14 +13,16 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import random
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from selfplay.orchestration.config import CurriculumConfig, RolloutConfig
 from selfplay.task import Task
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +44,13 @@ def pick_strategies(strategies: Sequence[str], n: int, rng: random.Random) -> li
     return [rng.choice(list(strategies)) for _ in range(n)]
 
 
-def _sample(store: Any, n: int, config: CurriculumConfig, rng: random.Random, **select: Any) -> list[Task]:
+def _sample(store: TaskStore, n: int, config: CurriculumConfig, rng: random.Random, **select: Any) -> list[Task]:
     if n <= 0:
-        return []
-    params = inspect.signature(store.sample_tasks).parameters
-    if any(k not in params for k in select):  # a store without selection by origin
         return []
     return list(store.sample_tasks(n, config=config.sampling, rng=rng, **select))
 
 
-def draw_tasks(store: Any, fresh: Sequence[str], n: int, config: CurriculumConfig,
+def draw_tasks(store: TaskStore, fresh: Sequence[str], n: int, config: CurriculumConfig,
                rng: random.Random) -> list[Task]:
     """Fresh tasks (every one), then higher-order ones (up to a quarter of the rest, at least one), then
     the band, without repeats; fewer than `n` when the store has no more."""
@@ -76,7 +75,7 @@ def draw_tasks(store: Any, fresh: Sequence[str], n: int, config: CurriculumConfi
     return chosen[: max(n, len(fresh) if config.fresh_first else 0)]
 
 
-def active_tasks(store: Any) -> int:
+def active_tasks(store: TaskStore) -> int:
     return len(store.task_stats(status="active"))
 
 
@@ -92,7 +91,7 @@ def seed_repo(spec: Any, k: int, *, seed: int, validation: Any) -> list[tuple[An
     return [(r.artifact, r.report, r.operator) for r in results]
 
 
-def seed_thin_store(store: Any, specs: Sequence[Any], config: CurriculumConfig, *, seed: int, validation: Any,
+def seed_thin_store(store: TaskStore, specs: Sequence[Any], config: CurriculumConfig, *, seed: int, validation: Any,
                     record: Any) -> int:
     """While the store holds fewer than `min_active_tasks` active tasks, add `seed_per_repo` procedural
     seeds of each repo; `record(artifact, repo, report, strategy)` stores one and returns its task id.

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from selfplay.learner.dynamic_sampling import signal_groups
 from selfplay.orchestration.config import RunConfig
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 PHASES = ("sandbox", "model", "validation", "grading", "learner", "orchestration")
 
@@ -63,7 +66,7 @@ def batch_size_metrics(trajectories: list[Any]) -> dict[str, float]:
             "rollout/batch_size_p90": float(p90), "rollout/batched_tokens": float(total)}
 
 
-def iteration_record(outcome: Any, learner: Mapping[str, float], store: Any, summary: Mapping[str, Any],
+def iteration_record(outcome: Any, learner: Mapping[str, float], store: TaskStore, summary: Mapping[str, Any],
                      config: RunConfig) -> dict[str, Any]:
     rec: dict[str, Any] = {"iteration": outcome.iteration, "policy_version": summary.get("policy_version")}
     trajs = outcome.trajectories

@@ -16,12 +16,15 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.baseline import RunningMeanBaseline
 from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.rundir import prune_checkpoints
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +70,7 @@ class PolicyLearner:
     """The learner engine plus everything an update needs around it."""
 
     def __init__(self, config: RunConfig, model_dir: str, checkpoints: Path, *, policy: Any = None,
-                 store: Any = None, run_id: str = "", initial_version: int = 0,
+                 store: TaskStore | None = None, run_id: str = "", initial_version: int = 0,
                  resume_from: Path | None = None, baseline: dict[str, Any] | None = None) -> None:
         from selfplay.learner.engine import LearnerEngine
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from selfplay.errors import SelfPlayError
 from selfplay.orchestration.config import RunConfig
@@ -39,6 +39,9 @@ from selfplay.orchestration.rundir import (
     write_json_atomic,
 )
 from selfplay.orchestration.state import LoopState
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 events_log = logging.getLogger(f"{__name__}.events")
@@ -97,7 +100,7 @@ class SelfPlayRun:
         self.log_handler = attach_log_file(self.dir.logs / "run.log")
         self._runner = runner
         self.tasks_in_store: int | None = None
-        self.store: Any = None
+        self.store: TaskStore | None = None
         self.metrics: Any = None
         self.executor: Any = None
         self.learner: Any = None

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.dynamic_sampling import signal_groups
@@ -31,6 +31,9 @@ from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
 from selfplay.orchestration.state import InjectorVerdict, IterationProgress, LoopState
 from selfplay.rewards import injector_reward, solve_rate
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +93,7 @@ def tag(result: EpisodeResult, iteration: int, **extra: Any) -> Trajectory | Non
 class IterationRollouts:
     """Plays and records the episodes of iterations; shared by the sync and async loops."""
 
-    def __init__(self, config: RunConfig, run: RunDir, store: Any, state: LoopState, executor: Any,
+    def __init__(self, config: RunConfig, run: RunDir, store: TaskStore, state: LoopState, executor: Any,
                  save_state: Callable[[], None], emit: Callable[[str, int, str], None], lock: Any,
                  recorded: set[str] | None = None) -> None:
         self.config, self.run, self.store, self.state, self.lock = config, run, store, state, lock
@@ -155,14 +158,9 @@ class IterationRollouts:
 
     def _record_artifact(self, result: EpisodeResult) -> tuple[str | None, str | None]:
         r = result.request
-        kwargs = dict(origin="injector", strategy=r.strategy, episode_id=r.episode_id)
-        if hasattr(self.store, "record_artifact"):
-            stored = self.store.record_artifact(result.artifact, r.repo, result.validation, **kwargs)
-            return stored.artifact_id, stored.task_id
-        from selfplay.store.rows import artifact_id_for
-
-        task_id = self.store.record_validation(result.artifact, r.repo, result.validation, **kwargs)
-        return artifact_id_for(r.repo, result.artifact), task_id
+        stored = self.store.record_artifact(result.artifact, r.repo, result.validation, origin="injector",
+                                            strategy=r.strategy, episode_id=r.episode_id)
+        return stored.artifact_id, stored.task_id
 
     def _pending(self, iteration: int) -> Path:
         return self.run.trajectories / f"it{iteration:05d}-injector.pending.gz"
@@ -219,10 +217,9 @@ class IterationRollouts:
         path = self.run.trajectory_file(it, "solver")
         earlier = {t.metadata.get("id"): t for t in read_trajectories(path)} if self.recorded else {}
         requests = []
-        used = getattr(self.store, "used_failed_patches", None)
         for k, task in enumerate(tasks, start):
             # failed patches already turned into higher-order tasks of this task (persisted in the store)
-            seen = frozenset(used(task.task_id)) if used is not None else frozenset()
+            seen = frozenset(self.store.used_failed_patches(task.task_id))
             for j in range(g):
                 eid = episode_id(self.state.run_id, it, "solver", k * g + j)
                 if eid in self.recorded and eid in earlier:

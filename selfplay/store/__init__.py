@@ -7,9 +7,13 @@ one file in the run directory) or PostgreSQL, with difficulty-targeted sampling.
                          termination="submitted")
     batch = store.sample_tasks(64, origin=("injector", "higher_order"), repo="toolz")
     seen = store.used_failed_patches(parent_task_id)  # the higher-order `seen` set, persisted
+
+`TaskStore` (`selfplay.store.protocol`) is the interface the loop, the demonstrations and RFT are typed
+against; `SqlStore`, which `open_store` returns, implements it.
 """
 
 from selfplay.store.errors import ImportFormatError, StoreError, TaskNotFound
+from selfplay.store.protocol import TaskStore
 from selfplay.store.records import (
     ArtifactRecord,
     AttemptRecord,
@@ -21,7 +25,7 @@ from selfplay.store.records import (
     TaskStats,
 )
 from selfplay.store.sampling import SampleResult, SamplingConfig, sample
-from selfplay.store.store import TaskStore, open_store
+from selfplay.store.store import SqlStore, open_store
 
 __all__ = [
     "ArtifactRecord",
@@ -33,6 +37,7 @@ __all__ = [
     "RunRecord",
     "SampleResult",
     "SamplingConfig",
+    "SqlStore",
     "StoreError",
     "StoredArtifact",
     "TaskNotFound",

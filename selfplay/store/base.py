@@ -1,4 +1,4 @@
-"""`StoreBase`: the engine, transactions and the repo/run/checkpoint registry underneath `TaskStore`.
+"""`StoreBase`: the engine, transactions and the repo/run/checkpoint registry underneath `SqlStore`.
 
 Every public method is one transaction: a writer killed half-way leaves nothing behind. Writers that
 race to insert the same row converge on one: SQLite serialises writers (BEGIN IMMEDIATE); on PostgreSQL

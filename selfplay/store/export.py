@@ -32,7 +32,7 @@ from selfplay.store.errors import ImportFormatError
 from selfplay.task import Task
 
 if TYPE_CHECKING:
-    from selfplay.store.store import TaskStore
+    from selfplay.store.store import SqlStore
 
 log = logging.getLogger(__name__)
 FORMATS = ("swebench",)
@@ -171,7 +171,7 @@ def _check_prediction(pred: str | None, artifact: BugArtifact, repo: str, where:
 
 
 def export_swebench(
-    store: TaskStore, out: str | Path, *, status: str | None = None, repo: str | None = None
+    store: SqlStore, out: str | Path, *, status: str | None = None, repo: str | None = None
 ) -> int:
     """Write the selected tasks to `out` (jsonl); returns how many. Parents come before their children."""
     stats = sorted(store.task_stats(status=status, repo=repo), key=lambda s: s.order)
@@ -225,7 +225,7 @@ def parse_export(path: str | Path) -> list[tuple[Task, str]]:
     return parsed
 
 
-def import_swebench(store: TaskStore, path: str | Path) -> ImportSummary:
+def import_swebench(store: SqlStore, path: str | Path) -> ImportSummary:
     """Read an export back into `store`; every line is checked before anything is written."""
     parsed = parse_export(path)
     added = existing = 0

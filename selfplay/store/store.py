@@ -1,4 +1,4 @@
-"""`TaskStore`: the curriculum store API over SQLite or PostgreSQL (transactions, repos, runs and
+"""`SqlStore`: the curriculum store (the `TaskStore` protocol and more) over SQLite or PostgreSQL (transactions, repos, runs and
 checkpoints live in `selfplay.store.base`).
 
 Artifacts are content-addressed; tasks are deduplicated by the normalised hash of the buggy state within
@@ -52,7 +52,7 @@ DERIVED_META = ("status", "artifact_id", "strategy")
 
 
 def open_store(url: str | None = None, run_dir: str | Path | None = None, *, create: bool = True,
-               upgrade: bool = True) -> TaskStore:
+               upgrade: bool = True) -> SqlStore:
     """Open (creating and migrating as needed) the store at `url`; None means `<run_dir or cwd>/selfplay.db`
     (or $SELFPLAY_STORE when set). StoreError names the store and the fix when the URL's scheme is not
     supported, its driver is missing, or it cannot be reached or written.
@@ -68,7 +68,7 @@ def open_store(url: str | None = None, run_dir: str | Path | None = None, *, cre
             where = engine.url.render_as_string(hide_password=True)
             raise StoreError(f"cannot write store {where} ({str(exc.orig).strip()}); pass --store with a "
                              "writable store") from exc
-    return TaskStore(engine)
+    return SqlStore(engine)
 
 
 def task_hash(bug_inject: str, pred_patch: str | None) -> str:
@@ -79,7 +79,7 @@ def task_hash(bug_inject: str, pred_patch: str | None) -> str:
     return hashlib.sha256(f"{base}+{normalised_hash(pred_patch)}".encode()).hexdigest()
 
 
-class TaskStore(StoreBase):
+class SqlStore(StoreBase):
     """Tasks, artifacts, validation results, attempts, runs and checkpoints of one self-play run."""
 
     # -- artifacts and tasks -------------------------------------------------------------------------
@@ -149,32 +149,10 @@ class TaskStore(StoreBase):
 
         return self._transact(fn)
 
-    def record_validation(
-        self,
-        artifact: BugArtifact,
-        repo: str,
-        report: Any,
-        *,
-        origin: str,
-        strategy: str | None = None,
-        parent_id: str | None = None,
-        order: int = 1,
-        pred_patch: str | None = None,
-        episode_id: str | None = None,
-    ) -> str | None:
-        """`record_artifact`, returning only the task id (an existing task's id when one with the same
-        normalised diff hash is stored already), or None for an invalid artifact."""
-        return self.record_artifact(
-            artifact,
-            repo,
-            report,
-            origin=origin,
-            strategy=strategy,
-            parent_id=parent_id,
-            order=order,
-            pred_patch=pred_patch,
-            episode_id=episode_id,
-        ).task_id
+    def record_validation(self, artifact: BugArtifact, repo: str, report: Any, **details: Any) -> str | None:
+        """`record_artifact(artifact, repo, report, **details).task_id`: the task id (an existing task's id
+        when one with the same normalised diff hash is stored already), or None for an invalid artifact."""
+        return self.record_artifact(artifact, repo, report, **details).task_id
 
     def add_task(self, task: Task, *, status: str = "active", strategy: str | None = None) -> str:
         """Store a ready-made task (import, procedural seeding) with its artifact; returns the stored id
