@@ -67,10 +67,11 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
                injector: int = 0, injector_max_context_tokens: int = DEMO_LIMITS.max_context_tokens,
-               seed_cache: bool | Path = True) -> DemoReport:
+               short_share: float = 0.0, seed_cache: bool | Path = True) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
-    artifact, kept when the artifact they submit validates; `seed_cache`: True
+    artifact, kept when the artifact they submit validates; `short_share`: the share of solver
+    demonstrations (a seeded draw each) that follow the 4-turn plan (`solver_plan.SolverTask.short`); `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds."""
     from agent_scaffold.trajectory import save_jsonl
@@ -128,10 +129,11 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
     for task in tasks[:n]:
         report.tasks.append(task.task_id)
         for j in range(per_task):
+            short = random.Random(f"short:{seed}:{task.task_id}:{j}").random() < short_share
             for retry in range(RETRIES + 1):
                 # a variant that ran out of context is retried with other choices (shorter views, no reproduction)
                 rng = random.Random(f"{seed}:{task.task_id}:{j}" + (f":{retry}" if retry else ""))
-                demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image)
+                demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image, short=short)
                 if demo.termination != "context_exhausted":
                     break
             if on_demo:

@@ -84,8 +84,10 @@ def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> Epi
 
 
 def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
-                    limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None) -> SolverDemo:
-    """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.grader.grade`."""
+                    limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None,
+                    short: bool = False) -> SolverDemo:
+    """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.grader.grade`;
+    `short`: the 4-turn plan (`SolverTask.short`)."""
     import dataclasses
 
     from agent_scaffold.agent import run_episode
@@ -105,7 +107,7 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
         sources = {p: sb.read_file(p).decode() for p in paths}
         plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
                           buggy_sources=sources,
-                          reproduce=spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS)
+                          reproduce=spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS, short=short)
         actions = solver_actions(plan, rng)
         policy = ScriptedPolicy(actions, tokenizer=tokenizer)
         ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)
@@ -120,5 +122,5 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
         reward, reason = float(result.reward), result.error or ("resolved" if result.resolved else "not resolved")
     traj = dataclasses.replace(ep.trajectory, reward=reward, metadata={
         **ep.trajectory.metadata, "task_id": task.task_id, "repo": task.repo, "source": "demo",
-        "submission": ep.submission, "grade_reason": reason})
+        "submission": ep.submission, "grade_reason": reason, "plan": "short" if short else "full"})
     return SolverDemo(task.task_id, traj, reward, ep.termination, reason, time.monotonic() - start)

@@ -36,6 +36,10 @@ class SolverTask:
     """Put the spec's tests back and run the failing one before the fix (quotes the spec once more, so
     the caller turns it off for long specs); without it the expert reads the spec, fixes, and runs the
     test file."""
+    short: bool = False
+    """The shortest plan: find the function named by the spec's test (grep), view it, repair it, submit.
+    One turn per step and no action quoting the spec, for runs whose solver budget is a few turns of
+    ~100 tokens (the default run: 4 turns of 96), where the full plan (6-9 turns) runs out of turns."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -67,6 +71,8 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     test_id = rng.choice(sorted(task.fail_to_pass))
     test_path = test_id.partition("::")[0]
     spec_files = sorted({line[6:].strip() for line in task.spec.splitlines() if line.startswith("+++ b/")})
+    if task.short:
+        return _short(task, rng, hunks, fn)
     actions: list[str] = []
 
     r = rng.random()
@@ -138,3 +144,21 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
                        + "\n" + block("bash", "git checkout -- " + " ".join(spec_files or [test_path])))
     actions.append(_pick(rng, ["The tests pass. Submitting.", "Done.", "Fixed; submitting."]) + "\n" + block("submit"))
     return actions
+
+
+def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> list[str]:
+    """grep -> view -> str_replace per hunk -> submit; SEARCH with no extra context, so each action stays
+    short."""
+    h0 = hunks[0]
+    where = f"`{fn.name}`" if fn.name else h0.path
+    grep = f"grep -n \"def {fn.name}\" {h0.path}" if fn.name else f"grep -c '' {h0.path}"
+    line = h0.first_changed_line
+    start, end = max(fn.start, line - 4), min(fn.end, line + 4)
+    actions = [_pick(rng, ["The test calls {w}. Find it.", "Locate {w}."], w=where) + "\n" + block("bash", grep),
+               _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", f"view {h0.path} {start} {end}")]
+    for h in hunks:
+        search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=0)
+        actions.append(_pick(rng, ["Fix it.", "This line is wrong."])
+                       + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
+                                              f"{replace}\n>>>>>>> REPLACE"))
+    return actions + [_pick(rng, ["Fixed.", "Done."]) + "\n" + block("submit")]

@@ -54,6 +54,10 @@ class WarmStartConfig:
     """Procedural tasks demonstrated per repo."""
     per_task: int = 1
     """Solver demonstrations per task (each with other seeded choices of the expert)."""
+    short_share: float = 0.5
+    """Share of solver demonstrations that follow the 4-turn plan (grep, view, str_replace, submit; no test
+    run) instead of the full one (reproduce, locate, view, repair, re-run, restore, submit: 6-9 turns): the
+    default run allows its solver 4 turns of 96 tokens, where the full plan runs out of turns."""
     injector_per_repo: int = 2
     """Injector demonstrations (`direct` strategy) per repo, kept when their artifact validates; 0 is none."""
     seed: int = 0
@@ -86,6 +90,8 @@ class WarmStartConfig:
                              "demonstration: drop them from repos")
         if not self.repos:
             raise ValueError("warm_start.config.repos: name at least one training repo")
+        if not 0.0 <= self.short_share <= 1.0:
+            raise ValueError(f"warm_start.config.short_share must be in [0, 1], got {self.short_share}")
         if self.n_per_repo < 1 or self.per_task < 1 or self.injector_per_repo < 0:
             raise ValueError("warm_start.config: n_per_repo and per_task must be >= 1, injector_per_repo >= 0")
         if not 1 <= self.max_rounds <= HELDOUT_SEED_OFFSET:
@@ -210,6 +216,7 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
             rep = make_demos(get_repo(repo), config.n_per_repo, store, root / "demos" / repo, seed=config.seed,
                              per_task=config.per_task, max_context_tokens=config.max_context_tokens,
                              max_rounds=config.max_rounds, injector=config.injector_per_repo,
+                             short_share=config.short_share,
                              injector_max_context_tokens=config.injector_max_context_tokens)
             timings[f"seed/{repo}_s"] = rep.seed_time
             timings[f"seed/{repo}_cached_rounds"] = rep.seed_rounds_cached
@@ -249,8 +256,9 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
         shutil.rmtree(old)
     tmp.rename(model)
     total = time.monotonic() - start
+    plans = dict(Counter(t.metadata.get("plan", "full") for t in data.trajectories if t.role == "solver"))
     (root / "timings.json").write_text(json.dumps({**timings, "total_s": total, "operators": operators,
-                                                   "content_key": content}, indent=1) + "\n")
+                                                   "solver_plans": plans, "content_key": content}, indent=1) + "\n")
     (root / "manifest.json").write_text(json.dumps(asdict(manifest), indent=1) + "\n")
     log.info("warm start: built %s (%s) in %.0f s", model, manifest.demonstrations, total)
     return model

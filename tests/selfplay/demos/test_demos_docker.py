@@ -102,6 +102,23 @@ def test_every_stored_demonstration_replays_to_plus_one(demos):
         assert result.reward == 1, result
 
 
+def test_the_short_plan_solves_in_four_turns_of_at_most_96_tokens(demos):
+    """The 4-turn plan (grep, view, str_replace, submit) fits the default run's solver budget and is
+    graded +1 by the real grader."""
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.demos.solver import run_solver_demo
+
+    spec, store, _ = demos
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    for attempt in [a for a in store.attempts(source="demo") if a.role == "solver"]:
+        demo = run_solver_demo(store.get_task(attempt.task_id), spec, tok, random.Random(0), short=True)
+        spans = demo.trajectory.turn_spans
+        assert demo.kept and demo.trajectory.metadata["plan"] == "short", demo.reason
+        assert len(spans) == 4 and max(e - s for s, e in spans) <= 96, spans
+
+
 def test_a_wrong_repair_is_graded_and_dropped(demos):
     """The grader, not the expert, decides: a demonstration whose fix is wrong is not kept."""
     from transformers import AutoTokenizer

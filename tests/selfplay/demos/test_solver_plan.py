@@ -82,3 +82,17 @@ def test_plans_vary_with_the_seed():
     assert len(plans) >= 10
     firsts = {plan[0].split("\n")[2] for plan in plans}
     assert len(firsts) >= 3  # orientation, wrong first look, straight to reproduction
+
+
+def test_the_short_plan_is_grep_view_repair_submit():
+    from dataclasses import replace
+
+    for seed in range(5):
+        actions = solver_actions(replace(task(), short=True), random.Random(seed))
+        parsed = [parse_action(a) for a in actions]
+        assert [a.tool for a in parsed] == ["bash", "edit", "edit", "submit"]
+        assert parsed[0].command == 'grep -n "def count" m.py' and parsed[1].command == "view"
+        search = actions[2].split("<<<<<<< SEARCH\n")[1].split("\n=======")[0]
+        replace_ = actions[2].split("=======\n")[1].split("\n>>>>>>> REPLACE")[0]
+        assert BUGGY.replace(search, replace_, 1) == ORIGINAL
+        assert SPEC not in "".join(actions) and max(map(len, actions)) < 200
