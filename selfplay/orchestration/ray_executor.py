@@ -62,9 +62,16 @@ class EpisodeActor:
         return result if result.worker else dataclasses.replace(result, worker=self.name)
 
     def close(self) -> None:
-        close = getattr(self.runner, "close", None)
-        if callable(close):
-            close()
+        """Close the runner, then remove every container this process still owns (the process-wide
+        parser boxes too): `ray.kill` follows, and a killed actor runs no atexit hook."""
+        from sandboxes.reaper import registry
+
+        try:
+            close = getattr(self.runner, "close", None)
+            if callable(close):
+                close()
+        finally:
+            registry.cleanup()
 
 
 class RayExecutor:
