@@ -70,8 +70,6 @@ def warm_start(
     demonstrations per role, SFT steps, operators covered)."""
     import json
 
-    from rich.console import Console
-
     from selfplay.demos.warm_start import sized, warm_start_checkpoint, warm_start_info
 
     names = tuple(r.strip() for r in repos.split(",") if r.strip()) if repos else None
@@ -80,10 +78,9 @@ def warm_start(
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     path = warm_start_checkpoint(cfg, force=force)
-    # the manifest to stderr, the path alone to stdout (`MODEL=$(selfplay warm-start)`)
-    Console(stderr=True).print(json.dumps({k: v for k, v in warm_start_info(cfg).__dict__.items()
-                                           if k != "model_dir"}))
-    Console().print(str(path))
+    # the manifest to stderr, the path alone and unwrapped to stdout (`MODEL=$(selfplay warm-start)`)
+    typer.echo(json.dumps({k: v for k, v in warm_start_info(cfg).__dict__.items() if k != "model_dir"}), err=True)
+    typer.echo(str(path))
 
 
 def register(app: typer.Typer) -> None:

@@ -249,3 +249,19 @@ def test_warm_start_seeds_never_coincide_with_the_heldout_bench_seeds(monkeypatc
     # the bound holds for any max_rounds the config accepts
     widest = WarmStartConfig(max_rounds=ws.HELDOUT_SEED_OFFSET).seeds()
     assert max(widest) < ws.HELDOUT_SEED_OFFSET
+
+
+def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_build):
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+
+    fake_build(solver=2)
+    res = CliRunner().invoke(app, ["warm-start", "--size", "full", "--repos", "boltons", "-n", "3"])
+    assert res.exit_code == 0, res.output
+    config = ws.sized("full", repos=("boltons",), n_per_repo=3)
+    info = warm_start_info(config)
+    assert res.stdout.strip().endswith(info.model_dir)
+    assert info.content_key in res.output and info.demonstrations["solver"] == 2
+    bad = CliRunner().invoke(app, ["warm-start", "--repos", "toolz,parse"])
+    assert bad.exit_code == 2 and "parse is held out" in bad.output
