@@ -16,7 +16,7 @@ from pathlib import Path
 import typer
 
 from selfplay.cli.config_options import config_options
-from selfplay.diff_headers import split_sections
+from selfplay.diffs.headers import split_sections
 from selfplay.validation.config import ValidationConfig
 
 REPO = typer.Option(..., "--repo", help="Repo name from the repo list (`selfplay repos list`).")

@@ -187,9 +187,9 @@ def test_dropping_a_section_that_changes_how_git_reads_the_rest_is_refused(tmp_p
 
 
 def test_a_parse_that_disagrees_with_git_is_refused():
-    from selfplay.diff_headers import split_sections
-    from selfplay.diffs import _agree
-    from selfplay.git_view import GitView
+    from selfplay.diffs.git_view import GitView
+    from selfplay.diffs.headers import split_sections
+    from selfplay.diffs.patch import _agree
 
     sections = split_sections("diff --git a/src/m.py b/src/m.py\n--- a/src/m.py\n+++ b/src/m.py\n" + CODE)
     with pytest.raises(DiffError, match="disagree with git's view"):

@@ -1,7 +1,7 @@
 """git's own rules for splitting a patch into file sections and reading their paths (git 2.39 apply.c).
 
-Pure: no git process. `selfplay.diffs` cross-checks the result against `git apply --numstat` itself
-(`selfplay.git_view`) and refuses a patch on any disagreement, so a corner case this module gets wrong
+Pure: no git process. `selfplay.diffs.patch` cross-checks the result against `git apply --numstat` itself
+(`selfplay.diffs.git_view`) and refuses a patch on any disagreement, so a corner case this module gets wrong
 costs a false rejection, never a path the filter did not judge. Departures from apply.c: mixed quoting
 on a `diff --git` line (one name quoted, one not) is not resolved here (git's view decides), and
 epoch timestamps on `---`/`+++` lines are not read (they do not change the path).

@@ -2,8 +2,8 @@
 for dedup, reversal, and dropping the file sections that touch test infrastructure.
 
 Diffs are kept as the exact text of each file section (what `git apply` needs). Sections and their
-paths follow git's own rules (`selfplay.diff_headers`) and are cross-checked against git itself
-(`selfplay.git_view`); a patch on which the two disagree is refused (DiffError). unidiff only reads hunks. Filtering works per file section: every hunk of a dropped file is dropped,
+paths follow git's own rules (`selfplay.diffs.headers`) and are cross-checked against git itself
+(`selfplay.diffs.git_view`); a patch on which the two disagree is refused (DiffError). unidiff only reads hunks. Filtering works per file section: every hunk of a dropped file is dropped,
 since a partial edit to a conftest.py or pytest.ini is no more trustworthy than a whole one.
 """
 
@@ -19,9 +19,9 @@ from pathlib import PurePosixPath
 from unidiff import PatchSet
 from unidiff.errors import UnidiffParseError
 
-from selfplay.diff_headers import Section, split_sections
+from selfplay.diffs.git_view import GitView, git_view, rename_summary, strip_score
+from selfplay.diffs.headers import Section, split_sections
 from selfplay.errors import DiffError
-from selfplay.git_view import GitView, git_view, rename_summary, strip_score
 
 # pytest reads its configuration from these files (any of them at the rootdir or above); a prediction
 # editing one can deselect, skip or xfail oracle tests, or load a plugin.
@@ -89,9 +89,9 @@ def _agree(sections: list[Section], view: GitView, name: str) -> None:
 def split_diff(text: str, *, name: str = "diff") -> list[FileDiff]:
     """The file sections of `text`, in order, split and named exactly as `git apply` splits and names them.
 
-    Paths come from git's header rules (`selfplay.diff_headers`: C-quoted names, -p1 whatever the first
+    Paths come from git's header rules (`selfplay.diffs.headers`: C-quoted names, -p1 whatever the first
     component is, `---`/`+++` sections mixed among `diff --git` ones) and must agree with what git itself
-    reads (`selfplay.git_view`), else DiffError: a trick that fools one parser is refused outright.
+    reads (`selfplay.diffs.git_view`), else DiffError: a trick that fools one parser is refused outright.
     """
     try:
         sections = split_sections(text)

@@ -1,6 +1,6 @@
 """What `git apply` itself reads from a patch: the file paths it would touch, in order, asked of git.
 
-`selfplay.diffs` parses patches in Python (`selfplay.diff_headers`) and refuses any patch whose parse
+`selfplay.diffs.patch` parses patches in Python (`selfplay.diffs.headers`) and refuses any patch whose parse
 disagrees with this view, so the infrastructure filter judges exactly the paths git will write. git runs
 in an empty throwaway directory, outside any repository, with no system or user configuration (the
 model's git config cannot reach it); `--numstat` and `--summary` only read the patch, never the files.

@@ -1,0 +1,45 @@
+"""Unified diffs as git reads them: file sections, touched paths, a normalised hash, reversal, and the
+infrastructure filter that drops a prediction's edits to test files and configuration.
+
+| Module | Defines |
+|---|---|
+| `patch` | `FileDiff`, `split_diff`, `touched_files`, `normalised_hash`, `reverse_diff`, `drop_infrastructure` (the names below) |
+| `headers` | `split_sections`: git's own rules (apply.c) for file sections and their paths, pure |
+| `git_view` | `git_view`: the paths `git apply --numstat` itself reads, which `patch` cross-checks |
+"""
+
+from selfplay.diffs.patch import (
+    STARTUP_HOOK_FILES,
+    TEST_CONFIG_FILES,
+    FileDiff,
+    FilteredDiff,
+    drop_infrastructure,
+    has_binary,
+    infrastructure_reason,
+    is_git_metadata,
+    join_diff,
+    matches_any,
+    normalised_hash,
+    parse_diff,
+    reverse_diff,
+    split_diff,
+    touched_files,
+)
+
+__all__ = [
+    "STARTUP_HOOK_FILES",
+    "TEST_CONFIG_FILES",
+    "FileDiff",
+    "FilteredDiff",
+    "drop_infrastructure",
+    "has_binary",
+    "infrastructure_reason",
+    "is_git_metadata",
+    "join_diff",
+    "matches_any",
+    "normalised_hash",
+    "parse_diff",
+    "reverse_diff",
+    "split_diff",
+    "touched_files",
+]
