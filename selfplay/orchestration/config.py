@@ -150,7 +150,8 @@ class LearnerConfig:
     checkpoint_every: int = 1
     """Save a checkpoint every this many learner updates."""
     keep_checkpoints: int = 2
-    """Checkpoints kept (older ones are deleted; the newest is always kept)."""
+    """Checkpoints kept (older ones are deleted; the newest is always kept). Only the newest keeps the
+    optimizer state a resume needs; the others keep their weights."""
 
 
 @dataclass(frozen=True)
