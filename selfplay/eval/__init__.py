@@ -7,7 +7,7 @@ exported tasks) through the same scaffold and policy backends as training, grade
 | `guard` | `strip_history` / `history_leaks`: nothing after base_commit is left in the repo |
 | `task_image` | task images for our tasks (`build_task_image`, `ensure_instance_image`) |
 | `predictions` | `Prediction` and the harness JSONL |
-| `grading` | `grade_local`: swebench's grading functions on a log from our sandbox |
+| `swebench_grading` | `grade_local`: swebench's grading functions on a log from our sandbox |
 | `harness` | the official `swebench.harness.run_evaluation` and its reports |
 | `report` | `EvalReport`: resolved % per run, mean ± stderr, pass@K, per-instance table |
 | `runner` | `evaluate`, `EvalConfig` |

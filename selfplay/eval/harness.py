@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.eval.errors import EvalError
-from selfplay.eval.grading import read_report
+from selfplay.eval.swebench_grading import read_report
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ solver episode runs with the issue-text prompt, and its diff is appended to `pre
 format) with the episode's details in `episodes.jsonl` and the trajectory in `trajectories.jsonl`. An
 episode that ended in an infrastructure failure is recorded but writes no prediction, so a re-run retries it.
 Then every prediction without a report is graded: `grader="local"` with swebench's functions on a log from
-our sandbox (`selfplay.eval.grading`), `grader="harness"` by the official `run_evaluation`
+our sandbox (`selfplay.eval.swebench_grading`), `grader="harness"` by the official `run_evaluation`
 (`selfplay.eval.harness`). `DIR/report.json` holds the metrics (`selfplay.eval.report`).
 
 Decoding defaults to SSR's evaluation setting (`agent_scaffold.policy.SSR_SAMPLING`: temperature 1.0, top-p
@@ -123,8 +123,8 @@ def solve_instance(instance: dict[str, Any], policy: Policy, config: EvalConfig,
     from agent_scaffold.roles import load_role, solver_variables
     from sandboxes.docker import DockerSandbox
     from sandboxes.sandbox import WORKDIR
-    from selfplay.eval.grading import sandbox_config
     from selfplay.eval.guard import strip_history
+    from selfplay.eval.swebench_grading import sandbox_config
     from selfplay.eval.task_image import ensure_instance_image
 
     role = load_role("solver")
@@ -158,8 +158,8 @@ def _episodes(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_dir: Path,
                dataset: Path) -> list[InstanceResult]:
-    from selfplay.eval.grading import grade_local, read_report
     from selfplay.eval.harness import read_harness_reports, run_harness
+    from selfplay.eval.swebench_grading import grade_local, read_report
 
     preds = read_predictions(run_dir / "predictions.jsonl")
     episodes = _episodes(run_dir)

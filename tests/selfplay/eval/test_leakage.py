@@ -45,7 +45,7 @@ def test_eval_sandbox_has_no_network(offline_dataset):
     from sandboxes.docker import DockerSandbox
     from sandboxes.sandbox import WORKDIR
     from selfplay.eval.dataset import load_instances
-    from selfplay.eval.grading import sandbox_config
+    from selfplay.eval.swebench_grading import sandbox_config
     from selfplay.eval.task_image import ensure_instance_image
 
     inst = load_instances(str(offline_dataset))[0]
