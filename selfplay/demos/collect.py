@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.roles import EpisodeLimits
 from repos.spec import RepoSpec
@@ -31,6 +31,9 @@ from selfplay.demos.solver import (
     fits_key,
     run_solver_demo,
 )
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 SEED_VALIDATION_RUNS = 1
@@ -63,7 +66,7 @@ class DemoReport:
     wall_time: float = 0.0
 
 
-def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
+def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
                injector: int = 0, injector_max_context_tokens: int = DEMO_LIMITS.max_context_tokens,
@@ -155,7 +158,7 @@ def make_demos(spec: RepoSpec, n: int, store: Any, out_dir: str | Path, *, seed:
     return report
 
 
-def _injector_demo(artifact: Any, spec: RepoSpec, store: Any, out: Path, tokenizer: Any, image: str, seed: int,
+def _injector_demo(artifact: Any, spec: RepoSpec, store: TaskStore, out: Path, tokenizer: Any, image: str, seed: int,
                    report: DemoReport, limits: EpisodeLimits) -> None:
     from agent_scaffold.trajectory import save_jsonl
     from selfplay.demos.injector import run_injector_demo

@@ -24,7 +24,10 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +277,7 @@ def _budgets(trajectories: tuple[Any, ...]) -> dict[str, dict[str, int]]:
     return out
 
 
-def _operators(store: Any, trajectories: tuple[Any, ...]) -> dict[str, int]:
+def _operators(store: TaskStore, trajectories: tuple[Any, ...]) -> dict[str, int]:
     """Procedural operator -> kept solver demonstrations on its tasks (the task's stored strategy)."""
     ids = [t.metadata["task_id"] for t in trajectories if t.role == "solver"]
     by_id = {t.task_id: t.metadata.get("strategy") or "unknown" for t in store.get_tasks(sorted(set(ids)))}
