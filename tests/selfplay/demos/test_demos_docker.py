@@ -198,3 +198,23 @@ def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
         stored.input_ids[s:e] for s, e in stored.turn_spans]
     result = validate(BugArtifact.from_files(ep.submission), spec)
     assert result.valid, result
+
+
+def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_path, monkeypatch):
+    """`warm_start_checkpoint` end to end on toolz (the module's seeds, read back from its seed cache):
+    solver and injector demonstrations, SFT of a tiny model on both roles, the manifest."""
+    pytest.importorskip("deepspeed")
+    from selfplay.demos.warm_start import WarmStartConfig, warm_start_checkpoint, warm_start_info
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "seeds").symlink_to(demo_root / "seeds")
+    tiny = save_tiny_model(tmp_path / "tiny", max_position_embeddings=2048)
+    config = WarmStartConfig(repos=("toolz",), n_per_repo=2, injector_per_repo=1, seed=3, model_dir=str(tiny))
+    path = warm_start_checkpoint(config)
+    info = warm_start_info(config)
+    assert path.name == f"model-{info.content_key}" and (path / "sft.json").is_file()
+    assert info.demonstrations["solver"] >= 1 and info.demonstrations["injector"] == 1, info
+    assert sum(info.operators.values()) == info.demonstrations["solver"]
+    assert info.budgets["injector"]["tokens"] <= 2048 and info.budgets["injector"]["turns"] == 6
