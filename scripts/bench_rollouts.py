@@ -40,7 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def solver_prompt() -> tuple[list[int], list[int]]:
     """The real solver prompt and an observation delta, as token ids of the embedded tokenizer."""
     from agent_scaffold.roles import load_role, render_template, solver_variables
-    from selfplay.orchestration.policy_factory import embedded_tokenizer
+    try:
+        from selfplay.rollout.policy_factory import embedded_tokenizer
+    except ImportError:  # a side's tree from before selfplay/rollout/ (each side runs its own tree)
+        from selfplay.orchestration.policy_factory import embedded_tokenizer
 
     tok = embedded_tokenizer()
     role = load_role("solver")

@@ -55,7 +55,7 @@ def build_learner(config: RunConfig, run: RunDir, store: TaskStore, run_id: str,
     model_dir = start_model_dir(config) if config.learner.enabled or hf else None
     policy = None
     if hf:
-        from selfplay.orchestration.policy_factory import hf_policy
+        from selfplay.rollout.policy_factory import hf_policy
 
         policy = hf_policy(config.policy, model_dir=str(checkpoint or model_dir), version=state.policy_version)
     learner = None
@@ -70,14 +70,14 @@ def build_learner(config: RunConfig, run: RunDir, store: TaskStore, run_id: str,
 
 def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = None) -> Any:
     if config.rollout.executor == "ray":
-        from selfplay.orchestration.ray_executor import RayExecutor
+        from selfplay.rollout.ray_executor import RayExecutor
 
         return RayExecutor(config, workers=config.rollout.workers, retries=config.rollout.episode_retries,
                            address=config.rollout.ray_address, run_id=run_id, policy=policy)
-    from selfplay.orchestration.executor import LocalExecutor
+    from selfplay.rollout.executor import LocalExecutor
 
     if runner is None:
-        from selfplay.orchestration.worker import build_runner
+        from selfplay.rollout.worker import build_runner
 
         runner = build_runner(config, policy, run_id=run_id)
     return LocalExecutor(runner, workers=config.rollout.workers, retries=config.rollout.episode_retries)

@@ -27,10 +27,10 @@ from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.dynamic_sampling import signal_groups
 from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies
-from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
 from selfplay.orchestration.state import InjectorVerdict, IterationProgress, LoopState
 from selfplay.rewards import injector_reward, solve_rate
+from selfplay.rollout.requests import EpisodeRequest, EpisodeResult
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore

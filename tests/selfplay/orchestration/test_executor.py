@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from selfplay.orchestration.executor import LocalExecutor
-from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult, infra_failure_result
+from selfplay.rollout.executor import LocalExecutor
+from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, infra_failure_result
 
 
 class FlakyRunner:

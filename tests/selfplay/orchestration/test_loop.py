@@ -109,7 +109,7 @@ def test_infra_failures_are_counted_not_recorded(tmp_path):
     class Infra(TableRunner):
         def __call__(self, request):
             if request.episode_id.endswith("-it0-solver-0"):
-                from selfplay.orchestration.requests import infra_failure_result
+                from selfplay.rollout.requests import infra_failure_result
 
                 return infra_failure_result(request, "SandboxError: gone")
             return super().__call__(request)

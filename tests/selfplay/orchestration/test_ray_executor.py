@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from selfplay.orchestration.config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
-from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult
+from selfplay.rollout.requests import EpisodeRequest, EpisodeResult
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +62,7 @@ def _requests(n: int, held: bool = False) -> list[EpisodeRequest]:
 
 
 def test_requests_run_on_actors(ray, tmp_path):
-    from selfplay.orchestration.ray_executor import RayExecutor
+    from selfplay.rollout.ray_executor import RayExecutor
 
     config = _config(tmp_path, backend="scripted")
     executor = RayExecutor(config, run_id="t", runner_factory=lambda c, r: SleepyRunner(str(tmp_path), 0))
@@ -77,7 +77,7 @@ def test_requests_run_on_actors(ray, tmp_path):
 
 
 def test_an_actor_killed_mid_episode_is_replaced_and_its_request_retried(ray, tmp_path):
-    from selfplay.orchestration.ray_executor import RayExecutor
+    from selfplay.rollout.ray_executor import RayExecutor
 
     config = _config(tmp_path, backend="scripted")
     executor = RayExecutor(config, run_id="t", runner_factory=lambda c, r: SleepyRunner(str(tmp_path), 120))
@@ -127,8 +127,8 @@ def test_real_worker_in_an_actor_uses_the_drivers_policy_server(ray, tmp_path):
     so no model is loaded) and the actor's real worker plays an injector episode in a toolz sandbox over
     HTTP; the artifact misses two files, so the verdict is invalid with the reason."""
     from agent_scaffold.policies.scripted import ScriptedPolicy
-    from selfplay.orchestration.policy_factory import embedded_tokenizer
-    from selfplay.orchestration.ray_executor import RayExecutor
+    from selfplay.rollout.policy_factory import embedded_tokenizer
+    from selfplay.rollout.ray_executor import RayExecutor
 
     pytest.importorskip("transformers")
     actions = ["Write two files.\n```bash\nmkdir -p /tmp/ssr_artifact && cd /tmp/ssr_artifact && "
@@ -152,7 +152,7 @@ def test_real_worker_in_an_actor_uses_the_drivers_policy_server(ray, tmp_path):
 
 
 def test_actor_config_keeps_http_and_scripted_backends(ray, tmp_path):
-    from selfplay.orchestration.ray_executor import RayExecutor
+    from selfplay.rollout.ray_executor import RayExecutor
 
     config = _config(tmp_path, backend="scripted")
     executor = RayExecutor(config, workers=1, runner_factory=lambda c, r: SleepyRunner(str(tmp_path), 0))

@@ -56,7 +56,7 @@ def test_reaping_a_killed_run_removes_its_parser_boxes_too():
 ACTOR = """
 import os
 from selfplay.jobs.parser_box import default_boxes
-from selfplay.orchestration.ray_executor import EpisodeActor
+from selfplay.rollout.ray_executor import EpisodeActor
 actor = EpisodeActor.__new__(EpisodeActor)
 actor.runner = None
 with default_boxes().checkout() as box:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from selfplay.orchestration.config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
-from selfplay.orchestration.requests import EpisodeRequest
+from selfplay.rollout.requests import EpisodeRequest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 VALID = FIXTURES / "artifacts" / "valid"
@@ -34,7 +34,7 @@ def _config(**rollout) -> RunConfig:
 @pytest.fixture(scope="module")
 def tokenizer():
     pytest.importorskip("transformers")
-    from selfplay.orchestration.policy_factory import embedded_tokenizer
+    from selfplay.rollout.policy_factory import embedded_tokenizer
 
     return embedded_tokenizer()
 
@@ -84,7 +84,7 @@ def _scripted_config(directory: Path, actions: dict) -> RunConfig:
 def worker(tmp_path_factory, tokenizer, injector_actions):
     """One worker built from the config (scripted_actions JSON: the valid injector); each test sets the
     scripts it plays (`_script`)."""
-    from selfplay.orchestration.worker import build_runner
+    from selfplay.rollout.worker import build_runner
 
     config = _scripted_config(tmp_path_factory.mktemp("script"), {"injector": [injector_actions]})
     runner = build_runner(config, run_id="test-worker")
@@ -93,7 +93,7 @@ def worker(tmp_path_factory, tokenizer, injector_actions):
 
 
 def _script(worker, tokenizer, role: str, *lists: list[str]) -> None:
-    from selfplay.orchestration.policy_factory import ScriptedQueues
+    from selfplay.rollout.policy_factory import ScriptedQueues
 
     worker.source = ScriptedQueues({role: list(lists)}, tokenizer)
 
@@ -206,8 +206,8 @@ def test_solver_with_a_wrong_fix_fails_and_makes_a_higher_order_task(worker, tok
 def test_concurrent_validations_and_episodes_on_one_pool_of_two_finish(worker, tokenizer, injector_actions, task):
     """Two injector episodes (each validating with parallelism 2) and a solver episode share a pool of
     size 2 on three threads: they all finish (no deadlock), under a guard."""
-    from selfplay.orchestration.executor import LocalExecutor
-    from selfplay.orchestration.policy_factory import ScriptedQueues
+    from selfplay.rollout.executor import LocalExecutor
+    from selfplay.rollout.policy_factory import ScriptedQueues
 
     wrong = ["```bash\nls\n```", "```submit\n```"]
     worker.source = ScriptedQueues({"injector": [injector_actions], "solver": [wrong]}, tokenizer)
@@ -228,7 +228,7 @@ def test_concurrent_validations_and_episodes_on_one_pool_of_two_finish(worker, t
 
 def test_scripted_actions_file_is_checked_with_a_clear_error(tmp_path):
     from selfplay.errors import SelfPlayError
-    from selfplay.orchestration.policy_factory import load_scripted_actions
+    from selfplay.rollout.policy_factory import load_scripted_actions
 
     good = tmp_path / "ok.json"
     good.write_text(json.dumps({"solver": [["a", "b"]]}))
@@ -246,7 +246,7 @@ def test_scripted_actions_file_is_checked_with_a_clear_error(tmp_path):
 def test_scripted_queues_take_lists_in_turn_per_role_and_play_as_the_requested_version():
     from agent_scaffold.policy import SamplingParams
     from selfplay.errors import SelfPlayError
-    from selfplay.orchestration.policy_factory import ScriptedQueues
+    from selfplay.rollout.policy_factory import ScriptedQueues
 
     queues = ScriptedQueues({"solver": [["one"], ["two"]]}, tokenizer=None)
     texts = [queues.policy_for("solver", 5).generate([[1]], SamplingParams(max_new_tokens=8))[0] for _ in range(3)]
@@ -258,7 +258,7 @@ def test_scripted_queues_take_lists_in_turn_per_role_and_play_as_the_requested_v
 def test_round_robin_spreads_generate_calls_over_endpoints():
     from agent_scaffold.policies.scripted import ScriptedPolicy
     from agent_scaffold.policy import SamplingParams
-    from selfplay.orchestration.policy_factory import RoundRobinPolicy
+    from selfplay.rollout.policy_factory import RoundRobinPolicy
 
     a, b = ScriptedPolicy(["a"] * 3, version=2), ScriptedPolicy(["b"] * 3, version=1)
     rr = RoundRobinPolicy([a, b])
@@ -271,7 +271,7 @@ def test_limits_take_overrides_and_never_exceed_the_model_window():
 
     from agent_scaffold.agent import context_window, fit_context_window
     from agent_scaffold.roles import load_role
-    from selfplay.orchestration.worker import episode_limits
+    from selfplay.rollout.worker import episode_limits
 
     role = load_role("injector", "removal")  # 65,536 tokens by default
     hf_like = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=8192)))
@@ -285,8 +285,8 @@ def test_limits_take_overrides_and_never_exceed_the_model_window():
 
 
 def test_build_runner_reads_the_scripted_actions_of_the_config(tmp_path, tokenizer):
-    from selfplay.orchestration.policy_factory import ScriptedQueues
-    from selfplay.orchestration.worker import Worker, build_runner
+    from selfplay.rollout.policy_factory import ScriptedQueues
+    from selfplay.rollout.worker import Worker, build_runner
 
     runner = build_runner(_scripted_config(tmp_path, {"injector": [["a"]], "solver": [["b"], ["c"]]}), run_id="x")
     assert isinstance(runner, Worker) and isinstance(runner.source, ScriptedQueues)
@@ -301,7 +301,7 @@ def test_http_backend_balances_endpoints_round_robin(tokenizer):
     from agent_scaffold.policies.scripted import ScriptedPolicy
     from agent_scaffold.policy import SamplingParams
     from agent_scaffold.policy_server import PolicyServer
-    from selfplay.orchestration.policy_factory import policy_source, tokenizer_source
+    from selfplay.rollout.policy_factory import policy_source, tokenizer_source
 
     servers = [PolicyServer(ScriptedPolicy([name] * 4, tokenizer=tokenizer, version=4), port=0, model_name="m")
                for name in ("left", "right")]
@@ -324,7 +324,7 @@ def test_http_backend_balances_endpoints_round_robin(tokenizer):
 def test_hf_backend_is_batched_and_reports_its_version():
     pytest.importorskip("torch")
     from agent_scaffold.agent import context_window
-    from selfplay.orchestration.policy_factory import hf_policy
+    from selfplay.rollout.policy_factory import hf_policy
 
     policy = hf_policy(PolicyConfig(backend="hf", device="auto", max_batch=4), version=3)
     try:

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
+from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
 
 log = logging.getLogger(__name__)
 

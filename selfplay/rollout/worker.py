@@ -29,8 +29,8 @@ from typing import Any
 
 from agent_scaffold.roles import EpisodeLimits, RoleConfig
 from selfplay.orchestration.config import LimitsOverride, RunConfig
-from selfplay.orchestration.policy_factory import PolicySource, policy_source
-from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
+from selfplay.rollout.policy_factory import PolicySource, policy_source
+from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
 
 log = logging.getLogger(__name__)
 

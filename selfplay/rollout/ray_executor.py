@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from selfplay.orchestration.config import RunConfig
-from selfplay.orchestration.executor import call_runner
-from selfplay.orchestration.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
+from selfplay.rollout.executor import call_runner
+from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def _import_ray() -> Any:
 
 
 def default_runner_factory(config: RunConfig, run_id: str) -> RequestRunner:
-    from selfplay.orchestration.worker import build_runner
+    from selfplay.rollout.worker import build_runner
 
     return build_runner(config, run_id=run_id)
 
@@ -100,7 +100,7 @@ class RayExecutor:
         if config.policy.backend != "hf":
             return config
         from agent_scaffold.policy_server import PolicyServer
-        from selfplay.orchestration.policy_factory import hf_policy
+        from selfplay.rollout.policy_factory import hf_policy
 
         policy = policy if policy is not None else hf_policy(config.policy)
         # loopback unless actors run on other nodes; then the node's (private) address
