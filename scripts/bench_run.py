@@ -47,7 +47,7 @@ def main() -> None:
     from repos.listfile import get_repo
     from selfplay.learner.tiny_model import save_tiny_model
     from selfplay.orchestration.loop import run_selfplay
-    from selfplay.orchestration.scripted_run import scripted_run_config, write_actions
+    from tests.selfplay.orchestration.scripted_run import scripted_run_config, write_actions
 
     out = Path(args.out or tempfile.mkdtemp(prefix="bench_run-"))
     out.mkdir(parents=True, exist_ok=True)

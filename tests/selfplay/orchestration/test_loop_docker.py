@@ -41,7 +41,7 @@ def tiny_model(tmp_path_factory):
 def actions(tmp_path_factory):
     """{"injector": [writes the seeded artifact], "solver": [right, wrong, right, wrong]} as a JSON file."""
     from repos.listfile import get_repo
-    from selfplay.orchestration.scripted_run import write_actions
+    from tests.selfplay.orchestration.scripted_run import write_actions
 
     path = tmp_path_factory.mktemp("script") / "actions.json"
     write_actions(get_repo("toolz"), path, "RWRW")
@@ -49,7 +49,7 @@ def actions(tmp_path_factory):
 
 
 def run_config(tmp_path, tiny_model, actions, **kw):
-    from selfplay.orchestration.scripted_run import scripted_run_config
+    from tests.selfplay.orchestration.scripted_run import scripted_run_config
 
     config = scripted_run_config(name="e2e", runs_dir=tmp_path / "runs", repo="toolz", actions=actions,
                                  model_dir=tiny_model, group=G)
