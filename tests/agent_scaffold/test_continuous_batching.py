@@ -314,3 +314,26 @@ def test_the_policy_server_batches_http_requests_continuously(tiny, prompts, mon
         alone = _serial(tiny, prompt, SamplingParams(max_new_tokens=n, seed=seed))
         assert out[name]["token_ids"] == list(alone.token_ids)
         assert out[name]["logprobs"]["token_logprobs"] == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+def test_after_a_weight_sync_greedy_output_equals_the_new_models_and_old_kv_is_not_reused(tiny_dir, tmp_path,
+                                                                                         prompts):
+    """A memory-mode sync (tensors copied in place, as the CPU demo does) through the continuous BatchingPolicy:
+    the KV kept from the old weights must not be reused, and greedy output must equal the new model's own."""
+    from selfplay.learner.tiny_model import save_tiny_model
+    from selfplay.learner.weight_sync import HFPolicySync
+
+    other = HFPolicy(save_tiny_model(tmp_path / "other", seed=1))
+    inner = HFPolicy(tiny_dir, kv_cache_mb=64)
+    policy = BatchingPolicy(inner, max_batch=4)
+    greedy = SamplingParams(temperature=0, max_new_tokens=6)
+    try:
+        first = policy.generate([prompts[1]], greedy)[0]
+        turn2 = prompts[1] + list(first.token_ids) + prompts[0]
+        assert len(inner.kv_store) >= 1
+        HFPolicySync(policy, mode="memory").push(1, state_dict=other.model.state_dict())
+        after = policy.generate([turn2], greedy)[0]
+    finally:
+        policy.close()
+    assert after.policy_version == 1 and inner.kv_store.hits == 0  # the old entries were dropped, not used
+    assert after.token_ids == _serial(other, turn2, greedy).token_ids
