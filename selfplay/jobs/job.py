@@ -62,6 +62,16 @@ NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev
 same second as its cached .pyc (e.g. `+= 1` -> `+= 2` right after a reset), and Python would run the
 old code. So no caches at all."""
 
+_DRAIN = """drain() {  # $1: a log reader. Kill the model uids until it has seen EOF: a process forked while the
+  local n      # last kill round ran can appear after it and hold the pipe. ~10 s at most, then kill the reader.
+  for ((n = 0; n < 200; n++)); do
+    kill -0 "$1" 2>/dev/null || { wait "$1"; return 0; }
+    killuid; killagent
+    read -t 0.05 <>/var/lib/selfplay/fifo 2>/dev/null
+  done
+  kill -9 "$1"; wait "$1"; return 1
+}"""
+
 _SAFE_FILE = """safe_file() {  # a regular file reached through no symlink: root may append to it
   local p=. c parts; IFS=/ read -ra parts <<< "$1"
   for c in "${parts[@]}"; do p="$p/$c"; [ -L "$p" ] && return 1; done
@@ -80,7 +90,7 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
     s, m = SCRATCH, marker
     ulimit = f"ulimit -t {max(1, int(cpu_limit + 0.999))}; " if cpu_limit else ""
     missing, restore, check_after = job.missing, job.restore, job.check_after
-    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _SAFE_FILE]
+    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _DRAIN, _SAFE_FILE]
     if job.clean:
         lines.append(f"git reset -q --hard {BASE_TAG} && git clean -qfd || exit 90")
     lines.append(NO_BYTECODE)
@@ -113,7 +123,7 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
         f"end=$EPOCHREALTIME; times > {s}/cpu1",
         "exec 3<&- 4>&-",
         f"killuid || {{ echo \"{m} UNKILLABLE\"; kill -9 $rd; }}",  # then the reader must not wait on it
-        "wait $rd",
+        f"drain $rd || echo \"{m} UNKILLABLE\"",
         f"echo \"{m} SCRIPT $rc $start $end $(stat -c %s {s}/output.log)\"",
         f"echo \"{m} CPU $(cat {s}/cpu0 {s}/cpu1 | tr '\\n' ' ')\"",
         *_ship(m, s, "output", ""),

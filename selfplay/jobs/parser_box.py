@@ -63,10 +63,11 @@ class ParseRun:
 
 def kill_uid_shell(uid: int, name: str = "killuid") -> str:
     """A bash function `name` (default `killuid`) that SIGKILLs every process of `uid` with builtins only (no fork, so it
-    works when a fork bomb holds the pids limit), round after round until none is left (zombies aside).
+    works when a fork bomb holds the pids limit), round after round until two rounds in a row find none
+    (zombies aside): a child whose parent was killed mid-fork can appear after a round that saw nothing.
     Returns 1 when processes survive 100 rounds."""
     return f"""{name}() {{
-  local n d k v s any
+  local n d k v s any e=0
   for ((n = 0; n < 100; n++)); do
     any=
     for d in /proc/[0-9]*; do
@@ -78,7 +79,7 @@ def kill_uid_shell(uid: int, name: str = "killuid") -> str:
       [ "$k" = Uid: ] && [ "$v" = {uid} ] && [ "$s" != Z ] || continue
       kill -9 "${{d#/proc/}}" 2>/dev/null; any=1
     done
-    [ -z "$any" ] && return 0
+    if [ -z "$any" ]; then ((++e >= 2)) && return 0; else e=0; fi
     read -t 0.01 <>/var/lib/selfplay/fifo 2>/dev/null
   done
   return 1
