@@ -200,18 +200,14 @@ def _sft_config(config: WarmStartConfig) -> Any:
     return preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr)
 
 
-def _build(config: WarmStartConfig, root: Path) -> Path:
+def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:
+    """Demonstrations on every training repo into `root`/store.db: (RFT data, operator coverage, timings)."""
     from repos.listfile import get_repo
     from selfplay.demos.collect import make_demos
-    from selfplay.learner.rft import collect, sft_samples
-    from selfplay.learner.sft import batches, train_sft
+    from selfplay.learner.rft import collect
+    from selfplay.procedural.operators import OPERATORS
     from selfplay.store import open_store
 
-    if (root / "store.db").exists():  # an interrupted build or a rebuild: its demonstrations would be stored twice
-        (root / "store.db").unlink()
-        shutil.rmtree(root / "demos", ignore_errors=True)
-    start = time.monotonic()
-    root.mkdir(parents=True, exist_ok=True)
     timings: dict[str, Any] = {"load_avg_1m/start": os.getloadavg()[0]}
     with open_store(str(root / "store.db")) as store:
         for repo in config.repos:
@@ -230,11 +226,22 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
                      len(rep.kept), len(rep.injector_kept), len(rep.dropped))
         data = collect(store, source="demo", max_per_task=config.per_task, injector=config.injector_per_repo > 0)
         operators = _operators(store, data.trajectories)
-    from selfplay.procedural.operators import OPERATORS
-
     missing = sorted({op.name for op in OPERATORS} - set(operators))
     if missing:
         log.warning("warm start: no kept demonstration covers the operators %s", ", ".join(missing))
+    return data, operators, timings
+
+
+def _build(config: WarmStartConfig, root: Path) -> Path:
+    from selfplay.learner.rft import sft_samples
+    from selfplay.learner.sft import batches, train_sft
+
+    if (root / "store.db").exists():  # an interrupted build or a rebuild: its demonstrations would be stored twice
+        (root / "store.db").unlink()
+        shutil.rmtree(root / "demos", ignore_errors=True)
+    start = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    data, operators, timings = _demonstrate(config, root)
     leaked = sorted({t.metadata.get("repo") for t in data.trajectories} - set(config.repos))
     if leaked:  # the store is this build's own, so this is a bug in collection, not a user error
         raise RuntimeError(f"warm start: demonstrations from repos outside warm_start.config.repos: {leaked}")
