@@ -37,7 +37,7 @@ def worker(args: argparse.Namespace) -> None:
     from sandboxes.images import repo_image
     from sandboxes.pool import SandboxPool
     from selfplay.artifact import load_artifact
-    from selfplay.grader import grade
+    from selfplay.judge.grader import grade
     from selfplay.validation import validate
 
     spec = get_repo(args.repo)
@@ -82,7 +82,7 @@ def gold(repos: list[str], seeds: int, artifact_dir: str) -> None:
     from sandboxes.pool import SandboxPool
     from selfplay.artifact import load_artifact
     from selfplay.diffs import reverse_diff
-    from selfplay.grader import grade
+    from selfplay.judge.grader import grade
     from selfplay.procedural.seed import SeedConfig, seed
     from selfplay.validation import validate
 
@@ -119,9 +119,9 @@ def screen_rate(repos: list[str]) -> None:
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
     from selfplay.diffs import matches_any, reverse_diff
+    from selfplay.judge.tamper import screen
     from selfplay.procedural.operators import OPERATORS, mutate
     from selfplay.procedural.seed import file_diff
-    from selfplay.tamper import screen
 
     total, flagged = 0, []
     for name in repos:

@@ -55,7 +55,7 @@ def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens:
     from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
-    from selfplay.grader import build_buggy_state, grade
+    from selfplay.judge.grader import build_buggy_state, grade
 
     policy = HFPolicy(model_dir)
     role = load_role("solver")

@@ -19,8 +19,8 @@ from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox
 from selfplay.diffs import drop_infrastructure, normalised_hash
 from selfplay.errors import DiffError
-from selfplay.grader import GraderConfig, apply_layers
 from selfplay.jobs import Job, check, git_env_line, prepare, run_job
+from selfplay.judge.grader import GraderConfig, apply_layers
 from selfplay.task import Task, make_task_id
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """`selfplay episode`: run one injector or solver episode in a fresh sandbox and save its trajectory.
 
 With `--artifact DIR` the solver starts exactly as in the run loop: a fresh sandbox of the repo image turned
-into the task's buggy state by `selfplay.grader.build_buggy_state` (no history, no copy of the original
+into the task's buggy state by `selfplay.judge.grader.build_buggy_state` (no history, no copy of the original
 code), and the reversed test_weaken.diff as its spec. Its prediction is saved as `<role>-<time>.diff`, the
 file `selfplay grade --patch` takes.
 """
@@ -163,7 +163,7 @@ def _enter_buggy_state(box, artifact, directory: Path) -> None:
     from rich.console import Console
 
     from selfplay.errors import SelfPlayError
-    from selfplay.grader import build_buggy_state
+    from selfplay.judge.grader import build_buggy_state
 
     try:
         build_buggy_state(box, artifact)

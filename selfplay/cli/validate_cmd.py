@@ -240,7 +240,7 @@ def _grade_all(artifact, predictions, f2p, p2p, spec) -> list[dict]:
     """Grade each (path, text) in order through ONE pooled sandbox, as the run loop does: the pool resets
     it between attempts, so whatever one attempt leaves behind meets the next. An attempt whose grading
     could not run gets reward None and the reason; the others are still graded."""
-    from selfplay.grader import grade
+    from selfplay.judge.grader import grade
 
     objects = []
     try:

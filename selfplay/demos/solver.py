@@ -86,7 +86,7 @@ def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> Epi
 def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                     limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None,
                     short: bool = False) -> SolverDemo:
-    """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.grader.grade`;
+    """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
     `short`: the 4-turn plan (`SolverTask.short`)."""
     import dataclasses
 
@@ -95,7 +95,7 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
     from agent_scaffold.roles import load_role, solver_variables
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
-    from selfplay.grader import build_buggy_state, grade
+    from selfplay.judge.grader import build_buggy_state, grade
 
     start = time.monotonic()
     image = image or repo_image(spec)

@@ -2,7 +2,7 @@
 
 `/testbed` holds original -> bug -> weakening (-> the failed prediction of a higher-order task) as the one
 and only commit, tagged `selfplay-base` (`Task.to_swebench`'s base_commit): the same starting point the
-grader gives solvers in training (`selfplay.grader.build_buggy_state`), with no history to leak the fix.
+grader gives solvers in training (`selfplay.judge.grader.build_buggy_state`), with no history to leak the fix.
 Built with one container and `docker commit` (no BuildKit here), named `Task.image_name`, reused when
 present; the name hashes the task and `selfplay.task.TASK_IMAGE_RECIPE` (bump it when this recipe changes). Not built through `DockerSandbox`: its PID 1 snapshots the workdir into the container, and a
 committed snapshot of the wrong tree would make `reset()` restore it.

@@ -144,7 +144,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     from sandboxes.images import repo_image
     from selfplay.diffs import touched_files
     from selfplay.experiment.failures import search_refusals
-    from selfplay.grader import build_buggy_state, grade
+    from selfplay.judge.grader import build_buggy_state, grade
 
     t0 = time.monotonic()
     limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,

@@ -13,7 +13,7 @@ what an honest run reports:
   unknown ids), which is reported, not punished.
 
 Detection only: code that reads the test files can tell the canaries from real tests (they are absent
-from the git history) and spare them. The tamper screen (`selfplay.tamper`) is the other layer.
+from the git history) and spare them. The tamper screen (`selfplay.judge.tamper`) is the other layer.
 """
 
 from __future__ import annotations

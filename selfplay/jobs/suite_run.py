@@ -36,12 +36,12 @@ from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import touched_files
 from selfplay.errors import ValidationInfraError
-from selfplay.grading import ParserOutputError, parse_status_map
 from selfplay.jobs.canary import Canary
 from selfplay.jobs.job import MAX_TEST_OUTPUT, SCRATCH, Job, job_command, parse_job_output
 from selfplay.jobs.parser_box import parse_output
 from selfplay.jobs.staging import UNPACK, tarball
 from selfplay.jobs.verification import Verification
+from selfplay.judge.verdict import ParserOutputError, parse_status_map
 
 log = logging.getLogger(__name__)
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from selfplay.demos.warm_start import WarmStartConfig
-from selfplay.grader import GraderConfig
 from selfplay.higher_order import HigherOrderConfig
+from selfplay.judge.grader import GraderConfig
+from selfplay.judge.rewards import RewardConfig
 from selfplay.learner.batch import BatchConfig
 from selfplay.learner.config import EngineConfig
-from selfplay.rewards import RewardConfig
 from selfplay.store.sampling import SamplingConfig
 from selfplay.validation.config import ValidationConfig
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     from agent_scaffold.trajectory import Trajectory
     from selfplay.artifact import BugArtifact
-    from selfplay.grading import GradeResult
+    from selfplay.judge.verdict import GradeResult
     from selfplay.task import Task
     from selfplay.validation.report import ValidationReport
 

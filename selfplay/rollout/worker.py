@@ -177,7 +177,7 @@ class Worker:
 
     def _solver(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
         from agent_scaffold.roles import load_role, solver_variables
-        from selfplay.grader import build_buggy_state
+        from selfplay.judge.grader import build_buggy_state
 
         task = request.task
         if task is None:
@@ -196,9 +196,9 @@ class Worker:
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         from selfplay.facts import TaskFacts
-        from selfplay.grader import grade
-        from selfplay.grading import failed_grade
         from selfplay.higher_order import make_higher_order_task
+        from selfplay.judge.grader import grade
+        from selfplay.judge.verdict import failed_grade
 
         task, spec = request.task, self.spec(request.repo)
         prediction = ep.submission if isinstance(ep.submission, str) else ""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from selfplay.jobs import MAX_TEST_OUTPUT
-from selfplay.tamper import TamperConfig
+from selfplay.judge.tamper import TamperConfig
 
 FlakyPolicy = Literal["drop", "reject"]
 

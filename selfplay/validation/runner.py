@@ -35,9 +35,9 @@ from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
 from selfplay.errors import ArtifactError, ValidationInfraError
-from selfplay.grading import disagreement, split_tests
 from selfplay.jobs import Job, SuiteRun, exec_job, parse_collected, prepare
-from selfplay.tamper import screen
+from selfplay.judge.tamper import screen
+from selfplay.judge.verdict import disagreement, split_tests
 from selfplay.validation import checks
 from selfplay.validation.config import ValidationConfig
 from selfplay.validation.report import CheckResult, ValidationReport

@@ -22,8 +22,8 @@ from selfplay.artifact import load_artifact
 from selfplay.diffs import reverse_diff
 from selfplay.errors import ValidationInfraError
 from selfplay.facts import Budget, TaskFacts
-from selfplay.grader import GraderConfig, grade
-from selfplay.tamper import TamperConfig, screen
+from selfplay.judge.grader import GraderConfig, grade
+from selfplay.judge.tamper import TamperConfig, screen
 from selfplay.validation import ValidationConfig, validate
 
 VALID = Path(__file__).resolve().parent.parent / "fixtures" / "artifacts" / "valid"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from selfplay.artifact import load_artifact
-from selfplay.grader import build_buggy_state, grade
 from selfplay.jobs import prepare, restore_paths, run_suite
+from selfplay.judge.grader import build_buggy_state, grade
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 VALID = FIXTURES / "artifacts" / "valid"
@@ -106,7 +106,7 @@ def test_a_task_whose_control_run_hangs_too_is_an_infrastructure_error(toolz_spe
     from dataclasses import replace
 
     from selfplay.errors import ValidationInfraError
-    from selfplay.grader import GraderConfig
+    from selfplay.judge.grader import GraderConfig
 
     broken = replace(load_artifact(VALID), test_script="#!/bin/bash\nsleep 3600\n")
     with pytest.raises(ValidationInfraError, match="control run"):

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from selfplay.grading import ParserOutputError, failed_grade, grade_statuses, parse_status_map, split_tests
+from selfplay.judge.verdict import (
+    ParserOutputError,
+    failed_grade,
+    grade_statuses,
+    parse_status_map,
+    split_tests,
+)
 
 F2P = ("t::a", "t::b")
 P2P = ("t::c",)

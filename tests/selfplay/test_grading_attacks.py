@@ -17,8 +17,8 @@ import pytest
 
 from selfplay.artifact import load_artifact
 from selfplay.diffs import reverse_diff
-from selfplay.grader import GraderConfig, grade
-from selfplay.tamper import TamperConfig, screen
+from selfplay.judge.grader import GraderConfig, grade
+from selfplay.judge.tamper import TamperConfig, screen
 from selfplay.validation import ValidationConfig, validate
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "fixtures" / "artifacts"

@@ -60,7 +60,7 @@ def test_swebench_shape():
 @pytest.mark.docker
 @pytest.mark.slow
 def test_second_order_task_from_a_partial_fix(toolz_spec, toolz_pool, valid_report):
-    from selfplay.grader import grade
+    from selfplay.judge.grader import grade
 
     parent = replace(_parent(valid_report.fail_to_pass, valid_report.pass_to_pass))
     partial = (PRED / "partial.diff").read_text()

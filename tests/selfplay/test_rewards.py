@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfplay.rewards import RewardConfig, injector_reward, solve_rate, solver_reward
+from selfplay.judge.rewards import RewardConfig, injector_reward, solve_rate, solver_reward
 
 
 @pytest.mark.parametrize("valid, k, expected", [

@@ -1,11 +1,11 @@
-"""The runner-tampering screen (`selfplay.tamper`), pure: evasions of its plain patterns and lines a bug
+"""The runner-tampering screen (`selfplay.judge.tamper`), pure: evasions of its plain patterns and lines a bug
 fix legitimately adds."""
 
 from __future__ import annotations
 
 import pytest
 
-from selfplay.tamper import DEFAULT_PATTERNS, TamperConfig, screen
+from selfplay.judge.tamper import DEFAULT_PATTERNS, TamperConfig, screen
 
 
 def _diff(*added: str, path: str = "pkg/core.py") -> str:

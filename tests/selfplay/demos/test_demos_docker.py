@@ -82,7 +82,7 @@ def test_every_stored_demonstration_replays_to_plus_one(demos):
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
     from selfplay.demos.solver import DEMO_LIMITS
-    from selfplay.grader import build_buggy_state, grade
+    from selfplay.judge.grader import build_buggy_state, grade
 
     spec, store, _ = demos
     tok = AutoTokenizer.from_pretrained(default_model_dir())

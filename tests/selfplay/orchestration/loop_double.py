@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.artifact import BugArtifact
-from selfplay.grading import GradeResult
+from selfplay.judge.verdict import GradeResult
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, infra_failure_result
 from selfplay.task import Task, make_task_id
 from selfplay.validation.report import CheckResult, ValidationReport

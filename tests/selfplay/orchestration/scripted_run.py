@@ -30,7 +30,7 @@ def scripted_actions(spec: Any, pattern: str = "RWRW", *, seed: int = 0, rng_see
     from selfplay.demos.seed_cache import cached_seed
     from selfplay.demos.solver_plan import SolverTask, solver_actions
     from selfplay.errors import SelfPlayError
-    from selfplay.grader import build_buggy_state
+    from selfplay.judge.grader import build_buggy_state
     from selfplay.procedural.seed import SeedConfig
     from selfplay.task import Task, make_task_id
     from selfplay.validation import ValidationConfig
@@ -68,6 +68,7 @@ def scripted_run_config(*, name: str, runs_dir: Path, repo: str, actions: Path, 
     """The `RunConfig` of a run driven by the scripted action file `actions` on `repo`: generous turn limits
     (a scripted list never runs out of context), no procedural seeding, no TensorBoard. `model_dir` is the
     learner's model (a tiny random Llama in tests and benchmarks); None turns the learner off."""
+    from selfplay.judge.rewards import RewardConfig
     from selfplay.learner.config import EngineConfig
     from selfplay.orchestration.config import (
         CurriculumConfig,
@@ -78,7 +79,6 @@ def scripted_run_config(*, name: str, runs_dir: Path, repo: str, actions: Path, 
         RolloutConfig,
         RunConfig,
     )
-    from selfplay.rewards import RewardConfig
 
     return RunConfig(
         name=name, runs_dir=str(runs_dir), repos=(repo,), iterations=iterations,

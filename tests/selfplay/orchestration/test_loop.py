@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from selfplay.judge.rewards import RewardConfig
 from selfplay.orchestration.config import (
     CurriculumConfig,
     LearnerConfig,
@@ -18,7 +19,6 @@ from selfplay.orchestration.config import (
 )
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import RunDir, read_trajectories
-from selfplay.rewards import RewardConfig
 from selfplay.store import open_store
 from tests.selfplay.orchestration.loop_double import TableRunner
 

@@ -128,9 +128,9 @@ def _report_renders(run_dir: Path, episode_id: str, profile: Path) -> None:
 
 
 def test_kill_9_then_resume(tmp_path, tiny_model, actions):
+    from selfplay.judge.rewards import RewardConfig
     from selfplay.orchestration.config_loader import dump_config
     from selfplay.orchestration.rundir import RunDir
-    from selfplay.rewards import RewardConfig
     from selfplay.store import open_store
 
     # one iteration, G = 2, no learner: the kill lands in iteration 0's solver attempts
@@ -187,9 +187,9 @@ def test_kill_9_then_resume(tmp_path, tiny_model, actions):
 def test_async_run_in_docker_plays_the_next_iteration_while_the_learner_trains(tmp_path, tiny_model, actions):
     """learner.mode=async with real sandboxes, validation, grading and DeepSpeed steps: iteration 1's rollouts
     run in the background thread while iteration 0's batch trains, one version behind and not dropped."""
+    from selfplay.judge.rewards import RewardConfig
     from selfplay.orchestration.loop import run_selfplay
     from selfplay.orchestration.rundir import RunDir
-    from selfplay.rewards import RewardConfig
 
     base = run_config(tmp_path, tiny_model, actions)
     cfg = replace(base, iterations=2, reward=RewardConfig(group_size=2), learner=replace(base.learner, mode="async"))

@@ -163,7 +163,7 @@ def test_solver_with_the_right_fix_is_resolved(worker, tokenizer, task):
     from sandboxes.docker import DockerSandbox
     from selfplay.demos.bug import parse_hunks
     from selfplay.demos.solver_plan import SolverTask, solver_actions
-    from selfplay.grader import build_buggy_state
+    from selfplay.judge.grader import build_buggy_state
 
     pool = worker.pool("toolz")
     with DockerSandbox.create(pool.image, workdir=pool.workdir) as sb:  # the buggy sources the expert knows

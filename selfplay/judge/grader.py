@@ -3,7 +3,7 @@
 Grading sequence (SSR Figure 7, hardened): original -> bug -> weakening -> (higher-order: the failed
 prediction the task was made from) -> the prediction minus its test-infrastructure sections -> restore
 every oracle test file -> run the artifact's test_script.sh -> parse with its test_parser.py (both
-written from the artifact outside the repo) -> `selfplay.grading.grade_statuses`.
+written from the artifact outside the repo) -> `selfplay.judge.verdict.grade_statuses`.
 
 Departure from the paper: SSR only restores test_files.txt, so a prediction adding a conftest.py hook
 that marks every test passed, or a pytest.ini that deselects tests, would earn +1. We drop every
@@ -13,7 +13,7 @@ start-up hooks and .pth files, package metadata that registers plugins, bytecode
 shadowing stdlib or pytest at the repo root, binary and symlink changes, files named in test_script.sh)
 and report each one. What cannot be stopped at file level, code under test that tampers with the test
 runner from inside the process (SSR Appendix A's "dominant challenger" applies to solvers too), is met by
-two detections: the runner-tampering screen of the kept sections (`selfplay.tamper`) and the canary
+two detections: the runner-tampering screen of the kept sections (`selfplay.judge.tamper`) and the canary
 tests of every run (`selfplay.jobs.canary`); either earns -1 with the reason in `GradeResult.tamper`.
 
 Whose fault (docs/security.md, class 5): a run whose job dies or times out is the prediction's (-1, reason
@@ -39,9 +39,9 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.facts import Budget, TaskFacts
-from selfplay.grading import GradeResult, disagreement, failed_grade, grade_statuses
 from selfplay.jobs import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files
-from selfplay.tamper import TamperConfig, screen
+from selfplay.judge.tamper import TamperConfig, screen
+from selfplay.judge.verdict import GradeResult, disagreement, failed_grade, grade_statuses
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from selfplay.rewards import solver_reward
+from selfplay.judge.rewards import solver_reward
 
 STATUSES = ("passed", "failed")
 
@@ -23,7 +23,7 @@ class GradeResult:
     """The verdict on one prediction."""
 
     reward: int
-    """`selfplay.rewards.solver_reward(resolved)`: +1 when resolved, else -1."""
+    """`selfplay.judge.rewards.solver_reward(resolved)`: +1 when resolved, else -1."""
     resolved: bool
     """Every FAIL_TO_PASS and PASS_TO_PASS test was reported passed."""
     tests: dict[str, str] = field(default_factory=dict)
