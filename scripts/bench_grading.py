@@ -64,7 +64,8 @@ def worker(args: argparse.Namespace) -> None:
 
 def run_worker(tree: Path, args: argparse.Namespace) -> dict[str, list[float]]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--repo", args.repo, "--artifact",
+    # each tree's own worker: module paths differ between commits (selfplay/grader.py -> selfplay/judge/)
+    cmd = [sys.executable, str(tree / "scripts" / "bench_grading.py"), "--worker", "--repo", args.repo, "--artifact",
            args.artifact, "--predictions", args.predictions, "--grades", str(args.grades),
            "--validations", str(args.validations)]
     res = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
