@@ -127,16 +127,28 @@ class ContinuousScheduler:
                     call.done.set()
 
     def _admit(self, batch: Any) -> None:
-        while len(batch) < self.max_batch:
-            with self._cond:
-                if not self._pending or self._closed:
-                    return
+        taken: list[tuple[_Call, int]] = []
+        with self._cond:
+            while self._pending and not self._closed and len(batch) + len(taken) < self.max_batch:
                 call, i = self._pending.popleft()
-            if call.done.is_set():  # an earlier row of this call already failed
+                if not call.done.is_set():  # else an earlier row of this call already failed
+                    taken.append((call, i))
+        if not taken:
+            return
+        reqs = [(call.prompts[i], call.rows[i], call.rows[i].seed, (call, i)) for call, i in taken]
+        try:
+            batch.admit_many(reqs)  # rows without stored KV share one prefill forward
+            return
+        except Exception as exc:  # which row broke it is unknown: the rows not yet in go one by one
+            log.warning("a prefill of %d rows failed (%s: %s); admitting them one by one", len(reqs),
+                        exc.__class__.__name__, exc)
+        admitted = {id(row.tag) for row in batch.rows}
+        for req in reqs:
+            call = req[3][0]
+            if id(req[3]) in admitted or call.done.is_set():
                 continue
             try:
-                batch.admit(call.prompts[i], call.rows[i], call.rows[i].seed, tag=(call, i))
+                batch.admit(*req)
             except Exception as exc:  # only this call is affected
-                log.warning("prefill of a %d-token prompt failed: %s: %s", len(call.prompts[i]),
-                            exc.__class__.__name__, exc)
+                log.warning("prefill of a %d-token prompt failed: %s: %s", len(req[0]), exc.__class__.__name__, exc)
                 call.fail(exc)

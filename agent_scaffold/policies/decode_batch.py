@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_scaffold.policies.kv_store import PrefixKVStore
+from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -109,50 +109,108 @@ class DecodeBatch:
 
     def admit(self, prompt: list[int], params: SamplingParams, seed: int, tag: Any) -> None:
         """Prefill `prompt` (reusing stored KV of a shared prefix) and add it as a row; sampled from the next `step`."""
-        torch, policy = self.torch, self.policy
-        dev = policy.device
-        version = policy.version
-        hit = self.store.lookup(prompt, version) if self.store is not None else None
+        self.admit_many([(prompt, params, seed, tag)])
+
+    def admit_many(self, requests: list[tuple[list[int], SamplingParams, int, Any]]) -> None:
+        """Admit (prompt, params, seed, tag) rows. Prompts with no stored prefix are prefilled together in one
+        left-padded forward (on CPU 1.4-1.6x faster than one by one at 4-8 rows of 400 tokens); a prompt that
+        shares most of itself with one of those waits for it and then reuses its KV from the store (G
+        attempts of one task); the rest prefill only their new tokens, one by one. If the batched forward
+        raises, no row of it has joined."""
+        version = self.policy.version
+        fresh: list[tuple] = []
+        later: list[tuple] = []
+        for req in requests:
+            prompt = req[0]
+            if self.store is not None and fresh and any(
+                    common_prefix(f[0], prompt) * 2 >= len(prompt) for f in fresh):
+                later.append(req)  # its group mate's prefill will be in the store
+                continue
+            hit = self.store.lookup(prompt, version) if self.store is not None else None
+            if hit is None:
+                fresh.append(req)
+            else:
+                self._prefill_one(req, hit)
+        if fresh:
+            self._prefill_fresh(fresh)
+        for req in later:
+            hit = self.store.lookup(req[0], version) if self.store is not None else None
+            self._prefill_one(req, hit)
+
+    def _new_row(self, req: tuple, version: int) -> _Row:
+        torch, dev = self.torch, self.policy.device
+        prompt, params, seed, tag = req
+        return _Row(tag, list(prompt), params, torch.Generator(device=dev).manual_seed(seed),
+                    self.policy.eos_ids | frozenset(params.stop_token_ids),
+                    torch.tensor(prompt, dtype=torch.long, device=dev), version)
+
+    def _prefill_one(self, req: tuple, hit: Any) -> None:
+        """Prefill one prompt after the stored KV of its prefix (`hit`, or none)."""
         from transformers import DynamicCache
 
+        torch, policy, prompt = self.torch, self.policy, req[0]
+        version = policy.version
         start = hit.length if hit is not None else 0
         cache = DynamicCache(ddp_cache_data=hit.layers()) if hit is not None else None  # None: the model's own
-        ids = torch.tensor([prompt[start:]], device=dev)  # (1, L - start)
-        pos = torch.arange(start, len(prompt), device=dev)[None]  # (1, L - start)
+        ids = torch.tensor([prompt[start:]], device=policy.device)  # (1, L - start)
+        pos = torch.arange(start, len(prompt), device=policy.device)[None]  # (1, L - start)
         with torch.inference_mode():
             out = policy.model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True,
                                logits_to_keep=1)
         self.prefilled_tokens += len(prompt) - start
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (1, H, L, D) each
-        if self.store is not None and start < len(prompt):
+        if self.store is not None:
             self.store.put(prompt, layers, version)  # group mates with the same prompt reuse it
-        row = _Row(tag, list(prompt), params, torch.Generator(device=dev).manual_seed(seed),
-                   policy.eos_ids | frozenset(params.stop_token_ids),
-                   torch.tensor(prompt, dtype=torch.long, device=dev), version)
-        self._merge(row, layers, out.logits[:, -1])
+        mask = torch.ones(1, len(prompt), dtype=torch.long, device=policy.device)
+        self._merge([self._new_row(req, version)], layers, mask, out.logits[:, -1])
 
-    def _merge(self, row: _Row, layers: list[tuple[Any, Any]], logits: Any) -> None:
-        """Append `row` (its KV (1, H, L, D) per layer, its logits (1, V)) to the left-padded batch cache."""
+    def _prefill_fresh(self, reqs: list[tuple]) -> None:
+        """One left-padded forward over whole prompts; position ids count each row's own tokens."""
+        torch, policy = self.torch, self.policy
+        dev, version = policy.device, policy.version
+        prompts = [r[0] for r in reqs]
+        width = max(len(p) for p in prompts)
+        pad_id = policy.tokenizer.pad_token_id or 0  # any id: padded positions are masked out
+        ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=dev)  # (b, W)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=dev)  # (b, W)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (b, W)
+        with torch.inference_mode():
+            out = policy.model(input_ids=ids, attention_mask=mask if len(reqs) > 1 else None, position_ids=pos,
+                               use_cache=True, logits_to_keep=1)
+        self.prefilled_tokens += sum(len(p) for p in prompts)
+        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (b, H, W, D) each
+        if self.store is not None:
+            for i, p in enumerate(prompts):  # cloned: a view would keep the whole padded batch alive
+                self.store.put(p, [(k[i:i + 1, :, width - len(p):].clone(), v[i:i + 1, :, width - len(p):].clone())
+                                   for k, v in layers], version)
+        rows = [self._new_row(r, version) for r in reqs]
+        for row, p in zip(rows, prompts):
+            row.pad = width - len(p)
+        self._merge(rows, layers, mask, out.logits[:, -1])
+
+    def _merge(self, rows: list[_Row], layers: list[tuple[Any, Any]], mask: Any, logits: Any) -> None:
+        """Append `rows` (their left-padded KV (b, H, W', D) per layer, mask (b, W'), logits (b, V); each row's
+        `pad` counts its padding columns) to the batch's left-padded cache."""
         torch = self.torch
         pad = torch.nn.functional.pad
-        length = layers[0][0].shape[-2]
-        mask = torch.ones(1, length, dtype=torch.long, device=logits.device)
         self._cache = None  # rebuilt from `kv` at the next step
         if not self.rows:
-            self.kv, self.mask, self.logits, self.rows = list(layers), mask, logits.float(), [row]
+            self.kv, self.mask, self.logits, self.rows = list(layers), mask, logits.float(), list(rows)
             return
-        width = self.mask.shape[1]
-        grow, row.pad = max(0, length - width), max(0, width - length)
-        if grow:  # the new row is longer than every row in the batch: left-pad the batch
+        width, length = self.mask.shape[1], mask.shape[1]
+        grow, extra = max(0, length - width), max(0, width - length)
+        if grow:  # the new rows are longer than every row in the batch: left-pad the batch
             self.kv = [(pad(k, (0, 0, grow, 0)), pad(v, (0, 0, grow, 0))) for k, v in self.kv]
             self.mask = pad(self.mask, (grow, 0))
             for r in self.rows:
                 r.pad += grow
-        self.kv = [(torch.cat([bk, pad(k, (0, 0, row.pad, 0))]), torch.cat([bv, pad(v, (0, 0, row.pad, 0))]))
+        for r in rows:
+            r.pad += extra
+        self.kv = [(torch.cat([bk, pad(k, (0, 0, extra, 0))]), torch.cat([bv, pad(v, (0, 0, extra, 0))]))
                    for (bk, bv), (k, v) in zip(self.kv, layers)]
-        self.mask = torch.cat([self.mask, pad(mask, (row.pad, 0))])
+        self.mask = torch.cat([self.mask, pad(mask, (extra, 0))])
         self.logits = torch.cat([self.logits, logits.float()])
-        self.rows.append(row)
+        self.rows.extend(rows)
 
     # --- decoding --------------------------------------------------------------------------------------
 

@@ -143,8 +143,7 @@ class HFPolicy:
         out: list[Completion | None] = [None] * len(rows)
         with self._lock:  # weight swaps never interleave with a generation
             batch = self.decode_batch()
-            for i, (prompt, p, seed) in enumerate(zip(rows, params, seeds)):
-                batch.admit(prompt, p, seed, tag=i)
+            batch.admit_many([(prompt, p, seed, i) for i, (prompt, p, seed) in enumerate(zip(rows, params, seeds))])
             while len(batch):
                 for i, completion in batch.step():
                     out[i] = completion
