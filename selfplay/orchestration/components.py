@@ -38,6 +38,19 @@ def start_model_dir(config: RunConfig) -> str:
     return str(default_model_dir())
 
 
+def warm_start_record(config: RunConfig) -> dict[str, Any] | None:
+    """Which warm start the run started from (config key, content key, demonstrations per role, SFT steps,
+    checkpoint), for summary.json; None when it started from `policy.model_dir` or no warm start."""
+    if config.policy.model_dir or config.policy.backend != "hf" or not config.warm_start.enabled:
+        return None
+    from selfplay.demos.warm_start import warm_start_info
+
+    try:
+        return warm_start_info(config.warm_start.config).record()
+    except FileNotFoundError:  # a cache emptied under the run: the summary says nothing rather than guess
+        return None
+
+
 def resume_checkpoint(run: RunDir) -> tuple[Path | None, int]:
     """The newest complete checkpoint of the run and its policy version (None, 0 before the first)."""
     from selfplay.learner.checkpoint import latest_checkpoint, read_version

@@ -105,6 +105,7 @@ class SelfPlayRun:
         self.executor: Any = None
         self.learner: Any = None
         self.policy: Any = None
+        self.warm_start: dict[str, Any] | None = None
 
     # --- bookkeeping -----------------------------------------------------------------------------------
     def save_state(self) -> None:
@@ -117,7 +118,8 @@ class SelfPlayRun:
             return {"run_id": self.run_id, "iterations": self.state.completed, **c,
                     "policy_version": self.state.policy_version, "tasks_in_store": self.tasks_in_store,
                     "status": self.status, "error": self.error, "started_at": self.state.started_at,
-                    "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.dir.path)}
+                    "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.dir.path),
+                    "warm_start": self.warm_start}
 
     def wall_s(self) -> float:
         return self.state.wall_s + time.monotonic() - self.t_start
@@ -151,6 +153,7 @@ class SelfPlayRun:
             open_run_store,
             reap_containers,
             resume_checkpoint,
+            warm_start_record,
         )
         from selfplay.orchestration.metrics import make_metrics
 
@@ -175,6 +178,7 @@ class SelfPlayRun:
             checkpoint = None
         self.policy, self.learner = build_learner(self.config, self.dir, self.store, self.run_id, checkpoint,
                                                   self.state, rollout_policy=self._runner is None)
+        self.warm_start = warm_start_record(self.config)
         self.executor = build_executor(self.config, self.policy, self.run_id, self._runner)
         self.rollouts = IterationRollouts(self.config, self.dir, self.store, self.state, self.executor,
                                           self.save_state, self.emit, self.lock, recorded)

@@ -176,3 +176,28 @@ def test_dynamic_sampling_redraws_until_a_group_has_variance(tmp_path, solved_pe
     record = json.loads(run.metrics.read_text().splitlines()[0])
     assert record["rollout/solver_rounds"] == rounds
     assert record["rollout/signal_groups"] == (0 if solved_per_group == 0 else 1)
+
+
+def test_summary_names_the_warm_start_it_started_from(tmp_path, monkeypatch):
+    """A run from the default warm start records its config key, content key, demonstrations and steps;
+    a run from an explicit model_dir records none (the rollouts here are the worker double's)."""
+    from dataclasses import asdict, replace
+
+    from selfplay.demos.warm_start import WarmStartManifest, cache_dir
+    from selfplay.orchestration.components import warm_start_record
+    from selfplay.orchestration.config import PolicyConfig
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    cfg = config(tmp_path, policy=PolicyConfig(backend="hf"))
+    assert warm_start_record(cfg) is None  # not built: nothing to record
+    root = cache_dir(cfg.warm_start.config)
+    root.mkdir(parents=True)
+    manifest = WarmStartManifest("ck", "content", {"solver": 18, "injector": 6}, 24, 6, {"op": 1}, ("toolz",),
+                                 {}, str(root / "model-content"))
+    (root / "manifest.json").write_text(json.dumps(asdict(manifest)))
+    assert warm_start_record(cfg) == {"config_key": "ck", "content_key": "content",
+                                      "demonstrations": {"solver": 18, "injector": 6}, "steps": 6,
+                                      "model_dir": str(root / "model-content")}
+    assert warm_start_record(replace(cfg, policy=PolicyConfig(backend="hf", model_dir="/m"))) is None
+    path = run_selfplay(replace(cfg, iterations=1), runner=TableRunner(group_size=G))
+    assert json.loads(RunDir(path).summary.read_text())["warm_start"]["content_key"] == "content"
