@@ -27,12 +27,11 @@ from selfplay.experiment.failures import EpisodeFacts, classify, empty_or_unchan
 
 log = logging.getLogger(__name__)
 
-HELDOUT_SEED_OFFSET = 500
-"""Held-out seeding rounds use SeedConfig seeds `1000 * seed + 500 + round`; the warm start's use
-`1000 * seed + round` with round < 500, so the two never coincide."""
-
-
 def heldout_seed(seed: int, round_: int) -> int:
+    """SeedConfig seed of held-out seeding round `round_`; the warm start's rounds stay below the offset
+    (`WarmStartConfig.max_rounds` is capped there), so the two never coincide."""
+    from selfplay.demos.warm_start import HELDOUT_SEED_OFFSET
+
     return 1000 * seed + HELDOUT_SEED_OFFSET + round_
 
 
