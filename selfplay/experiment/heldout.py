@@ -194,6 +194,8 @@ def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: 
         with ThreadPoolExecutor(max(1, settings.workers), thread_name_prefix="heldout") as pool:
             for row in pool.map(lambda j: _play_or_infra(policy, *j, settings), jobs):
                 rows.append(row)
+                log.info("held-out %d/%d: %s %s#%d %s, %d turns, %s (%.0f s)", len(rows), len(jobs), row.task,
+                         row.mode, row.sample, row.termination, row.turns, row.failure, row.wall_s)
                 if on_row is not None:
                     on_row(row)
     finally:
