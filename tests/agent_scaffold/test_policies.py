@@ -52,7 +52,9 @@ def test_http_client_matches_direct_hf(server, hf_policy, prompt):
     remote = client.generate([prompt, prompt], params)  # two concurrent requests, seeds 11 and 12
     assert [c.token_ids for c in remote] == [c.token_ids for c in direct]
     for r, d in zip(remote, direct):
-        assert r.logprobs == pytest.approx(d.logprobs, abs=1e-6) and r.finish_reason == d.finish_reason
+        # The server batches continuously: the two requests may decode in other batch shapes than the
+        # direct call's, which moves logprobs by float rounding (~1e-5), never the sample.
+        assert r.logprobs == pytest.approx(d.logprobs, abs=1e-4) and r.finish_reason == d.finish_reason
     chat = client.chat([[{"role": "user", "content": "List files."}]], params)[0]
     assert chat.token_ids == direct[0].token_ids and chat.text == direct[0].text
 
