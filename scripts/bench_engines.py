@@ -100,7 +100,7 @@ def main() -> None:
     print(f"\n{'B':>3} {'engine':>13} {'decode tok/s':>13} {'range':>13} {'prefill tok/s':>14} {'roofline':>9} "
           f"{'of roofline':>12}")
     for b in batches:
-        for name, pol in engines.items():
+        for name in engines:
             rs = [r for r in rows if r["engine"] == name and r["batch"] == b]
             dec = [r["decode_tok_s"] for r in rs]
             elt = 2 if name == "bf16" else 4
