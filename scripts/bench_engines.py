@@ -86,7 +86,7 @@ def main() -> None:
     print(f"SmolLM2-135M ({params / 1e6:.1f}M params), {torch.get_num_threads()} torch threads, "
           f"{len(prompt)}-token prompt, {args.tokens} decode steps, {args.repeats} repeats, "
           f"memory bandwidth {bw:.1f} GB/s, load {os.getloadavg()[0]:.1f}", flush=True)
-    for name, pol in engines.items():  # warm-up (compile, allocator)
+    for pol in engines.values():  # warm-up (compile, allocator)
         decode_rate(pol, prompt, 1, 4)
     rows = []
     batches = [int(x) for x in args.batches.split(",")]
