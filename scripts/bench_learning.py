@@ -100,8 +100,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")
-    ap.add_argument("--arm", choices=("rft", "rl"), default="rft",
-                    help="rft: before/after the warm start; rl: the two-arm learning experiment.")
+    ap.add_argument("--arm", choices=("rft", "rl", "report"), default="rft",
+                    help="rft: before/after the warm start; rl: the two-arm learning experiment; report: rewrite "
+                         "the rl outputs from <--work>/results.json and the arms' run directories.")
     ap.add_argument("--repos", default=None,
                     help="rft: held-out repos (default parse,inflection,humanize); rl: training repos "
                          "(default: the warm start's).")
@@ -128,6 +129,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.arm == "rl":
         return run_rl(args)
+    if args.arm == "report":
+        return report_rl(args)
     args.repos = args.repos or ",".join(HELDOUT_REPOS)
     from transformers import AutoTokenizer
 
@@ -187,6 +190,31 @@ def run_rl(args: argparse.Namespace) -> None:
     results = Experiment(cfg, tasks).execute()
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), training_table(results), paired_line(results), sep="\n\n")
+
+
+def report_rl(args: argparse.Namespace) -> None:
+    """The tables, page and charts again, from what a (possibly stopped) experiment saved: results.json,
+    and each arm's metrics.jsonl and trajectories (so an arm cut short still shows its iterations)."""
+    from selfplay.experiment.arms import arm_turns, training_curve
+    from selfplay.experiment.figures import (
+        heldout_table,
+        paired_line,
+        training_table,
+        turns_table,
+        write_outputs,
+    )
+
+    results = json.loads((args.work / "results.json").read_text())
+    for info in results["arms"].values():
+        run = Path(info["run_dir"])
+        info.update(curve=training_curve(run / "metrics.jsonl"), solver_turns=arm_turns(run))
+    for arm_dir in sorted((args.work / "arms").glob("*")):  # an arm stopped before its first stage ended
+        name = arm_dir.name.split("-")[0]
+        if name not in results["arms"] and (arm_dir / "metrics.jsonl").is_file():
+            results["arms"][name] = {"run_dir": str(arm_dir), "curve": training_curve(arm_dir / "metrics.jsonl"),
+                                     "solver_turns": arm_turns(arm_dir), "stopped": True}
+    write_outputs(results, args.work, args.svg_dir)
+    print(heldout_table(results), paired_line(results), training_table(results), turns_table(results), sep="\n\n")
 
 
 if __name__ == "__main__":

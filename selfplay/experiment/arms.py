@@ -120,6 +120,23 @@ def training_curve(metrics_path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def arm_turns(run_dir: Path) -> dict[str, Any]:
+    """Turn-by-turn actions of an arm's solver episodes (from its trajectory files), with their outcomes."""
+    from selfplay.experiment.failures import turn_kinds, turn_table
+    from selfplay.orchestration.rundir import read_trajectories
+
+    kinds, solved, episodes = [], 0, 0
+    for path in sorted((run_dir / "trajectories").glob("*solver*")):
+        for t in read_trajectories(path):
+            if t.metadata.get("infra_failure"):
+                continue
+            episodes += 1
+            solved += bool((t.metadata.get("grade") or {}).get("resolved"))
+            kinds.append(turn_kinds(t.messages))
+    return {"episodes": episodes, "solved": solved, "turns": turn_table(kinds),
+            "submitted": sum(bool(k) and k[-1] == "submit" for k in kinds)}
+
+
 class Experiment:
     """Runs the arms and their evaluations; `results` is what results.json holds."""
 
@@ -167,7 +184,7 @@ class Experiment:
         for stop in stages(self.cfg.iterations, self.cfg.eval_every):
             path = self.run(arm_config(self.cfg, arm, stop), resume=path)
             info.update(run_dir=str(path), wall_s=round(time.monotonic() - t0, 1),
-                        curve=training_curve(path / "metrics.jsonl"))
+                        curve=training_curve(path / "metrics.jsonl"), solver_turns=arm_turns(path))
             self.save()
             ckpt = latest_checkpoint(path / "checkpoints")
             self.evaluate(f"{arm}@{stop}", ckpt if ckpt is not None else self.cfg.model_dir)

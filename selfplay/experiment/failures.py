@@ -15,8 +15,10 @@ an empty diff has every turn format-valid and repairs nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong_file", "wrong_fix",
             "out_of_turns")
@@ -79,3 +81,40 @@ def classify(f: EpisodeFacts) -> str:
 def empty_or_unchanged(f: EpisodeFacts) -> bool:
     """Submitted a diff that changes no library file."""
     return f.termination == "submitted" and not library_edits(f.submission, f.test_files)
+
+
+def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """One label per assistant turn of a transcript (system and task prompt first): ``format_error``,
+    ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,
+    ``str_replace_refused`` (its SEARCH text was refused), another edit command's name, or ``submit``."""
+    from agent_scaffold.actions import FormatError, parse_action
+
+    kinds: list[str] = []
+    body = list(messages[2:])
+    for i, m in enumerate(body):
+        if m.get("role") != "assistant":
+            continue
+        after = body[i + 1] if i + 1 < len(body) and body[i + 1].get("role") != "assistant" else {}
+        try:
+            action = parse_action(str(m.get("content", "")))
+        except FormatError:
+            kinds.append("format_error")
+            continue
+        if action.tool == "bash":
+            kinds.append("run_tests" if "pytest" in action.command else "bash")
+        elif action.tool == "submit":
+            kinds.append("submit")
+        elif action.command == "str_replace" and search_refusals([str(after.get("content", ""))]):
+            kinds.append("str_replace_refused")
+        else:
+            kinds.append(action.command)
+    return tuple(kinds)
+
+
+def turn_table(episodes: Sequence[Sequence[str]]) -> dict[int, dict[str, int]]:
+    """Turn number (1-based) -> how many episodes took each kind of action at that turn."""
+    table: dict[int, Counter[str]] = {}
+    for kinds in episodes:
+        for turn, kind in enumerate(kinds, 1):
+            table.setdefault(turn, Counter())[kind] += 1
+    return {t: dict(c) for t, c in sorted(table.items())}

@@ -64,6 +64,26 @@ def training_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+KINDS = ("run_tests", "bash", "view", "str_replace", "str_replace_refused", "create", "insert", "undo", "submit",
+         "format_error")
+
+
+def turns_table(results: dict[str, Any]) -> str:
+    """Turn by turn: how many episodes took each kind of action, for each arm's training episodes and
+    each held-out evaluation that recorded actions."""
+    sources = [(f"{arm} (training)", info["solver_turns"]["turns"]) for arm, info in results["arms"].items()
+               if info.get("solver_turns")]
+    sources += [(f"held-out {label}", e["summary"]["turns"]) for label, e in results["evals"].items()
+                if e["summary"].get("turns") and not e.get("reused")]
+    if not sources:
+        return "Turn by turn: no transcripts recorded."
+    lines = ["| episodes | turn | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
+    for name, table in sources:
+        for turn, counts in table.items():
+            lines.append(f"| {name} | {turn} | " + " | ".join(str(counts.get(k, 0)) for k in KINDS) + " |")
+    return "\n".join(lines)
+
+
 def paired_line(results: dict[str, Any]) -> str:
     p = results.get("paired") or {}
     if not p:
@@ -117,7 +137,8 @@ def write_page(results: dict[str, Any], path: Path) -> Path:
     figs = figures(results)
     body = "\n".join(figs)
     tables = (f"<h2>Held-out</h2><pre>{escape(heldout_table(results))}</pre><p>{escape(paired_line(results))}</p>"
-              f"<h2>Training</h2><pre>{escape(training_table(results))}</pre>")
+              f"<h2>Training</h2><pre>{escape(training_table(results))}</pre>"
+              f"<h2>Turn by turn</h2><pre>{escape(turns_table(results))}</pre>")
     css_path = Path(charts.__file__).with_name("style.css")
     css = css_path.read_text() if css_path.is_file() else ""
     path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>Learning experiment</title>"
@@ -144,5 +165,6 @@ def write_outputs(results: dict[str, Any], work: Path, svg_dir: Path | None = No
     """table.md and index.html under `work`, the SVG charts under `svg_dir` (default `work`)."""
     work.mkdir(parents=True, exist_ok=True)
     table = work / "table.md"
-    table.write_text("\n\n".join([heldout_table(results), paired_line(results), training_table(results)]) + "\n")
+    table.write_text("\n\n".join([heldout_table(results), paired_line(results), training_table(results),
+                                  turns_table(results)]) + "\n")
     return [table, write_page(results, work / "index.html"), *write_svgs(results, svg_dir or work)]

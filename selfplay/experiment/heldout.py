@@ -126,6 +126,8 @@ class EpisodeRow:
     """Submitted a diff that changes no library file."""
     search_refusals: int
     wall_s: float
+    actions: tuple[str, ...] = ()
+    """`failures.turn_kinds` of its turns."""
 
 
 def _observations(trajectory: Any) -> tuple[str, ...]:
@@ -142,7 +144,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
     from selfplay.diffs import touched_files
-    from selfplay.experiment.failures import search_refusals
+    from selfplay.experiment.failures import search_refusals, turn_kinds
     from selfplay.judge.grader import build_buggy_state, grade
 
     t0 = time.monotonic()
@@ -165,7 +167,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                          tuple(task.artifact.test_files), ep.infra_failure)
     return EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
                       classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
-                      round(time.monotonic() - t0, 1))
+                      round(time.monotonic() - t0, 1), turn_kinds(ep.trajectory.messages))
 
 
 def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
@@ -231,6 +233,10 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
     out["failures"] = {f: sum(r.failure == f for r in rows) for f in
                        dict.fromkeys(r.failure for r in rows)}
     out["episodes"] = len(rows)
+    if any(r.actions for r in rows):
+        from selfplay.experiment.failures import turn_table
+
+        out["turns"] = turn_table([r.actions for r in played])
     return out
 
 

@@ -61,11 +61,16 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
         # TableRunner solves 1 of G attempts: one group with variance per iteration, all G samples train
         assert all(r["batch/solver/samples_trained"] == 4 and r["rollout/signal_groups"] == 1 for r in curve)
     assert results["arms"]["rl"]["curve"][-1]["policy_version"] > 0
+    # turn by turn: every held-out episode played one turn; the training episodes are the double's (no
+    # transcript messages, so no turns) but are counted
+    assert all(sum(e["summary"]["turns"][1].values()) == 2 for e in evals.values())
+    assert results["arms"]["rl"]["solver_turns"]["episodes"] == 8
     assert set(results["paired"]) == {"greedy", "pass_at_k"}
 
     files = write_outputs(results, tmp_path / "exp", tmp_path / "svg")
     table = (tmp_path / "exp" / "table.md").read_text()
     assert "| rl@2 |" in table and "| control | 1 |" in table and "McNemar" in table
+    assert "| held-out start | 1 |" in table
     page = (tmp_path / "exp" / "index.html").read_text()
     assert "heldout-greedy" in page and "Content-Security-Policy" in page
     svgs = [p for p in files if p.suffix == ".svg"]

@@ -83,3 +83,30 @@ def test_arm_config_refuses_a_held_out_repo_smuggled_in_by_an_override(tmp_path)
 
 def test_stages():
     assert stages(4, 2) == [2, 4] and stages(5, 2) == [2, 4, 5] and stages(1, 3) == [1]
+
+
+def test_turn_kinds_and_the_turn_table():
+    from selfplay.experiment.failures import turn_kinds, turn_table
+
+    def a(text):
+        return {"role": "assistant", "content": text}
+
+    def o(text):
+        return {"role": "user", "content": text}
+
+    fence = "```"
+    messages = [{"role": "system", "content": "s"}, o("task"),
+                a(f"{fence}bash\npython -m pytest tests/test_core.py -x\n{fence}"), o("1 failed"),
+                a("I will look."), o("No action found"),
+                a(f"{fence}edit\nview pkg/core.py 1 20\n{fence}"), o("1: def f"),
+                a(f"{fence}edit\nstr_replace pkg/core.py\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n{fence}"),
+                o(REFUSED),
+                a(f"{fence}edit\nstr_replace pkg/core.py\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n{fence}"),
+                o("edited"),
+                a(f"{fence}bash\ngrep -n def pkg/core.py\n{fence}"), o("..."),
+                a(f"{fence}submit\n{fence}")]
+    kinds = turn_kinds(messages)
+    assert kinds == ("run_tests", "format_error", "view", "str_replace_refused", "str_replace", "bash", "submit")
+    table = turn_table([kinds, ("format_error", "submit")])
+    assert table[1] == {"run_tests": 1, "format_error": 1} and table[2] == {"format_error": 1, "submit": 1}
+    assert table[7] == {"submit": 1}
