@@ -14,11 +14,11 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from agent_scaffold.policies.batching import BatchingPolicy  # noqa: E402
-from agent_scaffold.policies.decode_batch import DecodeBatch  # noqa: E402
-from agent_scaffold.policies.hf import HFPolicy  # noqa: E402
-from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix  # noqa: E402
-from agent_scaffold.policy import SamplingParams  # noqa: E402
+from agent_scaffold.policies.batching import BatchingPolicy
+from agent_scaffold.policies.decode_batch import DecodeBatch
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
+from agent_scaffold.policy import SamplingParams
 
 
 @pytest.fixture(scope="module")
