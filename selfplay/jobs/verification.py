@@ -63,9 +63,13 @@ class Verification:
     def copy_lines(self) -> list[str]:
         """Root lines run in the workdir after the patches and restores, before the canaries: the copy."""
         r = shlex.quote(self.root)
+        # one pass: the archive already names the agent uid as owner and the random moment as mtime, so
+        # no chown or touch pass over the copy follows (root's tar -x keeps both; the copy stays out of
+        # reach of the main run inside the 0700 root folder until the verification run starts)
         return [f'W="$PWD"; P={r}/{self.subdir}/"$(basename "$PWD")"',
                 f'rm -rf {r} && mkdir -m 700 {r} && mkdir -p "$P" '
-                f'&& tar -c --exclude=./.git -f - . | tar -x -f - -C "$P" || exit 92']
+                f'&& tar -c --exclude=./.git --owner={AGENT_UID} --group={AGENT_UID} --numeric-owner '
+                f'--mtime=@{self.mtime} -f - . | tar -x -f - -C "$P" || exit 92']
 
     def run_lines(self, *, marker: str, scratch: str, restored: tuple[str, ...], suite_timeout: float,
                   max_output: int, cpu_limit: float | None) -> list[str]:
@@ -87,8 +91,9 @@ class Verification:
             f"setpriv --reuid={RUNNER_UID} --regid={RUNNER_UID} --clear-groups ipcrm -a 2>/dev/null",
             "killuid || exit 93",  # again: no process of the main run may watch or signal this one
             owned.format(uid=0),  # the workdir is root's while the agent uid runs
-            f"mkdir -p {shlex.quote(self.home)} && find \"$P\" -exec touch -h -d @{self.mtime} {{}} + "
-            f"&& chown -R {AGENT_UID}:{AGENT_UID} {r} && chmod 755 {r} || exit 92",
+            # the copy is the agent uid's with its mtimes from the tar pass (copy_lines): only the folders above it
+            f"mkdir -p {shlex.quote(self.home)} && chown {AGENT_UID}:{AGENT_UID} {r} {r}/{self.subdir} "
+            f"{shlex.quote(self.home)} && chmod 755 {r} || exit 92",
             'PP="$P"; [ -d "$P/src" ] && PP="$P:$P/src"',
             'cd "$P"',
             f"exec 3<{s}/test_script.sh 4> >(exec head -c {max_output + 1} > {s}/verify.log); rd=$!",
