@@ -36,10 +36,10 @@ def heldout_table(results: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for label, e in results["evals"].items():
         s = e["summary"]
-        k = s.get("pass_at_k", {}).get("k", "k")
+        k = s["pass_at_k"]["k"] if s.get("pass_at_k") else None
         fails = ", ".join(f"{n} {f}" for f, n in sorted(s["failures"].items(), key=lambda x: -x[1]))
         lines.append(f"| {label} | `{e['weights']}`{' (same as above)' if e['reused'] else ''} | "
-                     f"{_rate(s.get('greedy'))} | {_rate(s.get('pass_at_k'))} (k={k}) | {_rate(s.get('sample'))} | "
+                     f"{_rate(s.get('greedy'))} | {_rate(s.get('pass_at_k'))}{f' (k={k})' if k else ''} | {_rate(s.get('sample'))} | "
                      f"{_pct(s['format_valid_turn_rate'])} | {_pct(s['empty_or_unchanged_rate'])} | "
                      f"{_pct(s['submit_rate'])} | {fails} |")
     return "\n".join(lines)
@@ -124,8 +124,11 @@ def figures(results: dict[str, Any]) -> list[str]:
 def svg_of(figure: str) -> str:
     """The standalone SVG file of a chart figure (for docs/)."""
     m = re.search(r"<svg\b.*?</svg>", figure, re.S)
-    if m is None:
-        raise ValueError("the figure holds no <svg>")
+    if m is None:  # `charts.empty`: a chart with no data (e.g. pass@k of a greedy-only evaluation)
+        title = re.search(r"<figcaption>(.*?)</figcaption>", figure, re.S)
+        label = title.group(1) if title else "chart"
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{charts.WIDTH}" height="40"><text x="8" y="24">'
+                f"{label}: no data</text></svg>")
     svg = m.group(0)
     if "xmlns=" not in svg:
         svg = svg.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)

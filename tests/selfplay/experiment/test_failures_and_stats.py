@@ -110,3 +110,11 @@ def test_turn_kinds_and_the_turn_table():
     table = turn_table([kinds, ("format_error", "submit")])
     assert table[1] == {"run_tests": 1, "format_error": 1} and table[2] == {"format_error": 1, "submit": 1}
     assert table[7] == {"submit": 1}
+
+
+def test_an_empty_chart_becomes_a_no_data_svg():
+    from selfplay.experiment.figures import svg_of
+    from selfplay.report import charts
+
+    svg = svg_of(charts.line_chart("x", "Held-out pass@k", {}, y_label="rate"))
+    assert svg.startswith("<svg") and "Held-out pass@k: no data" in svg
