@@ -132,7 +132,7 @@ def svg_of(figure: str) -> str:
     svg = m.group(0)
     if "xmlns=" not in svg:
         svg = svg.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
-    style = "<style>text{font:11px sans-serif} .tick{fill:#555}</style>"
+    style = "<style>text{font:11px sans-serif} .tick{fill:#555} line.axis{stroke:#333} line.grid{stroke:#ddd}</style>"
     return svg.replace(">", ">" + style, 1)
 
 
