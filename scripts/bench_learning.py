@@ -213,6 +213,7 @@ def report_rl(args: argparse.Namespace) -> None:
         if name not in results["arms"] and (arm_dir / "metrics.jsonl").is_file():
             results["arms"][name] = {"run_dir": str(arm_dir), "curve": training_curve(arm_dir / "metrics.jsonl"),
                                      "solver_turns": arm_turns(arm_dir), "stopped": True}
+    (args.work / "results.json").write_text(json.dumps(results, indent=1) + "\n")  # with what was re-derived
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), paired_line(results), training_table(results), turns_table(results), sep="\n\n")
 
