@@ -172,7 +172,9 @@ def test_rft_command_on_an_empty_store_says_what_to_do(tmp_path):
     from typer.testing import CliRunner
 
     from selfplay.cli import app
+    from selfplay.store import open_store
 
+    open_store(str(tmp_path / "empty.db")).close()  # an empty store (a missing one: tests/selfplay/cli/test_bad_inputs.py)
     res = CliRunner().invoke(app, ["rft", "--store", str(tmp_path / "empty.db"), "--out", str(tmp_path / "o")])
     assert res.exit_code == 2
     assert "no attempts" in res.output and "selfplay demos" in res.output
