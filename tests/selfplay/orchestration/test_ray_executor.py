@@ -107,7 +107,7 @@ def test_an_actor_killed_mid_episode_is_replaced_and_its_request_retried(ray, tm
 def test_ray_missing_names_the_extra(monkeypatch):
     import builtins
 
-    from selfplay.orchestration import ray_executor
+    from selfplay.rollout import ray_executor
 
     real = builtins.__import__
 
