@@ -50,10 +50,11 @@ def library_edits(submission: str | None, test_files: Sequence[str]) -> tuple[st
     if not submission or not submission.strip():
         return ()
     from selfplay.diffs import touched_files
+    from selfplay.errors import DiffError
 
     try:
         files = touched_files(submission)
-    except Exception:  # an unparsable diff changes nothing the grader can apply
+    except DiffError:  # an unparsable diff changes nothing the grader can apply
         return ()
     return tuple(f for f in files if f not in set(test_files))
 

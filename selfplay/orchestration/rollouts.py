@@ -181,16 +181,15 @@ class IterationRollouts:
         out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
         self._solver_round(prog, tasks, 0, rng, out)
         while prog.redraws < cfg.rollout.redraw_rounds and \
-                signal_groups(out.trajectories) < cfg.rollout.min_signal_groups:
+                (found := signal_groups(out.trajectories)) < cfg.rollout.min_signal_groups:
             more = self._redraw(prog, rng)
             if not more:
-                log.info("iteration %d: no further task to redraw; training on %d signal groups", it,
-                         signal_groups(out.trajectories))
+                log.info("iteration %d: no further task to redraw; training on %d signal groups", it, found)
                 break
             start = len(out.tasks)
             out.tasks.extend(more)
-            self.emit("phase", it, f"redraw {prog.redraws}: {signal_groups(out.trajectories)} of "
-                                   f"{cfg.rollout.min_signal_groups} groups with reward variance so far")
+            self.emit("phase", it, f"redraw {prog.redraws}: {found} of {cfg.rollout.min_signal_groups} groups "
+                                   "with reward variance so far")
             self._solver_round(prog, more, start, rng, out)
         out.solver_rounds = 1 + prog.redraws
 
