@@ -1,9 +1,10 @@
 """The `Policy` protocol (token in, token out) and the sampling settings every backend honours.
 
-Training rollouts sample from the untruncated distribution at temperature 1 (`TRAINING`): top-p, top-k,
-min-p and repetition penalty all off, because any truncation makes the behaviour logprobs disagree with
-the learner's recomputed logprobs and corrupts the importance ratio. Evaluation decoding is a separate
-preset: greedy (`EVAL`) or SSR's evaluation setting (`SSR_SAMPLING`).
+Training rollouts sample from the untruncated distribution (`TRAINING`): top-p, top-k, min-p and
+repetition penalty all off, because any truncation makes the behaviour logprobs disagree with the learner's
+recomputed logprobs and corrupts the importance ratio. A temperature is allowed (`rollout.temperature`):
+the learner divides its logits by the same one. Evaluation decoding is a separate preset: greedy (`EVAL`)
+or SSR's evaluation setting (`SSR_SAMPLING`).
 """
 
 from __future__ import annotations
@@ -49,18 +50,13 @@ class SamplingParams:
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
 
-    @property
-    def truncated(self) -> bool:
-        """True when the sampling distribution differs from the model's temperature-1 softmax."""
-        return (self.temperature != 1.0 or self.top_p < 1 or self.top_k > 0 or self.min_p > 0
-                or self.repetition_penalty != 1.0)
-
     def with_(self, **changes: Any) -> SamplingParams:
         return replace(self, **changes)
 
 
 TRAINING = SamplingParams()
-"""Rollouts for RL: untruncated temperature-1 sampling (the only setting whose logprobs are exact)."""
+"""Rollouts for RL: untruncated sampling (a run sets its temperature from `rollout.temperature`; with no cut
+of the distribution the learner recomputes the same logprobs)."""
 EVAL = SamplingParams(temperature=0.0, max_new_tokens=1024)
 """Evaluation decoding: greedy."""
 SSR_SAMPLING = SamplingParams(temperature=1.0, top_p=0.95)

@@ -112,7 +112,11 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=4, help="rl: loop iterations per arm.")
     ap.add_argument("--eval-every", type=int, default=2, help="rl: held-out evaluation every K iterations.")
     ap.add_argument("--lr", type=float, default=1e-5, help="rl: the RL arm's learning rate (control: 0).")
-    ap.add_argument("--samples", type=int, default=2, help="rl: episodes per held-out task at T=1 (pass@k).")
+    ap.add_argument("--samples", type=int, default=2,
+                    help="rl: episodes per held-out task at the training temperature (pass@k).")
+    ap.add_argument("--temperature", type=float, default=1.0,
+                    help="rl: sampling temperature of training episodes (rollout.temperature; the learner's "
+                         "logprobs follow it) and of the held-out samples.")
     ap.add_argument("--workers", type=int, default=4, help="rl: held-out episodes in flight at once.")
     ap.add_argument("--arms", default="rl,control", help="rl: which arms to run.")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
@@ -180,9 +184,11 @@ def run_rl(args: argparse.Namespace) -> None:
     heldout = [r for r in args.heldout.split(",") if r]
     cfg = ExperimentConfig(model_dir=args.model or str(warm_start_checkpoint()), work=args.work,
                            repos=tuple(split), heldout=tuple(heldout), iterations=args.iterations,
-                           eval_every=args.eval_every, lr=args.lr, seed=args.seed, overrides=tuple(args.overrides),
+                           eval_every=args.eval_every, lr=args.lr, seed=args.seed,
+                           overrides=(f"rollout.temperature={args.temperature}", *args.overrides),
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                                             samples=args.samples, workers=args.workers),
+                                             samples=args.samples, workers=args.workers,
+                                             temperature=args.temperature),
                            arms=tuple(a for a in args.arms.split(",") if a))
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok))

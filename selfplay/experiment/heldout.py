@@ -46,7 +46,9 @@ class EvalSettings:
     max_context_tokens: int = 2048
     """Context budget (the warm start's)."""
     samples: int = 2
-    """Episodes per task at temperature 1 (pass@k with k = samples); 0 runs greedy only."""
+    """Episodes per task at `temperature` (pass@k with k = samples); 0 runs greedy only."""
+    temperature: float = 1.0
+    """Sampling temperature of those episodes: the training run's `rollout.temperature`."""
     greedy: bool = True
     """Also play each task once greedily."""
     workers: int = 4
@@ -152,7 +154,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                            max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
                            max_observation_chars=1500)
     seed = zlib.crc32(f"{task.task_id}:{sample}".encode())
-    sampling = EVAL if mode == "greedy" else TRAINING.with_(seed=seed)
+    sampling = EVAL if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
         build_buggy_state(sb, task.artifact)
         ep = run_episode(policy, sb, load_role("solver"), solver_variables(task.spec, "tests"), limits=limits,

@@ -79,12 +79,19 @@ class EngineConfig:
     """Torch seed set before the engine is built."""
     loss: LossConfig = field(default_factory=LossConfig)
     """The policy loss."""
+    temperature: float = 1.0
+    """Sampling temperature of the behaviour policy: logprobs, entropy and the policy loss are of
+    softmax(logits / temperature), the distribution rollouts sample from, so the trained policy is the
+    one that samples. A run sets it from `rollout.temperature`; SFT ignores it (plain likelihood)."""
 
     def __post_init__(self) -> None:
         if self.zero_stage not in (2, 3):
             raise ValueError(f"zero_stage must be 2 or 3, got {self.zero_stage}")
         if self.dtype not in ("auto", "bf16", "fp32"):
             raise ValueError(f"dtype must be auto, bf16 or fp32, got {self.dtype!r}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0 (the learner trains a sampling distribution; greedy "
+                             f"has no logprobs), got {self.temperature}")
         if self.token_budget < 1 or self.logprob_chunk < 1 or self.warmup_steps < 1:
             raise ValueError("token_budget, logprob_chunk and warmup_steps must be >= 1")
         if self.lr < 0:

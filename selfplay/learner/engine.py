@@ -206,14 +206,17 @@ class LearnerEngine:
 
     # ---- logprobs -------------------------------------------------------------------------------
 
-    def _forward(self, model: Any, sequences: Sequence[Sequence[int]]) -> tuple[Any, Any]:
+    def _forward(self, model: Any, sequences: Sequence[Sequence[int]],
+                 temperature: float | None = None) -> tuple[Any, Any]:
+        """Token logprobs and entropies at `temperature` (None: the sampling temperature of the config)."""
+        temperature = self.config.temperature if temperature is None else temperature
         packed = pack(sequences, block_mask=self.block_mask, device=self.device)
         if self.sp_group is not None:
             from selfplay.learner.sequence_parallel import sp_token_logprobs
 
-            lp, ent = sp_token_logprobs(model, packed, self.sp_group, self.config.logprob_chunk)
+            lp, ent = sp_token_logprobs(model, packed, self.sp_group, self.config.logprob_chunk, temperature)
         else:
-            lp, ent = packed_token_logprobs(model, packed, self.config.logprob_chunk)
+            lp, ent = packed_token_logprobs(model, packed, self.config.logprob_chunk, temperature)
         return unpack(lp, packed.seq_lens), unpack(ent, packed.seq_lens)
 
     @torch.no_grad()
@@ -271,8 +274,9 @@ class LearnerEngine:
                 terms.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
             if self.fused:
                 packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
+                hidden = decoder_hidden(self.module, packed, cfg.temperature)
                 loss, m = packed_policy_loss(
-                    self.module.get_output_embeddings(), decoder_hidden(self.module, packed), packed, old, adv,
+                    self.module.get_output_embeddings(), hidden, packed, old, adv,
                     mask, agg=lcfg.agg, norm_len=lcfg.norm_len, denominator=den, chunk=cfg.logprob_chunk, **terms)
             else:
                 lp, ent = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
@@ -309,6 +313,7 @@ class LearnerEngine:
         ignored). Same micro-batches, packing, fused head and DeepSpeed step as `train_step`; bumps `version`.
 
         At ratio 1 with advantage 1 the DAPO gradient equals this one; the NLL needs no behaviour logprobs.
+        The likelihood is the model's own (temperature 1), whatever `temperature` the config samples at.
         """
         if not samples:
             raise ValueError("sft_step got no samples; collect demonstrations first (`selfplay demos`)")
@@ -338,7 +343,7 @@ class LearnerEngine:
                 loss, _, _ = fused_head_loss(self.module.get_output_embeddings(), hidden, packed.targets,
                                              token_loss, self.config.logprob_chunk)
             else:
-                lp, _ = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
+                lp, _ = self._forward(self.module, [s.input_ids for s in mb], temperature=1.0)  # (b, T)
                 loss = -(lp.float() * w).sum()
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             self.engine.backward(loss, scale_wrt_gas=False)

@@ -138,16 +138,30 @@ def fused_head_loss(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.
     return _FusedHeadLoss.apply(hidden, head.weight, targets.to(hidden.device), token_loss, chunk)
 
 
-def decoder_hidden(model: Any, packed: Packed) -> torch.Tensor:
-    """Final hidden states (N, H) of a packed row (the decoder stack, final norm included)."""
+def tempered(hidden: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Hidden states whose head logits are the model's divided by `temperature`.
+
+    The head is linear and bias-free (or, on the checkpointed path, at least linear in its input for the
+    heads we train), so scaling its input scales the logits: every head path (fused, chunked, sequence
+    parallel) then computes logprobs, entropy and gradients of softmax(logits / T), the distribution the
+    rollout engine samples from at temperature T, without a second copy of each chunk's logits.
+    """
+    return hidden if temperature == 1.0 else hidden / temperature
+
+
+def decoder_hidden(model: Any, packed: Packed, temperature: float = 1.0) -> torch.Tensor:
+    """Final hidden states (N, H) of a packed row (the decoder stack, final norm included), scaled for
+    sampling `temperature` (`tempered`)."""
     out = model.base_model(input_ids=packed.input_ids, position_ids=packed.position_ids,
                            attention_mask=packed.attention_mask, use_cache=False)
-    return out.last_hidden_state[0]
+    return tempered(out.last_hidden_state[0], temperature)
 
 
-def packed_token_logprobs(model: Any, packed: Packed, chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
+def packed_token_logprobs(model: Any, packed: Packed, chunk: int = 1024,
+                          temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Logprob (N,) of each token given its prefix (0 at sequence starts) and the entropy of the
-    distribution that predicted it (N,), for a packed row, via the model's decoder and chunked head."""
-    hidden = decoder_hidden(model, packed)
+    distribution that predicted it (N,), for a packed row, via the model's decoder and chunked head, at
+    sampling `temperature`."""
+    hidden = decoder_hidden(model, packed, temperature)
     lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, packed.targets.to(hidden.device), chunk)
     return shift_to_tokens(lp, packed.seq_lens), shift_to_tokens(ent, packed.seq_lens)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from selfplay.learner.logprobs import chunked_logprobs
+from selfplay.learner.logprobs import chunked_logprobs, tempered
 from selfplay.learner.packing import IGNORE, Packed, shift_to_tokens
 
 
@@ -52,7 +52,8 @@ def shard_bounds(n: int, sp: int, rank: int) -> tuple[int, int, int]:
     return pad, rank * size, (rank + 1) * size
 
 
-def sp_token_logprobs(model: Any, packed: Packed, group: Any, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sp_token_logprobs(model: Any, packed: Packed, group: Any, chunk: int,
+                      temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """Like `logprobs.packed_token_logprobs`, with the row's positions split across `group`'s ranks:
     (N,) token logprobs (differentiable) and entropies (detached), identical on every rank."""
     sp, rank = torch.distributed.get_world_size(group), torch.distributed.get_rank(group)
@@ -66,7 +67,7 @@ def sp_token_logprobs(model: Any, packed: Packed, group: Any, chunk: int) -> tup
     tgt = torch.nn.functional.pad(packed.targets, (0, pad), value=IGNORE)
     hidden = model.base_model(input_ids=ids[:, start:end], position_ids=pos[:, start:end],
                               use_cache=False).last_hidden_state[0]
-    lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, tgt[start:end], chunk)
+    lp, ent = chunked_logprobs(model.get_output_embeddings(), tempered(hidden, temperature), tgt[start:end], chunk)
     lp = gather_shards(lp, group)[:n]
     ent = gather_shards(ent.detach(), group)[:n]
     return shift_to_tokens(lp, packed.seq_lens), shift_to_tokens(ent, packed.seq_lens)

@@ -89,6 +89,10 @@ class RolloutConfig:
     """Solver groups with reward variance an iteration aims for before it stops redrawing."""
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
+    temperature: float = 1.0
+    """Sampling temperature of every training episode (top-p, top-k and min-p stay off). The learner
+    computes its logprobs at the same temperature (`learner.engine.temperature` follows it), so the policy
+    trained is the one sampled. Below 1 trades diversity for actions a weak warm start gets right."""
     repo_sampling: RepoSampling = "round_robin"
     """How repos are picked per episode: round robin over `repos`, or at random by `repo_weights`."""
     repo_weights: dict[str, float] = field(default_factory=dict)
@@ -264,6 +268,13 @@ class RunConfig:
         if self.rollout.redraw_rounds < 0 or self.rollout.min_signal_groups < 1:
             raise ValueError(f"rollout.redraw_rounds must be >= 0 and rollout.min_signal_groups >= 1, got "
                              f"{self.rollout.redraw_rounds} and {self.rollout.min_signal_groups}")
+        if not 0 < self.rollout.temperature <= 2:
+            raise ValueError(f"rollout.temperature must be in (0, 2] (0 is greedy, which has no logprobs to train "
+                             f"on), got {self.rollout.temperature}")
+        if self.learner.engine.temperature not in (1.0, self.rollout.temperature):
+            raise ValueError(f"learner.engine.temperature ({self.learner.engine.temperature}) differs from "
+                             f"rollout.temperature ({self.rollout.temperature}); set rollout.temperature only, "
+                             "the learner takes it from there")
         if self.learner.steps_per_update < 1:
             raise ValueError(f"learner.steps_per_update must be >= 1, got {self.learner.steps_per_update}")
         if self.policy.max_batch < 1 or self.policy.kv_cache_mb < 0:

@@ -75,7 +75,8 @@ class PolicyLearner:
         from selfplay.learner.engine import LearnerEngine
 
         self.config, self.checkpoints, self.store, self.run_id = config, checkpoints, store, run_id
-        self.engine = LearnerEngine(replace(config.learner.engine, model_dir=model_dir),
+        self.engine = LearnerEngine(replace(config.learner.engine, model_dir=model_dir,
+                                            temperature=config.rollout.temperature),
                                     initial_version=initial_version)
         state: dict[str, Any] = {}
         if resume_from is not None:

@@ -114,7 +114,8 @@ class Worker:
 
         policy = self.source.policy_for(request.role, request.policy_version)
         limits = episode_limits(role, override)
-        ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(seed=request.seed))
+        ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
+            seed=request.seed, temperature=self.config.rollout.temperature))
         timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
         timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)
         return ep
