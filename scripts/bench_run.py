@@ -13,6 +13,16 @@ summed over iterations.
 
 Usage: nice -n 10 .venv/bin/python scripts/bench_run.py [--repo toolz] [--iterations 3] [--injectors 1]
        [--group 4] [--workers 2] [--learner tiny|off] [--out /tmp/bench_run]
+
+`--embedded TREE [TREE ...]`: the default `selfplay run` itself (the embedded policy, not scripted), once per
+tree (git worktrees of two commits), alternating the trees `--repeats` times, each a fresh process with that
+tree first on sys.path and the same `--set KEY=VALUE` overrides (budgets, model, seed, iterations). Reported per
+tree (medians, min-max): sampled tokens per second over the run's wall time and over its rollout phases,
+episodes per hour, and the decode batch sizes reached where the tree logs them; raw JSON with `--json`.
+
+  git worktree add /tmp/old 7924ad0 && git worktree add /tmp/new HEAD
+  .venv/bin/python scripts/bench_run.py --embedded /tmp/old /tmp/new --repeats 2 \
+      --set policy.model_dir=DIR --set warm_start.enabled=false --json docs/bench/run_ab.json
 """
 
 from __future__ import annotations
@@ -42,7 +52,15 @@ def main() -> None:
     ap.add_argument("--learner", choices=("tiny", "off"), default="tiny")
     ap.add_argument("--mode", choices=("sync", "async"), default="sync")
     ap.add_argument("--out", default=None, help="directory for the run (default: a temporary one)")
+    ap.add_argument("--embedded", nargs="+", default=None, metavar="TREE",
+                    help="A/B the default `selfplay run` (embedded policy) across these source trees")
+    ap.add_argument("--repeats", type=int, default=2, help="--embedded: runs per tree")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="--embedded: KEY=VALUE")
+    ap.add_argument("--json", default=None, help="--embedded: write the raw results here")
     args = ap.parse_args()
+    if args.embedded:
+        embedded_ab(args)
+        return
 
     from repos.listfile import get_repo
     from selfplay.learner.tiny_model import save_tiny_model
@@ -85,6 +103,86 @@ def main() -> None:
     print(f"\n{episodes} episodes ({summary['valid_artifacts']} validated bugs, {summary['solved']}/"
           f"{summary['solver_attempts']} solved, {summary['learner_updates']} updates) in {wall:.0f} s: "
           f"{result['episodes_per_hour']} episodes/h, {result['validated_tasks_per_hour']} validated tasks/h")
+
+
+def _sampled_tokens(run_dir: Path) -> tuple[int, int]:
+    """(sampled tokens, episodes) over the run's trajectory files (gzip JSON lines; the loss mask marks the
+    sampled tokens in every format these trees wrote)."""
+    import gzip
+
+    tokens = episodes = 0
+    for path in sorted((run_dir / "trajectories").rglob("*.gz")):
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                if line.strip():
+                    record = json.loads(line)
+                    tokens += sum(record.get("loss_mask") or ())
+                    episodes += 1
+    return tokens, episodes
+
+
+def embedded_run(tree: Path, out: Path, overrides: list[str]) -> dict:
+    """One `selfplay run` of `tree`'s code in a fresh process; its throughput from what the run wrote."""
+    import subprocess
+
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    cmd = [sys.executable, "-c", "from selfplay.cli import main; main()", "run", f"runs_dir={out}",
+           f"name=ab-{tree.name}", *overrides]
+    load0, t0 = os.getloadavg()[0], time.monotonic()
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    (out / "stdout.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"{tree}: selfplay run exited {proc.returncode}; see {out / 'stdout.log'}")
+    run_dir = next(p for p in out.iterdir() if (p / "summary.json").is_file())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    records = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    rollout_s = sum(r.get(f"time_s/{p}", 0.0) for r in records for p in ("sandbox", "model", "validation",
+                                                                          "grading")) or None
+    tokens, trajectories = _sampled_tokens(run_dir)
+    episodes = summary["injector_episodes"] + summary["solver_attempts"]
+    run_s = summary.get("wall_s") or wall
+    batch = [(r["rollout/batch_size_mean"], r["rollout/batch_size_p90"]) for r in records
+             if "rollout/batch_size_mean" in r]
+    return {"tree": str(tree), "process_wall_s": round(wall, 1), "run_wall_s": round(run_s, 1),
+            "rollout_s": round(rollout_s, 1) if rollout_s else None, "sampled_tokens": tokens,
+            "trajectories": trajectories, "episodes": episodes,
+            "tok_per_s_run": round(tokens / run_s, 2),
+            "tok_per_s_rollout": round(tokens / rollout_s, 2) if rollout_s else None,
+            "episodes_per_hour": round(episodes / run_s * 3600, 1), "solved": summary.get("solved"),
+            "valid_artifacts": summary.get("valid_artifacts"), "learner_updates": summary.get("learner_updates"),
+            "batch_size_mean_p90": batch, "load_avg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
+            "run_dir": str(run_dir)}
+
+
+def embedded_ab(args: argparse.Namespace) -> None:
+    import statistics
+
+    trees = [Path(t).resolve() for t in args.embedded]
+    root = Path(args.out or tempfile.mkdtemp(prefix="bench_run_ab-"))
+    rows: list[dict] = []
+    for rep in range(args.repeats):
+        for tree in (trees if rep % 2 == 0 else trees[::-1]):
+            row = embedded_run(tree, root / f"r{rep}-{tree.name}", args.overrides)
+            row["repeat"] = rep
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps({"command": " ".join(sys.argv), "cpus": os.cpu_count(),
+                                                       "runs": rows}, indent=1) + "\n")
+    print("\n| tree | runs | sampled tok/s (run), median (range) | tok/s (rollout phases) | episodes/h | "
+          "episodes | solved | load |\n|---|---|---|---|---|---|---|---|")
+    for tree in trees:
+        mine = [r for r in rows if r["tree"] == str(tree)]
+
+        def fmt(key: str, mine: list = mine) -> str:
+            vals = [r[key] for r in mine if r[key] is not None]
+            return f"{statistics.median(vals):.1f} ({min(vals):.1f}-{max(vals):.1f})" if vals else "n/a"
+        loads = [x for r in mine for x in r["load_avg_1m"]]
+        print(f"| {tree.name} | {len(mine)} | {fmt('tok_per_s_run')} | {fmt('tok_per_s_rollout')} | "
+              f"{fmt('episodes_per_hour')} | {[r['episodes'] for r in mine]} | {[r['solved'] for r in mine]} | "
+              f"{min(loads):.1f}-{max(loads):.1f} |")
 
 
 if __name__ == "__main__":

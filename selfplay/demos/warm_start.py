@@ -116,6 +116,9 @@ SIZES = {
     # out of mutants whose spec fits) and 30 injector ones; one epoch (about 90 steps of 4). About 3 hours on
     # an idle 2-core machine (docs/warm_start.md): for the learning experiment, not the default run.
     "full": WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30),
+    # 16 tasks per repo (about 45 solver and 12 injector demonstrations), three epochs (about 45 steps of 4):
+    # the learning experiment's start when the full size does not fit the time (about 1 h idle).
+    "medium": WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3),
 }
 """Named warm starts (`selfplay warm-start --size`): `default` is what `selfplay run` starts from."""
 
