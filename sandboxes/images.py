@@ -4,9 +4,7 @@ The base image comes from `sandboxes.base_image` (re-exported here: `ensure_base
 A repo image holds the repo at `spec.workdir` as a git repository whose base commit is tagged
 `selfplay-base`, a virtualenv at /opt/venv first on PATH, and the repo installed editable (so patches to
 the workdir take effect) with its test dependencies. One container runs one pip step and is then
-committed, instead of a Dockerfile: there is no BuildKit here, and a container lets us bind-mount the
-host's pip cache and copy in the host CA bundle for that step only (deleted before the commit, so it is in
-no layer). The tag is `selfplay-repo-<name>:<hash12>`, the hash covering the image-relevant spec fields,
+committed (`sandboxes.image_build.build_venv_image`, which says why not a Dockerfile). The tag is `selfplay-repo-<name>:<hash12>`, the hash covering the image-relevant spec fields,
 the source tree, the base image id and this build recipe, so an unchanged repo is never rebuilt.
 The last build step hands the workdir to the agent uid and stores its snapshot and the grader-owned git
 dir in the root-only state dir (`sandboxes.shell.IMAGE_SNAPSHOT`); the label `selfplay.snapshot` tells
@@ -15,18 +13,15 @@ dir in the root-only state dir (`sandboxes.shell.IMAGE_SNAPSHOT`); the label `se
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
 import shlex
-import tarfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from repos.cache import cache_root, file_lock
 from repos.errors import RepoError
@@ -35,25 +30,17 @@ from repos.spec import RepoSpec
 from sandboxes.base_image import BASE_IMAGE, default_log_dir, ensure_base_image, image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
-from sandboxes.reaper import registry
-from sandboxes.sandbox import BASE_TAG
+from sandboxes.image_build import IMAGE_PATH, PIP_SETUP, TAG_BASELINE, build_venv_image
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 
 log = logging.getLogger(__name__)
 
-HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
-VENV = "/opt/venv"
-IMAGE_PATH = f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BUILD_NAME_PREFIX = "selfplay-build-"
-__all__ = ["BASE_IMAGE", "BuildResult", "build_in_container", "build_repo_image", "build_repo_images",
-           "content_hash", "ensure_base_image", "image_status", "repo_image", "requirement_names", "source_tar"]
+__all__ = ["BASE_IMAGE", "BuildResult", "build_repo_image", "build_repo_images", "content_hash",
+           "ensure_base_image", "image_status", "repo_image", "requirement_names"]
 
-CA_IN_CONTAINER = "/tmp/selfplay-host-ca.crt"
-"""Where a build finds the host's CA bundle (`source_tar` puts it there; the script exports PIP_CERT)."""
-PIP_CACHE_IN_CONTAINER = "/tmp/selfplay-pip-cache"
-"""Where the host's pip cache (cache_root()/pip) is mounted during a build."""
-
-# One shell step: venv, one pip install, git bookkeeping. Part of the content hash, so editing it rebuilds.
+# One shell step: venv, one pip install, git bookkeeping. Part of the content hash, so editing it (or the
+# steps it shares with solve images) rebuilds.
 BUILD_SCRIPT = r"""
 set -euo pipefail
 trap 'rm -f {ca}' EXIT
@@ -68,19 +55,10 @@ git config --system user.name selfplay
 git config --system user.email selfplay@localhost
 git config --system init.defaultBranch main
 git config --system --add safe.directory '*'
-{python} -m venv {venv}
-export PIP_CACHE_DIR={pip_cache} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off
-if [ -s {ca} ]; then export PIP_CERT={ca}; fi
-{venv}/bin/pip install -e {workdir} {requirements}
+""" + PIP_SETUP + r"""{venv}/bin/pip install -e {workdir} {requirements}
 cd {workdir}
 if [ ! -d .git ]; then git init -q && git add -A -f && git commit -q -m "{name} (base)"; fi
-printf '__pycache__/\n*.py[cod]\n.pytest_cache/\n' >> .git/info/exclude
-# Installing may rewrite tracked build metadata (e.g. an sdist's *.egg-info): restore it; new build
-# outputs are excluded, so the tree is clean at the base commit and diffs show only real edits.
-git diff --name-only -z | xargs -0r git checkout --
-git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude
-git tag -f {base_tag} >/dev/null
-test -z "$(git status --porcelain)" || {{ git status --porcelain; echo "selfplay: tree not clean" >&2; exit 91; }}
+""" + TAG_BASELINE + r"""test -z "$(git status --porcelain)" || {{ git status --porcelain; echo "selfplay: tree not clean" >&2; exit 91; }}
 {venv}/bin/python -m pytest --version
 # Last: the workdir goes to the agent uid, its snapshot and the grader-owned git dir to the state dir.
 bash -c {snapshot} selfplay-snapshot {workdir}
@@ -178,17 +156,6 @@ def build_repo_images(specs: list[RepoSpec], *, rebuild: bool = False, log_dir: 
     return results
 
 
-def source_tar(source: Path, workdir: str) -> bytes:
-    """A tar of the tree `source` at `workdir`, plus the host's CA bundle at CA_IN_CONTAINER (for pip behind a
-    TLS-inspecting proxy) when the host has one."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(str(source), arcname=workdir.strip("/"))
-        if HOST_CA_BUNDLE.exists():
-            tar.add(str(HOST_CA_BUNDLE), arcname=CA_IN_CONTAINER.strip("/"))
-    return buffer.getvalue()
-
-
 def remove_stale_builds() -> list[str]:
     """Remove build containers left by processes that died (e.g. SIGKILL mid-build); returns their names."""
     client = docker_client()
@@ -213,39 +180,6 @@ def remove_stale_builds() -> list[str]:
     return removed
 
 
-def build_in_container(base: str, command: list[str], *, tag: str, archive: bytes, changes: Sequence[str],
-                       message: str, timeout: float, failure: Callable[[int | None, str], Exception],
-                       log_path: Path | None = None, log_header: str = "", **create: Any) -> str:
-    """Build image `tag` the way every image here is built (no BuildKit on these machines): a container of
-    `base` runs `command` (`create`: more `containers.create` arguments, e.g. name, mounts, environment,
-    network_disabled) on `archive` unpacked at /, then `docker commit` with `changes`. Its output goes to
-    `log_path` (after `# log_header`, with the exit status and seconds). A non-zero exit raises
-    `failure(exit code, output)`; Docker API errors propagate. The container is removed whatever happens,
-    and the reaper knows it meanwhile. Returns the new image's id."""
-    client = docker_client()
-    start = time.monotonic()
-    container = client.containers.create(base, command=command, **create)
-    registry.register(client, container.id)
-    try:
-        container.put_archive("/", archive)
-        container.start()
-        status = container.wait(timeout=timeout)
-        output = container.logs().decode("utf-8", "replace")
-        if log_path is not None:
-            log_path.write_text(f"# {log_header}\n{output}\n"
-                                f"# exit {status.get('StatusCode')} after {time.monotonic() - start:.1f} s\n")
-        if status.get("StatusCode") != 0:
-            raise failure(status.get("StatusCode"), output)
-        repository, version = tag.rsplit(":", 1)
-        return container.commit(repository=repository, tag=version, changes=list(changes), message=message).id
-    finally:
-        try:
-            container.remove(force=True)
-        except Exception:  # already gone; nothing to clean
-            pass
-        registry.forget(container.id)
-
-
 def requirement_names(entries: Sequence[str]) -> set[str]:
     """Canonical project names of the pip requirement specifiers among `entries` (`pytest[testing]~=8.0;
     python_version>'3'` names pytest); an entry that is no specifier (a pip option, a path) names nothing."""
@@ -262,18 +196,9 @@ def requirement_names(entries: Sequence[str]) -> set[str]:
 
 
 def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) -> None:
-    from docker.types import Mount
-
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    pip_cache = cache_root() / "pip"
-    pip_cache.mkdir(parents=True, exist_ok=True)
     requirements = list(spec.install)
     if "pytest" not in requirement_names(requirements):
         requirements.append("pytest")
-    script = BUILD_SCRIPT.format(ca=CA_IN_CONTAINER, python=shlex.quote(spec.python), venv=VENV,
-                                 pip_cache=PIP_CACHE_IN_CONTAINER, workdir=shlex.quote(spec.workdir),
-                                 requirements=shlex.join(requirements), name=spec.name, base_tag=BASE_TAG,
-                                 snapshot=shlex.quote(IMAGE_SNAPSHOT))
     # No labels on the build container: `docker commit` would copy them into the image and onto every
     # container made from it. Its name carries our pid instead (see remove_stale_builds), and the
     # sandbox registry removes it if we are interrupted.
@@ -281,10 +206,8 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
     name = f"{BUILD_NAME_PREFIX}{spec.name.lower()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     log.info("building %s (log: %s)", tag, log_path)
     start = time.monotonic()
-    changes = [f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
-               f"WORKDIR {spec.workdir}", f"LABEL selfplay.repo={spec.name}",
-               f"LABEL selfplay.content-hash={tag.rsplit(':', 1)[1]}", f"LABEL {SNAPSHOT_LABEL}=1",
-               'CMD ["sleep", "infinity"]']
+    changes = [f"LABEL selfplay.repo={spec.name}", f"LABEL selfplay.content-hash={tag.rsplit(':', 1)[1]}",
+               f"LABEL {SNAPSHOT_LABEL}=1"]
     changes += [f"ENV {key}={json.dumps(value)}" for key, value in spec.env]
 
     def failed(code: int | None, output: str) -> ImageBuildError:
@@ -293,12 +216,12 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
 
     replaced = image_id(tag)
     try:
-        # `mounts`, not `volumes`: the latter also records a VOLUME in the config, which the commit would keep.
-        new = build_in_container(
-            base, ["bash", "-c", script], tag=tag, archive=source_tar(source, spec.workdir), changes=changes,
-            message=f"selfplay repo image for {spec.name}", timeout=1800, failure=failed, log_path=log_path,
-            log_header=f"build of {tag} for repo {spec.name} from {base}", name=name,
-            mounts=[Mount(PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
+        new = build_venv_image(
+            base, BUILD_SCRIPT, tag=tag, source=source, workdir=spec.workdir, python=spec.python,
+            fields={"requirements": shlex.join(requirements), "name": spec.name,
+                    "snapshot": shlex.quote(IMAGE_SNAPSHOT)},
+            changes=changes, message=f"selfplay repo image for {spec.name}", timeout=1800, failure=failed,
+            log_path=log_path, log_header=f"build of {tag} for repo {spec.name} from {base}", name=name)
     except ImageBuildError:
         raise
     except Exception as exc:  # docker API errors: infrastructure, reported with the log

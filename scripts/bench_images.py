@@ -32,7 +32,8 @@ def main() -> None:
     from repos.cache import cache_root
     from repos.listfile import get_repo
     from repos.sources import fetch_source
-    from sandboxes.images import HOST_CA_BUNDLE, ensure_base_image, repo_image
+    from sandboxes.image_build import HOST_CA_BUNDLE
+    from sandboxes.images import ensure_base_image, repo_image
 
     spec = get_repo(args.repo)
     tag = repo_image(spec)

@@ -3,9 +3,10 @@
 `/testbed` holds original -> bug -> weakening (-> the failed prediction of a higher-order task) as the one
 and only commit, tagged `selfplay-base` (`Task.to_swebench`'s base_commit): the same starting point the
 grader gives solvers in training (`selfplay.judge.grader.build_buggy_state`), with no history to leak the fix.
-Built with one container and `docker commit` (no BuildKit here), named `Task.image_name`, reused when
-present; the name hashes the task and `selfplay.task.TASK_IMAGE_RECIPE` (bump it when this recipe changes). Not built through `DockerSandbox`: its PID 1 snapshots the workdir into the container, and a
-committed snapshot of the wrong tree would make `reset()` restore it.
+Built with one container and `docker commit` (`sandboxes.image_build.build_in_container`), named
+`Task.image_name`, reused when present; the name hashes the task and `selfplay.task.TASK_IMAGE_RECIPE` (bump
+it when this recipe changes). Not built through `DockerSandbox`: its PID 1 snapshots the workdir into the
+container, and a committed snapshot of the wrong tree would make `reset()` restore it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from sandboxes.base_image import image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
-from sandboxes.images import build_in_container
+from sandboxes.image_build import build_in_container
 from sandboxes.sandbox import BASE_TAG, WORKDIR
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 from selfplay.task import Task

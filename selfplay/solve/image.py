@@ -5,11 +5,10 @@ The install is `--setup CMD` when given (run in /testbed with the venv on PATH),
 pyproject.toml / setup.py / setup.cfg -> `pip install -e .`; requirements*.txt (requirements.txt, then
 requirements-dev.txt / requirements-test.txt / requirements_dev.txt / test-requirements.txt when present) ->
 `pip install -r` each; pytest is always added. The build runs with network (pip), the agent's sandbox
-without. One container, then `docker commit` (`sandboxes.images.build_in_container`, as for repo images,
-whose recipe always installs the repo editable, so it cannot serve requirements-only repos or a custom
-setup). The tag
-hashes the commit, the install and the base image, so an unchanged repo is not rebuilt. A failed install
-raises SolveError with the build log's tail and path.
+without. It is `sandboxes.image_build.build_venv_image`, as for repo images, with another script: the repo
+image recipe always installs the repo editable, so it cannot serve requirements-only repos or a custom
+setup. The tag hashes the commit, the install and the base image, so an unchanged repo is not rebuilt. A
+failed install raises SolveError with the build log's tail and path.
 """
 
 from __future__ import annotations
@@ -19,17 +18,9 @@ import logging
 import shlex
 from pathlib import Path
 
-from repos.cache import cache_root
 from sandboxes.base_image import default_log_dir, ensure_base_image, image_id
-from sandboxes.images import (
-    CA_IN_CONTAINER,
-    IMAGE_PATH,
-    PIP_CACHE_IN_CONTAINER,
-    VENV,
-    build_in_container,
-    source_tar,
-)
-from sandboxes.sandbox import BASE_TAG, WORKDIR
+from sandboxes.image_build import PIP_SETUP, TAG_BASELINE, build_venv_image
+from sandboxes.sandbox import WORKDIR
 from selfplay.solve.checkout import Checkout
 from selfplay.solve.errors import SolveError
 
@@ -41,17 +32,12 @@ SCRIPT = r"""
 set -euo pipefail
 trap 'rm -f {ca}' EXIT
 git config --global --add safe.directory '*'
-python3 -m venv {venv}
-export PATH={venv}/bin:$PATH VIRTUAL_ENV={venv} PIP_CACHE_DIR={pip_cache} PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_PROGRESS_BAR=off
-if [ -s {ca} ]; then export PIP_CERT={ca}; fi
+""" + PIP_SETUP + r"""export PATH={venv}/bin:$PATH VIRTUAL_ENV={venv}
 cd {workdir}
 echo "selfplay: install: $SELFPLAY_INSTALL"
 bash -c "$SELFPLAY_INSTALL"
 pip install pytest
-printf '__pycache__/\n*.py[cod]\n' >> .git/info/exclude
-git diff --name-only -z | xargs -0r git checkout --
-git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude
-""" + f"git tag -f {BASE_TAG} >/dev/null\n"
+""" + TAG_BASELINE
 
 
 def detect_install(tree: Path) -> str:
@@ -74,10 +60,6 @@ def build_solve_image(co: Checkout, *, setup: str | None = None, log_dir: Path |
     if image_id(tag):
         return tag
     log_path = (log_dir or default_log_dir()) / f"solve-{safe}-{key}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    pip_cache = cache_root() / "pip"
-    pip_cache.mkdir(parents=True, exist_ok=True)
-    from docker.types import Mount
 
     def failed(code: int | None, output: str) -> SolveError:
         tail = "\n".join(output.strip().splitlines()[-15:])
@@ -85,13 +67,8 @@ def build_solve_image(co: Checkout, *, setup: str | None = None, log_dir: Path |
                           f"Build log: {log_path}\n{tail}")
 
     log.info("building %s (install: %s; log: %s)", tag, install, log_path)
-    script = SCRIPT.format(ca=CA_IN_CONTAINER, venv=VENV, pip_cache=PIP_CACHE_IN_CONTAINER, workdir=WORKDIR)
-    build_in_container(base, ["bash", "-c", script], tag=tag, archive=source_tar(co.path, WORKDIR), timeout=3600, failure=failed,
-                       changes=[f"ENV PATH={IMAGE_PATH}", f"ENV VIRTUAL_ENV={VENV}", "ENV LANG=C.UTF-8",
-                                f"WORKDIR {WORKDIR}", 'CMD ["sleep", "infinity"]'],
-                       message=f"selfplay solve image for {co.name}", log_path=log_path,
-                       log_header=f"build of {tag} from {base}, install: {install}",
-                       environment={"SELFPLAY_INSTALL": install},
-                       mounts=[Mount(PIP_CACHE_IN_CONTAINER, str(pip_cache), type="bind")])
+    build_venv_image(base, SCRIPT, tag=tag, source=co.path, workdir=WORKDIR, timeout=3600, failure=failed,
+                     message=f"selfplay solve image for {co.name}", log_path=log_path,
+                     log_header=f"build of {tag} from {base}, install: {install}",
+                     environment={"SELFPLAY_INSTALL": install})
     return tag
-

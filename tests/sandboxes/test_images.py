@@ -9,9 +9,9 @@ import hashlib
 import pytest
 
 from repos.spec import RepoSpec
+from sandboxes.image_build import HOST_CA_BUNDLE
 from sandboxes.images import (
     BASE_IMAGE,
-    HOST_CA_BUNDLE,
     build_repo_image,
     build_repo_images,
     content_hash,
