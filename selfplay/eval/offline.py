@@ -3,9 +3,10 @@ SWE-bench Verified where no registry or hub is reachable (CI).
 
 A fixture folder holds one sub-folder per task: `bug_inject.diff`, `test_weaken.diff`, a natural-language
 `problem_statement.md`, and `tests.json` (`instance_id`, `repo`, FAIL_TO_PASS, PASS_TO_PASS). Each becomes a
-`Task` whose test script runs `pytest -rA` on the weakened test files, serialised by `Task.to_swebench`
-(through `tasks export`'s `to_instance`, so the `selfplay_*` fields let the task image be built on demand),
-with the written issue as `problem_statement`. Tasks exported by `selfplay tasks export --format swebench`
+`Task` whose test script runs `pytest -rA` on the weakened test files, read by the built-in pytest parser
+(`selfplay.procedural.PARSER_SOURCE`), serialised by `Task.to_swebench` (through `tasks export`'s
+`to_instance`, so the `selfplay_*` fields let the task image be built on demand), with the written issue as
+`problem_statement`. Tasks exported by `selfplay tasks export --format swebench`
 load directly as a dataset and need no builder.
 """
 
@@ -17,16 +18,8 @@ from typing import Any
 
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import touched_files
+from selfplay.procedural import PARSER_SOURCE
 from selfplay.task import Task
-
-PYTEST_PARSER = '''import json, re, sys
-results = {}
-for line in sys.stdin:
-    m = re.match(r"^(PASSED|FAILED|ERROR) (\\S+::\\S+)", line)
-    if m:
-        results[m.group(2)] = "passed" if m.group(1) == "PASSED" else "failed"
-print(json.dumps(results))
-'''
 
 
 def task_from_folder(folder: Path) -> tuple[Task, str]:
@@ -36,7 +29,7 @@ def task_from_folder(folder: Path) -> tuple[Task, str]:
     files = touched_files(weaken)
     artifact = BugArtifact(
         test_script="#!/bin/bash\npython -m pytest -rA -p no:cacheprovider " + " ".join(files) + "\n",
-        test_files=files, test_parser=PYTEST_PARSER,
+        test_files=files, test_parser=PARSER_SOURCE,
         bug_inject=(folder / "bug_inject.diff").read_text(), test_weaken=weaken)
     task = Task(meta["instance_id"], meta["repo"], artifact, tuple(meta["FAIL_TO_PASS"]),
                 tuple(meta["PASS_TO_PASS"]), origin="imported")

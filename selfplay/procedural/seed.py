@@ -26,13 +26,13 @@ from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact, save_artifact
 from selfplay.diffs import matches_any
 from selfplay.jobs import NO_BYTECODE, SCRATCH
+from selfplay.procedural import PARSER_SOURCE
 from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.task import make_task_id
 from selfplay.validation import ValidationConfig, ValidationReport, validate
 
 log = logging.getLogger(__name__)
-PARSER_SOURCE = (Path(__file__).parent / "pytest_parser.py").read_text()
 
 
 @dataclass(frozen=True)

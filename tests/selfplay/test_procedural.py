@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 
+from selfplay.procedural import PARSER_SOURCE
 from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
-from selfplay.procedural.seed import PARSER_SOURCE, delete_tests, restricted_command
+from selfplay.procedural.seed import delete_tests, restricted_command
 
 SOURCE = textwrap.dedent('''\
     LIMIT = 10  # module level: never mutated
