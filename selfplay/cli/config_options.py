@@ -41,7 +41,7 @@ def _option_type(tp: Any) -> Any | None:
 
 def field_help(cls: type) -> dict[str, str]:
     """{field: docstring} of a dataclass (the string literal under each field), whitespace collapsed."""
-    from selfplay.orchestration.config_reference import field_docs
+    from selfplay.config.reference import field_docs
 
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):  # a subclass's docstring wins over its base's

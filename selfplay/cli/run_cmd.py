@@ -47,9 +47,9 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     from rich.text import Text
 
     from selfplay.cli.run_display import RunDisplay
+    from selfplay.config.loader import ConfigError, dump_config
+    from selfplay.config.refs import check_references
     from selfplay.errors import SelfPlayError
-    from selfplay.orchestration.config_loader import ConfigError, dump_config
-    from selfplay.orchestration.config_refs import check_references
     from selfplay.orchestration.resume import check_resumable
 
     console, err = Console(), Console(stderr=True)
@@ -94,7 +94,7 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
 
 def _resolve(config: str | None, resume: Path | None, overrides: list[str]) -> Any:
     """The run config: a preset or file with overrides, or a resumed run's saved config."""
-    from selfplay.orchestration.config_loader import ConfigError, load_config, load_resume_config
+    from selfplay.config.loader import ConfigError, load_config, load_resume_config
 
     if resume is not None and config is not None:
         raise ConfigError("--resume takes the run's saved config.yaml; drop --config (or start a new run "

@@ -21,7 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from selfplay.orchestration.config import RunConfig
+from selfplay.config.run_config import RunConfig
 
 COUNTS = (("injector_episodes", "injector episodes"), ("valid_artifacts", "valid bugs"),
           ("solver_attempts", "solver attempts"), ("solved", "solved attempts"),

@@ -69,7 +69,7 @@ class ExperimentConfig:
 
 
 def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:
-    from selfplay.orchestration.config_loader import load_config
+    from selfplay.config.loader import load_config
 
     lr = dict(ARMS)[arm]
     overrides = [f"policy.model_dir={cfg.model_dir}", "warm_start.enabled=false", f"iterations={iterations}",

@@ -62,7 +62,7 @@ PRESETS = {
 }
 """Named settings: `nebius` (the paper's) and `cpu` (scaled down for a 2-core machine). These name values of
 one component's config, chosen by `selfplay rft --preset` or inside a run config (`warm_start.config.preset`);
-they are not run presets (`selfplay.orchestration.config_loader.PRESETS`: YAML files of a whole `RunConfig`,
+they are not run presets (`selfplay.config.loader.PRESETS`: YAML files of a whole `RunConfig`,
 loaded with dotted overrides and checks), so a run's YAML can pick one by name."""
 
 

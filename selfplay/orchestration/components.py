@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfplay.orchestration.config import RunConfig
+from selfplay.config.run_config import RunConfig
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState
 

@@ -18,7 +18,7 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from selfplay.orchestration.config import CurriculumConfig, RolloutConfig
+from selfplay.config.run_config import CurriculumConfig, RolloutConfig
 from selfplay.task import Task
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from selfplay.config.run_config import RunConfig
 from selfplay.learner.dynamic_sampling import signal_groups
-from selfplay.orchestration.config import RunConfig
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.trajectory import Trajectory
+from selfplay.config.run_config import RunConfig
 from selfplay.learner.baseline import RunningMeanBaseline
-from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.rundir import prune_checkpoints
 
 if TYPE_CHECKING:

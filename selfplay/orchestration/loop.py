@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from selfplay.config.run_config import RunConfig
 from selfplay.errors import SelfPlayError
-from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.iteration_metrics import iteration_record
 from selfplay.orchestration.rollouts import IterationOutcome, IterationRollouts, recorded_episode
 from selfplay.orchestration.rundir import (
@@ -79,7 +79,7 @@ def run_selfplay(config: RunConfig, *, resume: Path | None = None, observer: Run
 class SelfPlayRun:
     def __init__(self, config: RunConfig, *, resume: Path | None, observer: RunObserver | None,
                  runner: Any) -> None:
-        from selfplay.orchestration.config_loader import dump_config
+        from selfplay.config.loader import dump_config
 
         self.config, self.observer, self.resumed = config, observer, resume is not None
         if resume is not None:

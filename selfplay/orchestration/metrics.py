@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from selfplay.orchestration.config import MetricsConfig
+from selfplay.config.run_config import MetricsConfig
 
 log = logging.getLogger(__name__)
 

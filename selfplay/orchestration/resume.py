@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfplay.orchestration.config_loader import ConfigError
+from selfplay.config.loader import ConfigError
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState, StateError
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.trajectory import Trajectory
+from selfplay.config.run_config import RunConfig
 from selfplay.judge.rewards import injector_reward, solve_rate
 from selfplay.learner.dynamic_sampling import signal_groups
-from selfplay.orchestration.config import RunConfig
 from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
 from selfplay.orchestration.state import InjectorVerdict, IterationProgress, LoopState

@@ -82,7 +82,7 @@ def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
         return {}
     import yaml
 
-    from selfplay.orchestration.config_yaml import read_yaml  # the dialect dump_config writes
+    from selfplay.config.yaml_io import read_yaml  # the dialect dump_config writes
 
     try:
         data = read_yaml(path.read_text(encoding="utf-8"), str(path))

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent_scaffold.policy import Completion, Policy, SamplingParams
+from selfplay.config.run_config import PolicyConfig
 from selfplay.errors import SelfPlayError
-from selfplay.orchestration.config import PolicyConfig
 
 log = logging.getLogger(__name__)
 

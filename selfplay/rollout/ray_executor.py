@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from selfplay.orchestration.config import RunConfig
+from selfplay.config.run_config import RunConfig
 from selfplay.rollout.executor import call_runner
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
 

@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from agent_scaffold.roles import EpisodeLimits, RoleConfig
-from selfplay.orchestration.config import LimitsOverride, RunConfig
+from selfplay.config.run_config import LimitsOverride, RunConfig
 from selfplay.rollout.policy_factory import PolicySource, policy_source
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
 

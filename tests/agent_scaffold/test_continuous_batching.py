@@ -221,7 +221,7 @@ def test_the_store_keeps_the_longest_prefix_drops_subsumed_and_stale_entries_and
 
 
 def test_a_bad_engine_setting_is_refused_with_its_name(tiny_dir):
-    from selfplay.orchestration.config import PolicyConfig, RunConfig
+    from selfplay.config.run_config import PolicyConfig, RunConfig
 
     with pytest.raises(ValueError, match="kv_cache_mb must be a non-negative int"):
         HFPolicy(tiny_dir, kv_cache_mb=-5)

@@ -27,8 +27,8 @@ from typer.testing import CliRunner
 
 from selfplay.cli import app
 from selfplay.cli.run_display import RunDisplay, headline, summary_table
+from selfplay.config.loader import dump_config, load_config
 from selfplay.errors import ValidationInfraError
-from selfplay.orchestration.config_loader import dump_config, load_config
 
 runner = CliRunner()
 

@@ -175,7 +175,7 @@ def test_warm_start_config_refuses_a_heldout_repo():
 
 
 def test_run_config_refuses_a_heldout_repo():
-    from selfplay.orchestration.config_loader import ConfigError, load_config
+    from selfplay.config.loader import ConfigError, load_config
 
     with pytest.raises((ConfigError, ValueError), match=r"repos: humanize is held out"):
         load_config("default", ["repos=[toolz, humanize]"])
@@ -187,7 +187,7 @@ def test_run_config_refuses_a_heldout_repo():
 
 
 def test_every_preset_and_warm_start_size_is_disjoint_from_the_heldout_repos():
-    from selfplay.orchestration.config_loader import PRESETS, load_config
+    from selfplay.config.loader import PRESETS, load_config
 
     assert set(ws.TRAIN_REPOS).isdisjoint(HELDOUT_REPOS)
     for size in SIZES.values():

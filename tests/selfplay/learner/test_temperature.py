@@ -85,7 +85,7 @@ def test_learner_at_the_rollout_temperature_reproduces_the_samplers_logprobs(tmp
 
 
 def test_a_run_takes_the_learner_temperature_from_the_rollout_key():
-    from selfplay.orchestration.config_loader import load_config
+    from selfplay.config.loader import load_config
 
     cfg = load_config("smoke", ["rollout.temperature=0.7"])
     assert cfg.rollout.temperature == 0.7

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from selfplay.orchestration.config import RunConfig
+    from selfplay.config.run_config import RunConfig
 
 
 def wrong_fix(path: str) -> list[str]:
@@ -68,9 +68,7 @@ def scripted_run_config(*, name: str, runs_dir: Path, repo: str, actions: Path, 
     """The `RunConfig` of a run driven by the scripted action file `actions` on `repo`: generous turn limits
     (a scripted list never runs out of context), no procedural seeding, no TensorBoard. `model_dir` is the
     learner's model (a tiny random Llama in tests and benchmarks); None turns the learner off."""
-    from selfplay.judge.rewards import RewardConfig
-    from selfplay.learner.config import EngineConfig
-    from selfplay.orchestration.config import (
+    from selfplay.config.run_config import (
         CurriculumConfig,
         LearnerConfig,
         LimitsOverride,
@@ -79,6 +77,8 @@ def scripted_run_config(*, name: str, runs_dir: Path, repo: str, actions: Path, 
         RolloutConfig,
         RunConfig,
     )
+    from selfplay.judge.rewards import RewardConfig
+    from selfplay.learner.config import EngineConfig
 
     return RunConfig(
         name=name, runs_dir=str(runs_dir), repos=(repo,), iterations=iterations,

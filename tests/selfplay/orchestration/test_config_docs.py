@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from selfplay.orchestration.config import PolicyConfig
-from selfplay.orchestration.config_loader import PRESETS, valid_keys
-from selfplay.orchestration.config_reference import BEGIN, END, block, field_docs
+from selfplay.config.loader import PRESETS, valid_keys
+from selfplay.config.reference import BEGIN, END, block, field_docs
+from selfplay.config.run_config import PolicyConfig
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "config.md"
 
@@ -15,7 +15,7 @@ def test_every_key_of_the_tree_has_a_row_in_docs_config_md():
     text = DOC.read_text()
     missing = [k for k in valid_keys() if f"| `{k}` |" not in text]
     assert not missing, (f"docs/config.md lacks {missing}; regenerate its reference block with "
-                         "`python -m selfplay.orchestration.config_reference --write`")
+                         "`python -m selfplay.config.reference --write`")
     for preset in PRESETS:
         assert f"| `{preset}` |" in text
 

@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from selfplay.orchestration.config import RunConfig
-from selfplay.orchestration.config_loader import (
+from selfplay.config.loader import (
     PRESETS,
     ConfigError,
     dump_config,
@@ -17,7 +16,8 @@ from selfplay.orchestration.config_loader import (
     to_data,
     valid_keys,
 )
-from selfplay.orchestration.config_yaml import write_yaml
+from selfplay.config.run_config import RunConfig
+from selfplay.config.yaml_io import write_yaml
 
 
 def _load(*overrides: str, config: str = "default") -> RunConfig:

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from selfplay.orchestration.config import CurriculumConfig, RolloutConfig
+from selfplay.config.run_config import CurriculumConfig, RolloutConfig
 from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies, seed_thin_store
 from selfplay.store import open_store
 from selfplay.task import Task, make_task_id

@@ -9,14 +9,14 @@ import json
 
 import pytest
 
-from selfplay.judge.rewards import RewardConfig
-from selfplay.orchestration.config import (
+from selfplay.config.run_config import (
     CurriculumConfig,
     LearnerConfig,
     MetricsConfig,
     RolloutConfig,
     RunConfig,
 )
+from selfplay.judge.rewards import RewardConfig
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import RunDir, read_trajectories
 from selfplay.store import open_store
@@ -183,9 +183,9 @@ def test_summary_names_the_warm_start_it_started_from(tmp_path, monkeypatch):
     a run from an explicit model_dir records none (the rollouts here are the worker double's)."""
     from dataclasses import asdict, replace
 
+    from selfplay.config.run_config import PolicyConfig
     from selfplay.demos.warm_start import WarmStartManifest, cache_dir
     from selfplay.orchestration.components import warm_start_record
-    from selfplay.orchestration.config import PolicyConfig
 
     monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
     cfg = config(tmp_path, policy=PolicyConfig(backend="hf"))

@@ -63,9 +63,9 @@ def run_containers(run_id: str) -> list[str]:
 
 
 def test_end_to_end_scripted(tmp_path, tiny_model, actions):
+    from selfplay.config.run_config import EvalSettings
     from selfplay.eval.offline import build_offline_dataset
     from selfplay.learner.checkpoint import latest_checkpoint, read_version
-    from selfplay.orchestration.config import EvalSettings
     from selfplay.orchestration.loop import run_selfplay
     from selfplay.orchestration.rundir import RunDir, read_trajectories
     from selfplay.store import open_store
@@ -128,8 +128,8 @@ def _report_renders(run_dir: Path, episode_id: str, profile: Path) -> None:
 
 
 def test_kill_9_then_resume(tmp_path, tiny_model, actions):
+    from selfplay.config.loader import dump_config
     from selfplay.judge.rewards import RewardConfig
-    from selfplay.orchestration.config_loader import dump_config
     from selfplay.orchestration.rundir import RunDir
     from selfplay.store import open_store
 

@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("deepspeed")
 
+from selfplay.config.run_config import LearnerConfig, PolicyConfig, RolloutConfig  # noqa: E402
 from selfplay.learner.checkpoint import latest_checkpoint, read_state, read_version  # noqa: E402
 from selfplay.learner.config import EngineConfig  # noqa: E402
-from selfplay.orchestration.config import LearnerConfig, PolicyConfig, RolloutConfig  # noqa: E402
 from selfplay.orchestration.loop import run_selfplay  # noqa: E402
 from selfplay.orchestration.rundir import RunDir  # noqa: E402
 from tests.selfplay.orchestration.loop_double import TableRunner, trajectory  # noqa: E402

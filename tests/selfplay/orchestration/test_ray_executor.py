@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.orchestration.config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
+from selfplay.config.run_config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from selfplay.orchestration.config import MetricsConfig
+from selfplay.config.run_config import MetricsConfig
 from selfplay.orchestration.metrics import JsonlSink, Metrics, make_metrics
 from selfplay.orchestration.rundir import (
     RunDir,

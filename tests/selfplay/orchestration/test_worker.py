@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.orchestration.config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
+from selfplay.config.run_config import LimitsOverride, PolicyConfig, RolloutConfig, RunConfig
 from selfplay.rollout.requests import EpisodeRequest
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -22,12 +22,12 @@ from typing import Any
 
 import yaml
 
+from selfplay.config.run_config import RunConfig
+from selfplay.config.yaml_io import read_yaml, write_yaml
 from selfplay.errors import SelfPlayError
-from selfplay.orchestration.config import RunConfig
-from selfplay.orchestration.config_yaml import read_yaml, write_yaml
 
 PRESETS = ("default", "smoke", "gpu-1node", "multi-node")
-"""Run presets shipped in selfplay/orchestration/presets/: a whole `RunConfig` each. A component may name
+"""Run presets shipped in selfplay/config/presets/: a whole `RunConfig` each. A component may name
 settings of its own config that a run refers to by name (`selfplay.learner.sft.PRESETS`, picked by
 `warm_start.config.preset`); those stay beside their dataclass."""
 PLACEHOLDER = "CHANGE_ME"
@@ -62,7 +62,7 @@ def _read_source(config: str | Path | None) -> tuple[dict[str, Any], str]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"--config {name!r} is neither a preset nor a YAML file{hint}; presets: "
                               f"{', '.join(PRESETS)}, or pass a path ending in .yaml")
-        text, where = resources.files("selfplay.orchestration").joinpath("presets", f"{name}.yaml").read_text(), \
+        text, where = resources.files("selfplay.config").joinpath("presets", f"{name}.yaml").read_text(), \
             f"preset {name!r}"
     else:
         path = Path(name)

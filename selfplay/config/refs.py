@@ -14,8 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from selfplay.orchestration.config import RunConfig
-from selfplay.orchestration.config_loader import ConfigError
+from selfplay.config.loader import ConfigError
+from selfplay.config.run_config import RunConfig
 
 
 def check_references(config: RunConfig) -> None:

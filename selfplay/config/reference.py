@@ -1,8 +1,8 @@
 """The Markdown reference of `RunConfig`: every key with its type, default and field docstring, read from
 the dataclasses' source, so docs/config.md cannot drift from the code (a test compares them).
 
-    python -m selfplay.orchestration.config_reference           # prints the block docs/config.md embeds
-    python -m selfplay.orchestration.config_reference --write   # replaces it in docs/config.md
+    python -m selfplay.config.reference           # prints the block docs/config.md embeds
+    python -m selfplay.config.reference --write   # replaces it in docs/config.md
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from selfplay.orchestration.config import RunConfig
-from selfplay.orchestration.config_loader import describe, init_fields, to_data, type_hints
-from selfplay.orchestration.config_yaml import write_yaml
+from selfplay.config.loader import describe, init_fields, to_data, type_hints
+from selfplay.config.run_config import RunConfig
+from selfplay.config.yaml_io import write_yaml
 
-BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m selfplay.orchestration.config_reference --write) -->"
+BEGIN = "<!-- BEGIN GENERATED REFERENCE (python -m selfplay.config.reference --write) -->"
 END = "<!-- END GENERATED REFERENCE -->"
 
 
