@@ -1,19 +1,18 @@
 """`KnownBug`: what the scripted experts know about a procedural bug, read from its `bug_inject.diff`.
 
-Pure: the hunks of a unified diff as (old lines, new lines) with their context, the repair as a
-`str_replace` whose SEARCH text is unique in the buggy file, and the function that holds the bug.
+The hunks of a unified diff (read by `selfplay.diffs.parse_diff`, which checks it against git's own
+reading) as (old lines, new lines) with their context, the repair as a `str_replace` whose SEARCH text is
+unique in the buggy file, and the function that holds the bug. All but the diff check are pure.
 """
 
 from __future__ import annotations
 
 import ast
 import random
-import re
 from dataclasses import dataclass
 
+from selfplay.diffs import parse_diff
 from selfplay.errors import DiffError
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
 @dataclass(frozen=True)
@@ -45,33 +44,12 @@ class Hunk:
 
 
 def parse_hunks(diff: str) -> list[Hunk]:
-    """The hunks of a git diff (every file in it)."""
-    hunks: list[Hunk] = []
-    path = None
-    current: list[tuple[str, str]] | None = None
-    start = 0
-    for line in diff.splitlines():
-        if line.startswith(("diff --git", "+++ ")) and current:  # a new file: its hunks are not the last file's
-            hunks.append(Hunk(path or "", start, tuple(current)))
-            current = None
-        if line.startswith("+++ "):
-            path = line[4:].strip().removeprefix("b/")
-            continue
-        if line.startswith(("diff --git", "--- ", "index ")):
-            continue
-        m = _HUNK.match(line)
-        if m:
-            if current:
-                hunks.append(Hunk(path or "", start, tuple(current)))
-            current, start = [], int(m.group(2))
-            continue
-        if current is not None and line[:1] in (" ", "-", "+"):
-            current.append((line[0], line[1:]))
-        elif current is not None and line == "":
-            current.append((" ", ""))
-    if current:
-        hunks.append(Hunk(path or "", start, tuple(current)))
-    if not hunks or any(not h.path or not any(t != " " for t, _ in h.lines) for h in hunks):
+    """The hunks of a git diff (every file in it). Raises DiffError for a diff git would not apply as
+    written, or one with no changed line."""
+    hunks = [Hunk(patched.path, hunk.target_start,
+                  tuple((line.line_type, line.value.removesuffix("\n")) for line in hunk if line.line_type in " -+"))
+             for patched in parse_diff(diff, name="bug_inject.diff") for hunk in patched]
+    if not hunks or any(not any(t != " " for t, _ in h.lines) for h in hunks):
         raise DiffError("bug_inject.diff has no usable hunks; the scripted expert needs a unified diff")
     return hunks
 

@@ -66,6 +66,12 @@ def test_no_usable_hunk_is_a_clear_error():
         parse_hunks("not a diff")
 
 
+def test_a_diff_git_would_not_apply_is_refused():
+    truncated = "".join(file_diff("m.py", ORIGINAL, BUGGY).splitlines(keepends=True)[:-1])
+    with pytest.raises(DiffError, match="bug_inject.diff is not a valid diff"):
+        parse_hunks(truncated)
+
+
 @pytest.mark.parametrize("reproduce", [True, False])
 def test_every_action_is_valid_and_the_plan_ends_with_submit(reproduce):
     for seed in range(20):
