@@ -4,8 +4,16 @@ procedural seeding share (`suite_run` says how a job runs; `job` builds its scri
 
 from selfplay.jobs.job import MAX_TEST_OUTPUT, NO_BYTECODE, SCRATCH, Job, git_env_line
 from selfplay.jobs.staging import check, prepare, restore_paths, stage, staged_files
-from selfplay.jobs.suite_run import Collected, SuiteRun, exec_job, parse_collected, run_job, run_suite
+from selfplay.jobs.suite_run import (
+           Collected,
+           SuiteRun,
+           exec_job,
+           parse_collected,
+           run_job,
+           run_suite,
+           verify_run,
+)
 
 __all__ = ["MAX_TEST_OUTPUT", "NO_BYTECODE", "SCRATCH", "Collected", "Job", "SuiteRun", "check", "exec_job",
            "git_env_line", "parse_collected", "prepare", "restore_paths", "run_job", "run_suite", "stage",
-           "staged_files"]
+           "staged_files", "verify_run"]

@@ -1,5 +1,6 @@
 """`Job`: what one suite job does around test_script.sh, the root bash script it becomes (`job_command`),
-and the reading of that script's marker lines (`parse_job_output`). Pure text, testable without Docker."""
+the verification exec that may follow it (`verify_command`), and the reading of their marker lines
+(`parse_job_output`). Pure text, testable without Docker."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sandboxes.shell import GIT_SAFE, STATE
 from sandboxes.users import AGENT_UID, RUNNER_UID, drop_privileges
 from selfplay.jobs.canary import Canary
 from selfplay.jobs.parser_box import kill_uid_shell
-from selfplay.jobs.verification import Verification
+from selfplay.jobs.verification import Verification, stale_lines
 
 SCRATCH = f"{STATE}/artifact"
 """Where the artifact's script, parser, diffs and the raw output live inside the sandbox (root-only)."""
@@ -41,7 +42,8 @@ class Job:
     parse_twice: bool = False
     """Run the parser twice on the output and require the same map (determinism)."""
     verify: bool = False
-    """After the main run, run the suite once more under a perturbed environment (`selfplay.jobs.verification`)."""
+    """Make the copy for a verification run (`selfplay.jobs.verification`); the run itself is a second exec,
+    `selfplay.jobs.suite_run.verify_run`, which the caller asks for once the main verdict needs it."""
 
 
 def git_env_line() -> str:
@@ -82,15 +84,18 @@ _SAFE_FILE = """safe_file() {  # a regular file reached through no symlink: root
 def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ...] = (),
                 canary_files: tuple[str, ...] = (), suite_timeout: float, max_output: int = MAX_TEST_OUTPUT,
                 verification: Verification | None = None, cpu_limit: float | None = None) -> str:
-    """The root bash job: [clean] -> [report missing originals] -> apply `job.patches` (staged file names)
-    -> restore `job.restore` -> [copy for the verification run] -> perturb/canaries -> script as RUNNER_UID
-    -> kill RUNNER_UID -> ship the log -> [the verification run, its log]; then try applying
-    `job.check_after`. `cpu_limit` (seconds) is each script process's RLIMIT_CPU; the CPU time of the
-    script's waited-for processes is reported (CPU/VCPU lines)."""
+    """The root bash job: [delete a stale verification copy] -> [clean] -> [report missing originals] ->
+    apply `job.patches` (staged file names) -> restore `job.restore` -> [copy for the verification run] ->
+    perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log [-> delete the copy when
+    the script timed out]; then try applying `job.check_after`. `cpu_limit` (seconds) is each script
+    process's RLIMIT_CPU; the CPU time of the script's waited-for processes is reported (CPU line)."""
     s, m = SCRATCH, marker
+    if verification is not None and job.check_after and job.patches:
+        # check_after resets the tree, and the verification exec restores only the canary and bug files
+        raise ValueError("Job: check_after with patches cannot be verified (the tree is reset after the run)")
     ulimit = f"ulimit -t {max(1, int(cpu_limit + 0.999))}; " if cpu_limit else ""
     missing, restore, check_after = job.missing, job.restore, job.check_after
-    lines = [git_env_line(), kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _DRAIN, _SAFE_FILE]
+    lines = [*stale_lines(), git_env_line(), *_functions()]
     if job.clean:
         lines.append(f"git reset -q --hard {BASE_TAG} && git clean -qfd || exit 90")
     lines.append(NO_BYTECODE)
@@ -128,11 +133,9 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
         f"echo \"{m} CPU $(cat {s}/cpu0 {s}/cpu1 | tr '\\n' ' ')\"",
         *_ship(m, s, "output", ""),
     ]
-    if verification is not None:  # not after a main run that timed out: its verdict is in, and fast
-        lines.append('if [ "$rc" != 124 ] && [ "$rc" != 137 ]; then')
-        lines += verification.run_lines(marker=m, scratch=s, restored=canary_files + perturb,
-                                        suite_timeout=suite_timeout, max_output=max_output, cpu_limit=cpu_limit)
-        lines += _ship(m, s, "verify", "V") + ["fi"]
+    if verification is not None:  # a main run that timed out has its verdict (the codes `_collect` reads so)
+        codes = "124|137|152|158" if cpu_limit else "124|137"
+        lines.append(f'case "$rc" in {codes}) {" ".join(verification.drop_lines())} ;; esac')
     if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
         lines.append(f"git reset -q --hard {BASE_TAG} || exit 90")
     for name in check_after:
@@ -140,6 +143,24 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
                      f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")
     lines.append(f"echo \"{m} END\"")
     return "\n".join(lines)
+
+
+def verify_command(verification: Verification, *, marker: str, restored: tuple[str, ...], suite_timeout: float,
+                   max_output: int = MAX_TEST_OUTPUT, cpu_limit: float | None = None) -> str:
+    """The root bash job of a verification exec, run in the sandbox whose last job made `verification`'s
+    copy: check the copy is still pending (else a NOCOPY line), the verification run
+    (`Verification.run_lines`), its log shipped after VOUTPUT/VOUTFILE. `restored`: the files the main
+    job appended tokens or canaries to."""
+    lines = [*_functions(), *verification.found_lines(marker),
+             *verification.run_lines(marker=marker, scratch=SCRATCH, restored=restored, suite_timeout=suite_timeout,
+                                     max_output=max_output, cpu_limit=cpu_limit),
+             *_ship(marker, SCRATCH, "verify", "V"), f"echo \"{marker} END\""]
+    return "\n".join(lines)
+
+
+def _functions() -> list[str]:
+    """The shell functions both jobs use: killuid, killagent, drain, safe_file."""
+    return [kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _DRAIN, _SAFE_FILE]
 
 
 def _ship(m: str, s: str, name: str, prefix: str) -> list[str]:
@@ -186,7 +207,7 @@ def parse_job_output(output: str, marker: str, missing: tuple[str, ...] = ()) ->
             found[kind.lower()] = cpu_seconds([a for a in args if a])
         elif kind in ("OUTPUT", "VOUTPUT"):
             found[kind.lower()] = nxt
-        elif kind in ("OUTFILE", "VOUTFILE", "UNKILLABLE"):
+        elif kind in ("OUTFILE", "VOUTFILE", "UNKILLABLE", "NOCOPY"):
             found[kind.lower()] = True
         elif kind == "END":
             found["end"] = True

@@ -86,10 +86,9 @@ def kill_uid_shell(uid: int, name: str = "killuid") -> str:
 }}"""
 
 
-def box_command(marker: str, *, runs: int, timeout: float, cap: int, inputs: tuple[str, ...] = ()) -> str:
-    """The root job run in a box: unpack the tarball on stdin, run the parser `runs` times on output.log
-    and then once on each of `inputs` (other staged outputs), print each run's exit code and base64
-    stdout/stderr after `marker` lines."""
+def box_command(marker: str, *, runs: int, timeout: float, cap: int) -> str:
+    """The root job run in a box: unpack the tarball on stdin, run the parser `runs` times on output.log,
+    print each run's exit code and base64 stdout/stderr after `marker` lines."""
     m, d, p, w = marker, BOX_STATE, PARSER_DIR, RUN_DIR
     drop = drop_privileges(PARSER_UID)
     wipe = " ".join(WIPED)
@@ -101,14 +100,14 @@ def box_command(marker: str, *, runs: int, timeout: float, cap: int, inputs: tup
         # an infrastructure failure)
         f"ulimit -v {MEMORY_KIB}",
     ]
-    for i, source in enumerate(("output.log",) * runs + inputs):
+    for i in range(runs):
         lines += [
             f"rm -rf {w} && mkdir -m 700 {w} && chown {PARSER_UID}:{PARSER_UID} {w} && cd {w} || exit 90",
             f"exec 4> >(exec head -c {cap + 1} > {d}/out{i}); o=$!",
             f"exec 5> >(exec head -c {STDERR_CAP} > {d}/err{i}); e=$!",
             # env -i: the parser gets no variable of ours (not even the exec token)
             f"timeout -k 2 {timeout:g} {drop} env -i PATH=/usr/bin:/bin HOME={w} LANG=C.UTF-8 "
-            f"python3 -I {p}/test_parser.py < {d}/{source} >&4 2>&5 4>&- 5>&-; rc=$?",
+            f"python3 -I {p}/test_parser.py < {d}/output.log >&4 2>&5 4>&- 5>&-; rc=$?",
             "exec 4>&- 5>&-",
             f"killuid || echo \"{m} UNKILLABLE\"",
             "wait $o $e",
@@ -209,28 +208,24 @@ def default_boxes() -> ParserBoxes:
 
 
 def parse_output(parser: str, output: bytes, *, runs: int = 1, timeout: float = 30.0, cap: int = 8 << 20,
-                 boxes: ParserBoxes | None = None, others: tuple[bytes, ...] = ()) -> list[ParseRun] | None:
-    """Run `parser` (test_parser.py's text) `runs` times on `output` in a parser box, then once on each of
-    `others` (the verification run's output), all in one call.
+                 boxes: ParserBoxes | None = None) -> list[ParseRun] | None:
+    """Run `parser` (test_parser.py's text) `runs` times on `output` in a parser box, in one call.
 
     Returns one ParseRun per run, or None when the box itself failed twice (infrastructure)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        inputs = tuple(f"other{k}.log" for k in range(len(others)))
-        for name, data in (("test_parser.py", parser.encode("utf-8", "surrogateescape")), ("output.log", output),
-                           *zip(inputs, others)):
+        for name, data in (("test_parser.py", parser.encode("utf-8", "surrogateescape")), ("output.log", output)):
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
     payload = buf.getvalue()
     for attempt in range(2):
         marker = f"__sp{uuid.uuid4().hex}__"
-        cmd = box_command(marker, runs=runs, timeout=timeout, cap=cap, inputs=inputs)
+        cmd = box_command(marker, runs=runs, timeout=timeout, cap=cap)
         try:
             with (boxes or default_boxes()).checkout() as box:
-                total = runs + len(others)
-                res = box.exec(cmd, timeout=total * (timeout + 10) + 60, stdin=payload, user="root")
-                found = parse_box_output(res.output, marker, total, cap)
+                res = box.exec(cmd, timeout=runs * (timeout + 10) + 60, stdin=payload, user="root")
+                found = parse_box_output(res.output, marker, runs, cap)
                 if found is None:
                     raise RuntimeError(f"the parser box job did not finish (exit {res.exit_code}, timed out "
                                        f"{res.timed_out}): {res.output[-300:]!r}")

@@ -12,6 +12,9 @@ exec in a parser box (`selfplay.jobs.parser_box`):
   root: SIGKILL every RUNNER_UID process with bash builtins (works under a fork bomb), then collect
         the log; a process holding the pipe is dead by then, so the job never waits on it;
   parser box: test_parser.py on the log, as PARSER_UID, with nothing else to read.
+A `Job(verify=True)` also leaves a copy of the patched tree for a verification run; the caller asks for
+that run (`verify_run`: one more exec in the same sandbox, then one in a parser box) only when the main
+verdict needs it, before the sandbox runs anything else (`selfplay.jobs.verification`).
 
 Class 5 of docs/security.md (model output forging an infrastructure error): marker lines carry a random token per
 job, and every model-controlled text (the test output, git's messages about model diffs, the parser's
@@ -29,7 +32,7 @@ import base64
 import gzip
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sandboxes.errors import SandboxError
 from sandboxes.sandbox import Sandbox
@@ -37,7 +40,7 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import touched_files
 from selfplay.errors import ValidationInfraError
 from selfplay.jobs.canary import Canary
-from selfplay.jobs.job import MAX_TEST_OUTPUT, SCRATCH, Job, job_command, parse_job_output
+from selfplay.jobs.job import MAX_TEST_OUTPUT, SCRATCH, Job, job_command, parse_job_output, verify_command
 from selfplay.jobs.parser_box import parse_output
 from selfplay.jobs.staging import UNPACK, tarball
 from selfplay.jobs.verification import Verification
@@ -77,8 +80,11 @@ class SuiteRun:
     cpu_time: float | None = None
     """CPU seconds test_script.sh and the processes it waited for used (None when not measured)."""
     verification: SuiteRun | None = None
-    """The verification run of a `Job(verify=True)` (`selfplay.jobs.verification`): its own map, error,
-    duration and CPU time; None when none ran (the main run ended first, or the job did not ask)."""
+    """The verification run (`verify_run`): its own map, error, duration and CPU time; None when none ran
+    (the job did not ask, the main run ended first, or the caller did not need it)."""
+    pending: Verification | None = None
+    """The verification copy a `Job(verify=True)` left in the sandbox, waiting for `verify_run`; None once
+    verified, or when no copy is left (the main run timed out, or the job made none)."""
 
     @property
     def tampered(self) -> str | None:
@@ -98,8 +104,8 @@ class Collected:
     log: bytes
     parse_twice: bool
     fields: dict
-    verification: SuiteRun | Collected | None = None
-    """The verification run: a SuiteRun when it ended without output to parse, else its collected output."""
+    pending: Verification | None = None
+    """The verification copy the job left in the sandbox (`SuiteRun.pending`)."""
 
 
 def run_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeout: float, parser_timeout: float,
@@ -108,7 +114,8 @@ def run_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_timeo
     """Run one job (see `job_command`) in `sb` and parse its output in a parser box. The scratch folder
     was staged with `prepare`, or `stage` (see `staged_files`) is staged by the job itself (one exec
     fewer). `cpu_limit`: CPU seconds each run may use (more ends it as timed out). Never raises for what
-    the artifact or the prediction did."""
+    the artifact or the prediction did. A `Job(verify=True)`'s run comes back with `pending` set: pass it
+    to `verify_run` when its verdict needs the verification run."""
     done = exec_job(sb, artifact, job, suite_timeout=suite_timeout, max_output=max_output, stage=stage,
                     cpu_limit=cpu_limit)
     return done if isinstance(done, SuiteRun) else parse_collected(done, artifact, parser_timeout)
@@ -121,14 +128,15 @@ def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_time
     did not apply, the script timed out or flooded, the job died), else the collected output. Once it
     returns, `sb` is free for the next job while the output is parsed."""
     marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
+    copy = Verification.new() if job.verify else None
     py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731
     cmd = job_command(job, marker=marker, canary=canary, suite_timeout=suite_timeout, max_output=max_output,
                       perturb=py(touched_files(artifact.bug_inject)), canary_files=py(artifact.test_files),
-                      verification=Verification.new() if job.verify else None, cpu_limit=cpu_limit)
+                      verification=copy, cpu_limit=cpu_limit)
     if stage is not None:
         cmd = f"{UNPACK} || exit 90\n{cmd}"
     try:
-        res = sb.exec(cmd, timeout=(2 if job.verify else 1) * (suite_timeout + 30) + 90, user="root",
+        res = sb.exec(cmd, timeout=suite_timeout + 30 + 90, user="root",
                       stdin=None if stage is None else tarball(stage))
     except SandboxError as exc:
         return _died(f"the sandbox failed ({exc})")
@@ -140,16 +148,43 @@ def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_time
         return _died(f"exit {res.exit_code}, timed out: {res.timed_out}")
     main = _collect(sb, found, "", suite_timeout, max_output, cpu_limit,
                     dict(apply_error=found.get("check"), missing=missing, check_failed=found.get("check_name")))
-    if isinstance(main, SuiteRun) or not job.verify:
-        return main if isinstance(main, SuiteRun) else Collected(canary, main[0], job.parse_twice, main[1])
-    if "vscript" not in found:
-        return _died("the verification run did not report")
-    verify = _collect(sb, found, "v", suite_timeout, max_output, cpu_limit, {})
-    if not isinstance(verify, SuiteRun):
-        verify = Collected(Canary.new(), verify[0], False, verify[1])
-    elif verify.died:
-        return verify
-    return Collected(canary, main[0], job.parse_twice, main[1], verification=verify)
+    if isinstance(main, SuiteRun):
+        return main
+    return Collected(canary, main[0], job.parse_twice, main[1], pending=copy)
+
+
+def verify_run(sb: Sandbox, artifact: BugArtifact, run: SuiteRun, *, suite_timeout: float, parser_timeout: float,
+               max_output: int = MAX_TEST_OUTPUT, cpu_limit: float | None = None) -> SuiteRun:
+    """`run` with its verification run (`selfplay.jobs.verification`): one exec in `sb`, the sandbox whose
+    last job made `run.pending`, then one parser-box call. The verification's own failures (timed out,
+    flooded, died, parser errors) are in `verification`; never raises for what the artifact or the
+    prediction did. Raises ValidationInfraError when the copy is gone (`sb` ran another job or a reset
+    since), and ValueError when `run` has no pending copy."""
+    if run.pending is None:
+        raise ValueError("verify_run: the run has no verification copy (a Job(verify=True) run that finished)")
+    marker = f"__sp{uuid.uuid4().hex}__"
+    py = tuple(p for p in (*artifact.test_files, *touched_files(artifact.bug_inject)) if p.endswith(".py"))
+    cmd = verify_command(run.pending, marker=marker, restored=py, suite_timeout=suite_timeout,
+                         max_output=max_output, cpu_limit=cpu_limit)
+    try:
+        res = sb.exec(cmd, timeout=suite_timeout + 30 + 90, user="root")
+    except SandboxError as exc:
+        return replace(run, pending=None, verification=_died(f"the sandbox failed ({exc})"))
+    found = parse_job_output(res.output, marker)
+    if found.get("nocopy"):
+        raise ValidationInfraError(f"the verification copy {run.pending.root} is gone from sandbox {sb}: the "
+                                   "sandbox ran another job or a reset after the main run (a caller's bug)")
+    if res.timed_out or not found["end"] or "vscript" not in found:
+        return replace(run, pending=None, verification=_died(f"the verification run did not report (exit "
+                                                             f"{res.exit_code}, timed out: {res.timed_out})"))
+    got = _collect(sb, found, "v", suite_timeout, max_output, cpu_limit, {})
+    if not isinstance(got, SuiteRun):
+        runs = parse_output(artifact.test_parser, got[0], timeout=parser_timeout)
+        if runs is None:
+            raise ValidationInfraError("the parser box failed twice in a row on the verification run's output; "
+                                       "check the Docker engine")
+        got = _parsed(runs[0], got[1], parser_timeout)
+    return replace(run, pending=None, verification=got)
 
 
 def _collect(sb: Sandbox, found: dict, prefix: str, suite_timeout: float, max_output: int,
@@ -180,18 +215,11 @@ def _collect(sb: Sandbox, found: dict, prefix: str, suite_timeout: float, max_ou
 
 
 def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: float) -> SuiteRun:
-    """The parser-box half of `run_job`: parse, check determinism and the canaries (the verification
-    run's output is parsed in the same parser-box call)."""
-    verify = done.verification
-    others = (verify.log,) if isinstance(verify, Collected) else ()
-    runs = parse_output(artifact.test_parser, done.log, runs=2 if done.parse_twice else 1, timeout=parser_timeout,
-                        others=others)
+    """The parser-box half of `run_job`: parse, check determinism and the canaries."""
+    runs = parse_output(artifact.test_parser, done.log, runs=2 if done.parse_twice else 1, timeout=parser_timeout)
     if runs is None:
         raise ValidationInfraError("the parser box failed twice in a row (not the artifact's doing: it runs "
                                    "even a crashing parser fine); check the Docker engine")
-    if others:
-        runs, extra = runs[:-1], runs[-1]
-        verify = _parsed(extra, verify, parser_timeout)
     error = _parser_error(runs, parser_timeout)
     if error is None and done.parse_twice and runs[0].stdout != runs[1].stdout:
         error = "test_parser.py gave two different maps for the same output"
@@ -201,22 +229,22 @@ def parse_collected(done: Collected, artifact: BugArtifact, parser_timeout: floa
         except ParserOutputError as exc:
             error = f"test_parser.py output is invalid: {exc}"
     if error is not None:
-        return SuiteRun(None, error, verification=verify, **done.fields)
+        return SuiteRun(None, error, pending=done.pending, **done.fields)
     real, integrity = done.canary.split(statuses)
     log.debug("suite job: %.2fs, %d tests, integrity %s", done.fields["duration"], len(real), integrity)
-    return SuiteRun(real, None, integrity=integrity, verification=verify, **done.fields)
+    return SuiteRun(real, None, integrity=integrity, pending=done.pending, **done.fields)
 
 
-def _parsed(run, done: Collected, parser_timeout: float) -> SuiteRun:
+def _parsed(run, fields: dict, parser_timeout: float) -> SuiteRun:
     """The verification run's SuiteRun from its parser run (it has no canaries: their ids, which a script
     that cds into the workdir may still report, are dropped by the main run's split only)."""
     error = _parser_error([run], parser_timeout)
     if error is None:
         try:
-            return SuiteRun(parse_status_map(run.stdout.decode("utf-8", "replace")), None, **done.fields)
+            return SuiteRun(parse_status_map(run.stdout.decode("utf-8", "replace")), None, **fields)
         except ParserOutputError as exc:
             error = f"test_parser.py output is invalid: {exc}"
-    return SuiteRun(None, f"on the verification run's output: {error}", **done.fields)
+    return SuiteRun(None, f"on the verification run's output: {error}", **fields)
 
 
 def _parser_error(runs, parser_timeout: float) -> str | None:

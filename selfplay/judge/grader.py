@@ -22,9 +22,11 @@ then the task is broken and ValidationInfraError is raised. Nothing the model pr
 "Times out" means past the prediction's budget (`selfplay.facts.Budget`: a multiple of the task's validated
 suite time plus a floor, wall and CPU), not the 120 s suite timeout, and the control gets the same budget.
 
-Environment-conditional fixes (docs/security.md, class 9): the job runs the suite a second time under a
-perturbed environment (`selfplay.jobs.verification`); +1 needs both runs to pass, and a prediction that
-passes only in the main run gets -1 with the disagreement in `GradeResult.verification`. When validation
+Environment-conditional fixes (docs/security.md, class 9): a prediction whose main run passes is run a
+second time under a perturbed environment (`selfplay.jobs.verification`: a second exec in the same
+sandbox); +1 needs both runs to pass, and a prediction that passes only in the main run gets -1 with the
+disagreement in `GradeResult.verification`. A main run that fails is -1 whatever the verification would
+say, so it gets none ("skipped: the main run failed"). When validation
 saw every run report its canaries (`TaskFacts.canaries_reported`), a run without them is tampering.
 """
 
@@ -39,7 +41,7 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.facts import Budget, TaskFacts
-from selfplay.jobs import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files
+from selfplay.jobs import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files, verify_run
 from selfplay.judge.tamper import TamperConfig, screen
 from selfplay.judge.verdict import GradeResult, disagreement, failed_grade, grade_statuses
 
@@ -59,8 +61,8 @@ class GraderConfig:
     tamper: TamperConfig = TamperConfig()
     """The runner-tampering screen applied to the kept sections of each prediction."""
     verify: bool = True
-    """Run every prediction a second time under a perturbed environment and require the same verdict
-    (`selfplay.jobs.verification`); False only to measure what that costs."""
+    """Run every prediction whose main run passes a second time under a perturbed environment and require
+    the same verdict (`selfplay.jobs.verification`); False only to measure what that costs."""
     budget: Budget = Budget()
     """Wall and CPU budgets of a prediction's runs, from the task's validated suite time (`TaskFacts`);
     `suite_timeout` caps them, and is the budget of a task without measured facts."""
@@ -116,62 +118,106 @@ def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_t
         return failed_grade(f"runner tampering: {tamper}", dropped_hunks=dropped, tamper=tamper, **tests)
     if reset:
         sb.reset()
-    run = _run(sb, artifact, base_patch, filtered.kept, config, facts)
-    if (failed := _stopped(run)) is not None:
-        # The prediction's fault unless the task cannot run either: a control with an empty prediction.
-        sb.reset()
-        control = _run(sb, artifact, base_patch, "", config, facts)
-        if (broken := _stopped(control)) is not None or control.statuses is None:
-            raise ValidationInfraError(f"the task cannot run: a control run with an empty prediction failed too "
-                                       f"({broken or control.error}); the prediction's run: {failed}")
-        return failed_grade(f"the prediction's run failed: {failed}", dropped_hunks=dropped, **tests)
-    if run.apply_error and not run.apply_error.startswith("prediction.diff:"):
-        raise ValidationInfraError(f"the task's own layers no longer apply ({run.apply_error}); "
-                                   "the task is broken, not the prediction")
-    if run.apply_error:
-        return failed_grade(f"the prediction does not apply to the buggy state: "
-                            f"{run.apply_error.partition(': ')[2]}", dropped_hunks=dropped, **tests)
-    if run.statuses is None:
-        return failed_grade(run.error or "no test results", dropped_hunks=dropped, **tests)
-    integrity = run.integrity
-    if not run.tampered and facts.canaries_reported and integrity.startswith("inconclusive"):
-        integrity = ("tampered: the canary tests were not reported, though every validation run of this task "
-                     "reported them (the run was cut short, or its output rewritten)")
-    if integrity.startswith("tampered"):
-        return failed_grade(f"run integrity: {integrity}", dropped_hunks=dropped, tamper=integrity,
-                            integrity=integrity, **tests)
-    result = grade_statuses(run.statuses, fail_to_pass, pass_to_pass, dropped_hunks=dropped, integrity=integrity)
-    if run.verification is None:
+    grader = _Grading(sb, artifact, base_patch, config, facts, dropped, tests)
+    run = grader.run(filtered.kept)
+    result = grader.main_verdict(run)
+    if not config.verify:
         return result
+    if not result.resolved:  # -1 whatever the verification says: it does not run (its copy is stale)
+        return replace(result, verification=SKIPPED)
+    run = grader.verify(run)
+    if (failed := _stopped(run.verification)) is not None:
+        grader.control(failed, verify=True)
+        return failed_grade(f"the prediction's run failed: {failed}", dropped_hunks=dropped, **tests)
     if run.verification.statuses is None:
         return failed_grade(f"the verification run failed: {run.verification.error}", dropped_hunks=dropped,
-                            integrity=integrity, verification=f"disagree: {run.verification.error}", **tests)
+                            integrity=result.integrity, verification=f"disagree: {run.verification.error}", **tests)
     expected = {t: "passed" for t in (*fail_to_pass, *pass_to_pass)}
     if (differ := disagreement(run.statuses, run.verification.statuses, expected)) is not None:
         log.info("grading: %s", differ)
-        return failed_grade(f"verification run: {differ}", dropped_hunks=dropped, integrity=integrity,
+        return failed_grade(f"verification run: {differ}", dropped_hunks=dropped, integrity=result.integrity,
                             verification=differ, **tests)
     return replace(result, verification="agree")
 
 
-def _stopped(run: SuiteRun) -> str | None:
+SKIPPED = "skipped: the main run failed"
+"""`GradeResult.verification` of a prediction whose main run already earns -1."""
+
+
+def _stopped(run: SuiteRun | None) -> str | None:
     """Why the job, its main run or its verification run did not finish (died, timed out, over budget)."""
-    for part in (run, run.verification):
+    for part in (run, run.verification if run is not None else None):
         if part is not None and (part.died or part.timed_out):
             return part.error
     return None
 
 
-def _run(sb: Sandbox, artifact: BugArtifact, base_patch: str | None, kept: str, config: GraderConfig,
-         facts: TaskFacts) -> SuiteRun:
-    layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if base_patch else ())
-    job = Job(patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=artifact.test_files,
-              verify=config.verify)
-    wall = config.budget.seconds(facts.suite_time, config.suite_timeout)
-    cpu = None if facts.suite_cpu is None else config.budget.seconds(facts.suite_cpu, config.suite_timeout)
-    return run_job(sb, artifact, job, suite_timeout=wall, parser_timeout=config.parser_timeout,
-                   max_output=config.max_test_output, cpu_limit=cpu,
-                   stage=staged_files(artifact, **{"layer.diff": base_patch or "", "prediction.diff": kept}))
+@dataclass(frozen=True)
+class _Grading:
+    """The sandbox work of one grade: the main job, its verdict, the verification run and control runs."""
+
+    sb: Sandbox
+    artifact: BugArtifact
+    base_patch: str | None
+    config: GraderConfig
+    facts: TaskFacts
+    dropped: tuple[str, ...]
+    tests: dict
+
+    def limits(self) -> dict:
+        wall = self.config.budget.seconds(self.facts.suite_time, self.config.suite_timeout)
+        cpu = self.facts.suite_cpu
+        return dict(suite_timeout=wall, parser_timeout=self.config.parser_timeout,
+                    max_output=self.config.max_test_output,
+                    cpu_limit=None if cpu is None else self.config.budget.seconds(cpu, self.config.suite_timeout))
+
+    def run(self, kept: str) -> SuiteRun:
+        """The main job (with the verification copy when `config.verify`)."""
+        layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if self.base_patch else ())
+        job = Job(patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=self.artifact.test_files,
+                  verify=self.config.verify)
+        return run_job(self.sb, self.artifact, job, **self.limits(),
+                       stage=staged_files(self.artifact, **{"layer.diff": self.base_patch or "",
+                                                            "prediction.diff": kept}))
+
+    def verify(self, run: SuiteRun) -> SuiteRun:
+        return verify_run(self.sb, self.artifact, run, **self.limits())
+
+    def control(self, failed: str, *, verify: bool = False) -> None:
+        """The prediction's run `failed` (died, timed out): the prediction's fault unless the task cannot
+        run either. A control with an empty prediction on the reset sandbox, with its verification run
+        too when that is where the prediction's failed; raises ValidationInfraError when it fails."""
+        self.sb.reset()
+        control = self.run("")
+        if verify and _stopped(control) is None and control.pending is not None:
+            control = self.verify(control)
+        if (broken := _stopped(control)) is not None or control.statuses is None:
+            raise ValidationInfraError(f"the task cannot run: a control run with an empty prediction failed too "
+                                       f"({broken or control.error}); the prediction's run: {failed}")
+
+    def main_verdict(self, run: SuiteRun) -> GradeResult:
+        """The verdict of the main run alone (the verification can only turn a +1 into -1)."""
+        dropped, tests = self.dropped, self.tests
+        if (failed := _stopped(run)) is not None:
+            self.control(failed)
+            return failed_grade(f"the prediction's run failed: {failed}", dropped_hunks=dropped, **tests)
+        if run.apply_error and not run.apply_error.startswith("prediction.diff:"):
+            raise ValidationInfraError(f"the task's own layers no longer apply ({run.apply_error}); "
+                                       "the task is broken, not the prediction")
+        if run.apply_error:
+            return failed_grade(f"the prediction does not apply to the buggy state: "
+                                f"{run.apply_error.partition(': ')[2]}", dropped_hunks=dropped, **tests)
+        if run.statuses is None:
+            return failed_grade(run.error or "no test results", dropped_hunks=dropped, **tests)
+        integrity = run.integrity
+        if not run.tampered and self.facts.canaries_reported and integrity.startswith("inconclusive"):
+            integrity = ("tampered: the canary tests were not reported, though every validation run of this task "
+                         "reported them (the run was cut short, or its output rewritten)")
+        if integrity.startswith("tampered"):
+            return failed_grade(f"run integrity: {integrity}", dropped_hunks=dropped, tamper=integrity,
+                                integrity=integrity, **tests)
+        return grade_statuses(run.statuses, tests["fail_to_pass"], tests["pass_to_pass"], dropped_hunks=dropped,
+                              integrity=integrity)
 
 
 def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...], pass_to_pass: tuple[str, ...],

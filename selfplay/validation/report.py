@@ -47,7 +47,7 @@ class ValidationReport:
     duration: float = 0.0
     """Wall-clock seconds the validation took."""
     suite_runs: int = 0
-    """How many times test_script.sh was run."""
+    """How many suite jobs ran (main runs of test_script.sh; verification runs are not counted)."""
     suite_time: float | None = None
     """Wall seconds of the slowest run of test_script.sh (main or verification runs); grading budgets
     derive from it (`selfplay.facts`)."""

@@ -18,6 +18,13 @@ it); a canary with the wrong status fails the check of that run ("run integrity"
 through the runner-tampering screen at patch_hygiene. A run whose job dies or whose script hangs is the
 artifact's fault (its check fails with the reason) unless a control on the reset sandbox fails too, which
 raises ValidationInfraError.
+
+Verification runs (docs/security.md, class 9): the last original run and the buggy run make a verification
+copy; the job keeps its sandbox while its output is parsed, and the verification run follows in that
+sandbox only when its verdict can still count: the original run must have a map, no tampering and at
+least `min_passing_tests` passing tests (else the artifact is invalid whatever the verification says:
+flaky tests only ever drop from the original's passing set), and the buggy run must pass bug_validity and
+its integrity check. A skipped copy is deleted by the sandbox's next job.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
@@ -35,7 +43,7 @@ from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
 from selfplay.errors import ArtifactError, ValidationInfraError
-from selfplay.jobs import Job, SuiteRun, exec_job, parse_collected, prepare
+from selfplay.jobs import Job, SuiteRun, exec_job, parse_collected, prepare, verify_run
 from selfplay.judge.tamper import screen
 from selfplay.judge.verdict import disagreement, split_tests
 from selfplay.validation import checks
@@ -70,7 +78,8 @@ class _Runner:
         for sb in sandboxes:
             self.free.put(sb)
 
-    def job(self, job: Job) -> SuiteRun:
+    def job(self, job: Job, needed: Callable[[SuiteRun], bool] = lambda run: True) -> SuiteRun:
+        """Run `job`; a `Job(verify=True)` gets its verification run when `needed(main run)`."""
         sb = self.free.get()
         try:
             self.runs += 1
@@ -78,9 +87,20 @@ class _Runner:
                             max_output=self.config.max_test_output)
             if isinstance(done, SuiteRun) and (done.died or done.timed_out):
                 self._control(sb, done)
+            if not job.verify:
+                self.free.put(sb)  # the next job may use the sandbox while this output is parsed
+                sb = None
+            run = done if isinstance(done, SuiteRun) else parse_collected(done, self.artifact,
+                                                                          self.config.parser_timeout)
+            if sb is not None and run.pending is not None and needed(run):
+                run = verify_run(sb, self.artifact, run, suite_timeout=self.config.suite_timeout,
+                                 parser_timeout=self.config.parser_timeout, max_output=self.config.max_test_output)
+                if run.verification.died:  # as a job that died: its run fails with the reason
+                    self._control(sb, run.verification)
+                    run = run.verification
         finally:
-            self.free.put(sb)  # the next job may use the sandbox while this output is parsed
-        run = done if isinstance(done, SuiteRun) else parse_collected(done, self.artifact, self.config.parser_timeout)
+            if sb is not None:
+                self.free.put(sb)
         self.done.append(run)
         return run
 
@@ -109,10 +129,11 @@ class _Runner:
                                        f"reset sandbox (exit {res.exit_code}): {res.output[-300:]}")
         log.info("validation: a run failed (%s); the control run passed, so the artifact is at fault", run.error)
 
-    def wave(self, jobs: list[Job]) -> list[SuiteRun]:
+    def wave(self, jobs: list[Job], needed: Callable[[SuiteRun], bool] = lambda run: True) -> list[SuiteRun]:
+        """Run `jobs` at once; `needed` decides whether a verify job's run gets its verification run."""
         # one thread per job: jobs wait for a free sandbox, so a parse overlaps the next job's run
         with ThreadPoolExecutor(max_workers=len(jobs)) as ex:
-            return list(ex.map(self.job, jobs))
+            return list(ex.map(lambda job: self.job(job, needed), jobs))
 
 
 def _tampered(runs: list[SuiteRun]) -> str | None:
@@ -130,6 +151,14 @@ def _verified(run: SuiteRun, expected: dict[str, str]) -> str | None:
     if verify is None or verify.statuses is None:
         return f"the verification run failed: {verify.error if verify else 'it did not run'}"
     return disagreement(run.statuses or {}, verify.statuses, expected)
+
+
+def _original_counts(run: SuiteRun, min_passing: int) -> bool:
+    """Whether the verification of an original run can still count: with no map, tampering or fewer
+    than `min_passing` passing tests the parser or test_script check fails whatever it says (a test
+    passing on the stable original passes in every original run)."""
+    passing = sum(s == "passed" for s in (run.statuses or {}).values())
+    return run.statuses is not None and not run.tampered and passing >= min_passing
 
 
 def _must_have_applied(run: SuiteRun) -> SuiteRun:
@@ -183,7 +212,7 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     probe_job = Job(missing=artifact.test_files, parse_twice=True, check_after=("bug_inject.diff", "test_weaken.diff"))
     jobs = [probe_job] + [Job()] * (config.original_runs - 1)
     jobs[-1] = replace(jobs[-1], verify=True)  # the original suite must also pass under the perturbed environment
-    runs = r.wave(jobs)
+    runs = r.wave(jobs, lambda run: _original_counts(run, config.min_passing_tests))
     probe = runs[0]
     maps = [run.statuses for run in runs]
     flaky = checks.flaky_tests(maps) if all(m is not None for m in maps) else set()
@@ -213,9 +242,17 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     units = [tuple(dict.fromkeys(p for p in (fd.source_path, fd.target_path) if p))
              for fd in split_diff(artifact.bug_inject)]
     both = ("bug_inject.diff", "test_weaken.diff")
+
+    def validity_of(buggy: SuiteRun) -> CheckResult:
+        """bug_validity before its verification run (the run has a map)."""
+        flaky_failing = {t for t in flaky if buggy.statuses.get(t) != "passed"}
+        return checks.check_bug_validity(split_tests(original, buggy.statuses)[0], flaky_failing,
+                                         config.min_failing_tests)
+
     results = [_must_have_applied(run) for run in r.wave(
         [Job(patches=both[:1], restore=artifact.test_files, verify=True), Job(patches=both)]
-        + [Job(patches=both, restore=(*artifact.test_files, *u)) for u in units])]
+        + [Job(patches=both, restore=(*artifact.test_files, *u)) for u in units],
+        lambda run: run.statuses is not None and not run.tampered and validity_of(run).passed)]
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:
         return stop(CheckResult("bug_validity", False, f"with the bug applied: {buggy.error}"))
@@ -223,9 +260,8 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         if (tampered := _tampered(group)) is not None:
             return stop(CheckResult(name, False, f"run integrity: {tampered}"))
     f2p, p2p = split_tests(original, buggy.statuses)
-    flaky_failing = {t for t in flaky if buggy.statuses.get(t) != "passed"}
     kw = {"fail_to_pass": f2p, "pass_to_pass": p2p, "flaky": tuple(sorted(flaky))}
-    validity = checks.check_bug_validity(f2p, flaky_failing, config.min_failing_tests)
+    validity = validity_of(buggy)
     expected = {**{t: "passed" for t in p2p}, **{t: "failed" for t in f2p}}
     if validity.passed and (differ := _verified(buggy, expected)):  # a bug that shows only when validated
         validity = CheckResult("bug_validity", False, f"with the bug, under the verification environment: {differ}")
