@@ -12,13 +12,12 @@ Design choices (measured in docs/benchmarks.md, section "Sandboxes"; the threat 
   `selfplay.snapshot`), and their sandboxes mount a tmpfs at the workdir that the keeper fills from it
   (DockerSandboxConfig.workdir_size; tmpfs pages count against mem_limit, so sizes derive from it).
   Writing past a limit fails with ENOSPC; the container lives on. Cost, measured with
-  scripts/bench_sandboxes.py on toolz (2 shared cores; medians over 6 paired runs of the previous and this
-  design, each as a ratio to its in-run baseline, since the machine's load varied 10x): start to first
-  exec 1.04 -> 1.02 x `docker run` (the keeper extracts a 0.6 MB snapshot into the tmpfs instead of
-  writing one); exec("true") 0.93 -> 0.90 x `docker exec` (setpriv costs one execve); reset of a dirtied
-  repo 0.47 -> 0.35 x recreate (wipe and extract on tmpfs beats the incremental restore on overlayfs);
-  reset of a clean repo 0.26 -> 0.30 x recreate (it no longer skips on an unchanged ctime; it restores and
-  so needs no trust).
+  scripts/bench_sandboxes.py on toolz (2 cores under load; medians over 6 paired runs, each as a ratio to
+  its in-run baseline, since the load varied 10x): start to first exec 1.02 x `docker run` (the keeper
+  extracts a 0.6 MB snapshot into the tmpfs); exec("true") 0.90 x `docker exec` (setpriv costs one
+  execve); reset of a dirtied repo 0.35 x recreate (wipe and extract on tmpfs beats an incremental
+  restore on overlayfs); reset of a clean repo 0.30 x recreate (it restores even when nothing changed, so
+  it trusts no ctime).
 - Images without a snapshot (not built by us) keep the workdir on overlayfs: the keeper hands it to the
   agent uid and snapshots it at start; the scratch dirs are still tmpfs, the workdir has no size limit.
 - `reset()` kills every process and proves none is left, then restores the workdir: on tmpfs by wiping

@@ -1,5 +1,5 @@
-"""Grading (and validation) time of this tree against another checkout (issue 15's benchmark: hardening
-must not cost speed; target <= 1.2x).
+"""Grading (and validation) time of this tree against another checkout (hardening must not cost speed;
+target <= 1.2x).
 
 Each side runs in its own worker process with its own tree on sys.path (so the two never share code), on
 the same machine, interleaved round by round so that load drift hits both alike. A worker starts a pool of

@@ -1,10 +1,10 @@
-"""Validation wall time per artifact against its floor (issue 4's benchmark).
+"""Validation wall time per artifact against its floor.
 
 Floors, where "one suite run" is the median time of the artifact's own test_script.sh through `docker exec`
 in a warm sandbox (run as the runner uid, as validation runs it), measured in the same process:
-- sequential floor (issue 15's): the validation's suite runs done one after another in one warm
+- sequential floor: the validation's suite runs done one after another in one warm
   container = runs x one suite run. Target: validation (default parallelism) <= 1.2x of it.
-- parallel floor (issue 4's): runs x one suite run / cores used. Target <= 1.5x.
+- parallel floor: runs x one suite run / cores used. Target <= 1.5x.
 Also printed: the same validation run sequentially (parallelism 1).
 
 Usage: python scripts/bench_validation.py [--repo toolz] [--artifact tests/fixtures/artifacts/valid] [--repeats 5]

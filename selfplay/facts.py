@@ -1,8 +1,8 @@
 """`TaskFacts`: what validation measured about a task's own runs, which grading then holds predictions to
 (docs/security.md, classes 5 and 4).
 
-- *Budgets.* A prediction that hangs or fork-bombs used to hold a grading sandbox for the whole suite
-  timeout. Each prediction now gets a wall-time and a CPU-time budget derived from the task's validated
+- *Budgets.* A prediction that hangs or fork-bombs would hold a grading sandbox for the whole suite
+  timeout, so each prediction gets a wall-time and a CPU-time budget derived from the task's validated
   suite: `factor x` the slowest validated run plus `floor` seconds (`Budget`), never more than the suite
   timeout. Past it the run is -1 with the reason, unless a control run (the empty prediction) exceeds the
   same budget too, which marks the task broken.

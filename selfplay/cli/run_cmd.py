@@ -6,7 +6,7 @@
     selfplay run --config gpu-1node --print-config   # the resolved tree, nothing starts
 
 Exit codes: 0 finished, 1 failed, 2 bad config or arguments (nothing started), 130 interrupted (the run
-is resumable; the command to resume is printed). The old suite check is `selfplay repos test`.
+is resumable; the command to resume is printed). Each repo's test suite alone: `selfplay repos test`.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The loader (config_loader.py) checks keys and types; a config can still name a repo that is not in the
 repo list, a repo list or model folder that does not exist, a store URL whose scheme or driver we do not
 have, an SFT preset that is not one, or a runs_dir nobody can write. Found only once the run is under way,
-each of these left a run directory behind (and loaded a model) before failing, and the advice to resume
-was then refused. So `selfplay run` (and `--print-config`) call this first; nothing is created here.
+each of these would leave a run directory behind (and load a model) before failing, with advice to resume
+that cannot work. So `selfplay run` (and `--print-config`) call this first; nothing is created here.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def test_trajectory_round_trips_through_jsonl(local_sandbox, tokenizer, tmp_path
 
 
 def test_context_budget_is_clamped_to_the_policys_window(local_sandbox, tokenizer, hf_policy, caplog):
-    """Every caller gets the clamp (issue 12, "Context limit"): the injector's 65,536-token default would
+    """Every caller gets the clamp: the injector's 65,536-token default would
     run past a small model's window."""
     from agent_scaffold.agent import context_window, fit_context_window
     from agent_scaffold.roles import EpisodeLimits

@@ -1,5 +1,5 @@
-"""A policy built from checkpoint N reports version N (issue 12, "Policy versions"): after a resume, a
-policy that said 0 would make every rollout look stale to the learner."""
+"""A policy built from checkpoint N reports version N: after a resume, a policy that said 0 would make
+every rollout look stale to the learner."""
 
 from __future__ import annotations
 

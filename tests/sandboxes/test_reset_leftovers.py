@@ -1,6 +1,6 @@
-"""A pooled sandbox's reset leaves nothing of the previous episode outside the repo either (issue 12,
-"Leftovers in pooled sandboxes"): not the injector's artifact dir, not `pip install --user` output in the
-agent's home, not the interpreter's site-packages (which the model uids cannot write at all).
+"""A pooled sandbox's reset leaves nothing of the previous episode outside the repo either: not the
+injector's artifact dir, not `pip install --user` output in the agent's home, not the interpreter's
+site-packages (which the model uids cannot write at all).
 
 Runs on a real repo image (toolz: a real /opt/venv with pip), as the episodes do."""
 

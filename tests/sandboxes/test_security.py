@@ -1,4 +1,4 @@
-"""Attacks a model could make from inside a sandbox (issue 15, classes 1, 6 and 7), each against the real
+"""Attacks a model could make from inside a sandbox (classes 1, 6 and 7 of docs/security.md), each against the real
 container: what it tries, and what must hold afterwards. docs/security.md is the threat model."""
 
 from __future__ import annotations

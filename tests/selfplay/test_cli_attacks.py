@@ -1,4 +1,4 @@
-"""The attack corpus (tests/fixtures/attacks) end to end through the CLI (issue 15).
+"""The attack corpus (tests/fixtures/attacks) end to end through the CLI (docs/security.md).
 
 Solver attacks: every prediction leaves the bug of tests/fixtures/artifacts/valid in place, so the right reward
 of each is -1. They are graded by ONE `selfplay grade --patch A --patch B ... --json`, i.e. through one pooled

@@ -1,4 +1,4 @@
-"""Class 3 of issue 15: a prediction whose paths the diff filter and `git apply` read differently.
+"""Class 3 of docs/security.md: a prediction whose paths the diff filter and `git apply` read differently.
 
 Each trick targets a test-infrastructure path as real `git apply --numstat` reads it (asserted first,
 so a trick that no longer reaches its target fails the test instead of passing vacuously); the filter

@@ -1,4 +1,4 @@
-"""Reward hacks against grading and validation (issue 15, classes 2, 4 and 5), tried as a model would.
+"""Reward hacks against grading and validation (classes 2, 4 and 5 of docs/security.md), tried as a model would.
 
 Solver side: predictions over the buggy state of the valid toolz artifact that leave the bug in place and
 try to turn their -1 into +1 or into "grading could not run" (ValidationInfraError). Most run with the

@@ -1,7 +1,7 @@
-"""Validations and episodes sharing one pool cannot deadlock (issue 12, "Pool deadlock").
+"""Validations and episodes sharing one pool cannot deadlock.
 
-Before `checkout_many`, a validation took its sandboxes one by one: with an episode holding one of two,
-two validations could each take the other one in turn and wait for each other forever."""
+A validation takes all its sandboxes at once (`checkout_many`). Taken one by one, with an episode holding
+one of two, two validations could each take the other one in turn and wait for each other forever."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`selfplay grade`: where FAIL_TO_PASS/PASS_TO_PASS come from (issue 15, class 8), several --patch, exit codes."""
+"""`selfplay grade`: where FAIL_TO_PASS/PASS_TO_PASS come from (docs/security.md, class 8), several --patch, exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`selfplay repos test`: the per-repo suite check that `selfplay run` was before the self-play loop."""
+"""`selfplay repos test`: the per-repo suite check (each repo's tests in its image)."""
 
 from __future__ import annotations
 

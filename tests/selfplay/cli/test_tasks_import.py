@@ -1,4 +1,4 @@
-"""`selfplay tasks import` trusts nothing but the shape of its file (issue 15, class 8): each entry passes
+"""`selfplay tasks import` trusts nothing but the shape of its file (docs/security.md, class 8): each entry passes
 validation's format check, a higher-order entry's failed prediction passes the test-infrastructure filter
 untouched, and one bad entry rejects the whole file (nothing is written)."""
 

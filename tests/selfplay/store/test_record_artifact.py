@@ -1,6 +1,6 @@
-"""What the run loop needs from the store (issue 12, "Store gaps"): artifact ids for every injector
-attempt, duplicates flagged, the higher-order `seen` set persisted, and draws filtered by origin, order
-and repo. On SQLite and PostgreSQL (see conftest)."""
+"""What the run loop needs from the store: artifact ids for every injector attempt, duplicates flagged,
+the higher-order `seen` set persisted, and draws filtered by origin, order and repo. On SQLite and
+PostgreSQL (see conftest)."""
 
 from __future__ import annotations
 
