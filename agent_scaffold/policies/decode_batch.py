@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
+from agent_scaffold.policies.sampling import import_torch, process_logits
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -90,9 +91,7 @@ class DecodeBatch:
     the policy's lock (weights never change under a running batch)."""
 
     def __init__(self, policy: Any, store: PrefixKVStore | None = None) -> None:
-        from agent_scaffold.policies.hf import _import_torch
-
-        self.torch = _import_torch()
+        self.torch = import_torch()
         self.policy, self.store = policy, store
         self.rows: list[_Row] = []  # in batch-slot order
         self.kv: list[tuple[Any, Any]] | None = None  # per layer (keys, values), each (B, H, W, D)
@@ -262,8 +261,6 @@ class DecodeBatch:
 
     def _sample(self, row: _Row, logits: Any, size: int) -> bool:
         """Sample the row's next token from its logits (V,); False once the row has finished."""
-        from agent_scaffold.policies.hf import process_logits
-
         torch, params = self.torch, row.params
         logp = process_logits(logits, params, row.seen)
         if params.temperature == 0:

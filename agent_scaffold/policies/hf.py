@@ -21,52 +21,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.policies.decode_batch import DecodeBatch
 from agent_scaffold.policies.drain_lock import DrainLock
 from agent_scaffold.policies.kv_store import PrefixKVStore
+from agent_scaffold.policies.sampling import import_torch
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
-
-EXTRA_HINT = "the hf policy needs torch and transformers: pip install 'selfplay-swe[train]'"
-
-
-def _import_torch() -> Any:
-    try:
-        import torch
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise ImportError(EXTRA_HINT) from exc
-    return torch
-
-
-def process_logits(logits: Any, params: SamplingParams, seen: Any) -> Any:
-    """Log-probabilities of the distribution to sample from, shape (V,), from raw logits (V,).
-
-    `seen` holds the ids already in the context (for the repetition penalty). Greedy (temperature 0)
-    returns the temperature-1 log-softmax; the caller takes the argmax.
-    """
-    torch = _import_torch()
-    logits = logits.float()
-    if params.repetition_penalty != 1.0 and seen.numel():
-        picked = logits[seen]
-        logits[seen] = torch.where(picked > 0, picked / params.repetition_penalty,
-                                   picked * params.repetition_penalty)
-    if params.temperature > 0:
-        logits = logits / params.temperature
-    if params.top_k > 0 and params.top_k < logits.numel():
-        kth = torch.topk(logits, params.top_k).values[-1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    logp = torch.log_softmax(logits, dim=-1)
-    if params.min_p > 0:
-        logp = logp.masked_fill(logp.exp() < params.min_p * logp.exp().max(), float("-inf"))
-    if params.top_p < 1.0:
-        sorted_logp, order = torch.sort(logp, descending=True)
-        cum = sorted_logp.exp().cumsum(-1)
-        drop = cum - sorted_logp.exp() >= params.top_p  # keep the smallest prefix reaching top_p
-        logp = logp.scatter(0, order[drop], float("-inf"))
-    if params.min_p > 0 or params.top_p < 1.0:
-        logp = torch.log_softmax(logp, dim=-1)  # renormalise after truncation
-    return logp
 
 
 class HFPolicy:
@@ -79,7 +40,7 @@ class HFPolicy:
         `kv_cache_mb`: memory cap of the prefix KV store reused across an episode's turns (0: off)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
-        torch = _import_torch()
+        torch = import_torch()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if model_dir is None:
@@ -151,8 +112,6 @@ class HFPolicy:
 
     def decode_batch(self) -> Any:
         """A fresh `DecodeBatch` on this model and its KV store; drive it only while holding `_lock`."""
-        from agent_scaffold.policies.decode_batch import DecodeBatch
-
         return DecodeBatch(self, self.kv_store)
 
     def check_prompts(self, prompts: Sequence[Sequence[int]]) -> None:
