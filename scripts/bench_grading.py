@@ -10,9 +10,14 @@ Also the false-positive rate of the hardening (`--gold`): the gold fix (the reve
 the valid fixture artifact and of fresh procedural seeds on the named repos must earn +1; any -1 (tamper
 screen, canary, or otherwise) is a false positive, printed with its reason.
 
+Grades alternate the fixture's correct and partial predictions (correct first in every worker); the
+summary gives each prediction's median, min and max apart, since the verification run follows only a
+main run that passes. `--unverified` adds a third side: this tree grading with `GraderConfig(verify=False)`
+(its validation is the same as this tree's). `--out` keeps every timing as JSON.
+
 Usage:
   git worktree add /tmp/base 46eee51
-  python scripts/bench_grading.py --base /tmp/base [--rounds 5] [--grades 6]
+  python scripts/bench_grading.py --base /tmp/base [--rounds 5] [--grades 6] [--unverified] [--out t.json]
   python scripts/bench_grading.py --gold toolz cachetools parse [--seeds 4]
   python scripts/bench_grading.py --screen toolz cachetools parse
 """
@@ -37,9 +42,10 @@ def worker(args: argparse.Namespace) -> None:
     from sandboxes.images import repo_image
     from sandboxes.pool import SandboxPool
     from selfplay.artifact import load_artifact
-    from selfplay.judge.grader import grade
+    from selfplay.judge.grader import GraderConfig, grade
     from selfplay.validation import validate
 
+    config = GraderConfig(verify=False) if args.no_verify else GraderConfig()
     spec = get_repo(args.repo)
     artifact = load_artifact(args.artifact)
     preds = {n: (Path(args.predictions) / f"{n}.diff").read_text() for n in PREDICTIONS}
@@ -52,7 +58,7 @@ def worker(args: argparse.Namespace) -> None:
         for i in range(args.grades):
             name = PREDICTIONS[i % len(PREDICTIONS)]
             start = time.monotonic()
-            result = grade(artifact, preds[name], f2p, p2p, spec=spec, pool=pool)
+            result = grade(artifact, preds[name], f2p, p2p, spec=spec, pool=pool, config=config)
             out["grade"].append(time.monotonic() - start)
             assert result.reward == (1 if name == "correct" else -1), result.to_json()
         for _ in range(args.validations):
@@ -62,12 +68,12 @@ def worker(args: argparse.Namespace) -> None:
     print("BENCH " + json.dumps(out))
 
 
-def run_worker(tree: Path, args: argparse.Namespace) -> dict[str, list[float]]:
+def run_worker(tree: Path, args: argparse.Namespace, no_verify: bool = False) -> dict[str, list[float]]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     # each tree's own worker: module paths differ between commits (selfplay/grader.py -> selfplay/judge/)
     cmd = [sys.executable, str(tree / "scripts" / "bench_grading.py"), "--worker", "--repo", args.repo, "--artifact",
            args.artifact, "--predictions", args.predictions, "--grades", str(args.grades),
-           "--validations", str(args.validations)]
+           "--validations", str(args.validations)] + (["--no-verify"] if no_verify else [])
     res = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=1800)
     line = next((x for x in res.stdout.splitlines() if x.startswith("BENCH ")), None)
     if line is None:
@@ -163,7 +169,11 @@ def main() -> None:
     ap.add_argument("--gold", nargs="*", help="Measure gold-fix false positives on these repos instead.")
     ap.add_argument("--seeds", type=int, default=4, help="Procedural seeds per repo for --gold.")
     ap.add_argument("--screen", nargs="*", help="Static false-positive rate of the tamper screen on these repos.")
+    ap.add_argument("--unverified", action="store_true",
+                    help="Also time this tree grading with the verification run off (a third side).")
+    ap.add_argument("--out", help="Write every timing (per side, per call) to this JSON file.")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.screen:
         screen_rate(args.screen)
@@ -176,18 +186,39 @@ def main() -> None:
         return
     if not args.base:
         raise SystemExit("--base is required: a checkout of the commit to compare with")
-    trees = {"hardened": HERE, "base": Path(args.base).resolve()}
-    times: dict[str, dict[str, list[float]]] = {k: {"grade": [], "validate": []} for k in trees}
+    sides = {"hardened": (HERE, False), "base": (Path(args.base).resolve(), False)}
+    if args.unverified:
+        sides["unverified"] = (HERE, True)
+    keys = ("grade", "validate", *(f"grade_{n}" for n in PREDICTIONS))
+    times: dict[str, dict[str, list[float]]] = {k: {key: [] for key in keys} for k in sides}
     for r in range(args.rounds):
-        for name in (trees if r % 2 == 0 else reversed(list(trees))):
-            for key, values in run_worker(trees[name], args).items():
+        for name in (list(sides) if r % 2 == 0 else reversed(list(sides))):
+            tree, no_verify = sides[name]
+            got = run_worker(tree, args, no_verify=no_verify)
+            for key, values in got.items():
                 times[name][key].extend(values)
+            for i, value in enumerate(got["grade"]):  # each worker alternates from the first prediction
+                times[name][f"grade_{PREDICTIONS[i % len(PREDICTIONS)]}"].append(value)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
-    print(f"repo {args.repo}, artifact {Path(args.artifact).name}, {args.rounds} rounds, medians "
+    if args.out:
+        Path(args.out).write_text(json.dumps({"args": vars(args), "times": times}, indent=1))
+    print(f"repo {args.repo}, artifact {Path(args.artifact).name}, {args.rounds} rounds "
           f"(grade: {len(times['base']['grade'])} calls per side; validate: {len(times['base']['validate'])})")
-    for key in ("grade", "validate"):
-        hard, base = statistics.median(times["hardened"][key]), statistics.median(times["base"][key])
-        print(f"{key:9s} base {base:.3f} s  hardened {hard:.3f} s  ratio {hard / base:.2f}x")
+    for key in keys:
+        cells = []
+        for name in sides:
+            values = times[name][key]
+            cells.append(f"{name} {statistics.median(values):.3f} s [{min(values):.3f}-{max(values):.3f}]"
+                         if values else f"{name} -")
+        base = statistics.median(times["base"][key]) if times["base"][key] else None
+        ratios = "  ".join(f"{name}/base {statistics.median(times[name][key]) / base:.2f}x"
+                           for name in sides if name != "base" and times[name][key] and base)
+        print(f"{key:14s} median [min-max]: " + "  ".join(cells) + f"  ratio {ratios}")
+    if args.unverified:
+        for key in ("grade", *(f"grade_{n}" for n in PREDICTIONS)):
+            hard, off = statistics.median(times["hardened"][key]), statistics.median(times["unverified"][key])
+            print(f"{key:14s} hardened/unverified {hard / off:.2f}x")
+    print("RAW " + json.dumps(times))
 
 
 if __name__ == "__main__":
