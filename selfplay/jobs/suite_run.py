@@ -126,7 +126,8 @@ def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_time
              cpu_limit: float | None = None) -> SuiteRun | Collected:
     """The repo-sandbox half of `run_job`: a SuiteRun when the run ended without output to parse (a diff
     did not apply, the script timed out or flooded, the job died), else the collected output. Once it
-    returns, `sb` is free for the next job while the output is parsed."""
+    returns, `sb` is free for the next job while the output is parsed, unless the run may need its
+    verification run: the next job deletes the copy (`Collected.pending`) that `verify_run` needs."""
     marker, canary = f"__sp{uuid.uuid4().hex}__", Canary.new()
     copy = Verification.new() if job.verify else None
     py = lambda paths: tuple(p for p in paths if p.endswith(".py"))  # noqa: E731

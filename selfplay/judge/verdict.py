@@ -39,7 +39,9 @@ class GradeResult:
     or "tampered: ..."; None when no run was parsed."""
     verification: str | None = None
     """The verification run's verdict (`selfplay.jobs.verification`): "agree", or "disagree: ..." naming
-    the tests whose status differs under the perturbed environment; None when none ran."""
+    the tests whose status differs under the perturbed environment; "skipped: the main run failed" when
+    the main run's -1 made it moot (it did not run); None when grading ended before a run, or with the
+    verification off."""
 
     def to_json(self) -> dict[str, Any]:
         """The `selfplay grade --json` object."""
