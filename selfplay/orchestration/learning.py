@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -104,12 +105,19 @@ class PolicyLearner:
             log.info("learner: empty batch (%d trajectories, %d excluded); update skipped", len(trajectories),
                      excluded)
             return UpdateResult({**metrics, "learner/skipped_empty_batch": 1.0}, False, self.version)
+        t0 = time.perf_counter()
         metrics.update(self.train(samples))
+        train_s = time.perf_counter() - t0
         version = self.version
         checkpoint = None
         if version % max(1, self.config.learner.checkpoint_every) == 0:
             checkpoint = self.save()
+        t1 = time.perf_counter()
         self._push(version, checkpoint)
+        # Weight sync against the update's optimizer steps (checkpoint writes on the schedule excluded; a
+        # disk sync's own off-schedule checkpoint is counted): the rollout engine waits on it.
+        metrics["learner/sync_s"] = time.perf_counter() - t1
+        metrics["learner/sync_share"] = metrics["learner/sync_s"] / max(train_s, 1e-9)
         evals = self._maybe_eval(checkpoint)
         return UpdateResult({**metrics, **evals, "learner/skipped_empty_batch": 0.0}, True, version, checkpoint,
                             evals)
