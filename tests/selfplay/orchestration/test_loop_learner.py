@@ -112,3 +112,19 @@ def test_steps_per_update_and_the_lr_zero_control_is_bit_identical(tmp_path, tin
     after = learner.engine.state_dict()
     same = all(torch.equal(before[k], after[k]) for k in before)
     assert same if lr == 0.0 else not same
+
+
+def test_an_update_times_its_weight_sync_to_the_rollout_policy(tmp_path, tiny_model):
+    """learner/sync_s is the push of the new weights into the in-process hf policy (which then samples the
+    new version), and learner/sync_share relates it to the update's optimizer steps."""
+    from agent_scaffold.policies.hf import HFPolicy
+    from selfplay.orchestration.learning import PolicyLearner
+
+    policy = HFPolicy(tiny_model)
+    cfg = learner_config(tmp_path, tiny_model)
+    cfg = replace(cfg, policy=replace(cfg.policy, backend="hf"))
+    learner = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt", policy=policy)
+    update = learner.update(_variance_batch())
+    assert update.trained and policy.version == update.version == 1
+    assert update.metrics["learner/sync_s"] > 0
+    assert 0 < update.metrics["learner/sync_share"] < float("inf")
