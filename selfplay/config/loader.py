@@ -4,7 +4,7 @@ dataclass annotations before anything starts (docs/config.md).
 A small loader of our own rather than OmegaConf: the tree nests the components' own frozen dataclasses,
 and OmegaConf 2.4 cannot even build it (`TamperConfig`'s `init=False` field holds compiled regexes);
 it also turns the string '5' into an int where we allow int -> float only. Values are read as YAML 1.2
-core scalars (config_yaml.py), the rules `dump_config` writes with, so a dumped config loads back equal.
+core scalars (yaml_io.py), the rules `dump_config` writes with, so a dumped config loads back equal.
 """
 
 from __future__ import annotations

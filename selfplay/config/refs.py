@@ -1,6 +1,6 @@
 """`check_references`: every name and path a `RunConfig` refers to exists, checked before anything starts.
 
-The loader (config_loader.py) checks keys and types; a config can still name a repo that is not in the
+The loader (loader.py) checks keys and types; a config can still name a repo that is not in the
 repo list, a repo list or model folder that does not exist, a store URL whose scheme or driver we do not
 have, an SFT preset that is not one, or a runs_dir nobody can write. Found only once the run is under way,
 each of these would leave a run directory behind (and load a model) before failing, with advice to resume

@@ -1,7 +1,7 @@
 """`RunConfig`: the one tree of settings of a self-play run (`selfplay run`).
 
 Every default lives here, once, with a docstring; YAML presets (`selfplay/config/presets/`) and
-dotted command-line overrides (`learner.engine.lr=3e-6`) only change values (`config_loader.py`). Nested
+dotted command-line overrides (`learner.engine.lr=3e-6`) only change values (`loader.py`). Nested
 component configs are the components' own dataclasses (validation, grading, rewards, sampling, the
 learner's engine and batch), so a field is never declared twice.
 """
