@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent_scaffold.roles import solver_variables
 from sandboxes.sandbox import BASE_TAG
 from selfplay.artifact import BugArtifact
+from selfplay.diffs import normalised_hash, reverse_diff
 
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
 TASK_IMAGE_RECIPE = "2"
@@ -41,8 +46,6 @@ class Task:
     @property
     def spec(self) -> str:
         """The solver's specification: the reversed test_weaken.diff (the test-suite improvement)."""
-        from selfplay.diffs import reverse_diff
-
         return reverse_diff(self.artifact.test_weaken)
 
     @property
@@ -50,24 +53,18 @@ class Task:
         """The reference fix over the buggy state (never shown to solvers): the reverse of the bug; for a
         higher-order task the reverse of the failed prediction first, then the reverse of the bug (two
         diffs in one file, applied in that order)."""
-        from selfplay.diffs import reverse_diff
-
         fix = reverse_diff(self.artifact.bug_inject)
         return reverse_diff(self.pred_patch) + fix if self.pred_patch else fix
 
     @property
     def problem_statement(self) -> str:
         """The solver's task text: the test-spec prompt section rendered with the reversed weakening."""
-        from agent_scaffold.roles import solver_variables
-
         return solver_variables(self.spec, "tests")["spec_section"]
 
     @property
     def image_name(self) -> str:
         """The task image (`selfplay.eval.task_image.build_task_image` builds it): the repo image with the
         buggy state committed as the only commit, tagged `selfplay-base`. The tag hashes the layers."""
-        import hashlib
-
         key = f"{TASK_IMAGE_RECIPE}\0{self.artifact.digest()}\0{self.pred_patch or ''}"
         h = hashlib.sha256(key.encode()).hexdigest()[:12]
         safe = "".join(c if c.isalnum() or c in "_.-" else "-" for c in self.task_id.lower())
@@ -76,9 +73,6 @@ class Task:
     def eval_script(self, workdir: str = "/testbed") -> str:
         """SWE-bench's eval.sh for this task: restore the oracle test files, apply `test_patch`, run the
         artifact's test script between the harness's output markers, restore the test files again."""
-        import shlex
-
-        from selfplay.diffs import reverse_diff
 
         files = " ".join(shlex.quote(f) for f in self.artifact.test_files)
         test_patch = reverse_diff(self.artifact.test_weaken)
@@ -101,9 +95,6 @@ class Task:
         (`base_commit`), so the official harness applies a prediction and runs `eval_script` unchanged.
         FAIL_TO_PASS/PASS_TO_PASS are JSON-encoded lists, as the published datasets store them.
         `log_parser` is swebench's pytest parser: task test scripts run `pytest -rA`."""
-        import json
-
-        from selfplay.diffs import reverse_diff
 
         return {
             "instance_id": self.task_id,
@@ -133,9 +124,6 @@ def _without_shebang(script: str) -> str:
 
 def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None) -> str:
     """Stable id from the repo and the normalised diff hashes (same bug, same id)."""
-    import hashlib
-
-    from selfplay.diffs import normalised_hash
 
     h = hashlib.sha256(f"{repo}\0{artifact.digest()}".encode())
     if pred_patch:

@@ -19,9 +19,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.roles import EpisodeLimits
+from agent_scaffold.trajectory import save_jsonl
 from repos.spec import RepoSpec
-from selfplay.demos.injector import INJECTOR_LIMITS
+from sandboxes.images import repo_image
+from selfplay.demos.injector import INJECTOR_LIMITS, run_injector_demo
+from selfplay.demos.seed_cache import cached_seed
 from selfplay.demos.solver import (
     DEMO_LIMITS,
     SolverDemo,
@@ -31,6 +35,11 @@ from selfplay.demos.solver import (
     fits_key,
     run_solver_demo,
 )
+from selfplay.errors import DiffError
+from selfplay.procedural.seed import SeedConfig
+from selfplay.procedural.seed import seed as run_seed
+from selfplay.store.rows import artifact_id_for
+from selfplay.validation import ValidationConfig
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -77,19 +86,10 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     demonstrations (a seeded draw each) that follow the 4-turn plan (`solver_plan.SolverTask.short`); `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds."""
-    from agent_scaffold.trajectory import save_jsonl
-    from sandboxes.images import repo_image
-    from selfplay.demos.seed_cache import cached_seed
-    from selfplay.procedural.seed import SeedConfig
-    from selfplay.procedural.seed import seed as run_seed
-    from selfplay.validation import ValidationConfig
-
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     if tokenizer is None:
         from transformers import AutoTokenizer
-
-        from agent_scaffold.embedded import default_model_dir
 
         tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     start = time.monotonic()
@@ -160,11 +160,6 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
 
 def _injector_demo(artifact: Any, spec: RepoSpec, store: TaskStore, out: Path, tokenizer: Any, image: str, seed: int,
                    report: DemoReport, limits: EpisodeLimits) -> None:
-    from agent_scaffold.trajectory import save_jsonl
-    from selfplay.demos.injector import run_injector_demo
-    from selfplay.errors import DiffError
-    from selfplay.store.rows import artifact_id_for
-
     try:
         demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"),
                                  limits=limits, image=image)

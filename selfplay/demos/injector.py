@@ -14,18 +14,24 @@ Only the bug and the repo's tests come from the procedural artifact; `validate` 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from agent_scaffold.roles import EpisodeLimits
+from agent_scaffold.agent import run_episode
+from agent_scaffold.policies.scripted import ScriptedPolicy
+from agent_scaffold.roles import EpisodeLimits, load_role
 from repos.spec import RepoSpec
+from sandboxes.docker import DockerSandbox
+from sandboxes.images import repo_image
 from selfplay.artifact import BugArtifact
 from selfplay.demos.bug import parse_hunks, repair, reversed_hunk
 from selfplay.demos.solver_plan import FENCE, _pick, block
 from selfplay.errors import DiffError, SelfPlayError
+from selfplay.validation import validate
 
 log = logging.getLogger(__name__)
 
@@ -116,14 +122,6 @@ class InjectorDemo:
 def run_injector_demo(artifact: BugArtifact, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                       limits: EpisodeLimits = INJECTOR_LIMITS, image: str | None = None) -> InjectorDemo:
     """One injector demonstration of `artifact` in a fresh sandbox; the submission is validated for real."""
-    import dataclasses
-
-    from agent_scaffold.agent import run_episode
-    from agent_scaffold.policies.scripted import ScriptedPolicy
-    from agent_scaffold.roles import load_role
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
-    from selfplay.validation import validate
 
     start = time.monotonic()
     image = image or repo_image(spec)

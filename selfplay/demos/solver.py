@@ -8,17 +8,24 @@ by the chat template, each action's tokens plus `<|im_end|>` with loss mask 1, o
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent_scaffold.roles import EpisodeLimits
+from agent_scaffold.agent import run_episode
+from agent_scaffold.policies.scripted import ScriptedPolicy
+from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from repos.spec import RepoSpec
+from sandboxes.docker import DockerSandbox
+from sandboxes.images import repo_image
 from selfplay.demos.bug import parse_hunks
 from selfplay.demos.solver_plan import SolverTask, solver_actions
+from selfplay.diffs import reverse_diff
 from selfplay.errors import SelfPlayError
+from selfplay.judge.grader import build_buggy_state, grade
 from selfplay.task import Task
 
 log = logging.getLogger(__name__)
@@ -67,8 +74,6 @@ def fits(task: Task, tokenizer: Any, limits: EpisodeLimits = DEMO_LIMITS) -> boo
 def artifact_fits(artifact: Any, tokenizer: Any, limits: EpisodeLimits = DEMO_LIMITS) -> bool:
     """`fits` for the task an artifact would make, before it is validated (the spec is its reversed
     test_weaken.diff): seeding asks this so a too-long task costs no suite run."""
-    from selfplay.diffs import reverse_diff
-
     spec = reverse_diff(artifact.test_weaken)
     return len(tokenizer.encode(spec, add_special_tokens=False)) + PLAN_RESERVE_TOKENS <= limits.max_context_tokens
 
@@ -88,14 +93,6 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
                     short: bool = False) -> SolverDemo:
     """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
     `short`: the 4-turn plan (`SolverTask.short`)."""
-    import dataclasses
-
-    from agent_scaffold.agent import run_episode
-    from agent_scaffold.policies.scripted import ScriptedPolicy
-    from agent_scaffold.roles import load_role, solver_variables
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
-    from selfplay.judge.grader import build_buggy_state, grade
 
     start = time.monotonic()
     image = image or repo_image(spec)

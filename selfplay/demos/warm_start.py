@@ -26,6 +26,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent_scaffold.embedded import cache_root
+from repos.cache import file_lock
+from repos.listfile import get_repo
+from selfplay.learner.rft import LOSS_TURNS, collect, sft_samples
+from selfplay.learner.sft import batches, preset, train_sft
+from selfplay.store import open_store
+
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
 
@@ -100,7 +107,6 @@ class WarmStartConfig:
         if not 1 <= self.max_rounds <= HELDOUT_SEED_OFFSET:
             raise ValueError(f"warm_start.config.max_rounds must be in 1..{HELDOUT_SEED_OFFSET} (above, its "
                              f"seeds would reach the held-out bench's), got {self.max_rounds}")
-        from selfplay.learner.rft import LOSS_TURNS
 
         if self.loss_turns not in LOSS_TURNS:
             raise ValueError(f"warm_start.config.loss_turns must be one of {LOSS_TURNS}, got {self.loss_turns!r}")
@@ -128,8 +134,6 @@ def config_key(config: WarmStartConfig) -> str:
 
 
 def cache_dir(config: WarmStartConfig) -> Path:
-    from agent_scaffold.embedded import cache_root
-
     return cache_root() / "warm_start" / config_key(config)
 
 
@@ -180,8 +184,6 @@ def warm_start_info(config: WarmStartConfig = WarmStartConfig()) -> WarmStartMan
 
 def warm_start_checkpoint(config: WarmStartConfig = WarmStartConfig(), *, force: bool = False) -> Path:
     """The cached warm-start checkpoint for `config`, built first when missing (or when `force`)."""
-    from repos.cache import file_lock
-
     root = cache_dir(config)
     # Concurrent callers (a run loop and a bench) wait for one build instead of racing on its files.
     with file_lock(root.parent / f"{root.name}.lock"):
@@ -198,18 +200,13 @@ def warm_start_checkpoint(config: WarmStartConfig = WarmStartConfig(), *, force:
 
 
 def _sft_config(config: WarmStartConfig) -> Any:
-    from selfplay.learner.sft import preset
-
     return preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr)
 
 
 def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:
     """Demonstrations on every training repo into `root`/store.db: (RFT data, operator coverage, timings)."""
-    from repos.listfile import get_repo
     from selfplay.demos.collect import make_demos
-    from selfplay.learner.rft import collect
     from selfplay.procedural.operators import OPERATORS
-    from selfplay.store import open_store
 
     timings: dict[str, Any] = {"load_avg_1m/start": os.getloadavg()[0]}
     with open_store(str(root / "store.db")) as store:
@@ -236,9 +233,6 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
 
 
 def _build(config: WarmStartConfig, root: Path) -> Path:
-    from selfplay.learner.rft import sft_samples
-    from selfplay.learner.sft import batches, train_sft
-
     if (root / "store.db").exists():  # an interrupted build or a rebuild: its demonstrations would be stored twice
         (root / "store.db").unlink()
         shutil.rmtree(root / "demos", ignore_errors=True)

@@ -26,10 +26,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agent_scaffold.agent import AGENT_ENV, run_episode
+from agent_scaffold.policies import make_policy
 from agent_scaffold.policy import SSR_SAMPLING, Policy, SamplingParams
+from agent_scaffold.roles import load_role, solver_variables
 from agent_scaffold.trajectory import save_jsonl
+from sandboxes.docker import DockerSandbox
+from sandboxes.sandbox import WORKDIR
+from selfplay.eval.guard import strip_history
+from selfplay.eval.harness import read_harness_reports, run_harness
 from selfplay.eval.predictions import Prediction, append_prediction, read_predictions
 from selfplay.eval.report import EvalReport, InstanceResult
+from selfplay.eval.swebench_grading import grade_local, read_report, sandbox_config
+from selfplay.eval.task_image import ensure_instance_image
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +128,6 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
 def solve_instance(instance: dict[str, Any], policy: Policy, config: EvalConfig, *, seed: int | None = None):
     """One solver episode on `instance` in a fresh sandbox of its image, history stripped first.
     Returns (Episode, Trajectory with the instance id in its metadata)."""
-    from agent_scaffold.agent import AGENT_ENV, run_episode
-    from agent_scaffold.roles import load_role, solver_variables
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.sandbox import WORKDIR
-    from selfplay.eval.guard import strip_history
-    from selfplay.eval.swebench_grading import sandbox_config
-    from selfplay.eval.task_image import ensure_instance_image
-
     role = load_role("solver")
     overrides = {k: v for k, v in (("max_turns", config.max_turns), ("max_new_tokens", config.max_new_tokens),
                                    ("max_context_tokens", config.max_context)) if v is not None}
@@ -158,9 +159,6 @@ def _episodes(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_dir: Path,
                dataset: Path) -> list[InstanceResult]:
-    from selfplay.eval.harness import read_harness_reports, run_harness
-    from selfplay.eval.swebench_grading import grade_local, read_report
-
     preds = read_predictions(run_dir / "predictions.jsonl")
     episodes = _episodes(run_dir)
     ids = [i["instance_id"] for i in instances]
@@ -206,8 +204,6 @@ def evaluate_checkpoint(checkpoint: Path, instances: list[dict[str, Any]], out_d
     """Evaluate one checkpoint directory (`hf` or `vllm` backend, in process) on `instances` and return the
     report's flat metrics, for a training loop to log when it writes a checkpoint. `selfplay run` does not
     call it yet (it is still the interim repo check); see docs/eval.md."""
-    from agent_scaffold.policies import make_policy
-
     policy = make_policy(backend, model_dir=str(checkpoint))
     cfg = EvalConfig(out_dir=out_dir, model_name=checkpoint.name, runs=runs, **config)
     return evaluate(instances, lambda _iid: policy, cfg).metrics(prefix)

@@ -8,9 +8,22 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_scaffold.embedded import default_model_dir
+from repos.listfile import get_repo
+from sandboxes.engine import docker_client
+from sandboxes.reaper import _remove, list_sandboxes
 from selfplay.config.run_config import RunConfig
+from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
+from selfplay.learner.checkpoint import latest_checkpoint, read_version
+from selfplay.orchestration.curriculum import active_tasks, seed_thin_store
+from selfplay.orchestration.learning import PolicyLearner
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState
+from selfplay.rollout.executor import LocalExecutor
+from selfplay.rollout.policy_factory import hf_policy
+from selfplay.rollout.ray_executor import RayExecutor
+from selfplay.rollout.worker import build_runner
+from selfplay.store import open_store
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -19,8 +32,6 @@ log = logging.getLogger(__name__)
 
 
 def open_run_store(config: RunConfig, run: RunDir) -> TaskStore:
-    from selfplay.store import open_store
-
     return open_store(config.store_url or str(run.store_db.resolve()))
 
 
@@ -30,10 +41,7 @@ def start_model_dir(config: RunConfig) -> str:
     if config.policy.model_dir:
         return config.policy.model_dir
     if config.policy.backend == "hf" and config.warm_start.enabled:
-        from selfplay.demos.warm_start import warm_start_checkpoint
-
         return str(warm_start_checkpoint(config.warm_start.config))
-    from agent_scaffold.embedded import default_model_dir
 
     return str(default_model_dir())
 
@@ -43,7 +51,6 @@ def warm_start_record(config: RunConfig) -> dict[str, Any] | None:
     checkpoint), for summary.json; None when it started from `policy.model_dir` or no warm start."""
     if config.policy.model_dir or config.policy.backend != "hf" or not config.warm_start.enabled:
         return None
-    from selfplay.demos.warm_start import warm_start_info
 
     try:
         return warm_start_info(config.warm_start.config).record()
@@ -53,8 +60,6 @@ def warm_start_record(config: RunConfig) -> dict[str, Any] | None:
 
 def resume_checkpoint(run: RunDir) -> tuple[Path | None, int]:
     """The newest complete checkpoint of the run and its policy version (None, 0 before the first)."""
-    from selfplay.learner.checkpoint import latest_checkpoint, read_version
-
     path = latest_checkpoint(run.checkpoints)
     return (path, read_version(path)) if path is not None else (None, 0)
 
@@ -68,13 +73,9 @@ def build_learner(config: RunConfig, run: RunDir, store: TaskStore, run_id: str,
     model_dir = start_model_dir(config) if config.learner.enabled or hf else None
     policy = None
     if hf:
-        from selfplay.rollout.policy_factory import hf_policy
-
         policy = hf_policy(config.policy, model_dir=str(checkpoint or model_dir), version=state.policy_version)
     learner = None
     if config.learner.enabled:
-        from selfplay.orchestration.learning import PolicyLearner
-
         learner = PolicyLearner(config, str(model_dir), run.checkpoints, policy=policy, store=store, run_id=run_id,
                                 initial_version=state.policy_version, resume_from=checkpoint,
                                 baseline=state.baseline or None)
@@ -83,15 +84,10 @@ def build_learner(config: RunConfig, run: RunDir, store: TaskStore, run_id: str,
 
 def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = None) -> Any:
     if config.rollout.executor == "ray":
-        from selfplay.rollout.ray_executor import RayExecutor
-
         return RayExecutor(config, workers=config.rollout.workers, retries=config.rollout.episode_retries,
                            address=config.rollout.ray_address, run_id=run_id, policy=policy)
-    from selfplay.rollout.executor import LocalExecutor
 
     if runner is None:
-        from selfplay.rollout.worker import build_runner
-
         runner = build_runner(config, policy, run_id=run_id)
     return LocalExecutor(runner, workers=config.rollout.workers, retries=config.rollout.episode_retries)
 
@@ -101,9 +97,6 @@ def reap_containers(run_id: str) -> int:
     and every other container of that dead owner. Process-wide ones, the parser boxes, carry no run id
     (one process may serve several runs), and a `kill -9` leaves them behind like the run's own."""
     try:
-        from sandboxes.engine import docker_client
-        from sandboxes.reaper import _remove, list_sandboxes
-
         client = docker_client()
     except Exception as exc:  # no Docker here: nothing of ours can be running either
         log.warning("could not reach Docker to reap containers of %s: %s", run_id, exc)
@@ -120,9 +113,6 @@ def reap_containers(run_id: str) -> int:
 
 def seed_store(config: RunConfig, store: TaskStore, state: LoopState, executor: Any) -> float:
     """Procedural seeds while the store is thin; returns the seconds it took."""
-    from repos.listfile import get_repo
-    from selfplay.orchestration.curriculum import active_tasks, seed_thin_store
-
     cur = config.curriculum
     if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
         return 0.0

@@ -27,10 +27,24 @@ import threading
 import time
 from typing import Any
 
-from agent_scaffold.roles import EpisodeLimits, RoleConfig
+from agent_scaffold.agent import run_episode
+from agent_scaffold.policy import TRAINING
+from agent_scaffold.roles import EpisodeLimits, RoleConfig, load_role, solver_variables
+from repos.listfile import get_repo
+from sandboxes.errors import SandboxError
+from sandboxes.images import repo_image
+from sandboxes.pool import SandboxPool
+from selfplay.artifact import BugArtifact
 from selfplay.config.run_config import LimitsOverride, RunConfig
+from selfplay.errors import SelfPlayError, ValidationInfraError
+from selfplay.facts import TaskFacts
+from selfplay.higher_order import make_higher_order_task
+from selfplay.judge.grader import build_buggy_state, grade
+from selfplay.judge.verdict import failed_grade
 from selfplay.rollout.policy_factory import PolicySource, policy_source
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
+from selfplay.validation import validate
+from selfplay.validation.report import ValidationReport
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +74,6 @@ class Worker:
     def spec(self, repo: str):
         with self._lock:
             if repo not in self._specs:
-                from repos.listfile import get_repo
-
                 self._specs[repo] = get_repo(repo, self.config.repo_list)
             return self._specs[repo]
 
@@ -70,9 +82,6 @@ class Worker:
         spec = self.spec(repo)
         with self._lock:
             if repo not in self._pools:
-                from sandboxes.images import repo_image
-                from sandboxes.pool import SandboxPool
-
                 size = self.config.rollout.sandboxes_per_repo
                 self._pools[repo] = SandboxPool(repo_image(spec), size=size, workdir=spec.workdir,
                                                 run_id=self.run_id or None)
@@ -89,9 +98,6 @@ class Worker:
     # --- requests --------------------------------------------------------------------------------------
 
     def __call__(self, request: EpisodeRequest) -> EpisodeResult:
-        from sandboxes.errors import SandboxError
-        from selfplay.errors import ValidationInfraError
-
         start = time.monotonic()
         timings: dict[str, float] = {}
         try:
@@ -109,9 +115,6 @@ class Worker:
 
     def _episode(self, request: EpisodeRequest, sb: Any, role: RoleConfig, variables: dict[str, Any],
                  override: LimitsOverride, timings: dict[str, float]):
-        from agent_scaffold.agent import run_episode
-        from agent_scaffold.policy import TRAINING
-
         policy = self.source.policy_for(request.role, request.policy_version)
         limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
@@ -122,9 +125,6 @@ class Worker:
 
     def _after_episode(self, request: EpisodeRequest, ep, exc: Exception, timings: dict[str, float]) -> EpisodeResult:
         """An unexpected error after a finished episode: kept as an infrastructure failure, trajectory and all."""
-        from sandboxes.errors import SandboxError
-        from selfplay.errors import ValidationInfraError
-
         if not isinstance(exc, (SandboxError, ValidationInfraError)):
             log.exception("episode %s: unexpected error after the episode", request.episode_id)
         return EpisodeResult(request=request, trajectory=ep.trajectory, termination=ep.termination,
@@ -142,8 +142,6 @@ class Worker:
             return self._after_episode(request, ep, exc, timings)
 
     def _injector(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
-        from agent_scaffold.roles import load_role
-
         role = load_role("injector", request.strategy or "removal")
         pool = self.pool(request.repo)
         with pool.checkout() as sb:  # given back before validation, which needs sandboxes of this pool
@@ -151,11 +149,6 @@ class Worker:
         return self._checked(request, ep, pool, timings, self._validated)
 
     def _validated(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
-        from selfplay.artifact import BugArtifact
-        from selfplay.errors import SelfPlayError
-        from selfplay.validation import validate
-        from selfplay.validation.report import ValidationReport
-
         files = ep.submission if isinstance(ep.submission, dict) else None
         if ep.termination != "submitted" or files is None:
             report = ValidationReport(valid=False, error=f"no artifact submitted (the episode ended {ep.termination})")
@@ -177,9 +170,6 @@ class Worker:
                              artifact=artifact, timings=timings)
 
     def _solver(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
-        from agent_scaffold.roles import load_role, solver_variables
-        from selfplay.judge.grader import build_buggy_state
-
         task = request.task
         if task is None:
             raise ValueError(f"solver request {request.episode_id} carries no task")
@@ -196,11 +186,6 @@ class Worker:
         return self._checked(request, ep, pool, timings, self._graded)
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
-        from selfplay.facts import TaskFacts
-        from selfplay.higher_order import make_higher_order_task
-        from selfplay.judge.grader import grade
-        from selfplay.judge.verdict import failed_grade
-
         task, spec = request.task, self.spec(request.repo)
         prediction = ep.submission if isinstance(ep.submission, str) else ""
         if ep.termination != "submitted":  # nothing to run: an unsubmitted attempt fails (-1)

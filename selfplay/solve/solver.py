@@ -14,8 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.actions import parse_action
+from agent_scaffold.agent import AGENT_ENV, run_episode
 from agent_scaffold.policy import SSR_SAMPLING, Policy, SamplingParams
+from agent_scaffold.roles import load_role, solver_variables
+from sandboxes.docker import DockerSandbox, DockerSandboxConfig
+from sandboxes.sandbox import WORKDIR
+from selfplay.diffs import touched_files
+from selfplay.solve.branch import check_branch_target, commit_to_branch
+from selfplay.solve.checkout import check_commit, is_url, make_checkout, user_repo
 from selfplay.solve.errors import SolveError
+from selfplay.solve.image import build_solve_image
+from selfplay.solve.issue import read_issue
 
 log = logging.getLogger(__name__)
 TEST_COMMAND = re.compile(r"\b(pytest|py\.test|unittest|tox|nox|runtests|manage\.py test|make test)\b")
@@ -42,8 +52,6 @@ class SolveResult:
 
 def tests_in(messages: list[dict[str, Any]]) -> tuple[str, ...]:
     """The bash commands among the assistant's actions that run tests, in order."""
-    from agent_scaffold.actions import parse_action
-
     found = []
     for msg in messages:
         if msg.get("role") != "assistant":
@@ -62,10 +70,6 @@ def check_inputs(repo: str, issue: str | None, *, issue_file: str | Path | None 
     """The issue text, after checking everything `solve` is given that can be checked without a model or
     a sandbox: the issue, a local repo (a git repository, holding `commit`), a --branch target. SolveError
     names the input and the fix."""
-    from selfplay.solve.branch import check_branch_target
-    from selfplay.solve.checkout import check_commit, is_url, user_repo
-    from selfplay.solve.issue import read_issue
-
     if not is_url(repo):
         local = user_repo(repo)
         if commit:
@@ -84,15 +88,6 @@ def solve(repo: str, issue: str | None, policy: Policy, *, commit: str | None = 
     """Run the solver on `issue` (URL, file or text; or `issue_file`) in `repo` (URL or local path); see the
     module docstring. `issue_text` is the text `check_inputs` returned (the inputs are then not re-read);
     `on_turn(turn, what)` is told each turn's action."""
-    from agent_scaffold.agent import AGENT_ENV, run_episode
-    from agent_scaffold.roles import load_role, solver_variables
-    from sandboxes.docker import DockerSandbox, DockerSandboxConfig
-    from sandboxes.sandbox import WORKDIR
-    from selfplay.diffs import touched_files
-    from selfplay.solve.branch import commit_to_branch
-    from selfplay.solve.checkout import make_checkout
-    from selfplay.solve.image import build_solve_image
-
     text = issue_text if issue_text is not None else check_inputs(repo, issue, issue_file=issue_file,
                                                                   commit=commit, branch=branch)
     co = make_checkout(repo, commit)

@@ -94,7 +94,7 @@ def fake_build(monkeypatch, tmp_path, tokenizer):
         (out / "sft.json").write_text(json.dumps({"samples": len(samples), **(metadata or {})}, default=str))
         trained.append(samples)
 
-    monkeypatch.setattr("selfplay.learner.sft.train_sft", fake_train)
+    monkeypatch.setattr("selfplay.demos.warm_start.train_sft", fake_train)
 
     def set_demos(solver: int, injector: int = 0) -> FakeDemos:
         fake = FakeDemos(tokenizer, tmp_path / f"sb-{solver}-{injector}", solver, injector)
@@ -210,8 +210,8 @@ def _seeds_drawn_by_make_demos(monkeypatch, tmp_path, config: WarmStartConfig) -
         drawn.append(config.seed)
         return [], False
 
-    monkeypatch.setattr("selfplay.demos.seed_cache.cached_seed", fake_cached_seed)
-    monkeypatch.setattr("sandboxes.images.repo_image", lambda spec: "image")
+    monkeypatch.setattr("selfplay.demos.collect.cached_seed", fake_cached_seed)
+    monkeypatch.setattr("selfplay.demos.collect.repo_image", lambda spec: "image")
     make_demos(get_repo(config.repos[0]), config.n_per_repo, store=None, out_dir=tmp_path / "demos",
                seed=config.seed, max_rounds=config.max_rounds, tokenizer=object())
     return drawn
