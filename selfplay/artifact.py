@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_scaffold.roles import ARTIFACT_FILES
+from selfplay.diffs import normalised_hash, parse_diff
 from selfplay.errors import ArtifactError, DiffError
 
 MAX_FILE_BYTES = 4 << 20
@@ -68,8 +69,6 @@ class BugArtifact:
 
     def digest(self) -> str:
         """Stable sha256 over the normalised diffs (the artifact's identity for dedup)."""
-        from selfplay.diffs import normalised_hash
-
         h = hashlib.sha256()
         h.update(normalised_hash(self.bug_inject).encode())
         h.update(normalised_hash(self.test_weaken).encode())
@@ -133,8 +132,6 @@ def _too_large(name: str, size: int) -> str:
 
 def check_format(artifact: BugArtifact) -> None:
     """Raise `ArtifactError` naming the first malformed file; return None when the format is fine."""
-    from selfplay.diffs import parse_diff
-
     for name, text in artifact.files().items():
         if len(text) > MAX_FILE_BYTES:  # characters, a lower bound on the bytes
             raise ArtifactError(_too_large(name, len(text)))

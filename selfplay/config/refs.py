@@ -14,8 +14,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from repos.errors import RepoError
+from repos.listfile import load_repo_list
 from selfplay.config.loader import ConfigError
 from selfplay.config.run_config import RunConfig
+from selfplay.learner.sft import PRESETS
+from selfplay.store.engine import resolve_url
+from selfplay.store.errors import StoreError
 
 
 def check_references(config: RunConfig) -> None:
@@ -33,9 +38,6 @@ def check_references(config: RunConfig) -> None:
 
 
 def _check_repos(config: RunConfig) -> None:
-    from repos.errors import RepoError
-    from repos.listfile import load_repo_list
-
     try:
         specs = load_repo_list(config.repo_list)
     except RepoError as exc:
@@ -52,8 +54,6 @@ def _check_repos(config: RunConfig) -> None:
 def _check_store(url: str | None) -> None:
     if not url:
         return
-    from selfplay.store.engine import resolve_url
-    from selfplay.store.errors import StoreError
 
     try:
         resolved = resolve_url(url, create=False)
@@ -75,8 +75,6 @@ def _check_model_dir(key: str, value: str | None, backend: str) -> None:
 
 
 def _check_sft_preset(name: str) -> None:
-    from selfplay.learner.sft import PRESETS
-
     if name not in PRESETS:
         raise ConfigError(f"warm_start.config.preset: unknown SFT preset {name!r}; use one of "
                           f"{', '.join(PRESETS)}", "warm_start.config.preset")

@@ -19,7 +19,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from repos.cache import cache_root, file_lock
 from repos.spec import RepoSpec
+from selfplay.artifact import load_artifact
+from selfplay.procedural.seed import SeedResult
+from selfplay.procedural.seed import seed as run_seed
+from selfplay.validation import ValidationReport
+from selfplay.validation.report import CheckResult
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +45,6 @@ def seed_key(spec: RepoSpec, image: str, k: int, config: Any, validation: Any, a
 
 def report_from_json(data: dict[str, Any]) -> Any:
     """The `ValidationReport` of a `report.json` written by seeding (`ValidationReport.to_json`)."""
-    from selfplay.validation import ValidationReport
-    from selfplay.validation.report import CheckResult
-
     return ValidationReport(valid=bool(data["valid"]), fail_to_pass=tuple(data["fail_to_pass"]),
                             pass_to_pass=tuple(data["pass_to_pass"]), error=data.get("error"),
                             flaky=tuple(data.get("flaky", ())),
@@ -50,9 +53,6 @@ def report_from_json(data: dict[str, Any]) -> Any:
 
 
 def _load(entry: Path) -> list[Any]:
-    from selfplay.artifact import load_artifact
-    from selfplay.procedural.seed import SeedResult
-
     out = []
     for row in json.loads((entry / "index.json").read_text()):
         directory = entry / row["dir"]
@@ -72,8 +72,6 @@ def cached_seed(spec: RepoSpec, k: int, *, image: str, config: Any, validation: 
     """
     if (accept is None) != (not accept_key):
         raise ValueError("cached_seed: give `accept` together with an `accept_key` naming it (or neither)")
-    from repos.cache import cache_root, file_lock
-    from selfplay.procedural.seed import seed as run_seed
 
     base = cache or cache_root() / "seeds"
     key = seed_key(spec, image, k, config, validation, accept_key)

@@ -205,6 +205,7 @@ def _sft_config(config: WarmStartConfig) -> Any:
 
 def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:
     """Demonstrations on every training repo into `root`/store.db: (RFT data, operator coverage, timings)."""
+    # lazy: run_config imports WarmStartConfig from here; the demo machinery would slow config loading
     from selfplay.demos.collect import make_demos
     from selfplay.procedural.operators import OPERATORS
 

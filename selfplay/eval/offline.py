@@ -19,6 +19,7 @@ from typing import Any
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import touched_files
 from selfplay.procedural import PARSER_SOURCE
+from selfplay.store.export import to_instance
 from selfplay.task import Task
 
 
@@ -38,8 +39,6 @@ def task_from_folder(folder: Path) -> tuple[Task, str]:
 
 def build_offline_dataset(fixtures: Path, out: Path) -> list[dict[str, Any]]:
     """Write the SWE-bench-format JSONL of every task folder under `fixtures` to `out`; returns the rows."""
-    from selfplay.store.export import to_instance
-
     rows = []
     for folder in sorted(p for p in fixtures.iterdir() if (p / "tests.json").is_file()):
         task, statement = task_from_folder(folder)

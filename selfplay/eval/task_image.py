@@ -12,18 +12,22 @@ container, and a committed snapshot of the wrong tree would make `reset()` resto
 from __future__ import annotations
 
 import io
+import json
 import logging
 import shlex
 import tarfile
 import time
 from typing import Any
 
+from repos.listfile import get_repo
 from sandboxes.base_image import image_id
 from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.image_build import build_in_container
+from sandboxes.images import repo_image
 from sandboxes.sandbox import BASE_TAG, WORKDIR
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
+from selfplay.store.export import from_instance
 from selfplay.task import Task
 
 log = logging.getLogger(__name__)
@@ -103,25 +107,18 @@ def ensure_instance_image(instance: dict[str, Any], *, pull: bool = True) -> str
 
 
 def task_from_instance(instance: dict[str, Any]) -> Task:
-    from selfplay.store.export import from_instance
-
     if "selfplay_artifact" not in instance:
         raise ImageBuildError(f"instance {instance['instance_id']}: image {instance['image']} is missing and "
                               "the instance carries no selfplay_artifact to build it from")
     rec = dict(instance)
     for key in ("FAIL_TO_PASS", "PASS_TO_PASS"):  # normalised to lists; from_instance reads the JSON
         if not isinstance(rec[key], str):
-            import json
-
             rec[key] = json.dumps(rec[key])
     task, _ = from_instance(rec, f"instance {instance['instance_id']}")
     return task
 
 
 def _repo_image(instance: dict[str, Any]) -> str:
-    from repos.listfile import get_repo
-    from sandboxes.images import repo_image
-
     stored = instance.get("selfplay_repo_image")
     if stored and image_id(stored):
         return stored

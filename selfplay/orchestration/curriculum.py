@@ -18,8 +18,11 @@ import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sandboxes.images import repo_image
 from selfplay.config.run_config import CurriculumConfig, RolloutConfig
-from selfplay.task import Task
+from selfplay.demos.seed_cache import cached_seed
+from selfplay.procedural.seed import SeedConfig
+from selfplay.task import Task, make_task_id
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -82,10 +85,6 @@ def active_tasks(store: TaskStore) -> int:
 def seed_repo(spec: Any, k: int, *, seed: int, validation: Any) -> list[tuple[Any, Any, str]]:
     """`k` validated procedural seeds of `spec` as (artifact, report, operator): from the seed cache
     (`selfplay.demos.seed_cache`, keyed by repo, image, k and settings) or seeded and cached."""
-    from sandboxes.images import repo_image
-    from selfplay.demos.seed_cache import cached_seed
-    from selfplay.procedural.seed import SeedConfig
-
     results, hit = cached_seed(spec, k, image=repo_image(spec), config=SeedConfig(seed=seed), validation=validation)
     log.info("procedural seeds of %s: %d (%s)", spec.name, len(results), "cached" if hit else "seeded")
     return [(r.artifact, r.report, r.operator) for r in results]
@@ -114,6 +113,4 @@ def seed_thin_store(store: TaskStore, specs: Sequence[Any], config: CurriculumCo
 
 
 def _task_id(repo: str, artifact: Any) -> str:
-    from selfplay.task import make_task_id
-
     return make_task_id(repo, artifact)

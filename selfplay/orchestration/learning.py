@@ -21,7 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.config.run_config import RunConfig
+from selfplay.eval.dataset import load_instances
+from selfplay.eval.runner import evaluate_checkpoint
 from selfplay.learner.baseline import RunningMeanBaseline
+from selfplay.learner.batch import build_batch
+from selfplay.learner.weight_sync import HFPolicySync, HTTPPolicySync, MultiSync, VLLMDiskSync
 from selfplay.orchestration.rundir import prune_checkpoints
 
 if TYPE_CHECKING:
@@ -54,8 +58,6 @@ def trainable(trajectories: Sequence[Trajectory]) -> tuple[list[Trajectory], int
 def weight_sync(config: RunConfig, policy: Any) -> Any:
     """The `WeightSync` that moves learner weights into the rollout policy, or None when the policy has no
     weights (scripted: it plays at whatever version it is asked for)."""
-    from selfplay.learner.weight_sync import HFPolicySync, HTTPPolicySync, MultiSync, VLLMDiskSync
-
     backend = config.policy.backend
     if backend == "hf" and policy is not None:
         # BatchingPolicy exposes model, version, load_weights and the lock its batches hold
@@ -93,8 +95,6 @@ class PolicyLearner:
         return int(self.engine.version)
 
     def update(self, trajectories: Sequence[Trajectory]) -> UpdateResult:
-        from selfplay.learner.batch import build_batch
-
         kept, excluded = trainable(trajectories)
         batch = self.config.learner.batch
         if getattr(batch, "group_size", 0) is None:  # G is the reward's group size unless set apart
@@ -165,9 +165,6 @@ class PolicyLearner:
         if not every or checkpoint is None or self.checkpoints_written % every:
             return {}
         try:
-            from selfplay.eval.dataset import load_instances
-            from selfplay.eval.runner import evaluate_checkpoint
-
             instances = load_instances(self.config.eval.dataset, split=self.config.eval.split)
             settings, limits = self.config.eval, self.config.rollout.solver_limits  # budgets that fit the run
             return evaluate_checkpoint(checkpoint, instances, checkpoint.parent.parent / "eval" / checkpoint.name,

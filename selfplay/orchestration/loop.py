@@ -26,9 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from selfplay.config.loader import dump_config
 from selfplay.config.run_config import RunConfig
 from selfplay.errors import SelfPlayError
+from selfplay.orchestration.components import (
+    build_executor,
+    build_learner,
+    open_run_store,
+    reap_containers,
+    resume_checkpoint,
+    seed_store,
+    warm_start_record,
+)
 from selfplay.orchestration.iteration_metrics import iteration_record
+from selfplay.orchestration.metrics import make_metrics
 from selfplay.orchestration.rollouts import IterationOutcome, IterationRollouts, recorded_episode
 from selfplay.orchestration.rundir import (
     RunDir,
@@ -79,8 +90,6 @@ def run_selfplay(config: RunConfig, *, resume: Path | None = None, observer: Run
 class SelfPlayRun:
     def __init__(self, config: RunConfig, *, resume: Path | None, observer: RunObserver | None,
                  runner: Any) -> None:
-        from selfplay.config.loader import dump_config
-
         self.config, self.observer, self.resumed = config, observer, resume is not None
         if resume is not None:
             self.dir = RunDir.open(resume)
@@ -147,16 +156,6 @@ class SelfPlayRun:
 
     # --- setup -----------------------------------------------------------------------------------------
     def setup(self) -> None:
-        from selfplay.orchestration.components import (
-            build_executor,
-            build_learner,
-            open_run_store,
-            reap_containers,
-            resume_checkpoint,
-            warm_start_record,
-        )
-        from selfplay.orchestration.metrics import make_metrics
-
         self.store = open_run_store(self.config, self.dir)
         self.store.register_run(self.run_id, {"name": self.config.name, "repos": list(self.config.repos)})
         self.metrics = make_metrics(self.config.metrics, self.dir.metrics, self.dir.logs / "tensorboard",
@@ -240,8 +239,6 @@ class SelfPlayRun:
                 background.shutdown(wait=not stopped, cancel_futures=True)
 
     def play(self, iteration: int) -> IterationOutcome:
-        from selfplay.orchestration.components import seed_store
-
         t0 = time.monotonic()
         self.emit("phase", iteration, "rollouts")
         outcome = self.rollouts.play(iteration, self.state.policy_version,

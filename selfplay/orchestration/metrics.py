@@ -5,6 +5,7 @@ configured. A record is a flat dict of namespaced keys (`solve_rate/all`, `learn
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
@@ -110,8 +111,6 @@ class Metrics:
 
 
 def tensorboard_available() -> bool:
-    import importlib.util
-
     if importlib.util.find_spec("tensorboard") is not None and importlib.util.find_spec("torch") is not None:
         return True
     return importlib.util.find_spec("tensorboardX") is not None

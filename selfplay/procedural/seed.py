@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from repos.spec import RepoSpec
+from sandboxes.images import repo_image
+from sandboxes.pool import SandboxPool
 from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact, save_artifact
 from selfplay.diffs import matches_any
@@ -227,9 +229,6 @@ def seed(spec: RepoSpec, k: int, out_dir: str | Path, *, pool=None, config: Seed
     costs no suite run (demonstrations reject specs too long for their token budget this way).
     """
     if pool is None:
-        from sandboxes.images import repo_image
-        from sandboxes.pool import SandboxPool
-
         with SandboxPool(repo_image(spec), size=validation.parallelism, workdir=spec.workdir) as owned:
             return seed(spec, k, out_dir, pool=owned, config=config, validation=validation, on_valid=on_valid,
                         accept=accept)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
@@ -170,8 +171,6 @@ def _messages(traj: Trajectory, limits: EpisodeLimits, clip: TextClipper) -> lis
 
 def _command(content: str) -> str:
     """The action an assistant turn asked for, as the scaffold parsed it (or why it did not parse)."""
-    from agent_scaffold.actions import FormatError, parse_action
-
     try:
         action = parse_action(content)
     except FormatError as exc:

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from selfplay.config.yaml_io import read_yaml  # the dialect dump_config writes
 from selfplay.report.episodes import EpisodeLimits, EpisodeSet, read_episodes
 from selfplay.report.errors import ReportError
+from selfplay.store import open_store
 from selfplay.store.records import TaskStats
 
 log = logging.getLogger(__name__)
@@ -82,8 +84,6 @@ def _read_config(path: Path, problems: list[str]) -> dict[str, Any]:
         return {}
     import yaml
 
-    from selfplay.config.yaml_io import read_yaml  # the dialect dump_config writes
-
     try:
         data = read_yaml(path.read_text(encoding="utf-8"), str(path))
     except (OSError, yaml.YAMLError) as exc:
@@ -122,7 +122,6 @@ def _read_tasks(path: Path, config: dict[str, Any], problems: list[str]) -> tupl
     if not url and not db.exists():
         problems.append("no store: store.db is missing and config.yaml names no store_url")
         return None, "no store"
-    from selfplay.store import open_store
 
     try:
         # a report reads: it must neither make a store nor migrate a run's older one in place

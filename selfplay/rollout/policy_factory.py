@@ -18,6 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policies.openai import OpenAIPolicy
+from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.policy import Completion, Policy, SamplingParams
 from selfplay.config.run_config import PolicyConfig
 from selfplay.errors import SelfPlayError
@@ -54,8 +58,6 @@ class ScriptedQueues:
         self._lock = threading.Lock()
 
     def policy_for(self, role: str, version: int) -> Policy:
-        from agent_scaffold.policies.scripted import ScriptedPolicy
-
         with self._lock:
             if role not in self._next:
                 raise SelfPlayError(f"the scripted policy has no action lists for the {role} role; add "
@@ -114,8 +116,6 @@ def embedded_tokenizer(model_dir: str | None = None) -> Any:
         raise ImportError("the scripted and HTTP policies render the chat template of the model's tokenizer: "
                           "pip install 'selfplay-swe[train]'") from exc
     if model_dir is None:
-        from agent_scaffold.embedded import default_model_dir
-
         model_dir = str(default_model_dir())
     return AutoTokenizer.from_pretrained(model_dir)
 
@@ -133,8 +133,6 @@ def resolve_device(device: str) -> str:
 
 def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int = 0) -> Policy:
     """The in-process checkpoint, batched across episode threads when `BatchingPolicy` is available."""
-    from agent_scaffold.policies.hf import HFPolicy
-
     policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version),
                            kv_cache_mb=config.kv_cache_mb)
     try:
@@ -147,8 +145,6 @@ def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int =
 
 def http_policy(config: PolicyConfig) -> Policy:
     """Round robin over `config.endpoints`, token mode with the checkpoint's (or embedded) tokenizer."""
-    from agent_scaffold.policies.openai import OpenAIPolicy
-
     tokenizer = embedded_tokenizer(tokenizer_source(config))
     return RoundRobinPolicy([OpenAIPolicy(url, config.model_name, tokenizer=tokenizer)
                              for url in config.endpoints])

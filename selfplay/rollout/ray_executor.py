@@ -21,9 +21,14 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policy_server import PolicyServer
+from sandboxes.reaper import registry
 from selfplay.config.run_config import RunConfig
 from selfplay.rollout.executor import call_runner
+from selfplay.rollout.policy_factory import hf_policy
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
+from selfplay.rollout.worker import build_runner
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +45,6 @@ def _import_ray() -> Any:
 
 
 def default_runner_factory(config: RunConfig, run_id: str) -> RequestRunner:
-    from selfplay.rollout.worker import build_runner
-
     return build_runner(config, run_id=run_id)
 
 
@@ -64,8 +67,6 @@ class EpisodeActor:
     def close(self) -> None:
         """Close the runner, then remove every container this process still owns (the process-wide
         parser boxes too): `ray.kill` follows, and a killed actor runs no atexit hook."""
-        from sandboxes.reaper import registry
-
         try:
             close = getattr(self.runner, "close", None)
             if callable(close):
@@ -99,8 +100,6 @@ class RayExecutor:
         """hf: serve the driver's policy over HTTP and point the actors at it."""
         if config.policy.backend != "hf":
             return config
-        from agent_scaffold.policy_server import PolicyServer
-        from selfplay.rollout.policy_factory import hf_policy
 
         policy = policy if policy is not None else hf_policy(config.policy)
         # loopback unless actors run on other nodes; then the node's (private) address
@@ -111,8 +110,6 @@ class RayExecutor:
         served = (getattr(policy, "model_dir", None) or getattr(getattr(policy, "policy", None), "model_dir", None)
                   or config.policy.model_dir)
         if served is None:
-            from agent_scaffold.embedded import default_model_dir
-
             served = str(default_model_dir())
         log.info("serving the driver's policy to Ray actors at %s", self._server.url)
         return dataclasses.replace(config, policy=dataclasses.replace(

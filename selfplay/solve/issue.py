@@ -3,6 +3,7 @@ file (--issue-file PATH, or --issue @PATH), or the text itself."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -64,8 +65,6 @@ def _read_file(path: Path) -> str:
 
 
 def fetch_github_issue(owner: str, repo: str, number: str, *, timeout: float = 10.0) -> str:
-    import os
-
     import httpx
 
     url = API.format(owner=owner, repo=repo, number=number)

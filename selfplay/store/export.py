@@ -26,7 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repos.errors import RepoError
+from repos.listfile import get_repo
+from repos.spec import DEFAULT_TEST_PATTERNS
 from selfplay.artifact import ARTIFACT_FILES, BugArtifact, check_format
+from selfplay.diffs import drop_infrastructure
 from selfplay.errors import ArtifactError, DiffError
 from selfplay.store.errors import ImportFormatError
 from selfplay.task import Task
@@ -149,10 +153,6 @@ def _check_prediction(pred: str | None, artifact: BugArtifact, repo: str, where:
         return
     if not isinstance(pred, str):
         raise ImportFormatError(f"{where}: selfplay_pred_patch must be a diff as text, or null")
-    from repos.errors import RepoError
-    from repos.listfile import get_repo
-    from repos.spec import DEFAULT_TEST_PATTERNS
-    from selfplay.diffs import drop_infrastructure
 
     try:
         patterns = get_repo(repo).test_patterns

@@ -34,11 +34,10 @@ def test_a_stored_report_reads_back_unchanged():
 def test_a_seeding_run_that_found_nothing_is_not_cached(tmp_path, monkeypatch):
     """A run with no valid bug (a transient failure, an unlucky seed) must not answer every later call with
     "none". `seed` is replaced by a documented double here; the real round trip is in test_demos_docker.py."""
-    import selfplay.procedural.seed as seed_module
     from selfplay.demos.seed_cache import cached_seed
 
     calls = []
-    monkeypatch.setattr(seed_module, "seed", lambda *a, **kw: calls.append(a) or [])
+    monkeypatch.setattr("selfplay.demos.seed_cache.run_seed", lambda *a, **kw: calls.append(a) or [])
     for _ in range(2):
         results, hit = cached_seed(get_repo("toolz"), 2, image="img:1", config=SeedConfig(seed=0),
                                    validation=ValidationConfig(), cache=tmp_path)
