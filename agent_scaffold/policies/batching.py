@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.policies.continuous import ContinuousScheduler
 from agent_scaffold.policies.drain_lock import DrainLock
 from agent_scaffold.policy import Completion, SamplingParams
 
@@ -78,8 +79,6 @@ class BatchingPolicy:
         self._closed = False
         self._continuous: Any = None
         if hasattr(policy, "decode_batch"):
-            from agent_scaffold.policies.continuous import ContinuousScheduler
-
             inner = getattr(policy, "_lock", None)
             locks = [self._lock] + ([inner] if isinstance(inner, DrainLock) else [])
             self._continuous = ContinuousScheduler(policy, max_batch, locks)

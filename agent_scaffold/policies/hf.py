@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policies.decode_batch import DecodeBatch
 from agent_scaffold.policies.drain_lock import DrainLock
 from agent_scaffold.policies.kv_store import PrefixKVStore
@@ -44,8 +45,6 @@ class HFPolicy:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if model_dir is None:
-            from agent_scaffold.embedded import default_model_dir
-
             model_dir = default_model_dir()
         self.model_dir = str(model_dir)
         self.device = device

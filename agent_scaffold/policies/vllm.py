@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -26,8 +27,6 @@ class VLLMPolicy:
         except ImportError as exc:
             raise ImportError("the vllm policy needs vLLM and a CUDA GPU: pip install 'selfplay-swe[gpu]'") from exc
         if model_dir is None:
-            from agent_scaffold.embedded import default_model_dir
-
             model_dir = default_model_dir()
         self.model_dir = str(model_dir)
         engine_kwargs.setdefault("generation_config", "vllm")

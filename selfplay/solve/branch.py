@@ -7,14 +7,14 @@ import os
 import tempfile
 from pathlib import Path
 
+import git
+
 from selfplay.solve.errors import SolveError
 
 
 def check_branch_target(repo_path: Path, branch: str) -> None:
     """Raise SolveError, before any work, when --branch cannot be honoured: a dirty working tree, an
     existing branch, or an invalid name."""
-    import git
-
     repo = git.Repo(repo_path)
     if repo.is_dirty(untracked_files=True):
         raise SolveError(f"{repo_path} has uncommitted changes; commit or stash them before using --branch "
@@ -29,8 +29,6 @@ def check_branch_target(repo_path: Path, branch: str) -> None:
 
 def commit_to_branch(repo_path: Path, base: str, patch: str, branch: str, message: str) -> str:
     """Commit `patch` on top of `base` as new branch `branch`; returns the commit sha."""
-    import git
-
     repo = git.Repo(repo_path)
     fd, index = tempfile.mkstemp(prefix="selfplay-index-")
     os.close(fd)

@@ -9,6 +9,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import git
+
 from selfplay.solve.errors import SolveError
 
 
@@ -33,8 +35,6 @@ def is_url(repo: str) -> bool:
 
 def user_repo(repo: str):
     """gitpython Repo of a local path; SolveError when it is not a git repository."""
-    import git
-
     try:
         return git.Repo(Path(repo).expanduser(), search_parent_directories=False)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
@@ -44,8 +44,6 @@ def user_repo(repo: str):
 
 def check_commit(local, repo: str, commit: str) -> None:
     """SolveError when `commit` names nothing in the local repository `local` (a gitpython Repo)."""
-    import git
-
     try:
         local.commit(commit)
     except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
@@ -55,8 +53,6 @@ def check_commit(local, repo: str, commit: str) -> None:
 
 def make_checkout(repo: str, commit: str | None) -> Checkout:
     """Clone `repo` (URL or local path) into a temporary folder and check out `commit` (default HEAD)."""
-    import git
-
     tmp = Path(tempfile.mkdtemp(prefix="selfplay-solve-"))
     target = tmp / "repo"
     origin = None
