@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies.batching import BatchingPolicy
 from agent_scaffold.policies.hf import HFPolicy
 from agent_scaffold.policies.openai import OpenAIPolicy
 from agent_scaffold.policies.scripted import ScriptedPolicy
@@ -132,14 +133,9 @@ def resolve_device(device: str) -> str:
 
 
 def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int = 0) -> Policy:
-    """The in-process checkpoint, batched across episode threads when `BatchingPolicy` is available."""
-    policy: Any = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version),
-                           kv_cache_mb=config.kv_cache_mb)
-    try:
-        from agent_scaffold.policies.batching import BatchingPolicy
-    except ImportError:
-        log.warning("agent_scaffold.policies.batching is missing: hf rollouts are sampled one prompt at a time")
-        return policy
+    """The in-process checkpoint, batched across episode threads by `BatchingPolicy`."""
+    policy = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version),
+                      kv_cache_mb=config.kv_cache_mb)
     return BatchingPolicy(policy, max_batch=config.max_batch, max_wait_s=config.batch_wait_s)
 
 
