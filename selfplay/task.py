@@ -73,7 +73,6 @@ class Task:
     def eval_script(self, workdir: str = "/testbed") -> str:
         """SWE-bench's eval.sh for this task: restore the oracle test files, apply `test_patch`, run the
         artifact's test script between the harness's output markers, restore the test files again."""
-
         files = " ".join(shlex.quote(f) for f in self.artifact.test_files)
         test_patch = reverse_diff(self.artifact.test_weaken)
         marker = "EOF_114329324912"  # the harness's heredoc marker
@@ -95,7 +94,6 @@ class Task:
         (`base_commit`), so the official harness applies a prediction and runs `eval_script` unchanged.
         FAIL_TO_PASS/PASS_TO_PASS are JSON-encoded lists, as the published datasets store them.
         `log_parser` is swebench's pytest parser: task test scripts run `pytest -rA`."""
-
         return {
             "instance_id": self.task_id,
             "repo": self.repo,
@@ -124,7 +122,6 @@ def _without_shebang(script: str) -> str:
 
 def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None) -> str:
     """Stable id from the repo and the normalised diff hashes (same bug, same id)."""
-
     h = hashlib.sha256(f"{repo}\0{artifact.digest()}".encode())
     if pred_patch:
         h.update(normalised_hash(pred_patch).encode())

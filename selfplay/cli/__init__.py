@@ -14,6 +14,7 @@ from selfplay.cli import (
     demos_cmd,
     episode_cmd,
     eval_cmd,
+    failure,
     learn_cmd,
     report_cmd,
     repos_cmd,
@@ -26,6 +27,7 @@ from selfplay.cli import (
     tasks_cmd,
     validate_cmd,
 )
+from selfplay.cli.third_party import route_third_party
 
 app = typer.Typer(help="Self-play SWE-RL: train one policy to inject and to fix bugs in real repositories.",
                   no_args_is_help=True, pretty_exceptions_enable=False)
@@ -40,8 +42,6 @@ def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debu
                debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error.")) -> None:
     from rich.console import Console
     from rich.logging import RichHandler
-
-    from selfplay.cli.third_party import route_third_party
 
     global _debug
     _debug = verbose or debug
@@ -59,8 +59,6 @@ for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, ep
 def main() -> None:
     """The `selfplay` entry point: a project error ends as one `error:` line and exit 2, not a traceback
     (`failure`); --debug keeps tracebacks."""
-    from selfplay.cli import failure
-
     try:
         app()
     except (Exception, KeyboardInterrupt) as exc:

@@ -21,6 +21,8 @@ from typing import Any, Literal, TypeVar
 
 import typer
 
+from selfplay.config.reference import field_docs
+
 F = TypeVar("F", bound=Callable[..., Any])
 _SCALARS = (int, float, str, bool)
 
@@ -41,8 +43,6 @@ def _option_type(tp: Any) -> Any | None:
 
 def field_help(cls: type) -> dict[str, str]:
     """{field: docstring} of a dataclass (the string literal under each field), whitespace collapsed."""
-    from selfplay.config.reference import field_docs
-
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):  # a subclass's docstring wins over its base's
         if dataclasses.is_dataclass(klass):

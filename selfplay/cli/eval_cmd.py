@@ -11,6 +11,11 @@ from typing import Any
 
 import typer
 
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies import BACKENDS, make_policy
+from agent_scaffold.policy import SSR_SAMPLING
+from selfplay.eval.errors import EvalError
+
 eval_app = typer.Typer(help="Evaluate a policy on SWE-bench (Verified, verified-50, or any SWE-bench-format "
                             "file, our exported tasks included).", no_args_is_help=True)
 
@@ -21,8 +26,6 @@ def policy_factory(policy: str, *, model: str | None, base_url: str, script: Pat
                    api_key: str | None = None) -> Callable[[str], Any]:
     """instance id -> Policy. `scripted` replays `script`: a JSON list of actions (every instance) or an
     object {instance_id: [actions]}; the other backends share one policy across instances."""
-    from agent_scaffold.policies import BACKENDS, make_policy
-
     if policy not in BACKENDS:
         raise typer.BadParameter(f"--policy must be one of {', '.join(BACKENDS)}, got {policy!r}")
     if policy == "scripted":
@@ -39,7 +42,6 @@ def policy_factory(policy: str, *, model: str | None, base_url: str, script: Pat
         except ImportError as exc:
             raise ImportError("the scripted policy renders the embedded model's chat template: "
                               "pip install 'selfplay-swe[train]'") from exc
-        from agent_scaffold.embedded import default_model_dir
 
         tok = AutoTokenizer.from_pretrained(default_model_dir())
 
@@ -96,9 +98,8 @@ def swebench(
     from rich.console import Console
     from rich.table import Table
 
-    from agent_scaffold.policy import SSR_SAMPLING
+    # lazy: keeps `selfplay --help` fast
     from selfplay.eval.dataset import load_instances
-    from selfplay.eval.errors import EvalError
     from selfplay.eval.runner import EvalConfig, evaluate
 
     if grader not in ("local", "harness"):
@@ -136,6 +137,7 @@ def offline_dataset(
     out: Path = typer.Argument(..., help="Output .jsonl."),
 ) -> None:
     """Write the SWE-bench-format dataset of the fixture tasks (tests/fixtures/swebench) to OUT."""
+    # lazy: keeps `selfplay --help` fast
     from selfplay.eval.offline import build_offline_dataset
 
     rows = build_offline_dataset(fixtures, out)

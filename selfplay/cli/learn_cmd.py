@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from selfplay.cli.config_options import config_options
-from selfplay.learner.demo import DemoConfig
+from selfplay.learner.demo import DemoConfig, run_demo
 
 
 @config_options(DemoConfig)
@@ -13,8 +13,6 @@ def learn_demo(*, config: DemoConfig) -> None:
     """Train SmolLM2-135M-Instruct to answer "Say yes or no." with --target, printing reward per step."""
     from rich.console import Console
     from rich.table import Table
-
-    from selfplay.learner.demo import run_demo
 
     console = Console()
     table = Table("step", "reward", "P(target)", "loss", "clipfrac", "entropy", "grad_norm", "tokens/s")

@@ -18,6 +18,7 @@ def report(
     episode lengths, and a trajectory viewer (open #episode=<id> to jump to one). No network needed."""
     from rich.console import Console
 
+    # lazy: keeps `selfplay --help` fast
     from selfplay.report import EpisodeLimits, ReportError, build_report
 
     console = Console(stderr=True)

@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+from repos.errors import RepoError
+from repos.listfile import get_repo, load_repo_list
+
 repos_app = typer.Typer(help="Build and list repo images (see docs/repos.md for the list format).",
                         no_args_is_help=True)
 
@@ -16,9 +19,6 @@ LIST_OPTION = typer.Option(None, "--list", "-l", help="Repo list TOML file (defa
 def select_specs(names: list[str] | None, list_file: Path | None):
     """The named entries of the list (all of them when no names), exiting with the error on bad input."""
     from rich.console import Console
-
-    from repos.errors import RepoError
-    from repos.listfile import get_repo, load_repo_list
 
     try:
         return [get_repo(n, list_file) for n in names] if names else load_repo_list(list_file)
@@ -38,6 +38,7 @@ def build_with_progress(specs, *, rebuild: bool = False):
         TimeElapsedColumn,
     )
 
+    # lazy: keeps `selfplay --help` fast
     from sandboxes.images import build_repo_images, ensure_base_image
 
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -86,6 +87,7 @@ def list_repos(list_file: Path = LIST_OPTION) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    # lazy: keeps `selfplay --help` fast
     from sandboxes.images import image_status
 
     table = Table("name", "source", "what")

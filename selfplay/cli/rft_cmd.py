@@ -3,9 +3,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
+
+from selfplay.demos.warm_start import sized, warm_start_checkpoint, warm_start_info
+from selfplay.learner.rft import RFTDataError, collect, sft_samples
+from selfplay.learner.sft import preset as make_preset
+from selfplay.learner.sft import train_sft
+from selfplay.store import open_store
 
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 
@@ -27,11 +34,6 @@ def rft(
     """Collect successful trajectories (deduplicated, capped per task, format-error turns masked), run SFT on
     the learner's engine and save a checkpoint usable as `--policy hf --model OUT`."""
     from rich.console import Console
-
-    from selfplay.learner.rft import RFTDataError, collect, sft_samples
-    from selfplay.learner.sft import preset as make_preset
-    from selfplay.learner.sft import train_sft
-    from selfplay.store import open_store
 
     console = Console()
     try:
@@ -69,10 +71,6 @@ def warm_start(
     """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
     (keyed by its inputs); prints the checkpoint directory and its manifest (config and content keys,
     demonstrations per role, SFT steps, operators covered)."""
-    import json
-
-    from selfplay.demos.warm_start import sized, warm_start_checkpoint, warm_start_info
-
     names = tuple(r.strip() for r in repos.split(",") if r.strip()) if repos else None
     try:
         cfg = sized(size, n_per_repo=n, seed=seed, preset=preset, repos=names)

@@ -17,6 +17,10 @@ from typing import Any
 
 import typer
 
+from selfplay.config.loader import ConfigError, dump_config, load_config, load_resume_config
+from selfplay.config.refs import check_references
+from selfplay.errors import SelfPlayError
+
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -46,10 +50,8 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     from rich.console import Console
     from rich.text import Text
 
+    # lazy: keeps `selfplay --help` fast
     from selfplay.cli.run_display import RunDisplay
-    from selfplay.config.loader import ConfigError, dump_config
-    from selfplay.config.refs import check_references
-    from selfplay.errors import SelfPlayError
     from selfplay.orchestration.resume import check_resumable
 
     console, err = Console(), Console(stderr=True)
@@ -94,8 +96,6 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
 
 def _resolve(config: str | None, resume: Path | None, overrides: list[str]) -> Any:
     """The run config: a preset or file with overrides, or a resumed run's saved config."""
-    from selfplay.config.loader import ConfigError, load_config, load_resume_config
-
     if resume is not None and config is not None:
         raise ConfigError("--resume takes the run's saved config.yaml; drop --config (or start a new run "
                           "without --resume)")
@@ -108,6 +108,7 @@ def _close(console: Any, err: Any, display: Any, run_dir: Path | None, *, status
     `status`/`error` replace the summary's when the run ended by an exception. Returns the run dir."""
     from rich.text import Text
 
+    # lazy: keeps `selfplay --help` fast
     from selfplay.cli.run_display import headline, summary_table
 
     run_dir = run_dir or (Path(display.run_dir) if display.run_dir else None)

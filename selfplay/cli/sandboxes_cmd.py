@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from sandboxes.engine import docker_client, ensure_engine
+from sandboxes.reaper import gc as reap
+from sandboxes.reaper import list_sandboxes
+
 sandboxes_app = typer.Typer(help="Inspect and clean up sandbox containers.", no_args_is_help=True)
 
 
@@ -11,11 +15,10 @@ def setup(yes: bool = typer.Option(False, "--yes", "-y", help="Install and start
     """Make this machine ready: a Docker engine that answers, and the base image."""
     from rich.console import Console
 
-    from sandboxes.engine import ensure_engine
-
     console = Console()
     if not ensure_engine(yes, ask=lambda q: typer.confirm(q, default=True), say=console.print):
         raise typer.Exit(1)
+    # lazy: keeps `selfplay --help` fast
     from sandboxes.images import ensure_base_image  # builds with debootstrap when missing (minutes)
 
     tag = ensure_base_image()
@@ -27,9 +30,6 @@ def ls() -> None:
     """List labelled sandbox containers and whether their owner process is alive."""
     from rich.console import Console
     from rich.table import Table
-
-    from sandboxes.engine import docker_client
-    from sandboxes.reaper import list_sandboxes
 
     rows = list_sandboxes(docker_client())
     table = Table("id", "name", "image", "status", "run", "owner", "owner alive")
@@ -46,9 +46,6 @@ def gc(other_hosts: bool = typer.Option(False, "--other-hosts",
        dry_run: bool = typer.Option(False, "--dry-run", help="Only show what would be removed.")) -> None:
     """Remove labelled containers whose owner process is gone."""
     from rich.console import Console
-
-    from sandboxes.engine import docker_client
-    from sandboxes.reaper import gc as reap
 
     removed = reap(docker_client(), other_hosts=other_hosts, dry_run=dry_run)
     verb = "Would remove" if dry_run else "Removed"

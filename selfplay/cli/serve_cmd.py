@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import typer
@@ -20,8 +21,7 @@ def serve_policy(
 ) -> None:
     """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
     /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""
-    import logging
-
+    # lazy: keeps `selfplay --help` fast
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy_server import PolicyServer
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from selfplay.cli.eval_cmd import POLICY_HELP, policy_factory
+from selfplay.solve.errors import SolveError
 
 
 def solve(
@@ -33,7 +34,7 @@ def solve(
     tree is never touched; with --branch the patch becomes a commit on a new branch."""
     from rich.console import Console
 
-    from selfplay.solve.errors import SolveError
+    # lazy: keeps `selfplay --help` fast
     from selfplay.solve.solver import check_inputs
     from selfplay.solve.solver import solve as run_solve
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from sandboxes.errors import SandboxError
 from selfplay.cli.repos_cmd import LIST_OPTION, build_with_progress, repos_app, select_specs
 
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped)\b")
@@ -34,8 +35,8 @@ def run_suites(list_file: Path = LIST_OPTION,
     from rich.console import Console
     from rich.table import Table
 
+    # lazy: keeps `selfplay --help` fast
     from sandboxes.docker import DockerSandbox
-    from sandboxes.errors import SandboxError
 
     console = Console()
     specs = select_specs(names, list_file)

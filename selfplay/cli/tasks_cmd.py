@@ -7,14 +7,16 @@ from pathlib import Path
 
 import typer
 
+from selfplay.store import ImportFormatError, TaskNotFound, open_store
+from selfplay.store.export import FORMATS, export_swebench, import_swebench, parse_export
+from selfplay.store.rows import STATUSES
+
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 tasks_app = typer.Typer(help="Inspect, export and import the curriculum store.", no_args_is_help=True)
 
 
 def _open(url: str | None, *, create: bool = False):
     """The store to read (a missing SQLite file is an error, never made empty), or with `create` to write."""
-    from selfplay.store import open_store
-
     return open_store(url, create=create)
 
 
@@ -32,8 +34,6 @@ def list_tasks(
     """One row per task: origin, order, status, attempts and solve rates."""
     from rich.console import Console
     from rich.table import Table
-
-    from selfplay.store.rows import STATUSES
 
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(
@@ -69,8 +69,6 @@ def show(task_id: str, store: str = typer.Option(None, "--store", help=STORE_HEL
     from rich.console import Console
     from rich.syntax import Syntax
     from rich.table import Table
-
-    from selfplay.store import TaskNotFound
 
     with _open(store) as st:
         try:
@@ -170,8 +168,6 @@ def export(
     """Write tasks as SWE-bench instances (one JSON object a line)."""
     from rich.console import Console
 
-    from selfplay.store.export import FORMATS, export_swebench
-
     if fmt not in FORMATS:
         raise typer.BadParameter(
             f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}", param_hint="--format"
@@ -191,9 +187,6 @@ def import_(
     Every entry passes validation's format check and a higher-order entry's failed prediction must pass the
     test-infrastructure filter untouched; one bad entry rejects the whole file (nothing is written)."""
     from rich.console import Console
-
-    from selfplay.store import ImportFormatError
-    from selfplay.store.export import import_swebench, parse_export
 
     try:  # all-or-nothing per file: every entry is checked before the store is even opened
         parse_export(path)

@@ -15,9 +15,15 @@ from pathlib import Path
 
 import typer
 
+from repos.errors import RepoError
+from repos.listfile import get_repo
+from selfplay.artifact import load_artifact
 from selfplay.cli.config_options import config_options
 from selfplay.diffs.headers import split_sections
-from selfplay.validation.config import ValidationConfig
+from selfplay.errors import ArtifactError
+from selfplay.judge.grader import grade
+from selfplay.store import open_store
+from selfplay.validation import ValidationConfig, ValidationReport, validate
 
 REPO = typer.Option(..., "--repo", help="Repo name from the repo list (`selfplay repos list`).")
 JSON = typer.Option(False, "--json", help="Print one JSON object on stdout.")
@@ -34,9 +40,6 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _spec(name: str):
-    from repos.errors import RepoError
-    from repos.listfile import get_repo
-
     try:
         return get_repo(name)
     except RepoError as exc:
@@ -44,6 +47,7 @@ def _spec(name: str):
 
 
 def _pool(spec, size: int):
+    # lazy: keeps `selfplay --help` fast
     from sandboxes.images import repo_image
     from sandboxes.pool import SandboxPool
 
@@ -52,9 +56,6 @@ def _pool(spec, size: int):
 
 def _load(directory: Path):
     """(artifact, None) or (None, format error); exits 2 when the directory does not exist."""
-    from selfplay.artifact import load_artifact
-    from selfplay.errors import ArtifactError
-
     try:
         return load_artifact(directory), None
     except FileNotFoundError as exc:
@@ -66,7 +67,6 @@ def _load(directory: Path):
 def _record(store_url: str | None, artifact, repo: str, report, origin: str, strategy: str | None = None):
     if store_url is None or artifact is None:
         return None
-    from selfplay.store import open_store
 
     return open_store(store_url).record_validation(artifact, repo, report, origin=origin, strategy=strategy)
 
@@ -101,8 +101,6 @@ def validate_cmd(
     config: ValidationConfig,
 ) -> None:
     """Run the eight consistency checks on an artifact (exit 0 valid, 1 invalid, 2 error)."""
-    from selfplay.validation import ValidationReport, validate
-
     spec = _spec(repo)
     artifact, error = _load(artifact_dir)
     if artifact is None:
@@ -163,6 +161,7 @@ def seed_cmd(
     store: str | None = STORE,
 ) -> None:
     """Produce N validated procedural (AST-mutation) bug artifacts for a repo."""
+    # lazy: keeps `selfplay --help` fast
     from selfplay.procedural.seed import SeedConfig
     from selfplay.procedural.seed import seed as run_seed
 
@@ -203,12 +202,8 @@ def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tup
     recorded under the artifact's content address (all five files)."""
     from rich.console import Console
 
-    from selfplay.validation import ValidationConfig, validate
-
     note = Console(stderr=True)
     if store_url is not None:
-        from selfplay.store import open_store
-
         with open_store(store_url, create=False) as st:  # grade only reads the store
             stored = st.validated_tests(repo, artifact)
         if stored is not None and stored[0]:
@@ -240,8 +235,6 @@ def _grade_all(artifact, predictions, f2p, p2p, spec) -> list[dict]:
     """Grade each (path, text) in order through ONE pooled sandbox, as the run loop does: the pool resets
     it between attempts, so whatever one attempt leaves behind meets the next. An attempt whose grading
     could not run gets reward None and the reason; the others are still graded."""
-    from selfplay.judge.grader import grade
-
     objects = []
     try:
         pool = _pool(spec, 1)

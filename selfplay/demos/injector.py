@@ -122,7 +122,6 @@ class InjectorDemo:
 def run_injector_demo(artifact: BugArtifact, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                       limits: EpisodeLimits = INJECTOR_LIMITS, image: str | None = None) -> InjectorDemo:
     """One injector demonstration of `artifact` in a fresh sandbox; the submission is validated for real."""
-
     start = time.monotonic()
     image = image or repo_image(spec)
     role = load_role("injector", "direct")

@@ -93,7 +93,6 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
                     short: bool = False) -> SolverDemo:
     """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
     `short`: the 4-turn plan (`SolverTask.short`)."""
-
     start = time.monotonic()
     image = image or repo_image(spec)
     role = load_role("solver")
