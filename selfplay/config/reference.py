@@ -26,7 +26,16 @@ END = "<!-- END GENERATED REFERENCE -->"
 
 @cache
 def field_docs(cls: type) -> dict[str, str]:
-    """{field: docstring} from the string literal under each annotated field of a dataclass."""
+    """{field: docstring} from the string literal under each annotated field of a dataclass and of its
+    dataclass bases (`GraderConfig` inherits `SuiteLimits`'s fields); a subclass's docstring wins."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass):
+            docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}

@@ -41,25 +41,17 @@ from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import DiffError, ValidationInfraError
 from selfplay.facts import Budget, TaskFacts
-from selfplay.jobs import MAX_TEST_OUTPUT, Job, SuiteRun, run_job, staged_files, verify_run
-from selfplay.judge.tamper import TamperConfig, screen
+from selfplay.jobs import Job, SuiteLimits, SuiteRun, run_job, staged_files, verify_run
+from selfplay.judge.tamper import screen
 from selfplay.judge.verdict import GradeResult, disagreement, failed_grade, grade_statuses
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class GraderConfig:
-    """Time limits and screens of one grading run."""
+class GraderConfig(SuiteLimits):
+    """Time limits and screens of one grading run (the suite limits and tamper screen: `SuiteLimits`)."""
 
-    suite_timeout: float = 120.0
-    """Seconds test_script.sh may take."""
-    parser_timeout: float = 30.0
-    """Seconds test_parser.py may take."""
-    max_test_output: int = MAX_TEST_OUTPUT
-    """Bytes of test output a run may print; more fails the run (-1)."""
-    tamper: TamperConfig = TamperConfig()
-    """The runner-tampering screen applied to the kept sections of each prediction."""
     verify: bool = True
     """Run every prediction whose main run passes a second time under a perturbed environment and require
     the same verdict (`selfplay.jobs.verification`); False only to measure what that costs."""

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from selfplay.jobs import MAX_TEST_OUTPUT
-from selfplay.judge.tamper import TamperConfig
+from selfplay.jobs.suite_limits import SuiteLimits
 
 FlakyPolicy = Literal["drop", "reject"]
 
 
 @dataclass(frozen=True)
-class ValidationConfig:
-    """How strict and how fast consistency validation is."""
+class ValidationConfig(SuiteLimits):
+    """How strict and how fast consistency validation is (the suite limits and tamper screen: `SuiteLimits`)."""
 
     min_passing_tests: int = 5
     """test_script: the original code must pass at least this many tests (and fail none)."""
@@ -21,10 +20,6 @@ class ValidationConfig:
     """bug_scope: bug_inject.diff must change at least this many files."""
     min_failing_tests: int = 1
     """bug_validity: at least this many tests passing on the original must fail with the bug."""
-    suite_timeout: float = 120.0
-    """Seconds one run of test_script.sh may take (SSR asks injectors for < 90 s)."""
-    parser_timeout: float = 30.0
-    """Seconds test_parser.py may take on one output."""
     parallelism: int = 2
     """Sandboxes used at once; independent suite runs (the two original runs, the buggy and weakened
     runs, the inverse-mutation runs) go in parallel up to this many."""
@@ -34,10 +29,6 @@ class ValidationConfig:
     artifact at the parser check."""
     original_runs: int = 2
     """Runs of the original suite used to detect flaky tests (1 disables the check)."""
-    max_test_output: int = MAX_TEST_OUTPUT
-    """Bytes of test output one run may print; more fails that run (an output flood is the artifact's fault)."""
-    tamper: TamperConfig = field(default_factory=TamperConfig)
-    """The runner-tampering screen applied to bug_inject.diff (at the patch_hygiene check)."""
 
     def __post_init__(self) -> None:
         for name in ("min_passing_tests", "min_changed_files", "min_failing_tests"):

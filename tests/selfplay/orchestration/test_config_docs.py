@@ -7,6 +7,9 @@ from pathlib import Path
 from selfplay.config.loader import PRESETS, valid_keys
 from selfplay.config.reference import BEGIN, END, block, field_docs
 from selfplay.config.run_config import PolicyConfig
+from selfplay.jobs import SuiteLimits
+from selfplay.judge.grader import GraderConfig
+from selfplay.validation import ValidationConfig
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "config.md"
 
@@ -26,3 +29,11 @@ def test_the_generated_block_has_one_row_per_key_and_the_docstrings():
     for key in valid_keys():
         assert f"| `{key}` |" in generated, key
     assert field_docs(PolicyConfig)["max_batch"].startswith("hf: prompts sampled together")
+
+
+def test_inherited_fields_keep_their_docstrings():
+    shared = field_docs(SuiteLimits)
+    assert set(shared) == {"suite_timeout", "parser_timeout", "max_test_output", "tamper"}
+    for cls in (GraderConfig, ValidationConfig):
+        assert {k: field_docs(cls)[k] for k in shared} == shared, cls.__name__
+    assert field_docs(GraderConfig)["verify"] and field_docs(ValidationConfig)["original_runs"]

@@ -45,6 +45,16 @@ def test_later_overrides_win_and_unset_keys_keep_the_preset():
     assert c.rollout.solver_limits.max_turns == load_config("default").rollout.solver_limits.max_turns
 
 
+def test_the_shared_suite_limits_load_into_each_section_on_their_own():
+    c = _load("grader.suite_timeout=7", "validation.suite_timeout=9", "validation.tamper.enabled=false",
+              "grader.max_test_output=1024")
+    assert (c.grader.suite_timeout, c.validation.suite_timeout) == (7.0, 9.0)
+    assert isinstance(c.grader.suite_timeout, float) and isinstance(c.validation.suite_timeout, float)
+    assert c.grader.tamper.enabled and not c.validation.tamper.enabled
+    assert (c.grader.max_test_output, c.validation.max_test_output) == (1024, RunConfig().validation.max_test_output)
+    assert {"grader.suite_timeout", "validation.suite_timeout", "grader.tamper.enabled"} <= set(valid_keys())
+
+
 def test_a_yaml_file_is_a_partial_tree_over_the_defaults(tmp_path):
     f = tmp_path / "mine.yaml"
     f.write_text("name: mine\nlearner:\n  engine:\n    lr: 2.0e-6\n")
