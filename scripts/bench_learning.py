@@ -6,7 +6,7 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
   .venv/bin/python scripts/bench_learning.py --arm rl [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
 
-Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start.
+Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start_config.
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
 warm start trained on. The split is fixed by `--seed` (default 0): seeding rounds use SeedConfig seeds
 `seed * 1000 + 500 + round`, disjoint from the warm start's `seed * 1000 + round`, through the seed cache
@@ -32,6 +32,7 @@ import random
 import time
 from pathlib import Path
 
+from selfplay.demos.warm_start_config import HELDOUT_REPOS, TRAIN_REPOS
 from selfplay.experiment.heldout import heldout_tasks, interleave
 from selfplay.experiment.stats import wilson
 
@@ -95,8 +96,6 @@ def table(results: list[dict]) -> str:
 
 
 def main() -> None:
-    from selfplay.demos.warm_start import HELDOUT_REPOS
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")
@@ -174,7 +173,7 @@ def run_rl(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer
 
     from agent_scaffold.embedded import default_model_dir
-    from selfplay.demos.warm_start import TRAIN_REPOS, warm_start_checkpoint
+    from selfplay.demos.warm_start import warm_start_checkpoint
     from selfplay.experiment.arms import Experiment, ExperimentConfig
     from selfplay.experiment.figures import heldout_table, paired_line, training_table, write_outputs
     from selfplay.experiment.heldout import EvalSettings

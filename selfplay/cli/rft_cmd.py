@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from selfplay.demos.warm_start import sized, warm_start_checkpoint, warm_start_info
+from selfplay.demos.warm_start_config import sized
 from selfplay.learner.rft import RFTDataError, collect, sft_samples
 from selfplay.learner.sft import preset as make_preset
 from selfplay.learner.sft import train_sft
@@ -71,6 +71,9 @@ def warm_start(
     """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
     (keyed by its inputs); prints the checkpoint directory and its manifest (config and content keys,
     demonstrations per role, SFT steps, operators covered)."""
+    # lazy: keeps `selfplay --help` fast (the demonstration machinery)
+    from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
+
     names = tuple(r.strip() for r in repos.split(",") if r.strip()) if repos else None
     try:
         cfg = sized(size, n_per_repo=n, seed=seed, preset=preset, repos=names)

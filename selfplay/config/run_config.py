@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from selfplay.demos.warm_start import WarmStartConfig
+from selfplay.demos.warm_start_config import WarmStartConfig
 from selfplay.higher_order import HigherOrderConfig
 from selfplay.judge.grader import GraderConfig
 from selfplay.judge.rewards import RewardConfig

@@ -9,8 +9,7 @@ depends on timing (a suite that times out under load drops a mutant), so the sam
 demonstrations on another machine, and then its checkpoint has another name. `manifest.json` records both
 keys, the kept demonstrations per role, the steps and the operators covered (`warm_start_info`).
 
-The repo split is fixed here and in docs: demonstrations come from `TRAIN_REPOS`; `HELDOUT_REPOS`
-contribute none (refused by `WarmStartConfig`) and are what `scripts/bench_learning.py` measures on.
+The config, its sizes and the repo split live in `selfplay.demos.warm_start_config`.
 """
 
 from __future__ import annotations
@@ -22,111 +21,24 @@ import os
 import shutil
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.embedded import cache_root
 from repos.cache import file_lock
 from repos.listfile import get_repo
-from selfplay.learner.rft import LOSS_TURNS, collect, sft_samples
+from selfplay.demos.collect import make_demos
+from selfplay.demos.warm_start_config import FORMAT, WarmStartConfig
+from selfplay.learner.rft import collect, sft_samples
 from selfplay.learner.sft import batches, preset, train_sft
+from selfplay.procedural.operators import OPERATORS
 from selfplay.store import open_store
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
-
-TRAIN_REPOS = ("toolz", "boltons", "marshmallow")
-"""Repos whose procedural tasks the warm start demonstrates. Chosen for fast per-file suites (seeding runs
-the related test file about five times per mutant) and short specs: more-itertools was dropped (its
-test_more.py alone made seeding take over 20 minutes under load), and so was cachetools (about 1 in 6 of
-its valid mutants has a spec that fits the 2,048-token demonstration, so seeding 6 took over 10 minutes)."""
-HELDOUT_REPOS = ("parse", "inflection", "humanize")
-"""Repos kept out of the warm start, for measuring generalisation (tabulate cannot be seeded: no code file
-has a same-named test file)."""
-HELDOUT_SEED_OFFSET = 500
-"""The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
-`1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 5
-"""Version of the expert and the recipe; part of the config key. 5: the content key, injector
-demonstrations, operator coverage."""
-
-
-@dataclass(frozen=True)
-class WarmStartConfig:
-    """What the warm start demonstrates and how it trains (the config key hashes all of it)."""
-
-    repos: tuple[str, ...] = TRAIN_REPOS
-    """Training repos; none of `heldout_repos` may be among them."""
-    n_per_repo: int = 6
-    """Procedural tasks demonstrated per repo."""
-    per_task: int = 1
-    """Solver demonstrations per task (each with other seeded choices of the expert)."""
-    short_share: float = 0.5
-    """Share of solver demonstrations that follow the 4-turn plan (grep, view, str_replace, submit; no test
-    run) instead of the full one (reproduce, locate, view, repair, re-run, restore, submit: 6-9 turns): the
-    default run allows its solver 4 turns of 96 tokens, where the full plan runs out of turns."""
-    injector_per_repo: int = 2
-    """Injector demonstrations (`direct` strategy) per repo, kept when their artifact validates; 0 is none."""
-    seed: int = 0
-    """Seeds bugs, the expert's choices and training."""
-    max_rounds: int = 3
-    """Seeding rounds per repo (each a new SeedConfig seed) before giving up on reaching `n_per_repo`."""
-    preset: str = "cpu"
-    """SFT preset (selfplay.learner.sft.PRESETS)."""
-    epochs: int | None = None
-    """Passes over the demonstrations; None is the preset's."""
-    lr: float | None = None
-    """Peak SFT learning rate; None is the preset's."""
-    loss_turns: Literal["valid", "edit"] = "valid"
-    """Which assistant turns carry loss: every valid action ("valid"), or only the `edit` actions (view,
-    str_replace: the repair the expert's opening and closing turns drown out)."""
-    max_context_tokens: int = 2048
-    """Token budget of one solver demonstration."""
-    injector_max_context_tokens: int = 2048
-    """Token budget of one injector demonstration (the run's `rollout.injector_limits` must allow as much)."""
-    model_dir: str | None = None
-    """Base model; None is the embedded SmolLM2-135M-Instruct."""
-    heldout_repos: tuple[str, ...] = field(default=HELDOUT_REPOS)
-    """Repos that must feed no demonstration (the held-out bench's); `repos` may not name one."""
-
-    def __post_init__(self) -> None:
-        leaked = sorted(set(self.repos) & set(self.heldout_repos))
-        if leaked:
-            raise ValueError(f"warm_start.config.repos: {', '.join(leaked)} {'is' if len(leaked) == 1 else 'are'} held out (warm_start.config."
-                             f"heldout_repos = {list(self.heldout_repos)}); held-out repos feed no "
-                             "demonstration: drop them from repos")
-        if not self.repos:
-            raise ValueError("warm_start.config.repos: name at least one training repo")
-        if not 0.0 <= self.short_share <= 1.0:
-            raise ValueError(f"warm_start.config.short_share must be in [0, 1], got {self.short_share}")
-        if self.n_per_repo < 1 or self.per_task < 1 or self.injector_per_repo < 0:
-            raise ValueError("warm_start.config: n_per_repo and per_task must be >= 1, injector_per_repo >= 0")
-        if not 1 <= self.max_rounds <= HELDOUT_SEED_OFFSET:
-            raise ValueError(f"warm_start.config.max_rounds must be in 1..{HELDOUT_SEED_OFFSET} (above, its "
-                             f"seeds would reach the held-out bench's), got {self.max_rounds}")
-
-        if self.loss_turns not in LOSS_TURNS:
-            raise ValueError(f"warm_start.config.loss_turns must be one of {LOSS_TURNS}, got {self.loss_turns!r}")
-
-    def seeds(self) -> tuple[int, ...]:
-        """SeedConfig seeds of its seeding rounds (`collect.make_demos` draws them in this order)."""
-        return tuple(1000 * self.seed + r for r in range(self.max_rounds))
-
-
-SIZES = {
-    "default": WarmStartConfig(),
-    # Up to 360 graded solver demonstrations (60 tasks x 2 variants on each of 3 repos; fewer where a repo runs
-    # out of mutants whose spec fits) and 30 injector ones; one epoch (about 90 steps of 4). About 3 hours on
-    # an idle 2-core machine (docs/warm_start.md): for the learning experiment, not the default run.
-    "full": WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30),
-    # 16 tasks per repo (about 45 solver and 12 injector demonstrations), three epochs (about 45 steps of 4):
-    # the learning experiment's start when the full size does not fit the time (about 1 h idle).
-    "medium": WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3),
-}
-"""Named warm starts (`selfplay warm-start --size`): `default` is what `selfplay run` starts from."""
 
 
 def config_key(config: WarmStartConfig) -> str:
@@ -205,10 +117,6 @@ def _sft_config(config: WarmStartConfig) -> Any:
 
 def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:
     """Demonstrations on every training repo into `root`/store.db: (RFT data, operator coverage, timings)."""
-    # lazy: run_config imports WarmStartConfig from here; the demo machinery would slow config loading
-    from selfplay.demos.collect import make_demos
-    from selfplay.procedural.operators import OPERATORS
-
     timings: dict[str, Any] = {"load_avg_1m/start": os.getloadavg()[0]}
     with open_store(str(root / "store.db")) as store:
         for repo in config.repos:
@@ -287,10 +195,3 @@ def _operators(store: TaskStore, trajectories: tuple[Any, ...]) -> dict[str, int
     ids = [t.metadata["task_id"] for t in trajectories if t.role == "solver"]
     by_id = {t.task_id: t.metadata.get("strategy") or "unknown" for t in store.get_tasks(sorted(set(ids)))}
     return dict(sorted(Counter(by_id.get(i, "unknown") for i in ids).items()))
-
-
-def sized(size: str, **overrides: Any) -> WarmStartConfig:
-    """The named size (`SIZES`) with the non-None `overrides` applied."""
-    if size not in SIZES:
-        raise ValueError(f"unknown warm-start size {size!r}; choose one of {', '.join(SIZES)}")
-    return replace(SIZES[size], **{k: v for k, v in overrides.items() if v is not None})

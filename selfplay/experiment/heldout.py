@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from selfplay.demos.warm_start_config import HELDOUT_SEED_OFFSET
 from selfplay.experiment.failures import EpisodeFacts, classify, empty_or_unchanged
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,6 @@ log = logging.getLogger(__name__)
 def heldout_seed(seed: int, round_: int) -> int:
     """SeedConfig seed of held-out seeding round `round_`; the warm start's rounds stay below the offset
     (`WarmStartConfig.max_rounds` is capped there), so the two never coincide."""
-    from selfplay.demos.warm_start import HELDOUT_SEED_OFFSET
-
     return 1000 * seed + HELDOUT_SEED_OFFSET + round_
 
 

@@ -204,7 +204,8 @@ def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_pat
     """`warm_start_checkpoint` end to end on toolz (the module's seeds, read back from its seed cache):
     solver and injector demonstrations, SFT of a tiny model on both roles, the manifest."""
     pytest.importorskip("deepspeed")
-    from selfplay.demos.warm_start import WarmStartConfig, warm_start_checkpoint, warm_start_info
+    from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
+    from selfplay.demos.warm_start_config import WarmStartConfig
     from selfplay.learner.tiny_model import save_tiny_model
 
     monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))

@@ -17,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from selfplay.demos import warm_start as ws
-from selfplay.demos.warm_start import (
+from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
+from selfplay.demos.warm_start_config import (
     HELDOUT_REPOS,
+    HELDOUT_SEED_OFFSET,
     SIZES,
+    TRAIN_REPOS,
     WarmStartConfig,
-    warm_start_checkpoint,
-    warm_start_info,
+    sized,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -98,7 +100,7 @@ def fake_build(monkeypatch, tmp_path, tokenizer):
 
     def set_demos(solver: int, injector: int = 0) -> FakeDemos:
         fake = FakeDemos(tokenizer, tmp_path / f"sb-{solver}-{injector}", solver, injector)
-        monkeypatch.setattr("selfplay.demos.collect.make_demos", fake)
+        monkeypatch.setattr("selfplay.demos.warm_start.make_demos", fake)
         return fake
 
     set_demos.trained = trained
@@ -171,7 +173,7 @@ def test_warm_start_config_refuses_a_heldout_repo():
     with pytest.raises(ValueError, match=r"warm_start\.config\.max_rounds"):
         WarmStartConfig(max_rounds=501)
     with pytest.raises(ValueError, match="unknown warm-start size 'huge'"):
-        ws.sized("huge")
+        sized("huge")
 
 
 def test_run_config_refuses_a_heldout_repo():
@@ -189,7 +191,7 @@ def test_run_config_refuses_a_heldout_repo():
 def test_every_preset_and_warm_start_size_is_disjoint_from_the_heldout_repos():
     from selfplay.config.loader import PRESETS, load_config
 
-    assert set(ws.TRAIN_REPOS).isdisjoint(HELDOUT_REPOS)
+    assert set(TRAIN_REPOS).isdisjoint(HELDOUT_REPOS)
     for size in SIZES.values():
         assert set(size.repos).isdisjoint(HELDOUT_REPOS)
     for name in PRESETS:
@@ -247,8 +249,8 @@ def test_warm_start_seeds_never_coincide_with_the_heldout_bench_seeds(monkeypatc
             assert drawn == list(config.seeds()) and len(drawn) == config.max_rounds
             assert bench.isdisjoint(drawn), (size, seed)
     # the bound holds for any max_rounds the config accepts
-    widest = WarmStartConfig(max_rounds=ws.HELDOUT_SEED_OFFSET).seeds()
-    assert max(widest) < ws.HELDOUT_SEED_OFFSET
+    widest = WarmStartConfig(max_rounds=HELDOUT_SEED_OFFSET).seeds()
+    assert max(widest) < HELDOUT_SEED_OFFSET
 
 
 def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_build):
@@ -259,7 +261,7 @@ def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_buil
     fake_build(solver=2)
     res = CliRunner().invoke(app, ["warm-start", "--size", "full", "--repos", "boltons", "-n", "3"])
     assert res.exit_code == 0, res.output
-    config = ws.sized("full", repos=("boltons",), n_per_repo=3)
+    config = sized("full", repos=("boltons",), n_per_repo=3)
     info = warm_start_info(config)
     assert res.stdout.strip().endswith(info.model_dir)
     assert info.content_key in res.output and info.demonstrations["solver"] == 2
