@@ -19,7 +19,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from selfplay.config.loader import load_config
+from selfplay.experiment.failures import turn_kinds, turn_table
 from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
+from selfplay.experiment.stats import mcnemar_exact
+from selfplay.learner.checkpoint import latest_checkpoint
+from selfplay.orchestration.loop import run_selfplay
+from selfplay.orchestration.rundir import read_trajectories
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +75,6 @@ class ExperimentConfig:
 
 
 def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:
-    from selfplay.config.loader import load_config
-
     lr = dict(ARMS)[arm]
     overrides = [f"policy.model_dir={cfg.model_dir}", "warm_start.enabled=false", f"iterations={iterations}",
                  f"seed={cfg.seed}", f"runs_dir={cfg.work / 'arms'}", f"name={arm}", "eval.every=0",
@@ -88,7 +92,7 @@ def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:
 
 def weights_hash(model_dir: str | Path) -> str:
     """sha256 over the weights' names and values (not the file bytes, whose metadata may differ)."""
-    from safetensors import safe_open
+    from safetensors import safe_open  # lazy: the train extra (safetensors, torch)
 
     h = hashlib.sha256()
     for path in sorted(Path(model_dir).glob("*.safetensors")):
@@ -122,9 +126,6 @@ def training_curve(metrics_path: Path) -> list[dict[str, Any]]:
 
 def arm_turns(run_dir: Path) -> dict[str, Any]:
     """Turn-by-turn actions of an arm's solver episodes (from its trajectory files), with their outcomes."""
-    from selfplay.experiment.failures import turn_kinds, turn_table
-    from selfplay.orchestration.rundir import read_trajectories
-
     kinds, solved, episodes = [], 0, 0
     for path in sorted((run_dir / "trajectories").glob("*solver*")):
         for t in read_trajectories(path):
@@ -142,8 +143,6 @@ class Experiment:
 
     def __init__(self, cfg: ExperimentConfig, tasks: Sequence[tuple[Any, Any]],
                  run: Callable[..., Path] | None = None) -> None:
-        from selfplay.orchestration.loop import run_selfplay
-
         self.cfg, self.tasks = cfg, list(tasks)
         self.run = run or run_selfplay
         self.path = cfg.work / "results.json"
@@ -176,8 +175,6 @@ class Experiment:
         return entry
 
     def run_arm(self, arm: str) -> None:
-        from selfplay.learner.checkpoint import latest_checkpoint
-
         path: Path | None = None
         t0 = time.monotonic()
         info: dict[str, Any] = self.results["arms"].setdefault(arm, {})
@@ -203,8 +200,6 @@ class Experiment:
 
 def paired(results: dict[str, Any], iterations: int) -> dict[str, Any]:
     """RL vs control at the end, per held-out task: greedy and pass@k, exact McNemar."""
-    from selfplay.experiment.stats import mcnemar_exact
-
     evals = results["evals"]
     a, b = evals.get(f"rl@{iterations}"), evals.get(f"control@{iterations}")
     if a is None or b is None:

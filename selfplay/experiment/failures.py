@@ -20,6 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent_scaffold.actions import FormatError, parse_action
+from selfplay.diffs import touched_files
+from selfplay.errors import DiffError
+
 FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong_file", "wrong_fix",
             "out_of_turns")
 SEARCH_REFUSED = ("str_replace: the SEARCH text",)
@@ -49,9 +53,6 @@ def library_edits(submission: str | None, test_files: Sequence[str]) -> tuple[st
     """Files of the diff that are not oracle test files."""
     if not submission or not submission.strip():
         return ()
-    from selfplay.diffs import touched_files
-    from selfplay.errors import DiffError
-
     try:
         files = touched_files(submission)
     except DiffError:  # an unparsable diff changes nothing the grader can apply
@@ -88,8 +89,6 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """One label per assistant turn of a transcript (system and task prompt first): ``format_error``,
     ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,
     ``str_replace_refused`` (its SEARCH text was refused), another edit command's name, or ``submit``."""
-    from agent_scaffold.actions import FormatError, parse_action
-
     kinds: list[str] = []
     body = list(messages[2:])
     for i, m in enumerate(body):

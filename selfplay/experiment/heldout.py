@@ -17,14 +17,40 @@ from __future__ import annotations
 import json
 import logging
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.agent import run_episode
+from agent_scaffold.policies.batching import BatchingPolicy
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policy import EVAL, TRAINING
+from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
+from repos.listfile import get_repo
+from sandboxes.docker import DockerSandbox
+from sandboxes.images import repo_image
+from selfplay.artifact import load_artifact
+from selfplay.demos.collect import SEED_VALIDATION_RUNS
+from selfplay.demos.seed_cache import cached_seed
+from selfplay.demos.solver import artifact_fits, fits, fits_key
 from selfplay.demos.warm_start_config import HELDOUT_SEED_OFFSET
-from selfplay.experiment.failures import EpisodeFacts, classify, empty_or_unchanged
+from selfplay.diffs import touched_files
+from selfplay.experiment.failures import (
+    EpisodeFacts,
+    classify,
+    empty_or_unchanged,
+    search_refusals,
+    turn_kinds,
+    turn_table,
+)
+from selfplay.experiment.stats import wilson
+from selfplay.judge.grader import build_buggy_state, grade
+from selfplay.procedural.seed import SeedConfig
+from selfplay.task import Task, make_task_id
+from selfplay.validation import ValidationConfig
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +82,6 @@ class EvalSettings:
 
 def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any) -> list[tuple[Any, Any]]:
     """(RepoSpec, Task) pairs, `n` per repo, seeded once and listed in `out`/tasks.json."""
-    from repos.listfile import get_repo
-    from sandboxes.images import repo_image
-    from selfplay.artifact import load_artifact
-    from selfplay.demos.collect import SEED_VALIDATION_RUNS
-    from selfplay.demos.seed_cache import cached_seed
-    from selfplay.demos.solver import artifact_fits, fits, fits_key
-    from selfplay.procedural.seed import SeedConfig
-    from selfplay.task import Task, make_task_id
-    from selfplay.validation import ValidationConfig
-
     cache = out / "tasks.json"
     if cache.is_file():
         return [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
@@ -137,17 +153,6 @@ def _observations(trajectory: Any) -> tuple[str, ...]:
 
 def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
     """One held-out episode in a fresh buggy sandbox, graded when it submits."""
-    import zlib
-
-    from agent_scaffold.agent import run_episode
-    from agent_scaffold.policy import EVAL, TRAINING
-    from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
-    from selfplay.diffs import touched_files
-    from selfplay.experiment.failures import search_refusals, turn_kinds
-    from selfplay.judge.grader import build_buggy_state, grade
-
     t0 = time.monotonic()
     limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
                            max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
@@ -186,9 +191,6 @@ def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, se
 def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
              on_row: Callable[[EpisodeRow], None] | None = None) -> list[EpisodeRow]:
     """Every episode of `settings` on every task with the checkpoint `model_dir`."""
-    from agent_scaffold.policies.batching import BatchingPolicy
-    from agent_scaffold.policies.hf import HFPolicy
-
     jobs = [(spec, task, "greedy", 0) for spec, task in tasks if settings.greedy]
     jobs += [(spec, task, "sample", k) for k in range(settings.samples) for spec, task in tasks]
     policy = BatchingPolicy(HFPolicy(model_dir, kv_cache_mb=1024), max_batch=max(1, settings.workers))
@@ -209,8 +211,6 @@ def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: 
 def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
     """Greedy solve rate, pass@k and the mean solve rate at T=1 (each with a Wilson 95% interval), the
     format-valid turn rate beside the share of empty or unchanged submissions, and the failure counts."""
-    from selfplay.experiment.stats import wilson
-
     out: dict[str, Any] = {}
     greedy = [r for r in rows if r.mode == "greedy" and r.failure != "infra"]
     sampled = [r for r in rows if r.mode == "sample" and r.failure != "infra"]
@@ -235,8 +235,6 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
                        dict.fromkeys(r.failure for r in rows)}
     out["episodes"] = len(rows)
     if any(r.actions for r in rows):
-        from selfplay.experiment.failures import turn_table
-
         out["turns"] = turn_table([r.actions for r in played])
     return out
 

@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from sandboxes.base_image import ensure_base_image
+from sandboxes.docker import DockerSandbox, DockerSandboxConfig
 from sandboxes.users import PARSER_UID, drop_privileges
 
 log = logging.getLogger(__name__)
@@ -150,9 +152,6 @@ class ParserBoxes:
         self._atexit = False
 
     def _new(self):
-        from sandboxes.base_image import ensure_base_image
-        from sandboxes.docker import DockerSandbox, DockerSandboxConfig
-
         config = DockerSandboxConfig(cpus=1.0, mem_limit="1g", pids_limit=256, max_output_bytes=64 << 20,
                                      labels={"selfplay.role": "parser"})
         box = DockerSandbox.create(self.image or ensure_base_image(), workdir="/work", config=config)

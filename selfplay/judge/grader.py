@@ -36,6 +36,8 @@ import logging
 from dataclasses import dataclass, replace
 
 from repos.spec import RepoSpec
+from sandboxes.docker import DockerSandbox
+from sandboxes.images import repo_image
 from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
@@ -220,9 +222,6 @@ def grade(artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
         with pool.checkout() as sb:
             return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,
                                     base_patch=base_patch, config=config, reset=False, facts=facts)
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
-
     sb = DockerSandbox.create(repo_image(spec), workdir=spec.workdir)
     try:
         return grade_prediction(sb, artifact, prediction, fail_to_pass, pass_to_pass, spec=spec,

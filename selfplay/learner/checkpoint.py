@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.learner.errors import LearnerError
+from selfplay.learner.model_options import write_legacy_rope_key
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,6 @@ def read_version(checkpoint_dir: str | Path) -> int:
 
 def save_hf(engine: Any, target: Path) -> None:
     """Weights (safetensors) + tokenizer + config with the learner's model options."""
-    from selfplay.learner.model_options import write_legacy_rope_key
-
     state = engine.state_dict()
     engine.module.save_pretrained(target, state_dict=state, safe_serialization=True)
     engine.tokenizer.save_pretrained(target)

@@ -16,14 +16,18 @@ import logging
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policy import SamplingParams
 from agent_scaffold.trajectory import Trajectory
 from selfplay.learner.baseline import RunningMeanBaseline
 from selfplay.learner.batch import BatchConfig, build_batch
+from selfplay.learner.checkpoint import save_checkpoint
 from selfplay.learner.config import EngineConfig
+from selfplay.learner.weight_sync import HFPolicySync
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +79,7 @@ def target_probability(policy: object, prompts: list[list[int]], target_ids: lis
 
 def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None] | None = None) -> list[dict[str, float]]:
     """Run the loop; returns one metrics dict per step (incl. demo/reward_mean of that step's rollouts)."""
-    from dataclasses import replace
-
-    from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import SamplingParams
-    from selfplay.learner.engine import LearnerEngine
-    from selfplay.learner.weight_sync import HFPolicySync
+    from selfplay.learner.engine import LearnerEngine  # lazy: torch, transformers, deepspeed
 
     engine = LearnerEngine(replace(config.engine, lr=config.lr, seed=config.seed))
     policy = HFPolicy(engine.model_dir)
@@ -118,8 +117,6 @@ def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None
         else:
             engine.version += 1  # keep versions in step with the loop even when nothing was trainable
         if ckpt_root is not None:
-            from selfplay.learner.checkpoint import save_checkpoint
-
             sync.push(engine.version, checkpoint_dir=save_checkpoint(engine, ckpt_root, optimizer=False))
         else:
             sync.push(engine.version, state_dict=engine.state_dict())

@@ -19,13 +19,16 @@ pre-update learner logprobs to each step.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import socket
 import time
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.embedded import default_model_dir
 from selfplay.learner import TRAIN_EXTRA_HINT
 from selfplay.learner.batch import Sample
 from selfplay.learner.config import EngineConfig
@@ -38,11 +41,13 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(TRAIN_EXTRA_HINT) from exc
 
+from selfplay.learner.checkpoint import load_checkpoint, save_checkpoint
 from selfplay.learner.fused_loss import packed_policy_loss
-from selfplay.learner.logprobs import can_fuse, decoder_hidden, packed_token_logprobs
-from selfplay.learner.losses import batch_denominator, policy_loss
+from selfplay.learner.logprobs import can_fuse, decoder_hidden, fused_head_loss, packed_token_logprobs
+from selfplay.learner.losses import batch_denominator, policy_loss, token_weights
 from selfplay.learner.model_options import apply_model_options
-from selfplay.learner.packing import pack, pad_rows, unpack
+from selfplay.learner.packing import pack, pad_rows, to_positions, unpack
+from selfplay.learner.sequence_parallel import sp_token_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +93,6 @@ def one_process_world_env(env: MutableMapping[str, str], pid: int) -> None:
         for key in ("MASTER_PORT", "MASTER_ADDR", "RANK", "WORLD_SIZE", "LOCAL_RANK", _OWNER_ENV):
             env.pop(key, None)
     if "MASTER_PORT" not in env:  # a free port: several one-process learners may share a machine
-        import socket
-
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             env["MASTER_PORT"] = str(s.getsockname()[1])
@@ -131,8 +134,6 @@ class LearnerEngine:
         self.config = cfg = config or EngineConfig()
         model_dir = cfg.model_dir
         if model_dir is None:
-            from agent_scaffold.embedded import default_model_dir
-
             model_dir = str(default_model_dir())
         self.model_dir = model_dir
         torch.manual_seed(cfg.seed)
@@ -212,8 +213,6 @@ class LearnerEngine:
         temperature = self.config.temperature if temperature is None else temperature
         packed = pack(sequences, block_mask=self.block_mask, device=self.device)
         if self.sp_group is not None:
-            from selfplay.learner.sequence_parallel import sp_token_logprobs
-
             lp, ent = sp_token_logprobs(model, packed, self.sp_group, self.config.logprob_chunk, temperature)
         else:
             lp, ent = packed_token_logprobs(model, packed, self.config.logprob_chunk, temperature)
@@ -317,10 +316,6 @@ class LearnerEngine:
         """
         if not samples:
             raise ValueError("sft_step got no samples; collect demonstrations first (`selfplay demos`)")
-        from selfplay.learner.logprobs import fused_head_loss
-        from selfplay.learner.losses import token_weights
-        from selfplay.learner.packing import to_positions
-
         start = time.perf_counter()
         lens = [len(s.input_ids) for s in samples]
         plan = plan_microbatches(lens, self.token_budget)
@@ -378,19 +373,13 @@ class LearnerEngine:
     def save(self, root: str | Path, state: dict[str, Any] | None = None) -> Path:
         """Checkpoint the current weights, tokenizer and optimizer under root/v<version>, with the caller's
         JSON-able training `state` (e.g. the injector baselines) alongside (see checkpoint.py)."""
-        from selfplay.learner.checkpoint import save_checkpoint
-
         return save_checkpoint(self, Path(root), state=state)
 
     def resume(self, checkpoint_dir: str | Path) -> dict[str, Any]:
         """Restore weights, optimizer, scheduler and version from a directory written by `save`; returns
         the `state` saved with it."""
-        from selfplay.learner.checkpoint import load_checkpoint
-
         return load_checkpoint(self, Path(checkpoint_dir))
 
 
 def _has_flash_attn() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("flash_attn") is not None

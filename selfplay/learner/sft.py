@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from selfplay.learner.batch import Sample
+from selfplay.learner.checkpoint import save_hf
+from selfplay.learner.config import EngineConfig
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +102,7 @@ def train_sft(samples: Sequence[Sample], out_dir: str | Path, config: SFTConfig 
               on_step: Callable[[int, dict[str, float]], None] | None = None,
               metadata: dict | None = None) -> SFTResult:
     """Fine-tune on `samples` and save an HF checkpoint (weights, tokenizer, `sft.json`) to `out_dir`."""
-    from selfplay.learner.checkpoint import save_hf
-    from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.engine import LearnerEngine  # lazy: torch, transformers, deepspeed
 
     if not samples:
         raise ValueError("train_sft got no samples; collect successful trajectories first (`selfplay rft`)")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent_scaffold.embedded import default_model_dir
+
 
 def save_tiny_model(out: str | Path, *, max_position_embeddings: int = 8192, seed: int = 0) -> Path:
     """Write a 2-layer, 32-wide random Llama and the embedded tokenizer to `out`; returns `out`."""
@@ -16,8 +18,6 @@ def save_tiny_model(out: str | Path, *, max_position_embeddings: int = 8192, see
         from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
     except ImportError as exc:
         raise ImportError("a tiny model needs torch and transformers: pip install 'selfplay-swe[train]'") from exc
-
-    from agent_scaffold.embedded import default_model_dir
 
     out = Path(out)
     tokenizer = AutoTokenizer.from_pretrained(default_model_dir())

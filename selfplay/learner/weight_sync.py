@@ -20,6 +20,7 @@ Backends:
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -81,8 +82,6 @@ class HFPolicySync:
 
 def _check_rope(policy: Any, checkpoint_dir: Path) -> None:
     """Reloading copies tensors only; RoPE settings live in the config, so they must already agree."""
-    import json
-
     cfg_path = checkpoint_dir / "config.json"
     if not cfg_path.exists():
         raise WeightSyncError(f"{checkpoint_dir} has no config.json; pass a checkpoint written by the learner")
@@ -99,7 +98,7 @@ class HTTPPolicySync:
     """`selfplay serve-policy` (agent_scaffold.policy_server): /reload_weights + /weight_info."""
 
     def __init__(self, base_url: str, timeout: float = 600.0, transport: Any = None) -> None:
-        import httpx
+        import httpx  # lazy: httpx loads its CLI (rich, click, pygments), ~80 ms on `selfplay --help`
 
         self.base_url = base_url.rstrip("/")
         self.client = httpx.Client(base_url=self.base_url, timeout=timeout, transport=transport)
@@ -123,7 +122,7 @@ class VLLMDiskSync:
 
     def __init__(self, base_url: str, timeout: float = 1800.0, pause_mode: str = "wait",
                  transport: Any = None) -> None:
-        import httpx
+        import httpx  # lazy: as in HTTPPolicySync
 
         self.base_url = base_url.rstrip("/")
         self.pause_mode = pause_mode

@@ -39,6 +39,8 @@ from dataclasses import replace
 from typing import Protocol
 
 from repos.spec import RepoSpec
+from sandboxes.images import repo_image
+from sandboxes.pool import SandboxPool
 from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
@@ -180,9 +182,6 @@ def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = V
     except ArtifactError as exc:
         return ValidationReport(valid=False, error=str(exc))
     if pool is None:
-        from sandboxes.images import repo_image
-        from sandboxes.pool import SandboxPool
-
         owned = SandboxPool(repo_image(spec), size=config.parallelism, workdir=spec.workdir)
         try:
             return validate(artifact, spec, config, pool=owned)

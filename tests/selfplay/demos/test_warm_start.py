@@ -229,8 +229,8 @@ def _seeds_drawn_by_the_bench(monkeypatch, tmp_path, seed: int) -> list[int]:
         drawn.append(config.seed)
         return [], False
 
-    monkeypatch.setattr("selfplay.demos.seed_cache.cached_seed", fake_cached_seed)
-    monkeypatch.setattr("sandboxes.images.repo_image", lambda spec: "image")
+    monkeypatch.setattr("selfplay.experiment.heldout.cached_seed", fake_cached_seed)
+    monkeypatch.setattr("selfplay.experiment.heldout.repo_image", lambda spec: "image")
     bench.heldout_tasks(list(HELDOUT_REPOS), 4, seed, tmp_path / f"bench-{seed}", tokenizer=object())
     return drawn
 
