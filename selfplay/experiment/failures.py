@@ -5,9 +5,12 @@ One label per episode, the first that applies:
 - ``solved``: graded +1;
 - ``no_action``: no turn parsed as an action;
 - submitted: ``no_edit`` (the diff changes no library file: empty, or tests only), ``search_mismatch``
-  (no library edit, and a `str_replace` SEARCH text was refused), ``wrong_file`` (library files changed,
-  none of them the bug's), ``wrong_fix`` (the bug's file changed, the oracle tests still fail);
-- not submitted: ``search_mismatch`` when a SEARCH text was refused, else ``out_of_turns``.
+  (no library edit, and a `str_replace` SEARCH text was refused), ``wrong_path`` (no library edit, and
+  an edit named a file that does not exist: a path of another repo, or invented), ``wrong_file`` (library
+  files changed, none of them the bug's), ``wrong_fix`` (the bug's file changed, the oracle tests still
+  fail);
+- not submitted: ``search_mismatch`` when a SEARCH text was refused, ``wrong_path`` when an edit named a
+  missing file, else ``out_of_turns``.
 
 `empty_or_unchanged` is reported beside the format-valid rate: a policy that runs the tests and submits
 an empty diff has every turn format-valid and repairs nothing.
@@ -24,10 +27,12 @@ from agent_scaffold.actions import FormatError, parse_action
 from selfplay.diffs import touched_files
 from selfplay.errors import DiffError
 
-FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong_file", "wrong_fix",
+FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong_path", "wrong_file", "wrong_fix",
             "out_of_turns")
 SEARCH_REFUSED = ("str_replace: the SEARCH text",)
 """Prefixes of the editor's refusals of a SEARCH block (`agent_scaffold.editor`)."""
+MISSING_FILE = "does not exist (paths are relative to"
+"""The editor's refusal of a path that is not in the repo (`agent_scaffold.editor`)."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,11 @@ def search_refusals(observations: Sequence[str]) -> int:
     return sum(any(p in o for p in SEARCH_REFUSED) for o in observations)
 
 
+def missing_file_refusals(observations: Sequence[str]) -> int:
+    """Edits refused because their path is not in the repo."""
+    return sum(MISSING_FILE in o for o in observations)
+
+
 def classify(f: EpisodeFacts) -> str:
     if f.infra_failure:
         return "infra"
@@ -72,12 +82,13 @@ def classify(f: EpisodeFacts) -> str:
     if f.turns and f.format_errors >= f.turns:
         return "no_action"
     refused = search_refusals(f.observations) > 0
+    missing = missing_file_refusals(f.observations) > 0
     if f.termination == "submitted":
         edits = library_edits(f.submission, f.test_files)
         if not edits:
-            return "search_mismatch" if refused else "no_edit"
+            return "search_mismatch" if refused else "wrong_path" if missing else "no_edit"
         return "wrong_fix" if set(edits) & set(f.bug_files) else "wrong_file"
-    return "search_mismatch" if refused else "out_of_turns"
+    return "search_mismatch" if refused else "wrong_path" if missing else "out_of_turns"
 
 
 def empty_or_unchanged(f: EpisodeFacts) -> bool:
@@ -88,7 +99,8 @@ def empty_or_unchanged(f: EpisodeFacts) -> bool:
 def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """One label per assistant turn of a transcript (system and task prompt first): ``format_error``,
     ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,
-    ``str_replace_refused`` (its SEARCH text was refused), another edit command's name, or ``submit``."""
+    ``str_replace_refused`` (its SEARCH text was refused), ``missing_file`` (an edit command whose path is
+    not in the repo), another edit command's name, or ``submit``."""
     kinds: list[str] = []
     body = list(messages[2:])
     for i, m in enumerate(body):
@@ -104,6 +116,8 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
             kinds.append("run_tests" if "pytest" in action.command else "bash")
         elif action.tool == "submit":
             kinds.append("submit")
+        elif missing_file_refusals([str(after.get("content", ""))]):
+            kinds.append("missing_file")
         elif action.command == "str_replace" and search_refusals([str(after.get("content", ""))]):
             kinds.append("str_replace_refused")
         else:

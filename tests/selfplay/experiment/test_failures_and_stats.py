@@ -12,6 +12,8 @@ LIB = "diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core
 OTHER = LIB.replace("pkg/core.py", "pkg/other.py")
 TESTS = LIB.replace("pkg/core.py", "tests/test_core.py")
 REFUSED = "str_replace: the SEARCH text was not found in pkg/core.py. View the file and copy ..."
+MISSING = ("Error: src/marshmallow/parse.py does not exist (paths are relative to /testbed); use `create` for a "
+           "new file.")  # the editor's words for a path of another repo, as the held-out episodes produced
 
 
 def facts(termination="submitted", reward=-1.0, turns=3, format_errors=0, submission=LIB, observations=(),
@@ -31,6 +33,10 @@ def facts(termination="submitted", reward=-1.0, turns=3, format_errors=0, submis
     (facts(submission=LIB), "wrong_fix"),
     (facts(termination="max_turns", submission=None, observations=["ok", REFUSED]), "search_mismatch"),
     (facts(termination="max_turns", submission=None), "out_of_turns"),
+    (facts(termination="max_turns", submission=None, observations=[MISSING, MISSING]), "wrong_path"),
+    (facts(submission="", observations=[MISSING]), "wrong_path"),
+    (facts(submission="", observations=[MISSING, REFUSED]), "search_mismatch"),  # it found the file later
+    (facts(submission=LIB, observations=[MISSING]), "wrong_fix"),  # an edit landed: the path is not the story
     (facts(termination="context_exhausted", submission=None), "out_of_turns"),
 ])
 def test_failure_labels(f, label):
@@ -104,12 +110,14 @@ def test_turn_kinds_and_the_turn_table():
                 a(f"{fence}edit\nstr_replace pkg/core.py\n<<<<<<< SEARCH\na\n=======\nb\n>>>>>>> REPLACE\n{fence}"),
                 o("edited"),
                 a(f"{fence}bash\ngrep -n def pkg/core.py\n{fence}"), o("..."),
+                a(f"{fence}edit\nview src/marshmallow/parse.py 1 5\n{fence}"), o(MISSING),
                 a(f"{fence}submit\n{fence}")]
     kinds = turn_kinds(messages)
-    assert kinds == ("run_tests", "format_error", "view", "str_replace_refused", "str_replace", "bash", "submit")
+    assert kinds == ("run_tests", "format_error", "view", "str_replace_refused", "str_replace", "bash",
+                     "missing_file", "submit")
     table = turn_table([kinds, ("format_error", "submit")])
     assert table[1] == {"run_tests": 1, "format_error": 1} and table[2] == {"format_error": 1, "submit": 1}
-    assert table[7] == {"submit": 1}
+    assert table[7] == {"missing_file": 1} and table[8] == {"submit": 1}
 
 
 def test_an_empty_chart_becomes_a_no_data_svg():
