@@ -66,6 +66,10 @@ def warm_start(
     n: int | None = typer.Option(None, "-n", help="Demonstrated tasks per repo (default: the size's)."),
     seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
     preset: str | None = typer.Option(None, "--preset", help="SFT preset: cpu or nebius."),
+    model: Path | None = typer.Option(None, "--model", help="Base checkpoint to fine-tune (an HF model directory, "
+                                                            "e.g. a larger model on a GPU machine); the "
+                                                            "demonstrations use its tokenizer. Default: the "
+                                                            "embedded SmolLM2-135M-Instruct."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when a cached checkpoint exists."),
 ) -> None:
     """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
@@ -76,7 +80,11 @@ def warm_start(
 
     names = tuple(r.strip() for r in repos.split(",") if r.strip()) if repos else None
     try:
-        cfg = sized(size, n_per_repo=n, seed=seed, preset=preset, repos=names)
+        if model is not None and not (model / "config.json").is_file():
+            raise ValueError(f"--model {model}: not an HF model directory (no config.json); pass the directory "
+                             "that holds the checkpoint's config.json and tokenizer")
+        cfg = sized(size, n_per_repo=n, seed=seed, preset=preset, repos=names,
+                    model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     path = warm_start_checkpoint(cfg, force=force)

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_scaffold.embedded import cache_root
+from agent_scaffold.embedded import cache_root, default_model_dir
 from repos.cache import file_lock
 from repos.listfile import get_repo
 from selfplay.demos.collect import make_demos
@@ -117,11 +117,17 @@ def _sft_config(config: WarmStartConfig) -> Any:
 
 def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:
     """Demonstrations on every training repo into `root`/store.db: (RFT data, operator coverage, timings)."""
+    from transformers import AutoTokenizer  # lazy: the train extra
+
+    # The demonstrations' token ids are the trained model's: a larger model's warm start (model_dir) renders
+    # the same actions with its own tokenizer and chat template, and its budgets count its tokens.
+    tokenizer = AutoTokenizer.from_pretrained(config.model_dir or default_model_dir())
     timings: dict[str, Any] = {"load_avg_1m/start": os.getloadavg()[0]}
     with open_store(str(root / "store.db")) as store:
         for repo in config.repos:
             t0 = time.monotonic()
             rep = make_demos(get_repo(repo), config.n_per_repo, store, root / "demos" / repo, seed=config.seed,
+                             tokenizer=tokenizer,
                              per_task=config.per_task, max_context_tokens=config.max_context_tokens,
                              max_rounds=config.max_rounds, injector=config.injector_per_repo,
                              short_share=config.short_share,

@@ -267,3 +267,23 @@ def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_buil
     assert info.content_key in res.output and info.demonstrations["solver"] == 2
     bad = CliRunner().invoke(app, ["warm-start", "--repos", "toolz,parse"])
     assert bad.exit_code == 2 and "parse is held out" in bad.output
+
+
+def test_a_larger_models_warm_start_tokenizes_its_demonstrations_with_that_model(fake_build, tmp_path):
+    """`selfplay warm-start --model DIR` (a larger model on a GPU machine): the demonstrations are rendered
+    with DIR's tokenizer and DIR is the checkpoint SFT starts from; a directory with no model is refused."""
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "other-model")
+    fake = fake_build(solver=2)
+    res = CliRunner().invoke(app, ["warm-start", "--repos", "boltons", "-n", "2", "--model", str(model)])
+    assert res.exit_code == 0, res.output
+    assert fake.calls and all(Path(kw["tokenizer"].name_or_path) == model.resolve() for _, kw in fake.calls)
+    sft = json.loads((Path(res.stdout.strip()) / "sft.json").read_text())
+    assert sft["warm_start"]["model_dir"] == str(model.resolve())
+    bad = CliRunner().invoke(app, ["warm-start", "--model", str(tmp_path)])
+    words = " ".join(bad.output.replace("│", " ").split())  # rich wraps the message inside a box
+    assert bad.exit_code == 2 and "not an HF model directory (no config.json)" in words
