@@ -272,8 +272,10 @@ big=$(find . -path ./.git -prune -o -name __pycache__ -prune -o -name .pytest_ca
       -name '*.egg-info' -prune -o -type f -size +"$2"c -print -quit)
 [ -z "$big" ] || {{ printf '%s' "${{big#./}}"; exit 5; }}
 idx=$(mktemp "{STATE}/index.XXXXXX")
-# A private copy of the grader's index: `git add -A` sees new files and touches no real index.
-cp "$GIT_DIR/index" "$idx" 2>/dev/null || rm -f "$idx"
+# A private copy of the grader's index: `git add -A` sees new files and touches no real index. -p keeps
+# the index's mtime, which is git's racy-entry guard: with a fresh mtime, a same-size edit made in the
+# second the entry was last stat'ed matches the cached stat and is left out of the diff.
+cp -p "$GIT_DIR/index" "$idx" 2>/dev/null || rm -f "$idx"
 export GIT_INDEX_FILE="$idx"
 git add -A -- . {_EXCLUDE_ARGS} >&2 || {{ rm -f "$idx"; exit 4; }}
 git diff --cached {GIT_DIFF_OPTS} "$base" -- . {_EXCLUDE_ARGS}

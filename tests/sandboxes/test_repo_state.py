@@ -113,3 +113,29 @@ def test_diff_survives_a_gitignored_pytest_cache(any_sandbox):
     diff = sandbox.diff()
     assert "+    return a - b" in diff
     assert "b/.pytest_cache/" not in diff and "b/pkg/.pytest_cache/" not in diff
+
+
+@pytest.mark.parametrize("image", ["repo_image", "plain_image"])
+def test_a_same_size_fix_in_the_second_of_the_bug_is_in_the_diff(image, request):
+    """Git trusts a file's cached stat (mtime and ctime to the second, size, inode) unless the entry is
+    racy: as new as the index file. The diff's private index copy must keep the index's mtime. Otherwise
+    a same-size fix made in the second the bug was applied and rebased (a scripted solver), and diffed a
+    second later (after its test run), is left out of the submitted diff."""
+    import time
+
+    from sandboxes.docker import DockerSandbox, DockerSandboxConfig
+
+    def next_second():
+        time.sleep(1.02 - time.time() % 1)
+
+    config = DockerSandboxConfig(cpus=1.0, mem_limit="512m", pids_limit=128)
+    with DockerSandbox.create(request.getfixturevalue(image), config=config, run_id="pytest-sandboxes") as sb:
+        fixed = sb.read_file("pkg/calc.py")
+        buggy = fixed.replace(b"a + b", b"a - b")
+        assert len(buggy) == len(fixed) and buggy != fixed
+        next_second()  # bug, rebase and fix (~0.5 s together) in one second, the diff in a later one
+        sb.write_file("pkg/calc.py", buggy)
+        sb.rebase("buggy state")
+        sb.write_file("pkg/calc.py", fixed)
+        next_second()
+        assert "-    return a - b\n+    return a + b" in sb.diff()
