@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from selfplay.config.run_config import RunConfig
+from selfplay.orchestration.ledger import EVENTS_LOGGER, RunEvent
 
 COUNTS = (("injector_episodes", "injector episodes"), ("valid_artifacts", "valid bugs"),
           ("solver_attempts", "solver attempts"), ("solved", "solved attempts"),
@@ -73,7 +74,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
 
 
 def _without_events(record: logging.LogRecord) -> bool:
-    return record.name != "selfplay.orchestration.loop.events"
+    return record.name != EVENTS_LOGGER
 
 
 class RunDisplay:
@@ -118,7 +119,7 @@ class RunDisplay:
             return str(self.summary["run_dir"])
         return f"{self.config.runs_dir}/{self.run_id}" if self.run_id else None
 
-    def on_event(self, event: Any) -> None:
+    def on_event(self, event: RunEvent) -> None:
         """RunObserver: remember the event; print it as a line when there is no live panel."""
         with self._lock:
             first = self.run_id is None

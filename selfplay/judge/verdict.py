@@ -49,6 +49,14 @@ class GradeResult:
                 "dropped_hunks": list(self.dropped_hunks), "error": self.error, "tamper": self.tamper,
                 "integrity": self.integrity, "verification": self.verification}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GradeResult:
+        """The inverse of `to_json` (a trajectory file's `grade` metadata)."""
+        return cls(reward=int(data["reward"]), resolved=bool(data["resolved"]), tests=dict(data.get("tests") or {}),
+                   dropped_hunks=tuple(data.get("dropped_hunks") or ()), error=data.get("error"),
+                   tamper=data.get("tamper"), integrity=data.get("integrity"),
+                   verification=data.get("verification"))
+
 
 class ParserOutputError(ValueError):
     """test_parser.py printed something that is not a {test_id: "passed"|"failed"} JSON object."""

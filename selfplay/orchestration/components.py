@@ -1,27 +1,25 @@
 """What a run is assembled from: the store, the model it starts from, the rollout policy and learner, the
-executor, procedural seeding of a thin store, and the reaping of a crashed run's containers."""
+executor, and the reaping of a crashed run's containers."""
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.embedded import default_model_dir
-from repos.listfile import get_repo
 from sandboxes.engine import docker_client
 from sandboxes.reaper import _remove, list_sandboxes
 from selfplay.config.run_config import RunConfig
 from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
 from selfplay.learner.checkpoint import latest_checkpoint, read_version
-from selfplay.orchestration.curriculum import active_tasks, seed_thin_store
 from selfplay.orchestration.learning import PolicyLearner
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState
 from selfplay.rollout.executor import LocalExecutor
 from selfplay.rollout.policy_factory import hf_policy
 from selfplay.rollout.ray_executor import RayExecutor
+from selfplay.rollout.requests import EpisodeExecutor
 from selfplay.rollout.worker import build_runner
 from selfplay.store import open_store
 
@@ -82,7 +80,7 @@ def build_learner(config: RunConfig, run: RunDir, store: TaskStore, run_id: str,
     return policy, learner
 
 
-def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = None) -> Any:
+def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = None) -> EpisodeExecutor:
     if config.rollout.executor == "ray":
         return RayExecutor(config, workers=config.rollout.workers, retries=config.rollout.episode_retries,
                            address=config.rollout.ray_address, run_id=run_id, policy=policy)
@@ -109,20 +107,3 @@ def reap_containers(run_id: str) -> int:
     if doomed:
         log.info("reaped %d containers of crashed run %s", len(doomed), run_id)
     return len(doomed)
-
-
-def seed_store(config: RunConfig, store: TaskStore, state: LoopState, executor: Any) -> float:
-    """Procedural seeds while the store is thin; returns the seconds it took."""
-    cur = config.curriculum
-    if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
-        return 0.0
-    t0 = time.monotonic()
-
-    def record(artifact: Any, repo: str, report: Any, strategy: str) -> str | None:
-        return store.record_artifact(artifact, repo, report, origin="procedural", strategy=strategy).task_id
-
-    specs = [get_repo(r, config.repo_list) for r in config.repos]
-    added = seed_thin_store(store, specs, cur, seed=config.seed, validation=config.validation,
-                            record=record)
-    state.count("seeded_tasks", added)
-    return time.monotonic() - t0

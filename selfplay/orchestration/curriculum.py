@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from repos.listfile import get_repo
 from sandboxes.images import repo_image
-from selfplay.config.run_config import CurriculumConfig, RolloutConfig
+from selfplay.config.run_config import CurriculumConfig, RolloutConfig, RunConfig
 from selfplay.demos.seed_cache import cached_seed
 from selfplay.procedural.seed import SeedConfig
 from selfplay.task import Task, make_task_id
 
 if TYPE_CHECKING:
+    from selfplay.orchestration.ledger import RunLedger
     from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
@@ -114,3 +117,19 @@ def seed_thin_store(store: TaskStore, specs: Sequence[Any], config: CurriculumCo
 
 def _task_id(repo: str, artifact: Any) -> str:
     return make_task_id(repo, artifact)
+
+
+def seed_store(config: RunConfig, store: TaskStore, ledger: RunLedger) -> float:
+    """Procedural seeds while the store is thin (counted in the ledger); returns the seconds it took."""
+    cur = config.curriculum
+    if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
+        return 0.0
+    t0 = time.monotonic()
+
+    def record(artifact: Any, repo: str, report: Any, strategy: str) -> str | None:
+        return store.record_artifact(artifact, repo, report, origin="procedural", strategy=strategy).task_id
+
+    specs = [get_repo(r, config.repo_list) for r in config.repos]
+    added = seed_thin_store(store, specs, cur, seed=config.seed, validation=config.validation, record=record)
+    ledger.count(seeded_tasks=added)
+    return time.monotonic() - t0

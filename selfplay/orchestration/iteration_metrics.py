@@ -17,6 +17,7 @@ from selfplay.config.run_config import RunConfig
 from selfplay.learner.dynamic_sampling import signal_groups
 
 if TYPE_CHECKING:
+    from selfplay.orchestration.outcome import IterationOutcome
     from selfplay.store.protocol import TaskStore
 
 PHASES = ("sandbox", "model", "validation", "grading", "learner", "orchestration")
@@ -66,30 +67,24 @@ def batch_size_metrics(trajectories: list[Any]) -> dict[str, float]:
             "rollout/batch_size_p90": float(p90), "rollout/batched_tokens": float(total)}
 
 
-def iteration_record(outcome: Any, learner: Mapping[str, float], store: TaskStore, summary: Mapping[str, Any],
-                     config: RunConfig) -> dict[str, Any]:
+def iteration_record(outcome: IterationOutcome, learner: Mapping[str, float], store: TaskStore,
+                     summary: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:
     rec: dict[str, Any] = {"iteration": outcome.iteration, "policy_version": summary.get("policy_version")}
     trajs = outcome.trajectories
-    solver = [t for t in trajs if t.role == "solver" and t.metadata.get("grade") is not None
-              and not t.metadata.get("infra_failure")]
-    if solver:
-        solved = [bool(t.metadata["grade"].get("resolved")) for t in solver]
-        rec["solve_rate/all"] = sum(solved) / len(solved)
-        for key in ("order", "repo"):
+    if outcome.attempts:
+        rec["solve_rate/all"] = sum(a.grade.resolved for a in outcome.attempts) / len(outcome.attempts)
+        for name, key in (("order_{}", lambda a: a.order), ("repo/{}", lambda a: a.repo)):
             groups: dict[str, list[bool]] = {}
-            for t, s in zip(solver, solved):
-                groups.setdefault(str(t.metadata.get(key)), []).append(s)
+            for a in outcome.attempts:
+                groups.setdefault(str(key(a)), []).append(a.grade.resolved)
             for value, ss in groups.items():
-                name = f"solve_rate/order_{value}" if key == "order" else f"solve_rate/repo/{value}"
-                rec[name] = sum(ss) / len(ss)
+                rec["solve_rate/" + name.format(value)] = sum(ss) / len(ss)
     rec["rollout/solver_rounds"] = float(outcome.solver_rounds)
     rec["rollout/signal_groups"] = float(signal_groups(trajs))
     verdicts = [v for v in outcome.verdicts if not v.infra_failure]
     if verdicts:
         rec["injector/validity"] = sum(v.valid for v in verdicts) / len(verdicts)
-    failed = Counter(t.metadata["validation"].get("failed_check") or "error" for t in trajs
-                     if t.role == "injector" and t.metadata.get("validation")
-                     and not t.metadata["validation"].get("valid"))
+    failed = Counter(v.failed_check for v in verdicts if v.failed_check)
     rec.update({f"injector/failed_check/{k}": float(n) for k, n in failed.items()})
     for role, key in (("injector", "reward/injector_mean"), ("solver", "reward/solver_mean")):
         m = _mean([float(t.reward) for t in trajs if t.role == role and t.reward is not None])

@@ -18,13 +18,10 @@ skipped. Ctrl-C sets the status "interrupted" (resumable); an exception sets "fa
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from selfplay.config.loader import dump_config
 from selfplay.config.run_config import RunConfig
@@ -35,12 +32,13 @@ from selfplay.orchestration.components import (
     open_run_store,
     reap_containers,
     resume_checkpoint,
-    seed_store,
     warm_start_record,
 )
 from selfplay.orchestration.iteration_metrics import iteration_record
+from selfplay.orchestration.ledger import RunLedger, RunObserver
 from selfplay.orchestration.metrics import make_metrics
-from selfplay.orchestration.rollouts import IterationOutcome, IterationRollouts, recorded_episode
+from selfplay.orchestration.outcome import IterationOutcome
+from selfplay.orchestration.rollouts import IterationRollouts, recorded_episode
 from selfplay.orchestration.rundir import (
     RunDir,
     attach_log_file,
@@ -55,24 +53,6 @@ if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
-events_log = logging.getLogger(f"{__name__}.events")
-"""The loop's progress events (also delivered to the observer), kept apart so a display can leave them out
-of its console log while logs/run.log still records them."""
-
-
-@dataclass(frozen=True)
-class RunEvent:
-    kind: str
-    """phase | episode | iteration | learner | checkpoint | done."""
-    iteration: int
-    message: str
-    summary: Mapping[str, Any]
-    """The current summary.json content."""
-
-
-class RunObserver(Protocol):
-    def on_event(self, event: RunEvent) -> None: ...
-
 
 class RunError(SelfPlayError):
     """A self-play run stopped on an error; the message names the run directory and its log."""
@@ -90,69 +70,39 @@ def run_selfplay(config: RunConfig, *, resume: Path | None = None, observer: Run
 class SelfPlayRun:
     def __init__(self, config: RunConfig, *, resume: Path | None, observer: RunObserver | None,
                  runner: Any) -> None:
-        self.config, self.observer, self.resumed = config, observer, resume is not None
+        self.config, self.resumed = config, resume is not None
         if resume is not None:
             self.dir = RunDir.open(resume)
             if self.dir.state.is_file():
-                self.state = LoopState.load(self.dir.state)
+                state = LoopState.load(self.dir.state)
             else:  # `resume.check_resumable` allows this only for a run that did nothing yet
                 log.warning("%s has no state.json and no finished work: resuming at iteration 0", resume)
-                self.state = LoopState(self.dir.run_id)
+                state = LoopState(self.dir.run_id)
         else:
             self.dir = RunDir.create(config.runs_dir, new_run_id(config.name))
             self.dir.config.write_text(dump_config(config))
-            self.state = LoopState(self.dir.run_id, started_at=time.time())
+            state = LoopState(self.dir.run_id, started_at=time.time())
+        self.ledger = RunLedger(state, self.dir.state, self.dir.path, observer)
+        self.state = state
         self.run_id = self.dir.run_id
-        self.lock = threading.RLock()
-        self.status, self.error = "running", None
-        self.t_start = time.monotonic()
         self.log_handler = attach_log_file(self.dir.logs / "run.log")
         self._runner = runner
-        self.tasks_in_store: int | None = None
         self.store: TaskStore | None = None
         self.metrics: Any = None
         self.executor: Any = None
         self.learner: Any = None
         self.policy: Any = None
-        self.warm_start: dict[str, Any] | None = None
 
     # --- bookkeeping -----------------------------------------------------------------------------------
-    def save_state(self) -> None:
-        with self.lock:
-            self.state.save(self.dir.state)
-
-    def summary(self) -> dict[str, Any]:
-        with self.lock:
-            c = dict(self.state.counters)
-            return {"run_id": self.run_id, "iterations": self.state.completed, **c,
-                    "policy_version": self.state.policy_version, "tasks_in_store": self.tasks_in_store,
-                    "status": self.status, "error": self.error, "started_at": self.state.started_at,
-                    "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.dir.path),
-                    "warm_start": self.warm_start}
-
-    def wall_s(self) -> float:
-        return self.state.wall_s + time.monotonic() - self.t_start
-
-    def _count_tasks(self) -> None:
-        # counted when summary.json is written, not per episode event: a scan of a large store is not free
+    def write_summary(self) -> dict[str, Any]:
+        # counted here, not per episode event: a scan of a large store is not free
         try:
-            self.tasks_in_store = len(self.store.task_stats()) if self.store is not None else None
+            self.ledger.tasks_in_store = len(self.store.task_stats()) if self.store is not None else None
         except Exception:  # the summary is written on failure paths too
             pass
-
-    def write_summary(self) -> dict[str, Any]:
-        self._count_tasks()
-        data = self.summary()
+        data = self.ledger.summary()
         write_json_atomic(self.dir.summary, data)
         return data
-
-    def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
-        events_log.info("[%s] it %d: %s", kind, iteration, message)
-        if self.observer is not None:
-            try:
-                self.observer.on_event(RunEvent(kind, iteration, message, summary or self.summary()))
-            except Exception:  # a display must not end the run
-                log.exception("run observer failed on %s", kind)
 
     # --- setup -----------------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -162,56 +112,58 @@ class SelfPlayRun:
                                     run_id=self.run_id, run_config={"name": self.config.name},
                                     resume=self.resumed)
         recorded: set[str] = set()
+        checkpoint = None
         if self.resumed:
             reap_containers(self.run_id)
             attempts = self.store.attempts(run_id=self.run_id)
             recorded = {e for a in attempts if (e := recorded_episode(a.trajectory_path))}
+            checkpoint, version = resume_checkpoint(self.dir)
             # a kill between a store write and the state write must not skew the totals: the store decides
             solver = [a for a in attempts if a.role == "solver"]
-            self.state.counters.update(solver_attempts=len(solver), solved=sum(a.solved for a in solver))
-            checkpoint, version = resume_checkpoint(self.dir)
-            self.state.policy_version = version
+            with self.ledger.change() as state:
+                state.counters.update(solver_attempts=len(solver), solved=sum(a.solved for a in solver))
+                state.policy_version = version
             log.info("resuming %s at iteration %d, policy version %d (%d attempts recorded)", self.run_id,
                      self.state.completed, version, len(recorded))
-        else:
-            checkpoint = None
         self.policy, self.learner = build_learner(self.config, self.dir, self.store, self.run_id, checkpoint,
                                                   self.state, rollout_policy=self._runner is None)
-        self.warm_start = warm_start_record(self.config)
+        self.ledger.warm_start = warm_start_record(self.config)
         self.executor = build_executor(self.config, self.policy, self.run_id, self._runner)
-        self.rollouts = IterationRollouts(self.config, self.dir, self.store, self.state, self.executor,
-                                          self.save_state, self.emit, self.lock, recorded)
+        self.rollouts = IterationRollouts(self.config, self.dir, self.store, self.ledger, self.executor, recorded)
         self.write_summary()
 
     # --- the loop --------------------------------------------------------------------------------------
     def execute(self) -> None:
+        ledger = self.ledger
         try:
             self.setup()
             self.loop()
-            self.status = "finished"
+            ledger.status = "finished"
         except KeyboardInterrupt:
-            self.status = "interrupted"
+            ledger.status = "interrupted"
             log.warning("run %s interrupted; resume with `selfplay run --resume %s`", self.run_id, self.dir.path)
             raise
         except Exception as exc:
-            self.status, self.error = "failed", f"{exc.__class__.__name__}: {exc}"
+            ledger.status, ledger.error = "failed", f"{exc.__class__.__name__}: {exc}"
             log.exception("run %s failed", self.run_id)
             if isinstance(exc, SelfPlayError):
                 raise
-            raise RunError(f"run {self.run_id} failed: {self.error}; see {self.dir.logs / 'run.log'}. Fix the "
-                           f"cause, then `selfplay run --resume {self.dir.path}`") from exc
+            raise RunError(f"run {self.run_id} failed: {ledger.error}; see {self.dir.logs / 'run.log'}. Fix "
+                           f"the cause, then `selfplay run --resume {self.dir.path}`") from exc
         finally:
             self.close()
 
     def _more(self, iteration: int) -> bool:
         if self.config.iterations and iteration >= self.config.iterations:
             return False
-        if self.config.max_hours is not None and self.wall_s() >= self.config.max_hours * 3600:
+        if self.config.max_hours is not None and self.ledger.wall_s() >= self.config.max_hours * 3600:
             log.info("max_hours reached after %d iterations", iteration)
             return False
         return True
 
     def loop(self) -> None:
+        """Seed, inject, validate, solve, grade, reward (`play`); update, record (`finish`). In async mode
+        the next iteration's `play` runs in the background while this one's `finish` trains."""
         iteration = self.state.completed
         if not self._more(iteration):
             return
@@ -240,60 +192,58 @@ class SelfPlayRun:
 
     def play(self, iteration: int) -> IterationOutcome:
         t0 = time.monotonic()
-        self.emit("phase", iteration, "rollouts")
-        outcome = self.rollouts.play(iteration, self.state.policy_version,
-                                     lambda: seed_store(self.config, self.store, self.state, self.executor))
+        self.ledger.emit("phase", iteration, "rollouts")
+        outcome = self.rollouts.play(iteration, self.state.policy_version)
         outcome.phase_s["rollout_wall"] = time.monotonic() - t0
         return outcome
 
     def finish(self, outcome: IterationOutcome) -> None:
         """The learner update of an iteration whose rollouts are recorded, then metrics and summary."""
-        it = outcome.iteration
-        prog = self.state.progress[it]
+        it, ledger = outcome.iteration, self.ledger
         t0 = time.monotonic()
-        learner_metrics: dict[str, float] = {}
-        if self.learner is not None:
-            if prog.version_before_train is not None and self.state.policy_version > prog.version_before_train:
-                log.info("iteration %d: its update is in the checkpoint already", it)
-            else:
-                with self.lock:
-                    prog.version_before_train = self.state.policy_version
-                    self.save_state()
-                self.emit("phase", it, "learner update")
-                update = self.learner.update(outcome.trajectories)
-                learner_metrics = update.metrics
-                with self.lock:
-                    self.state.policy_version = update.version
-                    self.state.baseline = self.learner.baseline.state_dict()
-                    self.state.count("learner_updates", int(update.trained))
-                    self.state.count("skipped_batches", int(not update.trained))
-                    self.state.count("staleness_dropped", int(update.metrics.get("batch/dropped_stale", 0)))
-                    self.save_state()
-                self.emit("learner", it, f"policy version {update.version}" if update.trained
-                          else "empty batch: update skipped")
-                if update.checkpoint is not None:
-                    self.emit("checkpoint", it, str(update.checkpoint))
+        learner_metrics = self.update(outcome) if self.learner is not None else {}
         outcome.phase_s["learner"] = time.monotonic() - t0
         t1 = time.monotonic()
         if self.config.retention.retire_every and (it + 1) % self.config.retention.retire_every == 0:
             self.store.retire_exhausted(self.config.curriculum.sampling)
         prune_files(self.dir.trajectories, self.config.retention.keep_trajectory_files)
-        with self.lock:
-            self.state.completed = it + 1
-            self.state.progress.pop(it, None)
-            self.save_state()
+        with ledger.change() as state:
+            state.completed = it + 1
+            state.progress.pop(it, None)
         summary = self.write_summary()
         outcome.phase_s["bookkeeping"] = time.monotonic() - t1
         record = iteration_record(outcome, learner_metrics, self.store, summary, self.config)
         self.metrics.log(record, step=it)
-        self.emit("iteration", it, f"iteration {it} done", summary)
+        ledger.emit("iteration", it, f"iteration {it} done", summary)
+
+    def update(self, outcome: IterationOutcome) -> dict[str, float]:
+        """One learner update on the iteration's trajectories (skipped when the newest checkpoint already
+        holds it: a resume after the update, before the iteration was marked done); its metrics."""
+        it, ledger = outcome.iteration, self.ledger
+        prog = self.state.progress[it]
+        if prog.version_before_train is not None and self.state.policy_version > prog.version_before_train:
+            log.info("iteration %d: its update is in the checkpoint already", it)
+            return {}
+        with ledger.change() as state:
+            prog.version_before_train = state.policy_version
+        ledger.emit("phase", it, "learner update")
+        update = self.learner.update(outcome.trajectories)
+        with ledger.change() as state:
+            state.policy_version = update.version
+            state.baseline = self.learner.baseline.state_dict()
+            state.count("learner_updates", int(update.trained))
+            state.count("skipped_batches", int(not update.trained))
+            state.count("staleness_dropped", int(update.metrics.get("batch/dropped_stale", 0)))
+        ledger.emit("learner", it, f"policy version {update.version}" if update.trained
+                    else "empty batch: update skipped")
+        if update.checkpoint is not None:
+            ledger.emit("checkpoint", it, str(update.checkpoint))
+        return update.metrics
 
     def close(self) -> None:
-        with self.lock:
-            self.state.wall_s = self.wall_s()
-            self.t_start = time.monotonic()
-            if self.dir.path.exists():
-                self.save_state()
+        self.ledger.bank_wall_time()
+        if self.dir.path.exists():
+            self.ledger.save()
         try:
             if self.executor is not None:
                 self.executor.close()
@@ -303,5 +253,5 @@ class SelfPlayRun:
                 self.metrics.close()
             if self.store is not None:
                 self.store.close()
-            self.emit("done", self.state.completed, f"run {self.status}", summary)
+            self.ledger.emit("done", self.state.completed, f"run {self.ledger.status}", summary)
             detach_log_file(self.log_handler)

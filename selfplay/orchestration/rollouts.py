@@ -18,42 +18,27 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.config.run_config import RunConfig
 from selfplay.judge.rewards import injector_reward, solve_rate
+from selfplay.judge.verdict import GradeResult
 from selfplay.learner.dynamic_sampling import signal_groups
-from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies
+from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies, seed_store
+from selfplay.orchestration.ledger import RunLedger
+from selfplay.orchestration.outcome import IterationOutcome, SolverAttempt
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
-from selfplay.orchestration.state import InjectorVerdict, IterationProgress, LoopState
-from selfplay.rollout.requests import EpisodeRequest, EpisodeResult
+from selfplay.orchestration.state import InjectorVerdict, IterationProgress
+from selfplay.rollout.requests import EpisodeExecutor, EpisodeRequest, EpisodeResult
+from selfplay.task import Task
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class IterationOutcome:
-    """What an iteration's rollouts produced, for the learner and the metrics."""
-
-    iteration: int
-    trajectories: list[Trajectory] = field(default_factory=list)
-    """Every trajectory of the iteration (infrastructure failures flagged in metadata)."""
-    results: list[EpisodeResult] = field(default_factory=list)
-    """Results played by this process (a resumed iteration's earlier ones are in `trajectories` only)."""
-    tasks: list[Any] = field(default_factory=list)
-    verdicts: list[InjectorVerdict] = field(default_factory=list)
-    injector_rewards: dict[str, float | None] = field(default_factory=dict)
-    phase_s: dict[str, float] = field(default_factory=dict)
-    """Seconds of this iteration by phase (seeding, injector, solver, orchestration)."""
-    solver_rounds: int = 1
-    """Solver rounds played: 1 plus the dynamic-sampling redraws (`rollout.redraw_rounds`)."""
 
 
 def episode_id(run_id: str, iteration: int, role: str, index: int) -> str:
@@ -91,32 +76,32 @@ def tag(result: EpisodeResult, iteration: int, **extra: Any) -> Trajectory | Non
 
 
 class IterationRollouts:
-    """Plays and records the episodes of iterations; shared by the sync and async loops."""
+    """Plays and records the episodes of iterations; shared by the sync and async loops. Every counter and
+    progress note goes through the run's ledger."""
 
-    def __init__(self, config: RunConfig, run: RunDir, store: TaskStore, state: LoopState, executor: Any,
-                 save_state: Callable[[], None], emit: Callable[[str, int, str], None], lock: Any,
+    def __init__(self, config: RunConfig, run: RunDir, store: TaskStore, ledger: RunLedger, executor: EpisodeExecutor,
                  recorded: set[str] | None = None) -> None:
-        self.config, self.run, self.store, self.state, self.lock = config, run, store, state, lock
-        self.executor, self.save_state, self.emit = executor, save_state, emit
+        self.config, self.run, self.store, self.ledger, self.executor = config, run, store, ledger, executor
         self.recorded = recorded or set()
         """Episode ids whose attempt the store holds (filled on resume)."""
 
-    def play(self, iteration: int, version: int, seed_store: Callable[[], float] | None = None) -> IterationOutcome:
+    @property
+    def run_id(self) -> str:
+        return self.ledger.run_id
+
+    def play(self, iteration: int, version: int) -> IterationOutcome:
+        """Seed a thin store (once per iteration), then SSR's steps: injectors, solvers, injector rewards."""
         out = IterationOutcome(iteration)
-        prog = self.state.progress.get(iteration)
-        if prog is None:
-            with self.lock:
-                prog = self.state.progress[iteration] = IterationProgress(iteration, version)
-                self.save_state()
-        if seed_store is not None and prog.tasks is None:
-            out.phase_s["validation"] = seed_store()
+        with self.ledger.change() as state:
+            prog = state.progress.setdefault(iteration, IterationProgress(iteration, version))
+        if prog.tasks is None:
+            out.phase_s["validation"] = seed_store(self.config, self.store, self.ledger)
         rng = random.Random(f"{self.config.seed}:{iteration}")
         self._injectors(prog, rng, out)
         self._solvers(prog, rng, out)
         self._injector_rewards(prog, out)
-        with self.lock:
+        with self.ledger.change():
             prog.rollouts_done = True
-            self.save_state()
         return out
 
     # --- injectors -------------------------------------------------------------------------------------
@@ -125,42 +110,38 @@ class IterationRollouts:
         n = cfg.rollout.injector_episodes
         repos, _ = pick_repos(cfg.repos, n, cfg.rollout, it * n, rng)
         strategies = pick_strategies(cfg.rollout.strategies, n, rng)
-        requests = [EpisodeRequest(episode_id(self.state.run_id, it, "injector", i), "injector", repo, it,
+        requests = [EpisodeRequest(episode_id(self.run_id, it, "injector", i), "injector", repo, it,
                                    prog.policy_version, strategy=s, seed=rng.randrange(2**31))
                     for i, (repo, s) in enumerate(zip(repos, strategies))]
         todo = [r for r in requests if r.episode_id not in prog.injectors]
         if todo:
-            self.emit("phase", it, f"{len(todo)} injector episodes")
+            self.ledger.emit("phase", it, f"{len(todo)} injector episodes")
         for result in self.executor.run(todo):
             t0 = time.monotonic()
             out.results.append(result)
             self._record_injector(prog, result)
-            out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
-            self.emit("episode", it, f"injector {result.request.repo}: {result.termination}")
+            out.add_time("orchestration", time.monotonic() - t0)
+            self.ledger.emit("episode", it, f"injector {result.request.repo}: {result.termination}")
 
     def _record_injector(self, prog: IterationProgress, result: EpisodeResult) -> None:
-        r = result.request
+        r, report = result.request, result.validation
         verdict = InjectorVerdict(r.episode_id, r.repo, r.strategy or "", valid=False,
                                   infra_failure=bool(result.infra_failure))
-        if not result.infra_failure and result.artifact is not None and result.validation is not None:
-            stored = self._record_artifact(result)
-            verdict.artifact_id, verdict.task_id = stored
-            verdict.valid = bool(result.validation.valid and verdict.task_id)
+        if not result.infra_failure and result.artifact is not None and report is not None:
+            stored = self.store.record_artifact(result.artifact, r.repo, report, origin="injector",
+                                                strategy=r.strategy, episode_id=r.episode_id)
+            verdict.artifact_id, verdict.task_id = stored.artifact_id, stored.task_id
+            verdict.valid = bool(report.valid and verdict.task_id)
+            if not report.valid:
+                verdict.failed_check = report.failed_check or "error"
         traj = tag(result, prog.iteration, task_id=verdict.task_id)
         if traj is not None:
             append_trajectories(self._pending(prog.iteration), [traj])
-        with self.lock:  # counters and progress change together, then one atomic save
-            self.state.count("injector_episodes")
-            self.state.count("valid_artifacts", int(verdict.valid))
-            self.state.count("infra_failures", int(verdict.infra_failure))
+        with self.ledger.change() as state:  # counters and progress change together, then one atomic save
+            state.count("injector_episodes")
+            state.count("valid_artifacts", int(verdict.valid))
+            state.count("infra_failures", int(verdict.infra_failure))
             prog.injectors[r.episode_id] = verdict
-            self.save_state()
-
-    def _record_artifact(self, result: EpisodeResult) -> tuple[str | None, str | None]:
-        r = result.request
-        stored = self.store.record_artifact(result.artifact, r.repo, result.validation, origin="injector",
-                                            strategy=r.strategy, episode_id=r.episode_id)
-        return stored.artifact_id, stored.task_id
 
     def _pending(self, iteration: int) -> Path:
         return self.run.trajectories / f"it{iteration:05d}-injector.pending.gz"
@@ -172,13 +153,12 @@ class IterationRollouts:
         if prog.tasks is None:
             fresh = [v.task_id for v in prog.injectors.values() if v.valid and v.task_id]
             tasks = draw_tasks(self.store, fresh, cfg.rollout.solver_tasks, cfg.curriculum, rng)
-            with self.lock:
+            with self.ledger.change():
                 prog.tasks = [t.task_id for t in tasks]
-                self.save_state()
         else:  # a resumed iteration: every round drawn before the crash is played again
             tasks = self.store.get_tasks(prog.tasks)
         out.tasks = list(tasks)
-        out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+        out.add_time("orchestration", time.monotonic() - t0)
         self._solver_round(prog, tasks, 0, rng, out)
         while prog.redraws < cfg.rollout.redraw_rounds and \
                 (found := signal_groups(out.trajectories)) < cfg.rollout.min_signal_groups:
@@ -188,12 +168,12 @@ class IterationRollouts:
                 break
             start = len(out.tasks)
             out.tasks.extend(more)
-            self.emit("phase", it, f"redraw {prog.redraws}: {found} of {cfg.rollout.min_signal_groups} groups "
-                                   "with reward variance so far")
+            self.ledger.emit("phase", it, f"redraw {prog.redraws}: {found} of {cfg.rollout.min_signal_groups} "
+                                          "groups with reward variance so far")
             self._solver_round(prog, more, start, rng, out)
         out.solver_rounds = 1 + prog.redraws
 
-    def _redraw(self, prog: IterationProgress, rng: random.Random) -> list[Any]:
+    def _redraw(self, prog: IterationProgress, rng: random.Random) -> list[Task]:
         """`solver_tasks` tasks not yet drawn in this iteration, noted (with the round) before they are played."""
         cfg = self.config
         used = set(prog.tasks or ())
@@ -201,13 +181,12 @@ class IterationRollouts:
         pool = draw_tasks(self.store, [], n + len(used), cfg.curriculum, rng)
         more = [t for t in pool if t.task_id not in used][:n]
         if more:
-            with self.lock:
+            with self.ledger.change():
                 prog.tasks = [*(prog.tasks or ()), *(t.task_id for t in more)]
                 prog.redraws += 1
-                self.save_state()
         return more
 
-    def _solver_round(self, prog: IterationProgress, tasks: list[Any], start: int, rng: random.Random,
+    def _solver_round(self, prog: IterationProgress, tasks: list[Task], start: int, rng: random.Random,
                       out: IterationOutcome) -> None:
         """G attempts on each of `tasks`, the k-th task of the iteration being `start + k`."""
         cfg, it = self.config, prog.iteration
@@ -220,30 +199,42 @@ class IterationRollouts:
             # failed patches already turned into higher-order tasks of this task (persisted in the store)
             seen = frozenset(self.store.used_failed_patches(task.task_id))
             for j in range(g):
-                eid = episode_id(self.state.run_id, it, "solver", k * g + j)
+                eid = episode_id(self.run_id, it, "solver", k * g + j)
                 if eid in self.recorded and eid in earlier:
-                    out.trajectories.append(self._clamp(earlier[eid]))
+                    self._replayed(earlier[eid], task, out)
                     continue
                 requests.append(EpisodeRequest(eid, "solver", task.repo, it, prog.policy_version, task=task,
-                                               group_id=f"{self.state.run_id}-it{it}-g{k}",
+                                               group_id=f"{self.run_id}-it{it}-g{k}",
                                                seed=rng.randrange(2**31), seen=seen))
-        out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+        out.add_time("orchestration", time.monotonic() - t0)
         if requests:
-            self.emit("phase", it, f"{len(requests)} solver attempts on {len(tasks)} tasks")
+            self.ledger.emit("phase", it, f"{len(requests)} solver attempts on {len(tasks)} tasks")
         for result in self.executor.run(requests):
             t1 = time.monotonic()
             out.results.append(result)
             traj = self._record_solver(result, path)
             if traj is not None:
                 out.trajectories.append(traj)
-            out.phase_s["orchestration"] += time.monotonic() - t1
+            if not result.infra_failure and result.grade is not None:
+                task = result.request.task
+                out.attempts.append(SolverAttempt(result.request.episode_id, task.task_id, task.repo, task.order,
+                                                  result.grade))
+            out.add_time("orchestration", time.monotonic() - t1)
             grade = "infra failure" if result.infra_failure else (
                 "solved" if result.grade is not None and result.grade.resolved else "not solved")
-            self.emit("episode", it, f"solver {result.request.repo}: {grade}")
+            self.ledger.emit("episode", it, f"solver {result.request.repo}: {grade}")
+
+    def _replayed(self, traj: Trajectory, task: Task, out: IterationOutcome) -> None:
+        """An attempt played before a resume: its trajectory, and its grade read back from the file."""
+        out.trajectories.append(self._clamp(traj))
+        grade = traj.metadata.get("grade")
+        if grade is not None and not traj.metadata.get("infra_failure"):
+            out.attempts.append(SolverAttempt(str(traj.metadata.get("id")), task.task_id, task.repo, task.order,
+                                              GradeResult.from_json(grade)))
 
     def _clamp(self, t: Trajectory) -> Trajectory:
         """A trajectory from before a crash may carry a version whose update was lost with the process."""
-        v = self.state.policy_version
+        v = self.ledger.state.policy_version
         return replace(t, policy_version=v) if t.policy_version > v else t
 
     def _record_solver(self, result: EpisodeResult, path: Path) -> Trajectory | None:
@@ -252,9 +243,7 @@ class IterationRollouts:
         if traj is not None:
             append_trajectories(path, [traj])
         if result.infra_failure or result.grade is None:
-            with self.lock:
-                self.state.count("infra_failures")
-                self.save_state()
+            self.ledger.count(infra_failures=1)
             return traj
         t = result.trajectory
         self.store.record_attempt(
@@ -262,26 +251,18 @@ class IterationRollouts:
             reward=float(result.grade.reward), turns=len(t.turn_spans) if t else 0,
             tokens=len(t.input_ids) if t else 0, termination=result.termination,
             trajectory_path=f"{path}#{r.episode_id}", wall_time=float(result.timings.get("wall", 0.0)),
-            run_id=self.state.run_id, solved=bool(result.grade.resolved), source="policy")
+            run_id=self.run_id, solved=bool(result.grade.resolved), source="policy")
         new_task = False
         if result.higher_order is not None:
             before = self.store.has_task(result.higher_order.task_id)
             new_task = bool(self.store.add_task(result.higher_order)) and not before
-        with self.lock:
-            self.state.count("solver_attempts")
-            self.state.count("solved", int(bool(result.grade.resolved)))
-            self.state.count("higher_order_tasks", int(new_task))
-            self.save_state()
+        self.ledger.count(solver_attempts=1, solved=int(result.grade.resolved), higher_order_tasks=int(new_task))
         return traj
 
     # --- injector rewards ------------------------------------------------------------------------------
     def _injector_rewards(self, prog: IterationProgress, out: IterationOutcome) -> None:
         t0 = time.monotonic()
-        resolved: dict[str, list[bool]] = {}
-        for t in out.trajectories:
-            grade = t.metadata.get("grade")
-            if t.role == "solver" and grade is not None and not t.metadata.get("infra_failure"):
-                resolved.setdefault(str(t.metadata.get("task_id")), []).append(bool(grade.get("resolved")))
+        resolved = out.resolved_by_task()
         pending = {t.metadata.get("id"): t for t in read_trajectories(self._pending(prog.iteration))}
         final = self.run.trajectory_file(prog.iteration, "injector")
         written = {t.metadata.get("id"): t for t in read_trajectories(final)}
@@ -305,11 +286,11 @@ class IterationRollouts:
             self.store.record_attempt(
                 v.task_id, role="injector", policy_version=traj.policy_version,
                 reward=0.0 if reward is None else reward, turns=len(traj.turn_spans), tokens=len(traj.input_ids),
-                termination=traj.termination, trajectory_path=f"{final}#{eid}", run_id=self.state.run_id,
+                termination=traj.termination, trajectory_path=f"{final}#{eid}", run_id=self.run_id,
                 artifact_id=v.artifact_id, source="policy")
         out.trajectories = [self._clamp(t) for t in rewarded] + out.trajectories
         self._pending(prog.iteration).unlink(missing_ok=True)
-        out.phase_s["orchestration"] = out.phase_s.get("orchestration", 0.0) + time.monotonic() - t0
+        out.add_time("orchestration", time.monotonic() - t0)
 
     def _reward(self, v: InjectorVerdict, resolved: dict[str, list[bool]]) -> float | None:
         """Eq. 1 from this iteration's attempts on the bug; None (never trained on) for an infrastructure

@@ -37,6 +37,9 @@ class InjectorVerdict:
     task_id: str | None = None
     artifact_id: str | None = None
     infra_failure: bool = False
+    failed_check: str | None = None
+    """Why validation rejected the artifact: the failed check's name, or "error"; None when it was valid or
+    never validated (no artifact submitted)."""
 
 
 @dataclass

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
+from selfplay.judge.grader import SKIPPED
 from selfplay.judge.verdict import (
+    GradeResult,
     ParserOutputError,
     failed_grade,
     grade_statuses,
@@ -71,3 +76,12 @@ def test_json_carries_tamper_and_integrity():
     data = r.to_json()
     assert (data["reward"], data["tamper"], data["integrity"]) == (-1, "x", "tampered: y")
     assert grade_statuses({"t::a": "passed"}, ("t::a",), (), integrity="ok").to_json()["integrity"] == "ok"
+
+
+def test_json_round_trips_every_field():
+    """A resumed iteration reads its earlier attempts' grades back from the trajectory file."""
+    graded = replace(grade_statuses({"t::a": "passed", "t::b": "failed"}, ("t::a",), ("t::b",), integrity="ok"),
+                     dropped_hunks=("tests/x.py (1 hunks): test file",), verification=SKIPPED)
+    refused = failed_grade("runner tampering: x", tamper="x", integrity="tampered: y")
+    for r in (graded, refused):
+        assert GradeResult.from_json(json.loads(json.dumps(r.to_json()))) == r

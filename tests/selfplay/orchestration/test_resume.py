@@ -64,3 +64,8 @@ def test_resume_redoes_only_unrecorded_episodes(tmp_path):
     assert len(list(read_trajectories(run.trajectory_file(1, "solver")))) == G
     assert len(list(read_trajectories(run.trajectory_file(1, "injector")))) == 2
     assert LoopState.load(run.state).progress == {}
+    # the resumed iteration's metrics count the attempts played before the stop too (their grades are
+    # read back from the trajectory file): one solved of G
+    records = [json.loads(line) for line in run.metrics.read_text().splitlines()]
+    (it1,) = [r for r in records if r["iteration"] == 1]
+    assert it1["solve_rate/all"] == pytest.approx(1 / G)
