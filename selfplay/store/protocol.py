@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from selfplay.artifact import BugArtifact
 from selfplay.store.records import (
@@ -23,6 +23,9 @@ from selfplay.store.records import (
 from selfplay.store.sampling import SamplingConfig
 from selfplay.task import Task
 
+if TYPE_CHECKING:
+    from selfplay.validation.report import ValidationReport
+
 
 class TaskStore(Protocol):
     """Tasks with their artifacts and validation results, attempts with their rewards, runs and
@@ -33,11 +36,12 @@ class TaskStore(Protocol):
     """Where the store is (its URL without a password), for messages."""
 
     # -- artifacts and tasks
-    def record_artifact(self, artifact: BugArtifact, repo: str, report: Any, *, origin: str,
+    def record_artifact(self, artifact: BugArtifact, repo: str, report: ValidationReport, *, origin: str,
                         strategy: str | None = None, parent_id: str | None = None, order: int = 1,
                         pred_patch: str | None = None, episode_id: str | None = None) -> StoredArtifact: ...
 
-    def record_validation(self, artifact: BugArtifact, repo: str, report: Any, **details: Any) -> str | None: ...
+    def record_validation(self, artifact: BugArtifact, repo: str, report: ValidationReport,
+                          **details: Any) -> str | None: ...
 
     def add_task(self, task: Task, *, status: str = "active", strategy: str | None = None) -> str: ...
 

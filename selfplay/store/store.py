@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import OperationalError
@@ -45,6 +45,9 @@ from selfplay.store.records import (
 )
 from selfplay.store.sampling import SamplingConfig, retirement_reason, sample
 from selfplay.task import Task, make_task_id
+
+if TYPE_CHECKING:
+    from selfplay.validation.report import ValidationReport
 
 log = logging.getLogger(__name__)
 # Task metadata keys the store fills in itself on read (not stored in `meta`).
@@ -87,7 +90,7 @@ class SqlStore(StoreBase):
         self,
         artifact: BugArtifact,
         repo: str,
-        report: Any,
+        report: ValidationReport,
         *,
         origin: str,
         strategy: str | None = None,
@@ -98,16 +101,11 @@ class SqlStore(StoreBase):
     ) -> StoredArtifact:
         """Store the artifact and its per-check validation results; when `report.valid`, also the task.
 
-        `report` is a `selfplay.validation.ValidationReport` (anything with valid, checks of
-        name/passed/detail, fail_to_pass, pass_to_pass, error). `parent_id` names a task (higher orders)
-        or an artifact. The result carries the artifact id (always) and the task id (valid only); its
+        `parent_id` names a task (higher orders) or an artifact. The result carries the artifact id (always) and the task id (valid only); its
         `duplicate` is True when the task is an older one with the same normalised diff hash."""
-        checks = [
-            CheckRecord(str(c.name), bool(c.passed), str(getattr(c, "detail", "") or ""))
-            for c in getattr(report, "checks", ())
-        ]
+        checks = [CheckRecord(c.name, bool(c.passed), c.detail or "") for c in report.checks]
         valid = bool(report.valid)
-        error = getattr(report, "error", None)
+        error = report.error
         diff_hash = task_hash(artifact.bug_inject, pred_patch)
 
         def fn(s: Session) -> StoredArtifact:
@@ -142,14 +140,15 @@ class SqlStore(StoreBase):
                 parent_id=parent_task,
                 pred_patch=pred_patch,
                 # budgets and the canary rule grading holds the task's predictions to (selfplay.facts)
-                meta=report.facts.to_metadata() if hasattr(report, "facts") else {},
+                meta=report.facts.to_metadata(),
                 family=rows.family_of(s, parent_task, parent_artifact),
             )
             return StoredArtifact(artifact_id, task_id, duplicate=not created)
 
         return self._transact(fn)
 
-    def record_validation(self, artifact: BugArtifact, repo: str, report: Any, **details: Any) -> str | None:
+    def record_validation(self, artifact: BugArtifact, repo: str, report: ValidationReport,
+                          **details: Any) -> str | None:
         """`record_artifact(artifact, repo, report, **details).task_id`: the task id (an existing task's id
         when one with the same normalised diff hash is stored already), or None for an invalid artifact."""
         return self.record_artifact(artifact, repo, report, **details).task_id
