@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import types
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,9 @@ from selfplay.cli import app
 from selfplay.cli.run_display import RunDisplay, headline, summary_table
 from selfplay.config.loader import dump_config, load_config
 from selfplay.errors import ValidationInfraError
+from selfplay.orchestration.ledger import RunEvent
 
 runner = CliRunner()
-
-
-@dataclass(frozen=True)
-class _Event:
-    kind: str
-    iteration: int
-    message: str
-    summary: dict[str, Any]
 
 
 class _FakeLoop:
@@ -61,8 +53,8 @@ class _FakeLoop:
         summary = {"run_id": run_dir.name, "iterations": 2, "injector_episodes": 2, "valid_artifacts": 1,
                    "solver_attempts": 4, "solved": 1, "learner_updates": 2, "policy_version": 2,
                    "tasks_in_store": 3, "infra_failures": 0, "status": "running", "error": None, "wall_s": 90.0}
-        observer.on_event(_Event("phase", 1, "injector episodes", summary))
-        observer.on_event(_Event("episode", 1, "toolz injector [removal]: valid", summary))
+        observer.on_event(RunEvent("phase", 1, "injector episodes", summary))
+        observer.on_event(RunEvent("episode", 1, "toolz injector [removal]: valid", summary))
         if self.ending == "interrupted":
             raise KeyboardInterrupt
         if self.ending == "failed":
@@ -71,7 +63,7 @@ class _FakeLoop:
             raise ValidationInfraError("docker engine gone")
         summary = {**summary, "status": "finished" if self.ending == "finished" else "failed"}
         (run_dir / "summary.json").write_text(json.dumps(summary))
-        observer.on_event(_Event("done", 2, "finished", summary))
+        observer.on_event(RunEvent("done", 2, "finished", summary))
         return run_dir
 
 
@@ -160,8 +152,8 @@ def test_live_display_renders_on_a_terminal():
     display = RunDisplay(console, load_config("smoke"), live=True)
     summary = {"run_id": "smoke-1", "injector_episodes": 1, "valid_artifacts": 1, "learner_updates": 1}
     with display:
-        display.on_event(_Event("phase", 1, "solver episodes", summary))
-        display.on_event(_Event("episode", 1, "toolz solver [/bold] solved", summary))
+        display.on_event(RunEvent("phase", 1, "solver episodes", summary))
+        display.on_event(RunEvent("episode", 1, "toolz solver [/bold] solved", summary))
         frame = Console(file=io.StringIO(), width=120)
         frame.print(display._render())
         text = frame.file.getvalue()
