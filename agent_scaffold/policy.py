@@ -3,8 +3,8 @@
 Training rollouts sample from the untruncated distribution (`TRAINING`): top-p, top-k, min-p and
 repetition penalty all off, because any truncation makes the behaviour logprobs disagree with the learner's
 recomputed logprobs and corrupts the importance ratio. A temperature is allowed (`rollout.temperature`):
-the learner divides its logits by the same one. Evaluation decoding is a separate preset: greedy (`EVAL`)
-or SSR's evaluation setting (`SSR_SAMPLING`).
+the learner divides its logits by the same one. Evaluation decodes with SSR's setting (`SSR_SAMPLING`);
+the held-out benchmark also decodes greedily (`GREEDY`).
 """
 
 from __future__ import annotations
@@ -57,10 +57,11 @@ class SamplingParams:
 TRAINING = SamplingParams()
 """Rollouts for RL: untruncated sampling (a run sets its temperature from `rollout.temperature`; with no cut
 of the distribution the learner recomputes the same logprobs)."""
-EVAL = SamplingParams(temperature=0.0, max_new_tokens=1024)
-"""Evaluation decoding: greedy."""
+GREEDY = SamplingParams(temperature=0.0, max_new_tokens=1024)
+"""Greedy decoding (the held-out learning benchmark's deterministic arm)."""
 SSR_SAMPLING = SamplingParams(temperature=1.0, top_p=0.95)
-"""SSR's evaluation decoding (SWE-bench runs and `selfplay solve`): temperature 1.0, top-p 0.95."""
+"""SSR's evaluation decoding, the one evaluation setting (SWE-bench runs and `selfplay solve`): temperature
+1.0, top-p 0.95."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
 warm start trained on. The split is fixed by `--seed` (default 0): seeding rounds use SeedConfig seeds
 `seed * 1000 + 500 + round`, disjoint from the warm start's `seed * 1000 + round`, through the seed cache
-(validated once, then read back), and the chosen tasks are listed in `--work`/tasks.json. Each policy solves each task once, greedy (EVAL), in a fresh buggy sandbox; a
+(validated once, then read back), and the chosen tasks are listed in `--work`/tasks.json. Each policy solves each task once, greedy (GREEDY), in a fresh buggy sandbox; a
 submitted diff is graded by the real grader. Reported per policy:
 
 - format-valid turn rate: assistant turns that parsed as an action / all turns;
@@ -52,7 +52,7 @@ def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens:
              on_row=None) -> dict:
     from agent_scaffold.agent import run_episode
     from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import EVAL
+    from agent_scaffold.policy import GREEDY
     from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
@@ -67,7 +67,7 @@ def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens:
         t0 = time.monotonic()
         with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
             build_buggy_state(sb, task.artifact)
-            ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits, sampling=EVAL)
+            ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits, sampling=GREEDY)
         reward = -1
         if ep.termination == "submitted":
             reward = grade(task.artifact, ep.submission or "", task.fail_to_pass, task.pass_to_pass, spec=spec).reward

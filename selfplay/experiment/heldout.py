@@ -27,7 +27,7 @@ from typing import Any
 from agent_scaffold.agent import run_episode
 from agent_scaffold.policies.batching import BatchingPolicy
 from agent_scaffold.policies.hf import HFPolicy
-from agent_scaffold.policy import EVAL, TRAINING
+from agent_scaffold.policy import GREEDY, TRAINING
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from repos.listfile import get_repo
 from sandboxes.docker import DockerSandbox
@@ -158,7 +158,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                            max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
                            max_observation_chars=1500)
     seed = zlib.crc32(f"{task.task_id}:{sample}".encode())
-    sampling = EVAL if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
+    sampling = GREEDY if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
         build_buggy_state(sb, task.artifact)
         ep = run_episode(policy, sb, load_role("solver"), solver_variables(task.spec, "tests"), limits=limits,
