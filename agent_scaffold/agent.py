@@ -87,6 +87,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     notes: dict[str, Any] = {}
     compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
     batch_sizes: Counter[int] = Counter()  # sampled tokens by the decode batch size they were sampled in
+    engine: Counter[str] = Counter()  # prefill_tokens, prefill_s, decode_s, from backends that report them
     try:
         while True:
             if turns >= limits.max_turns:
@@ -105,6 +106,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
             completion = policy.generate([tr.context_ids], params)[0]
             model_s += time.monotonic() - t0
             batch_sizes.update(completion.batch_sizes)
+            engine.update(prefill_tokens=completion.prefill_tokens, prefill_s=completion.prefill_s,
+                          decode_s=completion.decode_s)
             content = tr.add_completion(completion)
             turns += 1
             try:
@@ -159,6 +162,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
         metadata["elided_observations"] = compactions
     if batch_sizes:  # backends that report it (hf); the run's rollout/batch_size_* metrics come from these
         metadata["batch_sizes"] = {str(b): n for b, n in sorted(batch_sizes.items())}
+    if engine["prefill_s"] or engine["decode_s"]:  # where the engine's time went (rollout/prefill_* metrics)
+        metadata["engine"] = dict(engine)
     traj = Trajectory(input_ids=tuple(tr.input_ids), loss_mask=tuple(tr.loss_mask), logprobs=tuple(tr.logprobs),
                       turn_spans=tuple(tr.turn_spans), policy_version=min(tr.versions, default=policy.version),
                       role=role.name, termination=termination, messages=tuple(tr.messages), metadata=metadata,

@@ -81,6 +81,14 @@ class Completion:
     batch_sizes: tuple[int, ...] = field(default=(), compare=False)
     """How many rows were decoding together when each token was sampled (empty when the backend does not
     say); the run's batch-size metrics come from these."""
+    prefill_tokens: int = field(default=0, compare=False)
+    """Prompt positions the engine computed for this call (the rest came from its KV store); 0 when the
+    backend does not say."""
+    prefill_s: float = field(default=0.0, compare=False)
+    """Engine seconds spent prefilling this call's prompt (its share of a prefill forward shared by rows)."""
+    decode_s: float = field(default=0.0, compare=False)
+    """This call's share of the engine's decode steps: each step's seconds divided by the rows in it, so
+    the shares of all calls add up to the engine's decoding time."""
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):

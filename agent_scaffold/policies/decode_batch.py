@@ -18,6 +18,7 @@ a finished row's KV (prompt + sampled ids) is stored for the episode's next turn
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +85,9 @@ class _Row:
     logps: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)  # decode batch size when each token was sampled
     finish: str = "length"
+    prefill_tokens: int = 0  # prompt positions computed (not served by the store)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0  # share of each decode step: its seconds / the rows in it
 
 
 class DecodeBatch:
@@ -153,15 +157,19 @@ class DecodeBatch:
         cache = DynamicCache(ddp_cache_data=hit.layers()) if hit is not None else None  # None: the model's own
         ids = torch.tensor([prompt[start:]], device=policy.device)  # (1, L - start)
         pos = torch.arange(start, len(prompt), device=policy.device)[None]  # (1, L - start)
+        t0 = time.perf_counter()
         with torch.inference_mode():
             out = policy.model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True,
                                logits_to_keep=1)
+        seconds = time.perf_counter() - t0
         self.prefilled_tokens += len(prompt) - start
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (1, H, L, D) each
         if self.store is not None:
             self.store.put(prompt, layers, version)  # group mates with the same prompt reuse it
         mask = torch.ones(1, len(prompt), dtype=torch.long, device=policy.device)
-        self._merge([self._new_row(req, version)], layers, mask, out.logits[:, -1])
+        row = self._new_row(req, version)
+        row.prefill_tokens, row.prefill_s = len(prompt) - start, seconds
+        self._merge([row], layers, mask, out.logits[:, -1])
 
     def _prefill_fresh(self, reqs: list[tuple]) -> None:
         """One left-padded forward over whole prompts; position ids count each row's own tokens."""
@@ -173,10 +181,13 @@ class DecodeBatch:
         ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=dev)  # (b, W)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=dev)  # (b, W)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (b, W)
+        t0 = time.perf_counter()
         with torch.inference_mode():
             out = policy.model(input_ids=ids, attention_mask=mask if len(reqs) > 1 else None, position_ids=pos,
                                use_cache=True, logits_to_keep=1)
-        self.prefilled_tokens += sum(len(p) for p in prompts)
+        seconds = time.perf_counter() - t0
+        total = sum(len(p) for p in prompts)
+        self.prefilled_tokens += total
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (b, H, W, D) each
         if self.store is not None:
             for i, p in enumerate(prompts):  # cloned: a view would keep the whole padded batch alive
@@ -185,6 +196,7 @@ class DecodeBatch:
         rows = [self._new_row(r, version) for r in reqs]
         for row, p in zip(rows, prompts):
             row.pad = width - len(p)
+            row.prefill_tokens, row.prefill_s = len(p), seconds * len(p) / total  # shared by prompt length
         self._merge(rows, layers, mask, out.logits[:, -1])
 
     def _merge(self, rows: list[_Row], layers: list[tuple[Any, Any]], mask: Any, logits: Any) -> None:
@@ -216,12 +228,20 @@ class DecodeBatch:
     def step(self) -> list[tuple[Any, Completion]]:
         """Sample one token per row; return the rows that finished (tag, completion), then advance the rest."""
         size = len(self.rows)
+        t0 = time.perf_counter()
         done = [slot for slot, row in enumerate(self.rows) if not self._sample(row, self.logits[slot], size)]
+        sampled = time.perf_counter() - t0
+        for row in self.rows:
+            row.decode_s += sampled / size
         finished = [(self.rows[s].tag, self._completion(self.rows[s])) for s in done]
         if done:
             self._leave(done)
         if self.rows:
+            t1 = time.perf_counter()
             self._forward()
+            share = (time.perf_counter() - t1) / len(self.rows)
+            for row in self.rows:
+                row.decode_s += share
         return finished
 
     def _leave(self, slots: list[int]) -> None:
@@ -284,4 +304,5 @@ class DecodeBatch:
             if s in text:
                 text = text[: text.index(s)]
         return Completion(tuple(row.ids), tuple(row.logps), text, row.finish, row.version,  # type: ignore[arg-type]
-                          batch_sizes=tuple(row.sizes))
+                          batch_sizes=tuple(row.sizes), prefill_tokens=row.prefill_tokens,
+                          prefill_s=row.prefill_s, decode_s=row.decode_s)

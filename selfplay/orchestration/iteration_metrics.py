@@ -67,6 +67,32 @@ def batch_size_metrics(trajectories: list[Any]) -> dict[str, float]:
             "rollout/batch_size_p90": float(p90), "rollout/batched_tokens": float(total)}
 
 
+def engine_metrics(trajectories: list[Any]) -> dict[str, float]:
+    """Where the sampling engine's time went over the iteration (episodes' `engine` metadata; absent when
+    the backend does not report it): `rollout/prefill_s` and `rollout/decode_s` (engine seconds: a shared
+    forward's time is split between its rows, so the sums are the engine's busy time), their tokens,
+    `rollout/prefill_share` of that time, and the rates `rollout/prefill_tok_per_s` (prompt positions
+    computed) and `rollout/decode_tok_per_s` (tokens sampled, over the decode time)."""
+    total: Counter[str] = Counter()
+    sampled = 0
+    for t in trajectories:
+        engine = t.metadata.get("engine")
+        if engine:
+            total.update({k: float(v) for k, v in engine.items()})
+            sampled += sum(t.loss_mask)
+    busy = total["prefill_s"] + total["decode_s"]
+    if not busy:
+        return {}
+    out = {"rollout/prefill_s": total["prefill_s"], "rollout/decode_s": total["decode_s"],
+           "rollout/prefill_tokens": total["prefill_tokens"], "rollout/sampled_tokens": float(sampled),
+           "rollout/prefill_share": total["prefill_s"] / busy}
+    if total["prefill_s"]:
+        out["rollout/prefill_tok_per_s"] = total["prefill_tokens"] / total["prefill_s"]
+    if total["decode_s"]:
+        out["rollout/decode_tok_per_s"] = sampled / total["decode_s"]
+    return out
+
+
 def iteration_record(outcome: IterationOutcome, learner: Mapping[str, float], store: TaskStore,
                      summary: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:
     rec: dict[str, Any] = {"iteration": outcome.iteration, "policy_version": summary.get("policy_version")}
@@ -95,6 +121,7 @@ def iteration_record(outcome: IterationOutcome, learner: Mapping[str, float], st
             rec[f"episode/{role}/turns_mean"] = _mean([float(len(t.turn_spans)) for t in ts])
             rec[f"episode/{role}/tokens_mean"] = _mean([float(len(t.input_ids)) for t in ts])
     rec.update(batch_size_metrics(list(trajs)))
+    rec.update(engine_metrics(list(trajs)))
     results = outcome.results
     rec.update({f"episode/termination/{k}": float(n) for k, n in Counter(r.termination for r in results).items()})
     rec["sandbox/errors"] = float(sum(r.termination == "sandbox_error" for r in results))

@@ -178,6 +178,9 @@ def _check_kv_reuse(policy, prompt, turns, tokens):
         batch.admit(reused, params, params.seed, tag=0)
         (_, c_reused), = _run(batch)
         prefilled += batch.prefilled_tokens
+        # the completion reports the positions its prefill computed, and engine time for both phases
+        assert c_reused.prefill_tokens == batch.prefilled_tokens
+        assert c_reused.prefill_s > 0 and c_reused.decode_s > 0
         c_full = _serial(policy, full, params)
         assert c_reused.token_ids == c_full.token_ids
         assert c_reused.logprobs == pytest.approx(c_full.logprobs, abs=1e-4)
@@ -237,7 +240,7 @@ def test_concurrent_episodes_record_batch_sizes_and_stay_token_exact(tiny_dir, t
 
     from agent_scaffold.agent import run_episode
     from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
-    from selfplay.orchestration.iteration_metrics import batch_size_metrics
+    from selfplay.orchestration.iteration_metrics import batch_size_metrics, engine_metrics
 
     inner = HFPolicy(tiny_dir, kv_cache_mb=64)
     policy = BatchingPolicy(inner, max_batch=4)
@@ -263,6 +266,29 @@ def test_concurrent_episodes_record_batch_sizes_and_stay_token_exact(tiny_dir, t
     assert inner.kv_store.hits >= 1  # later turns reused the earlier turns' KV
     metrics = batch_size_metrics([ep.trajectory for ep in episodes])
     assert 1 <= metrics["rollout/batch_size_mean"] <= 2 and metrics["rollout/batch_size_p90"] in (1.0, 2.0)
+    engine = engine_metrics([ep.trajectory for ep in episodes])
+    # KV reuse: fewer positions were prefilled than the turns' prompts hold together
+    positions = sum(len(ep.trajectory.input_ids) * len(ep.trajectory.turn_spans) for ep in episodes)
+    assert 0 < engine["rollout/prefill_tokens"] < positions
+    assert engine["rollout/sampled_tokens"] == sum(sum(ep.trajectory.loss_mask) for ep in episodes)
+    assert engine["rollout/prefill_s"] > 0 and engine["rollout/decode_s"] > 0
+    assert 0 < engine["rollout/prefill_share"] < 1
+
+
+def test_engine_metrics_split_the_engine_time_and_rate_each_phase():
+    from types import SimpleNamespace
+
+    from selfplay.orchestration.iteration_metrics import engine_metrics
+
+    trajs = [SimpleNamespace(metadata={"engine": {"prefill_tokens": 900, "prefill_s": 3.0, "decode_s": 1.0}},
+                             loss_mask=(0,) * 5 + (1,) * 10),
+             SimpleNamespace(metadata={"engine": {"prefill_tokens": 300, "prefill_s": 1.0, "decode_s": 3.0}},
+                             loss_mask=(1,) * 30),
+             SimpleNamespace(metadata={}, loss_mask=(1,) * 99)]  # a backend that does not report: left out
+    m = engine_metrics(trajs)
+    assert m["rollout/prefill_share"] == 0.5 and m["rollout/prefill_tok_per_s"] == 300.0
+    assert m["rollout/sampled_tokens"] == 40.0 and m["rollout/decode_tok_per_s"] == 10.0
+    assert engine_metrics([SimpleNamespace(metadata={}, loss_mask=(1,))]) == {}
 
 
 def test_batch_size_metrics_are_token_weighted():
