@@ -19,7 +19,9 @@ an obfuscation it does not list gets through; the canaries are the second line.
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 
 from selfplay.diffs import split_diff
@@ -32,7 +34,8 @@ class TamperPattern:
     name: str
     """Short name reported in the reason, e.g. "pytest-internals"."""
     regex: str
-    """Python regex searched in each added line (comments and strings included: obfuscation hides there)."""
+    """Python regex searched in the code of each added line: strings included (obfuscation hides there),
+    its comment left out (`code_of`)."""
     why: str
     """What the construct lets code under test do to the run."""
 
@@ -51,7 +54,9 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
                   "writes to, duplicates or closes raw file descriptors (the test log is fd 1-2)"),
     TamperPattern("std-streams", r"\bsys\s*\.\s*(__)?(stdout|stderr|stdin)(__)?\b",
                   "rebinds or writes the interpreter's standard streams (the test log)"),
-    TamperPattern("builtins", r"\b__builtins__\b|\bbuiltins\b", "patches builtins every module shares"),
+    # A quoted "builtins" is a module name in data (traceback formatting); reaching the module by a string
+    # needs __import__, importlib or sys.modules, which are screened on their own.
+    TamperPattern("builtins", r"\b__builtins__\b|(?<![\"'])\bbuiltins\b(?![\"'])", "patches builtins every module shares"),
     TamperPattern("tracing", r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)\b|\bthreading\s*\.\s*"
                              r"(settrace|setprofile)\b",
                   "hooks every frame of the running tests"),
@@ -74,7 +79,8 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
     TamperPattern("subprocess", r"\bsubprocess\b|\bos\s*\.\s*(system|popen|exec\w*|spawn\w*)\b|\bpty\b",
                   "starts other programs (which can reach the runner from outside the process)"),
     # Evasions of the patterns above: names spelled at run time, modules under another name, late writers.
-    TamperPattern("split-literal", r"([\"'])[^\"'\n]{0,12}\1\s*\+\s*[\"']",
+    # Pieces of a name or path ("sys.mod" + "ules", "/pro" + "c/"), not separators ("|" + "|".join(...)).
+    TamperPattern("split-literal", r"([\"'])[\w./][^\"'\n]{0,11}\1\s*\+\s*[\"'][\w./]",
                   "builds a name out of string pieces, which is how the patterns above are dodged"),
     TamperPattern("reflection", r"(?<![\w.])vars\s*\(|\b(get|set|del)attr\s*\([^,()]+,[^,)]*\+|"
                   r"\b__(globals|code|closure|subclasses)__\b",
@@ -130,6 +136,27 @@ class TamperConfig:
         object.__setattr__(self, "_compiled", tuple(compiled))
 
 
+def code_of(line: str) -> str:
+    """What of `line` can run: the line without its comment, since a comment is inert (code that reads
+    comments at run time needs a construct the screen flags: exec, compile, inspect, importlib).
+
+    The line is tokenized alone, but in its file it may continue a string begun earlier, where a quote
+    inside the "comment" ends that string and what follows it is code. So the comment's text from its
+    first quote on is kept: whatever could follow a closing quote is screened. A line that does not
+    tokenize alone is kept whole."""
+    if "#" not in line:
+        return line
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(line).readline):
+            if tok.type == tokenize.COMMENT:
+                quote = min((i for i in (tok.string.find('"'), tok.string.find("'")) if i >= 0), default=None)
+                tail = tok.string[quote:] if quote is not None else ""
+                return f"{line[:tok.start[1]]} {tail}"
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return line
+
+
 def screen(diff: str, config: TamperConfig = TamperConfig()) -> str | None:
     """The first tampering construct among the lines `diff` adds, as a reason naming the file, the line
     and the pattern, or None when nothing matches (or the screen is off)."""
@@ -143,8 +170,9 @@ def screen(diff: str, config: TamperConfig = TamperConfig()) -> str | None:
             in_hunk = in_hunk or line.startswith("@@")  # before the first hunk, `+++ b/x` is a header
             if not in_hunk or not line.startswith("+"):
                 continue
+            code = code_of(line[1:])
             for pattern, rx in config._compiled:
-                if rx.search(line):
+                if rx.search(code):
                     return (f"{fd.path}: added line {line[1:].strip()[:120]!r} matches the runner-tampering "
                             f"screen ({pattern.name}: {pattern.why})")
     return None

@@ -29,6 +29,13 @@ def _diff(*added: str, path: str = "pkg/core.py") -> str:
     ("if report.nodeid in wanted:", "runner-vocabulary"),
     ("print('PASSED', name)", "runner-vocabulary"),
     ("same = st.st_ino == log.st_ino", "runner-vocabulary"),
+    ('path = "/pro" + "c/self/fd/1"', "split-literal"),
+    ("import os, builtins", "builtins"),
+    ("builtins.print = fake_print", "builtins"),
+    ("__builtins__['open'] = fake_open", "builtins"),
+    # a '#' inside a string does not start a comment: what follows is still code
+    ('tag = "#"; os._exit(0)', "early-exit"),
+    ("hidden = '# not a comment' if sys.modules else 0  # sys.exit(0)", "sys-modules"),
 ])
 def test_evasions_of_the_plain_patterns_are_flagged(line, pattern):
     reason = screen(_diff(line))
@@ -43,9 +50,27 @@ def test_evasions_of_the_plain_patterns_are_flagged(line, pattern):
     "    if attrname in cls.__dict__:",
     "    value = getattr(obj, name, default)",
     "    msg = f'expected {n} items' + suffix",
+    # found by the false-positive measurement over every bundled repo's procedural gold fixes
+    "    # tracing utilities by setting a value for frame.f_globals['__name__']",
+    "    x = compute()  # not sys.exit(0): the caller decides",
+    '    if smod not in ("__main__", "builtins", "exceptions"):',
+    '    data_line = "|" + "|".join(cell_values)',
+    "    result = '(' + ', '.join(specs) + ')'",
 ])
 def test_ordinary_fix_lines_are_not_flagged(line):
     assert screen(_diff(line)) is None
+
+
+def test_a_comment_is_not_screened_but_the_code_before_it_is():
+    assert screen(_diff("    return a  # see sys.modules")) is None
+    reason = screen(_diff("    sys.modules['x'] = y  # harmless"))
+    assert reason is not None and "(sys-modules:" in reason
+    assert screen(_diff("    call(a,  # sys.exit(0) stays a comment inside brackets")) is None
+    # Inside a string begun on an earlier line, the "comment" can close the string and go on as code: what
+    # follows the comment's first quote is screened.
+    for line in ('    # """; sys.exit(0); x = \'\\', "    text  # '''; os._exit(0)", "    # \"; sys.exit(0)"):
+        reason = screen(_diff(line))
+        assert reason is not None and "(early-exit:" in reason, line
 
 
 def test_only_added_lines_are_screened_and_the_screen_can_be_turned_off():
