@@ -117,9 +117,10 @@ def gold(repos: list[str], seeds: int, artifact_dir: str) -> None:
           f"({len(bad) / max(1, len(tasks)):.0%})")
 
 
-def screen_rate(repos: list[str]) -> None:
+def screen_rate(repos: list[str], out: str | None = None) -> None:
     """Static false-positive rate of the tamper screen: the gold fix of every procedural mutant (every
-    operator at every site of every code file) of each repo, screened without running anything."""
+    operator at every site) of each repo, screened without running anything. Two denominators: the files
+    procedural seeding mutates (`mutable_files`: code with a related test file), and every code file."""
     import ast
 
     from repos.listfile import get_repo
@@ -128,13 +129,16 @@ def screen_rate(repos: list[str]) -> None:
     from selfplay.diffs import matches_any, reverse_diff
     from selfplay.judge.tamper import screen
     from selfplay.procedural.operators import OPERATORS, mutate
-    from selfplay.procedural.seed import file_diff
+    from selfplay.procedural.seed import file_diff, mutable_files
 
-    total, flagged = 0, []
+    counts: dict[str, dict[str, int]] = {}
+    flagged: list[str] = []
     for name in repos:
         spec = get_repo(name)
         with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
             files = sb.exec("git ls-files '*.py'", timeout=60).output.split()
+            seeded = {f for f, _ in mutable_files(files, spec.test_patterns)}
+            c = counts[name] = {"seeded": 0, "seeded_flagged": 0, "all": 0, "all_flagged": 0}
             for rel in files:
                 if matches_any(rel, spec.test_patterns) or rel.startswith(("docs/", "doc/", "benchmarks/")):
                     continue
@@ -149,12 +153,24 @@ def screen_rate(repos: list[str]) -> None:
                             gold = reverse_diff(file_diff(rel, src, mutate(src, op, i)))
                         except (ValueError, IndexError):
                             continue
-                        total += 1
-                        if (reason := screen(gold)) is not None:
-                            flagged.append(f"{name}: {reason[:150]}")
-    print(f"procedural gold fixes screened: {total}, flagged: {len(flagged)} ({len(flagged) / max(1, total):.2%})")
+                        hit = screen(gold)
+                        c["all"] += 1
+                        c["all_flagged"] += hit is not None
+                        if rel in seeded:
+                            c["seeded"] += 1
+                            c["seeded_flagged"] += hit is not None
+                        if hit is not None:
+                            flagged.append(f"{name}{' (seeded)' if rel in seeded else ''}: {hit[:150]}")
+    for key in ("seeded", "all"):
+        total = sum(c[key] for c in counts.values())
+        hits = sum(c[f"{key}_flagged"] for c in counts.values())
+        print(f"{key} files: procedural gold fixes screened {total}, flagged {hits} ({hits / max(1, total):.2%})")
+    for name, c in counts.items():
+        print(f"  {name}: seeded {c['seeded_flagged']}/{c['seeded']}, all {c['all_flagged']}/{c['all']}")
     for line in flagged:
         print("  ", line)
+    if out:
+        Path(out).write_text(json.dumps({"repos": counts, "flagged": flagged}, indent=1))
 
 
 def main() -> None:
@@ -176,7 +192,7 @@ def main() -> None:
     ap.add_argument("--no-verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.screen:
-        screen_rate(args.screen)
+        screen_rate(args.screen, args.out)
         return
     if args.gold:
         gold(args.gold, args.seeds, args.artifact)

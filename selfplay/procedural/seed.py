@@ -69,6 +69,25 @@ def file_diff(path: str, old: str, new: str) -> str:
     return f"diff --git a/{path} b/{path}\n" + "".join(body)
 
 
+def mutable_files(files: list[str], test_patterns: tuple[str, ...]) -> list[tuple[str, list[str]]]:
+    """The code files of `files` (a repo's `git ls-files '*.py'`) that seeding mutates, each with its
+    related test files (`test_<stem>.py` or `<stem>_test.py`); a file with none is never mutated."""
+    tests = [f for f in files if matches_any(f, test_patterns)]
+    code = [f for f in files if f not in tests and PurePosixPath(f).name not in ("setup.py", "conf.py")
+            and not f.startswith(("docs/", "doc/", "examples/", "benchmarks/"))]
+    pairs = []
+    for f in sorted(code):
+        p = PurePosixPath(f)
+        # a package's __init__.py is tested by test_<package>.py (e.g. inflection)
+        stem = (p.parent.name if p.name == "__init__.py" else p.stem).lstrip("_")
+        if not stem:
+            continue
+        related = [t for t in tests if PurePosixPath(t).name in (f"test_{stem}.py", f"{stem}_test.py")]
+        if related:
+            pairs.append((f, related))
+    return pairs
+
+
 def restricted_command(test_command: str, test_files: list[str]) -> str:
     """`test_command` with its path arguments replaced by `test_files` (options and their values kept).
 
@@ -144,20 +163,7 @@ class _Seeder:
         """(code file, related test files) pairs."""
         with self.pool.checkout() as sb:
             files = sb.exec("git ls-files '*.py'", timeout=60).output.split()
-        tests = [f for f in files if matches_any(f, self.spec.test_patterns)]
-        code = [f for f in files if f not in tests and PurePosixPath(f).name not in ("setup.py", "conf.py")
-                and not f.startswith(("docs/", "doc/", "examples/", "benchmarks/"))]
-        pairs = []
-        for f in sorted(code):
-            p = PurePosixPath(f)
-            # a package's __init__.py is tested by test_<package>.py (e.g. inflection)
-            stem = (p.parent.name if p.name == "__init__.py" else p.stem).lstrip("_")
-            if not stem:
-                continue
-            related = [t for t in tests if PurePosixPath(t).name in (f"test_{stem}.py", f"{stem}_test.py")]
-            if related:
-                pairs.append((f, related))
-        return pairs
+        return mutable_files(files, self.spec.test_patterns)
 
     def run(self, sb, script: str, diff: str | None, timeout: float) -> dict[str, str] | None:
         if diff and not sb.apply_patch(diff).applied:

@@ -181,3 +181,14 @@ def test_cli_seed_on_other_default_repos(repo, tmp_path):
     graded = CliRunner().invoke(app, ["grade", artifact_dir, "--repo", repo, "--patch", str(fix), "--json"])
     assert graded.exit_code == 0, graded.output
     assert json.loads(graded.stdout)["reward"] == 1
+
+
+def test_only_code_files_with_a_related_test_file_are_mutated():
+    from repos.spec import DEFAULT_TEST_PATTERNS
+    from selfplay.procedural.seed import mutable_files
+
+    files = ["pkg/__init__.py", "pkg/core.py", "pkg/_private.py", "pkg/untested.py", "setup.py", "tools/run.py",
+             "docs/conf.py", "tests/test_pkg.py", "tests/test_core.py", "tests/test_private.py", "tests/test_run.py"]
+    assert mutable_files(files, DEFAULT_TEST_PATTERNS) == [
+        ("pkg/__init__.py", ["tests/test_pkg.py"]), ("pkg/_private.py", ["tests/test_private.py"]),
+        ("pkg/core.py", ["tests/test_core.py"]), ("tools/run.py", ["tests/test_run.py"])]
