@@ -16,6 +16,12 @@ import subprocess
 import time
 from pathlib import Path
 
+from repos.cache import cache_root
+from repos.listfile import get_repo
+from repos.sources import fetch_source
+from sandboxes.image_build import HOST_CA_BUNDLE
+from sandboxes.images import ensure_base_image, repo_image
+
 
 def timed(fn) -> float:
     start = time.perf_counter()
@@ -28,12 +34,6 @@ def main() -> None:
     parser.add_argument("--repo", default="toolz")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-
-    from repos.cache import cache_root
-    from repos.listfile import get_repo
-    from repos.sources import fetch_source
-    from sandboxes.image_build import HOST_CA_BUNDLE
-    from sandboxes.images import ensure_base_image, repo_image
 
     spec = get_repo(args.repo)
     tag = repo_image(spec)

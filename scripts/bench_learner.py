@@ -21,18 +21,27 @@ Each measurement runs in a fresh subprocess (so peaks do not mix); figures are m
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
+
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policy import SamplingParams
+from selfplay.learner.batch import Sample
+from selfplay.learner.config import EngineConfig
+from selfplay.learner.engine import LearnerEngine
 
 
 class PeakRSS:
     """Polls this process's resident set size; `.peak` - `.start` is what a block added at its peak."""
-
     def __enter__(self) -> PeakRSS:
         self.start = self.peak = self._rss()
         self._stop = False
@@ -62,8 +71,6 @@ class PeakRSS:
 
 def half_sample(ids: list[int], rollout_logprob: float = -1.0):  # -> Sample
     """One training sample: the first half of `ids` is prompt, the second half sampled tokens."""
-    from selfplay.learner.batch import Sample
-
     n, h = len(ids), len(ids) // 2
     return Sample(tuple(ids), (0,) * h + (1,) * (n - h), (0.0,) * h + (rollout_logprob,) * (n - h), 1.0)
 
@@ -72,8 +79,6 @@ def hf_train_model(grad_ckpt: bool = False):  # -> transformers model
     """The embedded model as plain HF training sees it: fp32, SDPA, train mode."""
     import torch
     from transformers import AutoModelForCausalLM
-
-    from agent_scaffold.embedded import default_model_dir
 
     model = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32, attn_implementation="sdpa")
     model.train()
@@ -118,8 +123,6 @@ def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
             dt = time.perf_counter() - t
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
     if kind in ("learner", "learner-ckpt"):
-        from selfplay.learner.config import EngineConfig
-        from selfplay.learner.engine import LearnerEngine
 
         engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=opts.grad_ckpt, token_budget=1 << 20,
                                             logprob_chunk=1024, fused_head=kind == "learner"))
@@ -140,7 +143,6 @@ def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
     if kind in ("chunked", "naive", "fused"):
         from transformers import AutoModelForCausalLM
 
-        from agent_scaffold.embedded import default_model_dir
         from selfplay.learner.logprobs import chunked_logprobs, fused_head_loss, naive_logprobs
 
         head = AutoModelForCausalLM.from_pretrained(default_model_dir(), dtype=torch.float32).get_output_embeddings()
@@ -169,9 +171,6 @@ def ab_worker(ids: list[int], reps: int) -> dict:
     """HF and learner in one process, steps alternating (HF, learner, HF, ...) after a full-length warm-up
     of each: the steady state that training sees, with machine-load drift hitting both sides alike."""
     import torch
-
-    from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     sample = half_sample(ids)
     engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=False, token_budget=1 << 20))
@@ -205,10 +204,6 @@ PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 def gpu_model_dir(name: str, tokenizer_dir: str | None) -> str:
     """A random-init checkpoint of `name`'s shape (bf16 safetensors), saved once per machine and reused by
     every worker subprocess; positions up to 131,072 (the 128k target)."""
-    import fcntl
-    import tempfile
-    from pathlib import Path
-
     target = Path(tempfile.gettempdir()) / f"bench-gpu-model-{name}"
     with open(f"{target}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -217,7 +212,6 @@ def gpu_model_dir(name: str, tokenizer_dir: str | None) -> str:
             from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
             if tokenizer_dir is None:
-                from agent_scaffold.embedded import default_model_dir
 
                 tokenizer_dir = str(default_model_dir())
             torch.manual_seed(0)
@@ -253,8 +247,6 @@ def gpu_worker(length: int, name: str = "0.5b", side: str = "learner", tokenizer
     torch.manual_seed(0)
     ids = torch.randint(0, shape["vocab_size"], (length,)).tolist()
     if side == "learner":
-        from selfplay.learner.config import EngineConfig
-        from selfplay.learner.engine import LearnerEngine
 
         engine = LearnerEngine(EngineConfig(model_dir=model_dir, dtype="bf16" if cuda else "fp32", lr=1e-6,
                                             gradient_checkpointing=True, token_budget=max(length, 64),
@@ -313,9 +305,6 @@ def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = N
     """Generation tokens/s at `batch` prompts: the scaffold's `HFPolicy` sampling loop (one prompt after
     another: it does not batch) against `model.generate` on the whole batch (sampling, temperature 1)."""
     import torch
-
-    from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import SamplingParams
 
     cuda = torch.cuda.is_available()
     policy = HFPolicy(gpu_model_dir(name, tokenizer_dir), device="cuda" if cuda else "cpu",

@@ -28,13 +28,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import time
 from pathlib import Path
 
+from agent_scaffold.agent import run_episode
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policy import GREEDY
+from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
+from sandboxes.docker import DockerSandbox
+from sandboxes.images import repo_image
+from selfplay.demos.warm_start import warm_start_checkpoint
 from selfplay.demos.warm_start_config import HELDOUT_REPOS, TRAIN_REPOS
-from selfplay.experiment.heldout import heldout_tasks, interleave
+from selfplay.experiment.arms import Experiment, ExperimentConfig, arm_turns, training_curve
+from selfplay.experiment.figures import heldout_table, paired_line, training_table, turns_table, write_outputs
+from selfplay.experiment.heldout import EvalSettings, heldout_tasks, interleave
 from selfplay.experiment.stats import wilson
+from selfplay.judge.grader import build_buggy_state, grade
 
 
 def summarize(model_dir: str | None, rows: list[dict]) -> dict:
@@ -50,13 +62,6 @@ def summarize(model_dir: str | None, rows: list[dict]) -> dict:
 
 def evaluate(model_dir: str | None, tasks: list, max_turns: int, max_new_tokens: int,
              on_row=None) -> dict:
-    from agent_scaffold.agent import run_episode
-    from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import GREEDY
-    from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
-    from selfplay.judge.grader import build_buggy_state, grade
 
     policy = HFPolicy(model_dir)
     role = load_role("solver")
@@ -137,11 +142,8 @@ def main() -> None:
     args.repos = args.repos or ",".join(HELDOUT_REPOS)
     from transformers import AutoTokenizer
 
-    from agent_scaffold.embedded import default_model_dir
-
     after = args.after
     if after is None and args.phase != "before":
-        from selfplay.demos.warm_start import warm_start_checkpoint
 
         after = str(warm_start_checkpoint())
     random.seed(args.seed)
@@ -168,15 +170,8 @@ def main() -> None:
 
 
 def run_rl(args: argparse.Namespace) -> None:
-    import logging
 
     from transformers import AutoTokenizer
-
-    from agent_scaffold.embedded import default_model_dir
-    from selfplay.demos.warm_start import warm_start_checkpoint
-    from selfplay.experiment.arms import Experiment, ExperimentConfig
-    from selfplay.experiment.figures import heldout_table, paired_line, training_table, write_outputs
-    from selfplay.experiment.heldout import EvalSettings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     split = [r for r in (args.repos or ",".join(TRAIN_REPOS)).split(",") if r]
@@ -200,15 +195,6 @@ def run_rl(args: argparse.Namespace) -> None:
 def report_rl(args: argparse.Namespace) -> None:
     """The tables, page and charts again, from what a (possibly stopped) experiment saved: results.json,
     and each arm's metrics.jsonl and trajectories (so an arm cut short still shows its iterations)."""
-    from selfplay.experiment.arms import arm_turns, training_curve
-    from selfplay.experiment.figures import (
-        heldout_table,
-        paired_line,
-        training_table,
-        turns_table,
-        write_outputs,
-    )
-
     results = json.loads((args.work / "results.json").read_text())
     for info in results["arms"].values():
         run = Path(info["run_dir"])

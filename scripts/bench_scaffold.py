@@ -15,12 +15,19 @@ import argparse
 import statistics
 import time
 
+from agent_scaffold.agent import run_episode
+from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies.hf import HFPolicy
+from agent_scaffold.policies.scripted import ScriptedPolicy
+from agent_scaffold.policy import SamplingParams
+from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
+from repos.listfile import get_repo
+from sandboxes.docker import DockerSandbox
+from sandboxes.images import repo_image
+
 
 def bench_tokens(tokens: int, repeats: int) -> None:
     import torch
-
-    from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import SamplingParams
 
     policy = HFPolicy()
     tok = policy.tokenizer
@@ -45,14 +52,6 @@ def bench_tokens(tokens: int, repeats: int) -> None:
 
 def bench_overhead(turns: int, repeats: int) -> None:
     from transformers import AutoTokenizer
-
-    from agent_scaffold.agent import run_episode
-    from agent_scaffold.embedded import default_model_dir
-    from agent_scaffold.policies.scripted import ScriptedPolicy
-    from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
-    from repos.listfile import get_repo
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
 
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     action = "Run it.\n```bash\nsleep 1; ls toolz | head -20\n```"
