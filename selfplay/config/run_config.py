@@ -87,6 +87,11 @@ class RolloutConfig:
     of the iteration's solver groups have reward variance. 0 only filters (no redraw)."""
     min_signal_groups: int = 1
     """Solver groups with reward variance an iteration aims for before it stops redrawing."""
+    redraw_ahead: bool = False
+    """Draw the `redraw_rounds` rounds' tasks with the first round's and play them all at once (DAPO's
+    over-sampling, as verl's generation batch does) instead of only while groups lack variance: more
+    episodes sample together and no round waits for the previous one's slowest episode, at the cost of
+    playing the extra rounds also when the first already had `min_signal_groups`."""
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
     temperature: float = 1.0

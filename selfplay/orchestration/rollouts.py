@@ -152,9 +152,11 @@ class IterationRollouts:
         t0 = time.monotonic()
         if prog.tasks is None:
             fresh = [v.task_id for v in prog.injectors.values() if v.valid and v.task_id]
-            tasks = draw_tasks(self.store, fresh, cfg.rollout.solver_tasks, cfg.curriculum, rng)
+            rounds = 1 + (cfg.rollout.redraw_rounds if cfg.rollout.redraw_ahead else 0)
+            tasks = draw_tasks(self.store, fresh, cfg.rollout.solver_tasks * rounds, cfg.curriculum, rng)
             with self.ledger.change():
                 prog.tasks = [t.task_id for t in tasks]
+                prog.redraws = rounds - 1  # rounds drawn ahead count as played redraws
         else:  # a resumed iteration: every round drawn before the crash is played again
             tasks = self.store.get_tasks(prog.tasks)
         out.tasks = list(tasks)

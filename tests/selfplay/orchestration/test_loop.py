@@ -20,7 +20,8 @@ from selfplay.judge.rewards import RewardConfig
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import RunDir, read_trajectories
 from selfplay.store import open_store
-from tests.selfplay.orchestration.loop_double import TableRunner
+from tests.selfplay.orchestration.loop_double import TableRunner, artifact
+from tests.selfplay.store.store_data import make_report
 
 G = 4
 
@@ -201,3 +202,31 @@ def test_summary_names_the_warm_start_it_started_from(tmp_path, monkeypatch):
     assert warm_start_record(replace(cfg, policy=PolicyConfig(backend="hf", model_dir="/m"))) is None
     path = run_selfplay(replace(cfg, iterations=1), runner=TableRunner(group_size=G))
     assert json.loads(RunDir(path).summary.read_text())["warm_start"]["content_key"] == "content"
+
+
+def test_redraw_ahead_plays_every_round_at_once(tmp_path, monkeypatch):
+    """`rollout.redraw_ahead`: the redraw rounds' tasks are drawn with the first round's and their attempts
+    go to the executor together, also when the first round alone had a group with variance."""
+    from selfplay.rollout.executor import LocalExecutor
+
+    batches: list[int] = []
+    run = LocalExecutor.run
+
+    def spy(self, requests):
+        batches.append(sum(r.role == "solver" for r in requests))
+        return run(self, requests)
+
+    monkeypatch.setattr(LocalExecutor, "run", spy)
+    store_url = str(tmp_path / "tasks.db")
+    with open_store(store_url) as store:  # stored tasks for the rounds drawn ahead (besides the fresh one)
+        for n in (101, 102):
+            store.record_validation(artifact(n), "toolz", make_report(True, n), origin="injector")
+    runner = TableRunner(group_size=G, solved_per_group=1)
+    cfg = config(tmp_path, iterations=1, store_url=store_url, rollout=RolloutConfig(
+        injector_episodes=1, solver_tasks=1, workers=2, redraw_rounds=2, min_signal_groups=1, redraw_ahead=True))
+    rundir = RunDir(run_selfplay(cfg, runner=runner))
+    assert [b for b in batches if b] == [3 * G]  # one executor call with every round's attempts
+    solver_trajs = list(read_trajectories(rundir.trajectory_file(0, "solver")))
+    assert len({t.metadata["task_id"] for t in solver_trajs}) == 3 and len(solver_trajs) == 3 * G
+    record = json.loads(rundir.metrics.read_text().splitlines()[0])
+    assert record["rollout/solver_rounds"] == 3 and record["rollout/signal_groups"] == 3
