@@ -3,7 +3,13 @@
 Engines (torch, through the scaffold's own `DecodeBatch` path, so the numbers are what rollouts get):
 - fp32: `HFPolicy(dtype=float32)`, the default;
 - bf16: `HFPolicy(dtype=bfloat16)` (logprobs still computed in fp32 from bf16 logits);
-- with `--compile`: fp32 with `torch.compile` on the model's forward.
+- with `--compile`: fp32 with `torch.compile` on the model's forward;
+- with `--int8`: fp32 with every decoder-layer `nn.Linear` dynamically quantized to int8 (per-channel
+  weights, activations quantized per call; the head stays fp32), `torch.ao.quantization.quantize_dynamic`.
+
+Accuracy, for every engine against fp32: the prompt teacher-forced through both, then over its positions
+the mean |logp_engine - logp_fp32| of the actual next token (what truncated importance sampling sees as
+rollout-learner mismatch), KL(fp32 || engine) and how often the two argmaxes agree.
 
 For each engine and batch size B: B rows of the real solver prompt (~490 tokens) are admitted (prefill
 timed apart) and decoded for `--tokens` steps; decode tokens/s = B * tokens / decode time. Engines alternate
@@ -13,7 +19,7 @@ Roofline: a decode step must read every weight once and each row's KV cache, so 
 / (weight bytes + B * KV bytes per row). Bandwidth is measured here (median of large tensor copies, read +
 write counted). `--json F` writes every measurement.
 
-Usage: .venv/bin/python scripts/bench_engines.py [--batches 1,4,8] [--tokens 32] [--repeats 3] [--compile]
+Usage: .venv/bin/python scripts/bench_engines.py [--batches 1,4,8] [--tokens 32] [--repeats 3] [--compile] [--int8]
 """
 
 from __future__ import annotations
@@ -40,6 +46,18 @@ def bandwidth_gb_s(torch, mb: int = 512, repeats: int = 5) -> float:
     return statistics.median(rates)
 
 
+def agreement(torch, reference, model, prompt: list[int]) -> dict[str, float]:
+    """How far `model`'s next-token distributions over `prompt` are from `reference`'s (teacher-forced)."""
+    ids = torch.tensor([prompt])
+    with torch.inference_mode():
+        ref = torch.log_softmax(reference(input_ids=ids).logits[0, :-1].float(), -1)
+        got = torch.log_softmax(model(input_ids=ids).logits[0, :-1].float(), -1)
+    nxt = ids[0, 1:, None]
+    return {"mean_abs_dlogp": float((ref.gather(1, nxt) - got.gather(1, nxt)).abs().mean()),
+            "kl": float((ref.exp() * (ref - got)).sum(-1).mean()),
+            "argmax_agree": float((ref.argmax(-1) == got.argmax(-1)).float().mean())}
+
+
 def decode_rate(policy, prompt: list[int], batch: int, tokens: int) -> tuple[float, float]:
     """(prefill tokens/s, decode tokens/s) of `batch` rows through one DecodeBatch."""
     from agent_scaffold.policy import SamplingParams
@@ -64,6 +82,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--int8", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args()
 
@@ -78,7 +97,18 @@ def main() -> None:
         compiled = HFPolicy(dtype=torch.float32)
         compiled.model.forward = torch.compile(compiled.model.forward, dynamic=True)
         engines["fp32+compile"] = compiled
+    if args.int8:
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        quantized = HFPolicy(dtype=torch.float32)
+        quantized.model = quantize_dynamic(quantized.model, {"model.layers": per_channel_dynamic_qconfig},
+                                           dtype=torch.qint8)
+        engines["int8"] = quantized
     model = engines["fp32"].model
+    accuracy = {name: agreement(torch, model, pol.model, prompt) for name, pol in engines.items() if name != "fp32"}
+    for name, acc in accuracy.items():
+        print(f"accuracy of {name} against fp32 over the prompt: mean |dlogp| {acc['mean_abs_dlogp']:.4f}, "
+              f"KL {acc['kl']:.5f}, argmax agreement {acc['argmax_agree']:.1%}", flush=True)
     cfg = model.config
     params = sum(p.numel() for p in model.parameters())
     kv_per_token = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads)
@@ -112,7 +142,8 @@ def main() -> None:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"args": vars(args), "bandwidth_gb_s": bw, "params": params,
-                                               "prompt_tokens": len(prompt), "rows": rows}, indent=1))
+                                               "prompt_tokens": len(prompt), "accuracy": accuracy, "rows": rows},
+                                              indent=1))
 
 
 if __name__ == "__main__":
