@@ -56,7 +56,8 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
                   "rebinds or writes the interpreter's standard streams (the test log)"),
     # A quoted "builtins" is a module name in data (traceback formatting); reaching the module by a string
     # needs __import__, importlib or sys.modules, which are screened on their own.
-    TamperPattern("builtins", r"\b__builtins__\b|(?<![\"'])\bbuiltins\b(?![\"'])", "patches builtins every module shares"),
+    TamperPattern("builtins", r"\b__builtins__\b|(?<![\"'])\bbuiltins\b(?![\"'])",
+                  "patches builtins every module shares"),
     TamperPattern("tracing", r"\bsys\s*\.\s*(settrace|setprofile|addaudithook|monitoring)\b|\bthreading\s*\.\s*"
                              r"(settrace|setprofile)\b",
                   "hooks every frame of the running tests"),

@@ -43,7 +43,8 @@ class RunLedger:
     """State, counters, status and events of one run process; thread-safe (the async loop plays the next
     iteration's rollouts while the learner trains)."""
 
-    def __init__(self, state: LoopState, state_path: Path, run_dir: Path, observer: RunObserver | None = None) -> None:
+    def __init__(self, state: LoopState, state_path: Path, run_dir: Path,
+                 observer: RunObserver | None = None) -> None:
         self.state, self.state_path, self.run_dir, self.observer = state, state_path, run_dir, observer
         self.lock = threading.RLock()
         self.status: str = "running"
@@ -90,9 +91,9 @@ class RunLedger:
         """summary.json's content."""
         with self.lock:
             s = self.state
-            return {"run_id": s.run_id, "iterations": s.completed, **s.counters, "policy_version": s.policy_version,
-                    "tasks_in_store": self.tasks_in_store, "status": self.status, "error": self.error,
-                    "started_at": s.started_at, "updated_at": time.time(), "wall_s": self.wall_s(),
+            return {"run_id": s.run_id, "iterations": s.completed, **s.counters,
+                    "policy_version": s.policy_version, "tasks_in_store": self.tasks_in_store,
+                    "status": self.status, "error": self.error, "started_at": s.started_at, "updated_at": time.time(), "wall_s": self.wall_s(),
                     "run_dir": str(self.run_dir), "warm_start": self.warm_start}
 
     def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:

@@ -79,8 +79,8 @@ class IterationRollouts:
     """Plays and records the episodes of iterations; shared by the sync and async loops. Every counter and
     progress note goes through the run's ledger."""
 
-    def __init__(self, config: RunConfig, run: RunDir, store: TaskStore, ledger: RunLedger, executor: EpisodeExecutor,
-                 recorded: set[str] | None = None) -> None:
+    def __init__(self, config: RunConfig, run: RunDir, store: TaskStore, ledger: RunLedger,
+                 executor: EpisodeExecutor, recorded: set[str] | None = None) -> None:
         self.config, self.run, self.store, self.ledger, self.executor = config, run, store, ledger, executor
         self.recorded = recorded or set()
         """Episode ids whose attempt the store holds (filled on resume)."""
