@@ -93,8 +93,9 @@ class RunLedger:
             s = self.state
             return {"run_id": s.run_id, "iterations": s.completed, **s.counters,
                     "policy_version": s.policy_version, "tasks_in_store": self.tasks_in_store,
-                    "status": self.status, "error": self.error, "started_at": s.started_at, "updated_at": time.time(), "wall_s": self.wall_s(),
-                    "run_dir": str(self.run_dir), "warm_start": self.warm_start}
+                    "status": self.status, "error": self.error, "started_at": s.started_at,
+                    "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.run_dir),
+                    "warm_start": self.warm_start}
 
     def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
         """Log a progress event and deliver it to the observer (whose failure never ends the run)."""
