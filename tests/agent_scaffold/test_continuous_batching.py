@@ -9,6 +9,7 @@ request is queued, so "joins mid-batch" does not depend on thread timing.
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -40,17 +41,32 @@ def prompts(tiny):
 
 
 class _GatedBatch(DecodeBatch):
-    """A real `DecodeBatch` that logs (step, batch size) and, at step `gate_at`, waits until `gate` is set."""
+    """A real `DecodeBatch` that logs (step, batch size) and, at step `gate_at`, waits until `gate` is set.
+    `joined` counts the rows admitted (a request can be admitted between two steps, before the gated one
+    logs its size, so a test waits on either)."""
 
-    def __init__(self, policy, store, log, gate, gate_at):
+    def __init__(self, policy, store, log, gate, gate_at, joined=None):
         super().__init__(policy, store)
         self.log, self.gate, self.gate_at = log, gate, gate_at
+        self.joined = joined if joined is not None else []
+
+    def admit_many(self, requests):
+        super().admit_many(requests)
+        self.joined.extend(r[3] for r in requests)
 
     def step(self):
         if len(self.log) == self.gate_at:
             assert self.gate.wait(60), "the second request never arrived"
         self.log.append(len(self))
         return super().step()
+
+
+def _until(condition, what: str, seconds: float = 60) -> None:
+    """Poll `condition` every 10 ms; fail naming `what` after `seconds` (a test never hangs)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        threading.Event().wait(0.01)
 
 
 def _serial(policy, prompt, params):
@@ -60,8 +76,9 @@ def _serial(policy, prompt, params):
 def test_a_request_arriving_mid_batch_joins_at_the_next_step_and_samples_as_it_would_alone(tiny, prompts,
                                                                                           monkeypatch):
     log: list[int] = []
+    joined: list = []
     queued = threading.Event()
-    monkeypatch.setattr(tiny, "decode_batch", lambda: _GatedBatch(tiny, None, log, queued, gate_at=5))
+    monkeypatch.setattr(tiny, "decode_batch", lambda: _GatedBatch(tiny, None, log, queued, gate_at=5, joined=joined))
     policy = BatchingPolicy(tiny, max_batch=4)
     long_params = SamplingParams(max_new_tokens=60, seed=11, stop_token_ids=())
     short_params = SamplingParams(max_new_tokens=4, seed=22)
@@ -71,14 +88,13 @@ def test_a_request_arriving_mid_batch_joins_at_the_next_step_and_samples_as_it_w
         first = threading.Thread(target=lambda: (out.__setitem__("long", policy.generate([prompts[1]], long_params)),
                                                  order.append("long")))
         first.start()
-        while len(log) < 5:  # the long row is decoding
-            assert first.is_alive()
-            threading.Event().wait(0.01)
+        _until(lambda: len(log) >= 5 or not first.is_alive(), "the long row's first steps")
+        assert first.is_alive()  # the long row is decoding
         second = threading.Thread(target=lambda: (out.__setitem__("short", policy.generate([prompts[0]], short_params)),
                                                   order.append("short")))
         second.start()
-        while not (policy._continuous._pending or 2 in log):  # queued behind the running row (or already in)
-            threading.Event().wait(0.01)
+        # queued behind the running row, or admitted already (between two steps)
+        _until(lambda: policy._continuous._pending or len(joined) >= 2, "the second request to arrive")
         queued.set()
         second.join(60)
         first.join(60)
@@ -310,8 +326,9 @@ def test_the_policy_server_batches_http_requests_continuously(tiny, prompts, mon
     from agent_scaffold.policy_server import PolicyServer
 
     log: list[int] = []
+    joined: list = []
     queued = threading.Event()
-    monkeypatch.setattr(tiny, "decode_batch", lambda: _GatedBatch(tiny, None, log, queued, gate_at=5))
+    monkeypatch.setattr(tiny, "decode_batch", lambda: _GatedBatch(tiny, None, log, queued, gate_at=5, joined=joined))
     srv = PolicyServer(tiny, port=0, max_batch=4)
     srv.start()
     out: dict[str, dict] = {}
@@ -324,12 +341,10 @@ def test_the_policy_server_batches_http_requests_continuously(tiny, prompts, mon
     try:
         first = threading.Thread(target=ask, args=("long", prompts[1], 60, 11))
         first.start()
-        while len(log) < 5:
-            threading.Event().wait(0.01)
+        _until(lambda: len(log) >= 5, "the long row's first steps")
         second = threading.Thread(target=ask, args=("short", prompts[0], 4, 22))
         second.start()
-        while not (srv.policy._continuous._pending or 2 in log):
-            threading.Event().wait(0.01)
+        _until(lambda: srv.policy._continuous._pending or len(joined) >= 2, "the second request to arrive")
         queued.set()
         second.join(60)
         first.join(60)
