@@ -83,7 +83,6 @@ class SelfPlayRun:
             self.dir.config.write_text(dump_config(config))
             state = LoopState(self.dir.run_id, started_at=time.time())
         self.ledger = RunLedger(state, self.dir.state, self.dir.path, observer)
-        self.state = state
         self.run_id = self.dir.run_id
         self.log_handler = attach_log_file(self.dir.logs / "run.log")
         self._runner = runner
@@ -94,6 +93,11 @@ class SelfPlayRun:
         self.policy: Any = None
 
     # --- bookkeeping -----------------------------------------------------------------------------------
+    @property
+    def state(self) -> LoopState:
+        """The loop state, held by the ledger (change it through `ledger.change()`)."""
+        return self.ledger.state
+
     def write_summary(self) -> dict[str, Any]:
         # counted here, not per episode event: a scan of a large store is not free
         try:
