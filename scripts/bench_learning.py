@@ -42,10 +42,11 @@ from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.demos.warm_start import warm_start_checkpoint
 from selfplay.demos.warm_start_config import HELDOUT_REPOS, TRAIN_REPOS
-from selfplay.experiment.arms import Experiment, ExperimentConfig, arm_turns, training_curve
+from selfplay.experiment.arms import Experiment, ExperimentConfig, arm_config, arm_turns, training_curve
 from selfplay.experiment.figures import heldout_table, paired_line, training_table, turns_table, write_outputs
 from selfplay.experiment.heldout import EvalSettings, heldout_tasks, interleave
 from selfplay.experiment.stats import wilson
+from selfplay.experiment.stratum import training_tasks
 from selfplay.judge.grader import build_buggy_state, grade
 
 
@@ -123,6 +124,9 @@ def main() -> None:
                          "logprobs follow it) and of the held-out samples.")
     ap.add_argument("--workers", type=int, default=4, help="rl: held-out episodes in flight at once.")
     ap.add_argument("--arms", default="rl,control", help="rl: which arms to run.")
+    ap.add_argument("--train-eval", type=int, default=0,
+                    help="rl: also evaluate this many training-stratum tasks per training repo (the loop's own "
+                         "procedural seeds) at every stage, so the arms' training solve rates pair; 0: none.")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="rl: KEY=VALUE override of both arms' run config (repeatable).")
     ap.add_argument("--svg-dir", type=Path, default=None, help="rl: also write the SVG charts here (e.g. docs/).")
@@ -183,13 +187,18 @@ def run_rl(args: argparse.Namespace) -> None:
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature),
-                           arms=tuple(a for a in args.arms.split(",") if a))
+                           arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
-    results = Experiment(cfg, tasks).execute()
+    train = (interleave(training_tasks(arm_config(cfg, "rl", cfg.iterations), per_repo=cfg.train_eval))
+             if cfg.train_eval else [])
+    if train:
+        print(f"{len(train)} training-stratum tasks: {[t.task_id for _, t in train]}", flush=True)
+    results = Experiment(cfg, tasks, train_tasks=train).execute()
     write_outputs(results, args.work, args.svg_dir)
-    print(heldout_table(results), training_table(results), paired_line(results), sep="\n\n")
+    print(heldout_table(results), heldout_table(results, "train_evals"), training_table(results),
+          paired_line(results), sep="\n\n")
 
 
 def report_rl(args: argparse.Namespace) -> None:
@@ -206,7 +215,8 @@ def report_rl(args: argparse.Namespace) -> None:
                                      "solver_turns": arm_turns(arm_dir), "stopped": True}
     (args.work / "results.json").write_text(json.dumps(results, indent=1) + "\n")  # with what was re-derived
     write_outputs(results, args.work, args.svg_dir)
-    print(heldout_table(results), paired_line(results), training_table(results), turns_table(results), sep="\n\n")
+    print(heldout_table(results), heldout_table(results, "train_evals"), paired_line(results),
+          training_table(results), turns_table(results), sep="\n\n")
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ def warm_start(
                                         "(default: the warm-start split, see docs/warm_start.md)."),
     n: int | None = typer.Option(None, "-n", help="Demonstrated tasks per repo (default: the size's)."),
     seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
+    epochs: int | None = typer.Option(None, "--epochs", min=1, help="Passes over the demonstrations "
+                                      "(default: the size's, else the SFT preset's)."),
     preset: str | None = typer.Option(None, "--preset", help="SFT preset: cpu or nebius."),
     model: Path | None = typer.Option(None, "--model", help="Base checkpoint to fine-tune (an HF model directory, "
                                                             "e.g. a larger model on a GPU machine); the "
@@ -83,7 +85,7 @@ def warm_start(
         if model is not None and not (model / "config.json").is_file():
             raise ValueError(f"--model {model}: not an HF model directory (no config.json); pass the directory "
                              "that holds the checkpoint's config.json and tokenizer")
-        cfg = sized(size, n_per_repo=n, seed=seed, preset=preset, repos=names,
+        cfg = sized(size, n_per_repo=n, seed=seed, epochs=epochs, preset=preset, repos=names,
                     model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

@@ -61,14 +61,18 @@ class ExperimentConfig:
     """Held-out evaluation budgets."""
     arms: tuple[str, ...] = ("rl", "control")
     """Which arms to run."""
+    train_eval: int = 0
+    """Training-stratum tasks per training repo (`stratum.training_tasks`: the loop's own procedural seeds)
+    evaluated at every stage with the held-out settings, so the arms' training solve rates can be paired;
+    0 evaluates none."""
 
     def __post_init__(self) -> None:
         shared = sorted(set(self.repos) & set(self.heldout))
         if shared:
             raise ValueError(f"--repos and --heldout share {shared}: a held-out repo must feed no RL step; "
                              "drop it from one of them")
-        if self.iterations < 1 or self.eval_every < 1:
-            raise ValueError("iterations and eval_every must be >= 1")
+        if self.iterations < 1 or self.eval_every < 1 or self.train_eval < 0:
+            raise ValueError("iterations and eval_every must be >= 1, train_eval >= 0")
         bad = [a for a in self.arms if a not in dict(ARMS)]
         if bad:
             raise ValueError(f"unknown arm(s) {bad}; choose from {[a for a, _ in ARMS]}")
@@ -142,14 +146,17 @@ class Experiment:
     """Runs the arms and their evaluations; `results` is what results.json holds."""
 
     def __init__(self, cfg: ExperimentConfig, tasks: Sequence[tuple[Any, Any]],
-                 run: Callable[..., Path] | None = None) -> None:
-        self.cfg, self.tasks = cfg, list(tasks)
+                 run: Callable[..., Path] | None = None, train_tasks: Sequence[tuple[Any, Any]] = ()) -> None:
+        self.cfg, self.tasks, self.train_tasks = cfg, list(tasks), list(train_tasks)
         self.run = run or run_selfplay
         self.path = cfg.work / "results.json"
         self.results: dict[str, Any] = {
             "config": {k: str(v) for k, v in asdict(cfg).items()},
             "tasks": [t.task_id for _, t in self.tasks], "evals": {}, "arms": {}}
-        self.by_weights: dict[str, list[dict[str, Any]]] = {}
+        if self.train_tasks:
+            self.results.update(train_tasks=[t.task_id for _, t in self.train_tasks], train_evals={})
+        # (weights hash, "evals" or "train_evals") -> rows: equal weights play equal seeded episodes
+        self.by_weights: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     def save(self) -> None:
         self.cfg.work.mkdir(parents=True, exist_ok=True)
@@ -158,20 +165,29 @@ class Experiment:
         tmp.replace(self.path)
 
     def evaluate(self, label: str, model_dir: str | Path) -> dict[str, Any]:
+        """The checkpoint on the held-out tasks and, when there are any, the training-stratum tasks."""
         digest = weights_hash(model_dir)
-        cached = digest in self.by_weights
+        entry = self._evaluate("evals", self.tasks, label, model_dir, digest)
+        if self.train_tasks:
+            self._evaluate("train_evals", self.train_tasks, label, model_dir, digest)
+        return entry
+
+    def _evaluate(self, kind: str, tasks: Sequence[tuple[Any, Any]], label: str, model_dir: str | Path,
+                  digest: str) -> dict[str, Any]:
+        cached = (digest, kind) in self.by_weights
         t0 = time.monotonic()
         if not cached:
-            rows: list[EpisodeRow] = evaluate(str(model_dir), self.tasks, self.cfg.eval)
-            self.by_weights[digest] = [row_dict(r) for r in rows]
-        rows_json = self.by_weights[digest]
+            rows: list[EpisodeRow] = evaluate(str(model_dir), tasks, self.cfg.eval)
+            self.by_weights[digest, kind] = [row_dict(r) for r in rows]
+        rows_json = self.by_weights[digest, kind]
         summary = summarize([EpisodeRow(**r) for r in rows_json])
         entry = {"model": str(model_dir), "weights": digest, "reused": cached,
                  "wall_s": round(time.monotonic() - t0, 1), "summary": summary, "rows": rows_json}
-        self.results["evals"][label] = entry
+        self.results[kind][label] = entry
         self.save()
-        log.info("held-out %s (%s%s): %s", label, digest, ", same weights as before" if cached else "",
-                 {k: summary.get(k) for k in ("greedy", "pass_at_k")})
+        log.info("%s %s (%s%s): %s", "held-out" if kind == "evals" else "training stratum", label, digest,
+                 ", same weights as before" if cached else "",
+                 {k: summary.get(k) for k in ("greedy", "pass_at_k", "sample")})
         return entry
 
     def run_arm(self, arm: str) -> None:
@@ -186,7 +202,8 @@ class Experiment:
             ckpt = latest_checkpoint(path / "checkpoints")
             self.evaluate(f"{arm}@{stop}", ckpt if ckpt is not None else self.cfg.model_dir)
         info["train_wall_s"] = round(time.monotonic() - t0 - sum(
-            e["wall_s"] for k, e in self.results["evals"].items() if k.startswith(f"{arm}@")), 1)
+            e["wall_s"] for kind in ("evals", "train_evals") for k, e in self.results.get(kind, {}).items()
+            if k.startswith(f"{arm}@")), 1)
         self.save()
 
     def execute(self) -> dict[str, Any]:
@@ -199,8 +216,26 @@ class Experiment:
 
 
 def paired(results: dict[str, Any], iterations: int) -> dict[str, Any]:
-    """RL vs control at the end, per held-out task: greedy and pass@k, exact McNemar."""
-    evals = results["evals"]
+    """RL vs control at the end, exact McNemar: per held-out task (greedy, pass@k) and, when the training
+    stratum was evaluated, per training task greedy and per sampled episode (the two arms' episodes of a
+    task and sample index share their seed, so they pair)."""
+    out = _paired_tasks(results["evals"], iterations, "")
+    if results.get("train_evals"):
+        out.update(_paired_tasks(results["train_evals"], iterations, "train_"))
+        a, b = results["train_evals"].get(f"rl@{iterations}"), results["train_evals"].get(f"control@{iterations}")
+        if a is not None and b is not None:
+            ea, eb = _by_episode(a, "sample"), _by_episode(b, "sample")
+            keys = sorted(set(ea) & set(eb))
+            if keys:
+                out["train_episodes"] = mcnemar_exact([ea[k] for k in keys], [eb[k] for k in keys])
+    return out
+
+
+def _by_episode(entry: dict[str, Any], mode: str) -> dict[tuple[str, int], bool]:
+    return {(r["task"], r["sample"]): r["reward"] > 0 for r in entry["rows"] if r["mode"] == mode}
+
+
+def _paired_tasks(evals: dict[str, Any], iterations: int, prefix: str) -> dict[str, Any]:
     a, b = evals.get(f"rl@{iterations}"), evals.get(f"control@{iterations}")
     if a is None or b is None:
         return {}
@@ -215,6 +250,6 @@ def paired(results: dict[str, Any], iterations: int) -> dict[str, Any]:
         sa, sb = solved(a), solved(b)
         tasks = sorted(set(sa) & set(sb))
         if tasks:
-            out["greedy" if mode == "greedy" else "pass_at_k"] = mcnemar_exact([sa[t] for t in tasks],
-                                                                               [sb[t] for t in tasks])
+            out[prefix + ("greedy" if mode == "greedy" else "pass_at_k")] = mcnemar_exact(
+                [sa[t] for t in tasks], [sb[t] for t in tasks])
     return out

@@ -30,11 +30,13 @@ def _rate(s: dict[str, Any] | None) -> str:
     return f"{_pct(s['rate'])} ({s['solved']}/{s['n']}) [{_pct(lo)}, {_pct(hi)}]"
 
 
-def heldout_table(results: dict[str, Any]) -> str:
+def heldout_table(results: dict[str, Any], kind: str = "evals") -> str:
+    """One row per evaluated checkpoint: of the held-out tasks (`kind` "evals") or of the training stratum
+    ("train_evals")."""
     lines = ["| checkpoint | weights | greedy solve (95% CI) | pass@k at T=1 (95% CI) | T=1 solve per episode | "
              "format-valid turns | empty/unchanged diffs | submits | failures |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for label, e in results["evals"].items():
+    for label, e in results.get(kind, {}).items():
         s = e["summary"]
         k = s["pass_at_k"]["k"] if s.get("pass_at_k") else None
         fails = ", ".join(f"{n} {f}" for f, n in sorted(s["failures"].items(), key=lambda x: -x[1]))
@@ -84,13 +86,20 @@ def turns_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PAIRED_NAMES = {
+    "greedy": "held-out greedy, per task", "pass_at_k": "held-out pass@k, per task",
+    "train_greedy": "training stratum greedy, per task", "train_pass_at_k": "training stratum pass@k, per task",
+    "train_episodes": "training stratum sampled episodes, paired by task and seed",
+}
+
+
 def paired_line(results: dict[str, Any]) -> str:
     p = results.get("paired") or {}
     if not p:
         return "Paired test: not run (both arms must finish)."
-    parts = [f"{mode}: {int(v['only_a'])} tasks solved only by rl, {int(v['only_b'])} only by control, "
-             f"exact McNemar p = {v['p_value']:.3g}" for mode, v in p.items()]
-    return "Paired test over the same held-out tasks (rl vs control, last checkpoint): " + "; ".join(parts) + "."
+    parts = [f"{PAIRED_NAMES.get(mode, mode)}: {int(v['only_a'])} solved only by rl, {int(v['only_b'])} only by "
+             f"control, exact McNemar p = {v['p_value']:.3g}" for mode, v in p.items()]
+    return "Paired tests, rl vs control at the last checkpoint: " + "; ".join(parts) + "."
 
 
 def _series(results: dict[str, Any], key: str) -> dict[str, list[tuple[float, float]]]:
@@ -98,13 +107,16 @@ def _series(results: dict[str, Any], key: str) -> dict[str, list[tuple[float, fl
             for arm, info in results["arms"].items()}
 
 
-def heldout_series(results: dict[str, Any], metric: str) -> dict[str, list[tuple[float, float]]]:
-    """Held-out `metric` (greedy or pass_at_k) of each arm by iterations trained, the start at 0."""
-    start = results["evals"].get("start")
+def heldout_series(results: dict[str, Any], metric: str,
+                   kind: str = "evals") -> dict[str, list[tuple[float, float]]]:
+    """Held-out (or, `kind` "train_evals", training-stratum) `metric` (greedy, pass_at_k or sample) of each
+    arm by iterations trained, the start at 0."""
+    evals = results.get(kind, {})
+    start = evals.get("start")
     out: dict[str, list[tuple[float, float]]] = {}
     for arm in results["arms"]:
         pts = [(0.0, start["summary"][metric]["rate"])] if start and metric in start["summary"] else []
-        for label, e in results["evals"].items():
+        for label, e in evals.items():
             if label.startswith(f"{arm}@") and metric in e["summary"]:
                 pts.append((float(label.split("@")[1]), e["summary"][metric]["rate"]))
         out[arm] = pts
@@ -118,6 +130,10 @@ def figures(results: dict[str, Any]) -> list[str]:
             for m, name in (("greedy", "greedy"), ("pass_at_k", "pass@k at T=1"))]
     figs += [charts.line_chart(f"train-{i}", title, _series(results, key), y_label=y)
              for i, (key, title, y) in enumerate(TRAINING_CHARTS)]
+    if results.get("train_evals"):
+        figs.append(charts.line_chart("stratum-sample", "Training-stratum solve rate per sampled episode, by "
+                                      "iterations trained", heldout_series(results, "sample", "train_evals"),
+                                      y_label="solve rate", x_label="iterations trained", y_range=(0.0, 1.0)))
     return figs
 
 
@@ -139,7 +155,10 @@ def svg_of(figure: str) -> str:
 def write_page(results: dict[str, Any], path: Path) -> Path:
     figs = figures(results)
     body = "\n".join(figs)
-    tables = (f"<h2>Held-out</h2><pre>{escape(heldout_table(results))}</pre><p>{escape(paired_line(results))}</p>"
+    stratum = (f"<h2>Training stratum</h2><pre>{escape(heldout_table(results, 'train_evals'))}</pre>"
+               if results.get("train_evals") else "")
+    tables = (f"<h2>Held-out</h2><pre>{escape(heldout_table(results))}</pre>{stratum}"
+              f"<p>{escape(paired_line(results))}</p>"
               f"<h2>Training</h2><pre>{escape(training_table(results))}</pre>"
               f"<h2>Turn by turn</h2><pre>{escape(turns_table(results))}</pre>")
     css_path = Path(charts.__file__).with_name("style.css")
@@ -156,8 +175,11 @@ def write_svgs(results: dict[str, Any], directory: Path, prefix: str = "learning
     directory.mkdir(parents=True, exist_ok=True)
     figs = figures(results)
     out = []
-    for name, fig in (("heldout_greedy", figs[0]), ("heldout_pass_at_k", figs[1]), ("train_solve_rate", figs[2]),
-                      ("train_valid_bugs", figs[3])):
+    named = [("heldout_greedy", figs[0]), ("heldout_pass_at_k", figs[1]), ("train_solve_rate", figs[2]),
+             ("train_valid_bugs", figs[3])]
+    if results.get("train_evals"):
+        named.append(("stratum_sample", figs[-1]))
+    for name, fig in named:
         p = directory / f"{prefix}_{name}.svg"
         p.write_text(svg_of(fig) + "\n")
         out.append(p)
@@ -168,6 +190,9 @@ def write_outputs(results: dict[str, Any], work: Path, svg_dir: Path | None = No
     """table.md and index.html under `work`, the SVG charts under `svg_dir` (default `work`)."""
     work.mkdir(parents=True, exist_ok=True)
     table = work / "table.md"
-    table.write_text("\n\n".join([heldout_table(results), paired_line(results), training_table(results),
+    parts = [heldout_table(results)]
+    if results.get("train_evals"):
+        parts.append("Training stratum:\n\n" + heldout_table(results, "train_evals"))
+    table.write_text("\n\n".join([*parts, paired_line(results), training_table(results),
                                   turns_table(results)]) + "\n")
     return [table, write_page(results, work / "index.html"), *write_svgs(results, svg_dir or work)]

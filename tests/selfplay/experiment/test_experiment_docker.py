@@ -42,7 +42,9 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
                    "rollout.redraw_rounds=0", "learner.engine.token_budget=256", "metrics.tensorboard=false"),
         eval=EvalSettings(max_turns=1, max_new_tokens=4, samples=1, workers=1))
     run = functools.partial(run_selfplay, runner=TableRunner(group_size=4))
-    results = Experiment(cfg, [(toolz_spec, task)], run=run).execute()
+    # the training stratum: the same toolz task stands in for the loop's own seeds (the double's training tasks
+    # come from its table, so there are none to seed); what is checked is its evaluation and pairing
+    results = Experiment(cfg, [(toolz_spec, task)], run=run, train_tasks=[(toolz_spec, task)]).execute()
 
     start = weights_hash(tiny_model)
     evals = results["evals"]
@@ -65,16 +67,20 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
     # transcript messages, so no turns) but are counted
     assert all(sum(e["summary"]["turns"][1].values()) == 2 for e in evals.values())
     assert results["arms"]["rl"]["solver_turns"]["episodes"] == 8
-    assert set(results["paired"]) == {"greedy", "pass_at_k"}
+    assert set(results["paired"]) == {"greedy", "pass_at_k", "train_greedy", "train_pass_at_k", "train_episodes"}
+    stratum = results["train_evals"]
+    assert list(stratum) == list(evals) and results["train_tasks"] == [task.task_id]
+    assert stratum["control@2"]["reused"] and stratum["control@2"]["weights"] == start
+    assert all(e["summary"]["episodes"] == 2 for e in stratum.values())
 
     files = write_outputs(results, tmp_path / "exp", tmp_path / "svg")
     table = (tmp_path / "exp" / "table.md").read_text()
     assert "| rl@2 |" in table and "| control | 1 |" in table and "McNemar" in table
-    assert "| held-out start | 1 |" in table
+    assert "| held-out start | 1 |" in table and "Training stratum:" in table
     page = (tmp_path / "exp" / "index.html").read_text()
     assert "heldout-greedy" in page and "Content-Security-Policy" in page
     svgs = [p for p in files if p.suffix == ".svg"]
-    assert len(svgs) == 4
+    assert len(svgs) == 5  # the held-out pair, two training curves, the training stratum
     for p in svgs:
         text = p.read_text()
         assert text.startswith("<svg") and 'data-series="rl"' in text and 'data-series="control"' in text

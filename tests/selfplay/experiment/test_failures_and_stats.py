@@ -126,3 +126,33 @@ def test_an_empty_chart_becomes_a_no_data_svg():
 
     svg = svg_of(charts.line_chart("x", "Held-out pass@k", {}, y_label="rate"))
     assert svg.startswith("<svg") and "Held-out pass@k: no data" in svg
+
+
+def _entry(rows):
+    return {"rows": [{"task": t, "mode": m, "sample": k, "reward": r} for t, m, k, r in rows]}
+
+
+def test_training_stratum_pairs_episodes_by_task_and_seed():
+    from selfplay.experiment.arms import paired
+
+    # rl solves sample 0 of a and both samples of b; control solves only sample 1 of b
+    rl = _entry([("a", "greedy", 0, -1), ("a", "sample", 0, 1), ("a", "sample", 1, -1),
+                 ("b", "greedy", 0, 1), ("b", "sample", 0, 1), ("b", "sample", 1, 1)])
+    control = _entry([("a", "greedy", 0, -1), ("a", "sample", 0, -1), ("a", "sample", 1, -1),
+                      ("b", "greedy", 0, -1), ("b", "sample", 0, -1), ("b", "sample", 1, 1)])
+    results = {"evals": {}, "train_evals": {"rl@2": rl, "control@2": control}}
+    out = paired(results, 2)
+    assert out["train_episodes"] == {"only_a": 2.0, "only_b": 0.0, "p_value": 0.5}
+    assert out["train_greedy"]["only_a"] == 1 and out["train_greedy"]["only_b"] == 0
+    # pass@k per task: rl solves a and b, control b only
+    assert out["train_pass_at_k"]["only_a"] == 1 and out["train_pass_at_k"]["only_b"] == 0
+    assert "greedy" not in out  # no held-out evaluation at that stage: nothing to pair
+    assert paired({"evals": {}, "train_evals": {"rl@2": rl}}, 2) == {}
+
+
+def test_training_stratum_needs_the_loops_seeds():
+    from selfplay.config.loader import load_config
+    from selfplay.experiment.stratum import training_tasks
+
+    with pytest.raises(ValueError, match="curriculum.seed_per_repo is 0"):
+        training_tasks(load_config("default", ["curriculum.seed_per_repo=0"]))
