@@ -8,9 +8,8 @@ from pathlib import Path
 
 import typer
 
-from selfplay.demos.warm_start_config import sized
+from selfplay.config.component_presets import sft_preset, warm_start_size
 from selfplay.learner.rft import RFTDataError, collect, sft_samples
-from selfplay.learner.sft import preset as make_preset
 from selfplay.learner.sft import train_sft
 from selfplay.store import open_store
 
@@ -37,7 +36,7 @@ def rft(
 
     console = Console()
     try:
-        config = make_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
+        config = sft_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--preset") from exc
     with open_store(store, create=False) as st:  # rft only reads the store
@@ -85,7 +84,7 @@ def warm_start(
         if model is not None and not (model / "config.json").is_file():
             raise ValueError(f"--model {model}: not an HF model directory (no config.json); pass the directory "
                              "that holds the checkpoint's config.json and tokenizer")
-        cfg = sized(size, n_per_repo=n, seed=seed, epochs=epochs, preset=preset, repos=names,
+        cfg = warm_start_size(size, n_per_repo=n, seed=seed, epochs=epochs, preset=preset, repos=names,
                     model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc

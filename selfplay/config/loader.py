@@ -27,9 +27,9 @@ from selfplay.config.yaml_io import read_yaml, write_yaml
 from selfplay.errors import SelfPlayError
 
 PRESETS = ("default", "smoke", "gpu-1node", "multi-node")
-"""Run presets shipped in selfplay/config/presets/: a whole `RunConfig` each. A component may name
-settings of its own config that a run refers to by name (`selfplay.learner.sft.PRESETS`, picked by
-`warm_start.config.preset`); those stay beside their dataclass."""
+"""Run presets shipped in selfplay/config/presets/: a whole `RunConfig` each. Named settings of one
+component's config (SFT presets, warm-start sizes) are YAML files in presets/<component>/, read through
+the same checks (`selfplay.config.component_presets`)."""
 PLACEHOLDER = "CHANGE_ME"
 """A preset value containing this must be overridden (multi-node's store_url)."""
 _KEY = re.compile(r"^[A-Za-z_][\w-]*(\.[\w-]+)*$")
@@ -43,7 +43,7 @@ class ConfigError(SelfPlayError, ValueError):
         self.key = key
 
 
-def _parse_yaml(text: str, where: str, name: str = "<string>") -> Any:
+def parse_yaml(text: str, where: str, name: str = "<string>") -> Any:
     try:
         return read_yaml(text, name)
     except yaml.YAMLError as exc:
@@ -75,7 +75,7 @@ def _read_source(config: str | Path | None) -> tuple[dict[str, Any], str]:
             raise ConfigError(f"{where} is not UTF-8 text (byte {exc.start}); save it as UTF-8 YAML") from None
         except OSError as exc:
             raise ConfigError(f"{where} cannot be read ({exc.strerror or exc})") from None
-    data = _parse_yaml(text, where, where)
+    data = parse_yaml(text, where, where)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -90,7 +90,7 @@ def parse_override(override: str) -> tuple[str, Any]:
     if not sep or not _KEY.match(key):
         raise ConfigError(f"override {override!r} is not KEY=VALUE with a dotted key, e.g. "
                           "learner.engine.lr=3e-6 or 'repos=[toolz, parse]'", key)
-    return key, _parse_yaml(text, f"the value of override {key}")
+    return key, parse_yaml(text, f"the value of override {key}")
 
 
 def _apply(data: dict[str, Any], key: str, value: Any) -> None:
@@ -174,7 +174,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if dataclasses.is_dataclass(value) and isinstance(value, tp):
             return value
-        return _build(tp, value, key)
+        return build_section(tp, value, key)
     if origin is typing.Literal:
         if any(type(value) is type(a) and value == a for a in args):
             return value
@@ -241,7 +241,9 @@ def _checked(value: Any, tp: Any, key: str) -> Any:
         raise ConfigError(f"{key}: expected {describe(tp)}, got {shown}{hint}", key) from None
 
 
-def _build(cls: type, data: Any, prefix: str) -> Any:
+def build_section(cls: type, data: Any, prefix: str) -> Any:
+    """A checked `cls` from the mapping `data`: unknown keys, wrong types and failed checks raise ConfigError
+    naming the dotted key under `prefix`."""
     section = prefix or "the config"
     if not isinstance(data, dict):
         raise ConfigError(f"{section}: expected a mapping of {cls.__name__} fields "
@@ -302,7 +304,7 @@ def _blame(key: str, origin: Mapping[str, str], where: str) -> str:
 
 def build_config(data: Mapping[str, Any]) -> RunConfig:
     """A checked `RunConfig` from plain nested data (missing keys keep their defaults)."""
-    return _build(RunConfig, dict(data), "")
+    return build_section(RunConfig, dict(data), "")
 
 
 def load_config(config: str | Path | None = None, overrides: Sequence[str] = ()) -> RunConfig:

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from repos.errors import RepoError
 from repos.listfile import load_repo_list
+from selfplay.config.component_presets import preset_names
 from selfplay.config.loader import ConfigError
 from selfplay.config.run_config import RunConfig
-from selfplay.learner.sft import PRESETS
 from selfplay.store.engine import resolve_url
 from selfplay.store.errors import StoreError
 
@@ -75,9 +75,10 @@ def _check_model_dir(key: str, value: str | None, backend: str) -> None:
 
 
 def _check_sft_preset(name: str) -> None:
-    if name not in PRESETS:
+    names = preset_names("sft")
+    if name not in names:
         raise ConfigError(f"warm_start.config.preset: unknown SFT preset {name!r}; use one of "
-                          f"{', '.join(PRESETS)}", "warm_start.config.preset")
+                          f"{', '.join(names)}", "warm_start.config.preset")
 
 
 def _check_writable_dir(key: str, value: str) -> None:

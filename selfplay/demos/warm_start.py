@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 from agent_scaffold.embedded import cache_root, default_model_dir
 from repos.cache import file_lock
 from repos.listfile import get_repo
+from selfplay.config.component_presets import sft_preset
 from selfplay.demos.collect import make_demos
 from selfplay.demos.warm_start_config import FORMAT, WarmStartConfig
 from selfplay.learner.rft import collect, sft_samples
-from selfplay.learner.sft import batches, preset, train_sft
+from selfplay.learner.sft import batches, train_sft
 from selfplay.procedural.operators import OPERATORS
 from selfplay.store import open_store
 
@@ -112,7 +113,7 @@ def warm_start_checkpoint(config: WarmStartConfig = WarmStartConfig(), *, force:
 
 
 def _sft_config(config: WarmStartConfig) -> Any:
-    return preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr)
+    return sft_preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr)
 
 
 def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:

@@ -8,8 +8,8 @@ contribute none (refused by `WarmStartConfig`) and are what `scripts/bench_learn
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
 
 from selfplay.learner.rft import LOSS_TURNS
 
@@ -50,7 +50,7 @@ class WarmStartConfig:
     max_rounds: int = 3
     """Seeding rounds per repo (each a new SeedConfig seed) before giving up on reaching `n_per_repo`."""
     preset: str = "cpu"
-    """SFT preset (selfplay.learner.sft.PRESETS)."""
+    """SFT preset (selfplay/config/presets/sft/: cpu or nebius)."""
     epochs: int | None = None
     """Passes over the demonstrations; None is the preset's."""
     lr: float | None = None
@@ -89,24 +89,3 @@ class WarmStartConfig:
     def seeds(self) -> tuple[int, ...]:
         """SeedConfig seeds of its seeding rounds (`collect.make_demos` draws them in this order)."""
         return tuple(1000 * self.seed + r for r in range(self.max_rounds))
-
-
-SIZES = {
-    "default": WarmStartConfig(),
-    # Up to 360 graded solver demonstrations (60 tasks x 2 variants on each of 3 repos; fewer where a repo runs
-    # out of mutants whose spec fits) and 30 injector ones; one epoch (about 90 steps of 4). About 3 hours on
-    # an idle 2-core machine (docs/warm_start.md): for the learning experiment, not the default run.
-    "full": WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30),
-    # 16 tasks per repo (about 45 solver and 12 injector demonstrations), three epochs (about 45 steps of 4):
-    # the learning experiment's start when the full size does not fit the time (about 1 h idle).
-    "medium": WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3),
-}
-"""Named warm starts (`selfplay warm-start --size`): `default` is what `selfplay run` starts from."""
-
-
-
-def sized(size: str, **overrides: Any) -> WarmStartConfig:
-    """The named size (`SIZES`) with the non-None `overrides` applied."""
-    if size not in SIZES:
-        raise ValueError(f"unknown warm-start size {size!r}; choose one of {', '.join(SIZES)}")
-    return replace(SIZES[size], **{k: v for k, v in overrides.items() if v is not None})

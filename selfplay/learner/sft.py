@@ -3,10 +3,8 @@ engine: same DeepSpeed step, packing, fused head; the loss is the token-mean NLL
 turns (`LearnerEngine.sft_step`).
 
 Defaults are Nebius's RFT settings: LR 5e-6, AdamW weight decay 0.1, 10 warm-up steps then cosine to 0,
-batch 64 trajectories, one epoch. Departure: the `cpu` preset (a 135M model, ~18 demonstrations,
-2 cores) uses LR 1e-4, batch 4, 1 warm-up step, one epoch: with ~18 demonstrations a batch of 64 is less
-than one optimizer step, and 5e-6 (chosen for a 72B model) barely moves a small one; one epoch keeps the
-run within the 20-minute CPU budget (about 25 s per 2k-token demonstration on 2 cores).
+batch 64 trajectories, one epoch (the `nebius` preset). The `cpu` preset (selfplay/config/presets/sft/)
+scales them down for a 135M model on 2 cores: LR 1e-4, batch 4, 1 warm-up step.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from selfplay.learner.batch import Sample
@@ -53,19 +51,6 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.lr < 0 or self.batch_size < 1 or self.epochs < 1 or self.warmup_steps < 1:
             raise ValueError("SFTConfig needs lr >= 0, batch_size >= 1, epochs >= 1 and warmup_steps >= 1")
-
-
-PRESETS = {
-    "nebius": SFTConfig(),
-    # token_budget 2048: one demonstration per micro-batch, so SDPA runs its causal kernel; packing two
-    # under the explicit 4D block mask materialised (heads x N x N) attention per layer (10 GB, measured).
-    "cpu": SFTConfig(lr=1e-4, warmup_steps=1, batch_size=4, epochs=1, token_budget=2048,
-                     gradient_checkpointing=False),
-}
-"""Named settings: `nebius` (the paper's) and `cpu` (scaled down for a 2-core machine). These name values of
-one component's config, chosen by `selfplay rft --preset` or inside a run config (`warm_start.config.preset`);
-they are not run presets (`selfplay.config.loader.PRESETS`: YAML files of a whole `RunConfig`,
-loaded with dotted overrides and checks), so a run's YAML can pick one by name."""
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -130,9 +115,3 @@ def train_sft(samples: Sequence[Sample], out_dir: str | Path, config: SFTConfig 
         "loss_first": history[0]["sft/loss"], "loss_last": history[-1]["sft/loss"], "wall_s": wall,
         **(metadata or {})}, indent=1, default=str) + "\n")
     return SFTResult(out, tuple(history), wall)
-
-
-def preset(name: str, **overrides: object) -> SFTConfig:
-    if name not in PRESETS:
-        raise ValueError(f"unknown SFT preset {name!r}; choose one of {', '.join(PRESETS)}")
-    return replace(PRESETS[name], **{k: v for k, v in overrides.items() if v is not None})
