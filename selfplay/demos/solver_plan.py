@@ -1,16 +1,21 @@
 """The scripted solver's plan: the actions a careful agent takes on a procedural task (pure).
 
-Reproduce (put the spec's tests back, run the failing one), locate (grep or straight to the file),
-read the function, repair with `str_replace`, re-run, restore the test files, submit. The expert knows
-the bug (from `bug_inject.diff`), so it reads the right function; what varies, drawn from a seeded
-`random.Random`, is the wording of the thoughts, the commands (pytest node id or `-k`, `tail` lengths,
-grep or git grep or none), an optional orientation step or wrong first look, the view window, extra
-SEARCH context and a final run of the whole test file.
+Reproduce (put the spec's tests back, run the failing one), locate, read the function, repair with
+`str_replace`, re-run, restore the test files, submit. The expert knows the bug (from `bug_inject.diff`),
+so it reads the right function; what varies, drawn from a seeded `random.Random`, is the wording of the
+thoughts, the commands (pytest node id or `-k`, `tail` lengths), an optional orientation step or wrong
+first look, the view window, extra SEARCH context and a final run of the whole test file.
+
+Nothing the policy must type comes from the expert's privileged knowledge alone, where the episode can
+show it first: the expert locates a function with a repo-wide `git grep` for its definition, whose output
+names the file and the `def` line, and then views that file from that line. A policy imitating it copies
+the path and the line from its context, which a small model can learn; a path written from memory is a
+path of some training repo on a held-out task. The function's name is still the expert's knowledge: the
+spec's tests often name it, not always.
 """
 
 from __future__ import annotations
 
-import posixpath
 import random
 from dataclasses import dataclass
 
@@ -50,6 +55,18 @@ def _pick(rng: random.Random, options: list[str], **values: str) -> str:
     return rng.choice(options).format(**values)
 
 
+def locate(name: str) -> str:
+    """The command that finds where `name` is defined: its output is `path:line:def name(`."""
+    return f"git grep -n \"def {name}(\" -- '*.py'"
+
+
+def view_window(fn: Function, line: int, pad: int) -> tuple[int, int]:
+    """Lines to view around the bug at `line`: from the `def` line (the one `locate` printed) when the bug
+    is near it, else from a few lines above the bug."""
+    start = fn.start if line - fn.start <= 12 else max(fn.start, line - pad - 3)
+    return start, min(fn.end, max(line + pad, start + 6), start + 16)
+
+
 def _pytest(rng: random.Random, test_id: str) -> str:
     path, _, rest = test_id.partition("::")
     name = rest.split("::")[-1].split("[", 1)[0]
@@ -85,7 +102,7 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
             other = rng.choice(others)
             actions.append(_pick(rng, ["Maybe `{o}` is involved; let me check where it is defined.",
                                        "Let me start by looking for `{o}`."], o=other)
-                           + "\n" + block("bash", f"grep -n \"def {other}\" {h0.path}"))
+                           + "\n" + block("bash", locate(other)))
 
     run = _pytest(rng, test_id)
     if not task.reproduce:
@@ -108,23 +125,11 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
                     test_path: str, spec_files: list[str], run: str) -> list[str]:
     h0 = hunks[0]
     actions: list[str] = []
+    if fn.name:
+        actions.append(_pick(rng, ["The failure points at `{f}`. Let me find it.", "Let me locate `{f}`.",
+                                   "Where is `{f}` defined?"], f=fn.name) + "\n" + block("bash", locate(fn.name)))
     where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
-    locate = rng.random()
-    if fn.name and locate < 0.35:
-        cmd = f"grep -n \"def {fn.name}\" {h0.path}"
-    elif fn.name and locate < 0.6:
-        cmd = f"git grep -n \"def {fn.name}(\" -- '*.py' | head -n 5"
-    elif fn.name and locate < 0.75:
-        cmd = f"grep -rn \"def {fn.name}(\" {posixpath.dirname(h0.path) or '.'} | head -n 5"
-    else:
-        cmd = ""
-    if cmd:
-        actions.append(_pick(rng, ["The failure points at {w}. Let me find it.", "Let me locate {w}."], w=where)
-                       + "\n" + block("bash", cmd))
-    line = h0.first_changed_line
-    pad = rng.choice((3, 4, 6))
-    start = max(fn.start, line - pad - 3)
-    end = min(fn.end, line + pad, start + 16)
+    start, end = view_window(fn, h0.first_changed_line, rng.choice((3, 4, 6)))
     actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
                          w=where) + "\n" + block("edit", f"view {h0.path} {start} {end}"))
 
@@ -151,9 +156,8 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
     short."""
     h0 = hunks[0]
     where = f"`{fn.name}`" if fn.name else h0.path
-    grep = f"grep -n \"def {fn.name}\" {h0.path}" if fn.name else f"grep -c '' {h0.path}"
-    line = h0.first_changed_line
-    start, end = max(fn.start, line - 4), min(fn.end, line + 4)
+    grep = locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
+    start, end = view_window(fn, h0.first_changed_line, 4)
     actions = [_pick(rng, ["The test calls {w}. Find it.", "Locate {w}."], w=where) + "\n" + block("bash", grep),
                _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", f"view {h0.path} {start} {end}")]
     for h in hunks:

@@ -97,8 +97,24 @@ def test_the_short_plan_is_grep_view_repair_submit():
         actions = solver_actions(replace(task(), short=True), random.Random(seed))
         parsed = [parse_action(a) for a in actions]
         assert [a.tool for a in parsed] == ["bash", "edit", "edit", "submit"]
-        assert parsed[0].command == 'grep -n "def count" m.py' and parsed[1].command == "view"
+        assert parsed[0].command == 'git grep -n "def count(" -- \'*.py\'' and parsed[1].command == "view"
         search = actions[2].split("<<<<<<< SEARCH\n")[1].split("\n=======")[0]
         replace_ = actions[2].split("=======\n")[1].split("\n>>>>>>> REPLACE")[0]
         assert BUGGY.replace(search, replace_, 1) == ORIGINAL
         assert SPEC not in "".join(actions) and max(map(len, actions)) < 200
+
+
+@pytest.mark.parametrize("short", [True, False])
+def test_the_expert_finds_the_file_before_it_names_it(short):
+    """Every plan locates the function with a repo-wide grep (its output names the path and the `def`
+    line) before any action names the buggy file, and the short plan's view starts at that `def` line."""
+    from dataclasses import replace
+
+    for reproduce in (True, False):
+        for seed in range(20):
+            actions = solver_actions(replace(task(reproduce), short=short), random.Random(seed))
+            first_path = next(i for i, a in enumerate(actions) if "m.py" in a.replace("test_m.py", ""))
+            locates = [i for i, a in enumerate(actions) if 'git grep -n "def count(" -- \'*.py\'' in a]
+            assert locates and locates[0] < first_path, actions
+            if short:
+                assert "view m.py 6 " in actions[1]  # `def count` is line 6; the bug is line 9
