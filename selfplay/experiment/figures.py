@@ -33,7 +33,8 @@ def _rate(s: dict[str, Any] | None) -> str:
 def heldout_table(results: dict[str, Any], kind: str = "evals") -> str:
     """One row per evaluated checkpoint: of the held-out tasks (`kind` "evals") or of the training stratum
     ("train_evals")."""
-    lines = ["| checkpoint | weights | greedy solve (95% CI) | pass@k at T=1 (95% CI) | T=1 solve per episode | "
+    lines = ["| checkpoint | weights | greedy solve (95% CI) | pass@k at the training T (95% CI) | "
+             "solve per sampled episode | "
              "format-valid turns | empty/unchanged diffs | submits | failures |",
              "|---|---|---|---|---|---|---|---|---|"]
     for label, e in results.get(kind, {}).items():
@@ -75,8 +76,9 @@ def turns_table(results: dict[str, Any]) -> str:
     each held-out evaluation that recorded actions."""
     sources = [(f"{arm} (training)", info["solver_turns"]["turns"]) for arm, info in results["arms"].items()
                if info.get("solver_turns")]
-    sources += [(f"held-out {label}", e["summary"]["turns"]) for label, e in results["evals"].items()
-                if e["summary"].get("turns") and not e.get("reused")]
+    sources += [(f"{name} {label}", e["summary"]["turns"])
+                for kind, name in (("evals", "held-out"), ("train_evals", "stratum"))
+                for label, e in results.get(kind, {}).items() if e["summary"].get("turns") and not e.get("reused")]
     if not sources:
         return "Turn by turn: no transcripts recorded."
     lines = ["| episodes | turn | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
@@ -127,7 +129,7 @@ def figures(results: dict[str, Any]) -> list[str]:
     figs = [charts.line_chart(f"heldout-{m}", f"Held-out solve rate ({name}) by iterations trained",
                               heldout_series(results, m), y_label="solve rate", x_label="iterations trained",
                               y_range=(0.0, 1.0))
-            for m, name in (("greedy", "greedy"), ("pass_at_k", "pass@k at T=1"))]
+            for m, name in (("greedy", "greedy"), ("pass_at_k", "pass@k at the training temperature"))]
     figs += [charts.line_chart(f"train-{i}", title, _series(results, key), y_label=y)
              for i, (key, title, y) in enumerate(TRAINING_CHARTS)]
     if results.get("train_evals"):

@@ -209,7 +209,7 @@ def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: 
 
 
 def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
-    """Greedy solve rate, pass@k and the mean solve rate at T=1 (each with a Wilson 95% interval), the
+    """Greedy solve rate, pass@k and the mean solve rate of the sampled episodes (each with a Wilson 95% interval), the
     format-valid turn rate beside the share of empty or unchanged submissions, and the failure counts."""
     out: dict[str, Any] = {}
     greedy = [r for r in rows if r.mode == "greedy" and r.failure != "infra"]

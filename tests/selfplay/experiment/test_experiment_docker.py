@@ -76,7 +76,7 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
     files = write_outputs(results, tmp_path / "exp", tmp_path / "svg")
     table = (tmp_path / "exp" / "table.md").read_text()
     assert "| rl@2 |" in table and "| control | 1 |" in table and "McNemar" in table
-    assert "| held-out start | 1 |" in table and "Training stratum:" in table
+    assert "| held-out start | 1 |" in table and "Training stratum:" in table and "| stratum start | 1 |" in table
     page = (tmp_path / "exp" / "index.html").read_text()
     assert "heldout-greedy" in page and "Content-Security-Policy" in page
     svgs = [p for p in files if p.suffix == ".svg"]
