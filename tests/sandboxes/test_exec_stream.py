@@ -14,11 +14,10 @@ import socket
 import struct
 import threading
 
+import docker
 import pytest
 
 from sandboxes.exec_stream import ExecStream, frames
-
-pytest.importorskip("docker")
 
 
 def frame(stream: int, data: bytes) -> bytes:
@@ -64,8 +63,6 @@ def engine_double(tmp_path):
 
 
 def test_frames_that_arrive_with_the_reply_are_not_lost(engine_double):
-    import docker
-
     path, start, sent = engine_double
     start(frame(1, b"hello\n") + frame(2, b"warn\n") + frame(1, b"world\n"))
     api = docker.APIClient(base_url=f"unix://{path}", version="1.41")
