@@ -21,10 +21,14 @@ COMPONENTS: dict[str, type] = {"sft": SFTConfig, "warm_start": WarmStartConfig}
 """Component name (its folder under presets/) -> the config dataclass its presets hold."""
 
 
+def _folder(component: str) -> Any:
+    return resources.files("selfplay.config").joinpath("presets", component)
+
+
 def preset_names(component: str) -> tuple[str, ...]:
     """The presets shipped for `component`, sorted."""
-    folder = resources.files("selfplay.config").joinpath("presets", component)
-    return tuple(sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml")))
+    return tuple(sorted(p.name.removesuffix(".yaml") for p in _folder(component).iterdir()
+                        if p.name.endswith(".yaml")))
 
 
 def component_preset(component: str, name: str, **overrides: Any) -> Any:
@@ -38,7 +42,7 @@ def component_preset(component: str, name: str, **overrides: Any) -> Any:
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigError(f"unknown {component} preset {name!r}{hint}; choose one of {', '.join(names)}")
     where = f"{component} preset {name!r}"
-    text = resources.files("selfplay.config").joinpath("presets", component, f"{name}.yaml").read_text()
+    text = _folder(component).joinpath(f"{name}.yaml").read_text()
     config = build_section(COMPONENTS[component], parse_yaml(text, where, where) or {}, component)
     try:
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})
