@@ -10,12 +10,14 @@ from selfplay.jobs.suite_run import (
            Collected,
            SuiteRun,
            exec_job,
+           exec_verification,
            parse_collected,
+           parse_verification,
            run_job,
            run_suite,
            verify_run,
 )
 
 __all__ = ["MAX_TEST_OUTPUT", "NO_BYTECODE", "SCRATCH", "Collected", "Job", "SuiteLimits", "SuiteRun", "check",
-           "exec_job", "git_env_line", "parse_collected", "prepare", "restore_paths", "run_job", "run_suite",
+           "exec_job", "exec_verification", "git_env_line", "parse_collected", "parse_verification", "prepare", "restore_paths", "run_job", "run_suite",
            "stage", "staged_files", "verify_run"]

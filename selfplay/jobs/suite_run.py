@@ -163,29 +163,42 @@ def verify_run(sb: Sandbox, artifact: BugArtifact, run: SuiteRun, *, suite_timeo
     since), and ValueError when `run` has no pending copy."""
     if run.pending is None:
         raise ValueError("verify_run: the run has no verification copy (a Job(verify=True) run that finished)")
+    got = exec_verification(sb, artifact, run.pending, suite_timeout=suite_timeout, max_output=max_output,
+                            cpu_limit=cpu_limit)
+    return replace(run, pending=None, verification=parse_verification(got, artifact, parser_timeout))
+
+
+def exec_verification(sb: Sandbox, artifact: BugArtifact, pending: Verification, *, suite_timeout: float,
+                      max_output: int = MAX_TEST_OUTPUT, cpu_limit: float | None = None) -> SuiteRun | tuple[bytes, dict]:
+    """The repo-sandbox half of `verify_run`: the verification run of the copy `pending`, as a SuiteRun
+    when it ended without output to parse, else its log and fields for `parse_verification`. Validation
+    calls it while the main run's output is still being parsed (`ValidationConfig.speculative_verification`)."""
     marker = f"__sp{uuid.uuid4().hex}__"
     py = tuple(p for p in (*artifact.test_files, *touched_files(artifact.bug_inject)) if p.endswith(".py"))
-    cmd = verify_command(run.pending, marker=marker, restored=py, suite_timeout=suite_timeout,
+    cmd = verify_command(pending, marker=marker, restored=py, suite_timeout=suite_timeout,
                          max_output=max_output, cpu_limit=cpu_limit)
     try:
         res = sb.exec(cmd, timeout=suite_timeout + 30 + 90, user="root")
     except SandboxError as exc:
-        return replace(run, pending=None, verification=_died(f"the sandbox failed ({exc})"))
+        return _died(f"the sandbox failed ({exc})")
     found = parse_job_output(res.output, marker)
     if found.get("nocopy"):
-        raise ValidationInfraError(f"the verification copy {run.pending.root} is gone from sandbox {sb}: the "
+        raise ValidationInfraError(f"the verification copy {pending.root} is gone from sandbox {sb}: the "
                                    "sandbox ran another job or a reset after the main run (a caller's bug)")
     if res.timed_out or not found["end"] or "vscript" not in found:
-        return replace(run, pending=None, verification=_died(f"the verification run did not report (exit "
-                                                             f"{res.exit_code}, timed out: {res.timed_out})"))
-    got = _collect(sb, found, "v", suite_timeout, max_output, cpu_limit, {})
-    if not isinstance(got, SuiteRun):
-        runs = parse_output(artifact.test_parser, got[0], timeout=parser_timeout)
-        if runs is None:
-            raise ValidationInfraError("the parser box failed twice in a row on the verification run's output; "
-                                       "check the Docker engine")
-        got = _parsed(runs[0], got[1], parser_timeout)
-    return replace(run, pending=None, verification=got)
+        return _died(f"the verification run did not report (exit {res.exit_code}, timed out: {res.timed_out})")
+    return _collect(sb, found, "v", suite_timeout, max_output, cpu_limit, {})
+
+
+def parse_verification(got: SuiteRun | tuple[bytes, dict], artifact: BugArtifact, parser_timeout: float) -> SuiteRun:
+    """The parser-box half of `verify_run`: the verification run's SuiteRun from `exec_verification`."""
+    if isinstance(got, SuiteRun):
+        return got
+    runs = parse_output(artifact.test_parser, got[0], timeout=parser_timeout)
+    if runs is None:
+        raise ValidationInfraError("the parser box failed twice in a row on the verification run's output; "
+                                   "check the Docker engine")
+    return _parsed(runs[0], got[1], parser_timeout)
 
 
 def _collect(sb: Sandbox, found: dict, prefix: str, suite_timeout: float, max_output: int,

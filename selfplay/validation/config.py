@@ -29,6 +29,11 @@ class ValidationConfig(SuiteLimits):
     artifact at the parser check."""
     original_runs: int = 2
     """Runs of the original suite used to detect flaky tests (1 disables the check)."""
+    speculative_verification: bool = True
+    """Start a verification run as soon as its main run ends, while the main output is still in the
+    parser box, instead of after the parse says its verdict can still count. It takes a parse (about
+    0.2 s) off the critical path of each wave of a valid artifact, and costs one suite run of sandbox
+    time when the verdict turns out not to count (its output is then never parsed or used)."""
 
     def __post_init__(self) -> None:
         for name in ("min_passing_tests", "min_changed_files", "min_failing_tests"):

@@ -2,12 +2,13 @@
 
 Suite runs are grouped in two waves of independent runs, spread over `config.parallelism` sandboxes
 that are checked out of the pool once for the whole validation (a run cleans the tree with git, which
-is far cheaper than a pool reset):
+is far cheaper than a pool reset; a sandbox's first job stages the artifact's files):
   wave 1: the original suite twice (flaky detection); the first run also reports which oracle test
           files are missing from the original commit and then tries `git apply` of both diffs;
   wave 2: with the bug; with bug + weakening; and one run per bug file with that file reverted.
 Checks are then evaluated strictly in order and the report stops at the first failure. Wave 2 is
-started only when checks 1-5 pass; its inverse-mutation runs are speculative (they are wasted when
+started only when checks 1-5 pass on the main runs, beside the original's verification run (below), whose
+verdict test_script still waits for; its inverse-mutation runs are speculative (they are wasted when
 bug_validity or weakening fails) because running them alongside saves a whole suite-run of latency.
 The oracle test files are restored before every run except the weakened one, as SSR says.
 
@@ -20,11 +21,13 @@ artifact's fault (its check fails with the reason) unless a control on the reset
 raises ValidationInfraError.
 
 Verification runs (docs/security.md, class 9): the last original run and the buggy run make a verification
-copy; the job keeps its sandbox while its output is parsed, and the verification run follows in that
-sandbox only when its verdict can still count: the original run must have a map, no tampering and at
-least `min_passing_tests` passing tests (else the artifact is invalid whatever the verification says:
-flaky tests only ever drop from the original's passing set), and the buggy run must pass bug_validity and
-its integrity check. A skipped copy is deleted by the sandbox's next job.
+copy, and the job keeps its sandbox for the verification run. Its verdict is used only when it can still
+count: the original run must have a map, no tampering and at least `min_passing_tests` passing tests (else
+the artifact is invalid whatever the verification says: flaky tests only ever drop from the original's
+passing set), and the buggy run must pass bug_validity and its integrity check. With
+`speculative_verification` (the default) the verification run starts while the main output is in the
+parser box, and a verdict that cannot count is never parsed; without it, the run follows the parse only
+when needed, and a skipped copy is deleted by the sandbox's next job.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import logging
 import queue
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import replace
 from typing import Protocol
@@ -45,7 +48,17 @@ from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
 from selfplay.errors import ArtifactError, ValidationInfraError
-from selfplay.jobs import Job, SuiteRun, exec_job, parse_collected, prepare, verify_run
+from selfplay.jobs import (
+    Collected,
+    Job,
+    SuiteRun,
+    exec_job,
+    exec_verification,
+    parse_collected,
+    parse_verification,
+    prepare,
+    staged_files,
+)
 from selfplay.judge.tamper import screen
 from selfplay.judge.verdict import disagreement, split_tests
 from selfplay.validation import checks
@@ -67,50 +80,89 @@ class Pool(Protocol):
 
 
 class _Runner:
-    """Runs jobs on a fixed set of sandboxes, each staged once with the artifact's files."""
+    """Runs jobs on a fixed set of sandboxes; each sandbox's first job stages the artifact's files.
+
+    A `Job(verify=True)` run that has output to parse keeps its sandbox for its verification run, which
+    runs in the background (`later`) and frees the sandbox when it ends; `verified(run)` waits for it
+    and parses it, so only a verdict that can still count is ever parsed. `close()` waits for every
+    background run: the sandboxes go back to the pool idle."""
 
     def __init__(self, artifact: BugArtifact, config: ValidationConfig, sandboxes: list[Sandbox]):
         self.artifact, self.config = artifact, config
         self.free: queue.Queue[Sandbox] = queue.Queue()
         self.size = len(sandboxes)
         self.runs = 0
-        self.done: list[SuiteRun] = []  # every main run, for the task's facts
-        with ThreadPoolExecutor(max_workers=self.size) as ex:
-            list(ex.map(lambda sb: prepare(sb, artifact), sandboxes))
+        self.done: list[SuiteRun] = []  # every main run and every verification parsed, for the task's facts
+        self.staged: set[int] = set()  # ids of the sandboxes holding the artifact's files
+        self.later = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="verification")
+        self.shadows: dict[int, Future] = {}  # id(main run) -> its verification run, unparsed
+        self.checked: dict[int, SuiteRun] = {}  # id(main run) -> its verification run, parsed
+        self.limits = dict(suite_timeout=config.suite_timeout, max_output=config.max_test_output)
         for sb in sandboxes:
             self.free.put(sb)
 
-    def job(self, job: Job, needed: Callable[[SuiteRun], bool] = lambda run: True) -> SuiteRun:
-        """Run `job`; a `Job(verify=True)` gets its verification run when `needed(main run)`."""
+    def close(self) -> None:
+        self.later.shutdown(wait=True)
+
+    def job(self, job: Job, needed: Callable[[SuiteRun], bool] = lambda run: True, *, wait: bool = True) -> SuiteRun:
+        """Run `job`. A `Job(verify=True)` run's verification run starts beside the parse of its output
+        (`ValidationConfig.speculative_verification`), or after it when `needed(main run)`. With `wait`,
+        a needed verification run is parsed before this returns; else `verified` waits for it."""
         sb = self.free.get()
         try:
             self.runs += 1
-            done = exec_job(sb, self.artifact, job, suite_timeout=self.config.suite_timeout,
-                            max_output=self.config.max_test_output)
+            # staging rides on the sandbox's first job (one exec fewer); a job that dies re-stages via _control
+            stage = None if id(sb) in self.staged else staged_files(self.artifact)
+            self.staged.add(id(sb))
+            done = exec_job(sb, self.artifact, job, stage=stage, **self.limits)
             if isinstance(done, SuiteRun) and (done.died or done.timed_out):
                 self._control(sb, done)
-            if not job.verify:
+            if not job.verify or not isinstance(done, Collected):
                 self.free.put(sb)  # the next job may use the sandbox while this output is parsed
                 sb = None
-            run = done if isinstance(done, SuiteRun) else parse_collected(done, self.artifact,
-                                                                          self.config.parser_timeout)
-            if sb is not None and run.pending is not None and needed(run):
-                run = verify_run(sb, self.artifact, run, suite_timeout=self.config.suite_timeout,
-                                 parser_timeout=self.config.parser_timeout, max_output=self.config.max_test_output)
-                if run.verification.died:  # as a job that died: its run fails with the reason
-                    self._control(sb, run.verification)
-                    run = run.verification
+                return self._keep(done if isinstance(done, SuiteRun) else self._parse(done))
+            shadow = None
+            if self.config.speculative_verification:
+                shadow, sb = self.later.submit(self._verification, sb, done.pending), None
+            run = self._parse(done)
+            if shadow is None and needed(run):
+                shadow, sb = self.later.submit(self._verification, sb, done.pending), None
+            if shadow is not None:
+                self.shadows[id(run)] = shadow
+                if wait and needed(run):
+                    self.verified(run)
+            return self._keep(run)
         finally:
-            if sb is not None:
+            if sb is not None:  # a skipped copy is deleted by the sandbox's next job
                 self.free.put(sb)
+
+    def verified(self, run: SuiteRun) -> SuiteRun | None:
+        """`run`'s verification run, parsed once (None when it made none)."""
+        if id(run) not in self.checked and (shadow := self.shadows.get(id(run))) is not None:
+            got = parse_verification(shadow.result(), self.artifact, self.config.parser_timeout)
+            self.checked[id(run)] = self._keep(got)
+        return self.checked.get(id(run))
+
+    def _verification(self, sb: Sandbox, pending) -> SuiteRun | tuple[bytes, dict]:
+        try:
+            got = exec_verification(sb, self.artifact, pending, **self.limits)
+            if isinstance(got, SuiteRun) and got.died:  # as a job that died: the check fails with the reason
+                self._control(sb, got)
+            return got
+        finally:
+            self.free.put(sb)
+
+    def _parse(self, done: Collected) -> SuiteRun:
+        return parse_collected(done, self.artifact, self.config.parser_timeout)
+
+    def _keep(self, run: SuiteRun) -> SuiteRun:
         self.done.append(run)
         return run
 
     def facts(self) -> dict:
         """The ValidationReport fields grading's budgets and canary rule come from."""
-        runs = self.done + [run.verification for run in self.done if run.verification is not None]
-        times = [run.duration for run in runs if run.duration]
-        cpus = [run.cpu_time for run in runs if run.cpu_time is not None]
+        times = [run.duration for run in self.done if run.duration]
+        cpus = [run.cpu_time for run in self.done if run.cpu_time is not None]
         parsed = [run for run in self.done if run.integrity]
         return {"suite_time": max(times) if times else None, "suite_cpu": max(cpus) if cpus else None,
                 "canaries_reported": bool(parsed) and all(run.integrity == "ok" for run in parsed)}
@@ -121,6 +173,7 @@ class _Runner:
         try:
             sb.reset()
             prepare(sb, self.artifact)
+            self.staged.add(id(sb))
             res = sb.exec("echo selfplay-control", timeout=60, user="root")
             ok = res.ok and "selfplay-control" in res.output
         except Exception as exc:  # the sandbox layer failed: infrastructure
@@ -131,11 +184,13 @@ class _Runner:
                                        f"reset sandbox (exit {res.exit_code}): {res.output[-300:]}")
         log.info("validation: a run failed (%s); the control run passed, so the artifact is at fault", run.error)
 
-    def wave(self, jobs: list[Job], needed: Callable[[SuiteRun], bool] = lambda run: True) -> list[SuiteRun]:
-        """Run `jobs` at once; `needed` decides whether a verify job's run gets its verification run."""
+    def wave(self, jobs: list[Job], needed: Callable[[SuiteRun], bool] = lambda run: True, *,
+             wait: bool = True) -> list[SuiteRun]:
+        """Run `jobs` at once; `needed` decides whether a verify job's run gets its verification run;
+        `wait=False` returns without waiting for verification runs (see `verified`)."""
         # one thread per job: jobs wait for a free sandbox, so a parse overlaps the next job's run
         with ThreadPoolExecutor(max_workers=len(jobs)) as ex:
-            return list(ex.map(lambda job: self.job(job, needed), jobs))
+            return list(ex.map(lambda job: self.job(job, needed, wait=wait), jobs))
 
 
 def _tampered(runs: list[SuiteRun]) -> str | None:
@@ -147,9 +202,8 @@ def _integrity_note(runs: list[SuiteRun]) -> str:
     return f"; run integrity (canaries): {', '.join(sorted(verdicts))}" if verdicts else ""
 
 
-def _verified(run: SuiteRun, expected: dict[str, str]) -> str | None:
-    """Why the run's verification run does not agree with it on `expected`, or None when it does."""
-    verify = run.verification
+def _verified(run: SuiteRun, verify: SuiteRun | None, expected: dict[str, str]) -> str | None:
+    """Why `run`'s verification run `verify` does not agree with it on `expected`, or None when it does."""
     if verify is None or verify.statuses is None:
         return f"the verification run failed: {verify.error if verify else 'it did not run'}"
     return disagreement(run.statuses or {}, verify.statuses, expected)
@@ -191,6 +245,7 @@ def validate(artifact: BugArtifact, spec: RepoSpec, config: ValidationConfig = V
     try:
         with ExitStack() as stack:
             runner = _Runner(artifact, config, list(stack.enter_context(pool.checkout_many(size))))
+            stack.callback(runner.close)  # before the sandboxes go back: no run may still hold one
             report = _validate(runner, artifact, spec, config)
     except ValidationInfraError:
         raise
@@ -211,7 +266,8 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     probe_job = Job(missing=artifact.test_files, parse_twice=True, check_after=("bug_inject.diff", "test_weaken.diff"))
     jobs = [probe_job] + [Job()] * (config.original_runs - 1)
     jobs[-1] = replace(jobs[-1], verify=True)  # the original suite must also pass under the perturbed environment
-    runs = r.wave(jobs, lambda run: _original_counts(run, config.min_passing_tests))
+    # the original's verification run goes on beside the checks and wave 2 (`verified` waits for it)
+    runs = r.wave(jobs, lambda run: _original_counts(run, config.min_passing_tests), wait=False)
     probe = runs[0]
     maps = [run.statuses for run in runs]
     flaky = checks.flaky_tests(maps) if all(m is not None for m in maps) else set()
@@ -232,11 +288,7 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     if hygiene.passed and (tamper := screen(artifact.bug_inject, config.tamper)) is not None:
         hygiene = CheckResult("patch_hygiene", False, f"bug_inject.diff: runner tampering: {tamper}")
     script = checks.check_test_script(original, config.min_passing_tests)
-    if script.passed and (differ := _verified(runs[-1], {t: s for t, s in original.items() if s == "passed"})):
-        script = CheckResult("test_script", False, f"the original code under the verification environment: {differ}")
-    for result in (script, hygiene, checks.check_bug_scope(artifact, config.min_changed_files)):
-        if (rep := stop(result, flaky=tuple(sorted(flaky)))) is not None:
-            return rep
+    scope = checks.check_bug_scope(artifact, config.min_changed_files)
 
     units = [tuple(dict.fromkeys(p for p in (fd.source_path, fd.target_path) if p))
              for fd in split_diff(artifact.bug_inject)]
@@ -248,10 +300,21 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
         return checks.check_bug_validity(split_tests(original, buggy.statuses)[0], flaky_failing,
                                          config.min_failing_tests)
 
-    results = [_must_have_applied(run) for run in r.wave(
-        [Job(patches=both[:1], restore=artifact.test_files, verify=True), Job(patches=both)]
-        + [Job(patches=both, restore=(*artifact.test_files, *u)) for u in units],
-        lambda run: run.statuses is not None and not run.tampered and validity_of(run).passed)]
+    with ThreadPoolExecutor(max_workers=1) as ex:
+        second = None
+        if script.passed and hygiene.passed and scope.passed:
+            # wave 2 starts beside the original's verification run; its runs are wasted when that fails
+            second = ex.submit(r.wave, [Job(patches=both[:1], restore=artifact.test_files, verify=True),
+                                        Job(patches=both)]
+                               + [Job(patches=both, restore=(*artifact.test_files, *u)) for u in units],
+                               lambda run: run.statuses is not None and not run.tampered and validity_of(run).passed)
+        if script.passed and (differ := _verified(runs[-1], r.verified(runs[-1]),
+                                                  {t: s for t, s in original.items() if s == "passed"})):
+            script = CheckResult("test_script", False, f"the original code under the verification environment: {differ}")
+        for result in (script, hygiene, scope):
+            if (rep := stop(result, flaky=tuple(sorted(flaky)))) is not None:
+                return rep
+        results = [_must_have_applied(run) for run in second.result()]
     buggy, weakened, reverted = results[0], results[1], results[2:]
     if buggy.statuses is None:
         return stop(CheckResult("bug_validity", False, f"with the bug applied: {buggy.error}"))
@@ -262,7 +325,7 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     kw = {"fail_to_pass": f2p, "pass_to_pass": p2p, "flaky": tuple(sorted(flaky))}
     validity = validity_of(buggy)
     expected = {**{t: "passed" for t in p2p}, **{t: "failed" for t in f2p}}
-    if validity.passed and (differ := _verified(buggy, expected)):  # a bug that shows only when validated
+    if validity.passed and (differ := _verified(buggy, r.verified(buggy), expected)):  # a bug that shows only when validated
         validity = CheckResult("bug_validity", False, f"with the bug, under the verification environment: {differ}")
     if (rep := stop(validity, **kw)) is not None:
         return rep

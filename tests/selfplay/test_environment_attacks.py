@@ -216,3 +216,18 @@ def test_a_bug_that_shows_only_when_validated_is_invalid(toolz_spec, toolz_pool)
     report = validate(replace(artifact, bug_inject=bug), toolz_spec, config, pool=toolz_pool)
     assert not report.valid and report.failed_check == "bug_validity", report.to_json()
     assert "verification environment" in report.checks[-1].detail and "disagree" in report.checks[-1].detail
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_original_suite_that_passes_only_when_validated_is_invalid(toolz_spec, toolz_pool):
+    """The test script reports test_frequencies failed where the repo is writable (the verification run of
+    the original), so the original does not pass everywhere. The verdict comes after wave 2 has started
+    beside that verification run, and still fails test_script."""
+    artifact = load_artifact(VALID)
+    script = (artifact.test_script.rstrip("\n") + " | { if [ -w toolz ]; then "
+              "sed 's/^PASSED \\(.*test_frequencies\\)/FAILED \\1/'; else cat; fi; }\n")
+    config = ValidationConfig(suite_timeout=30, tamper=TamperConfig(enabled=False))
+    report = validate(replace(artifact, test_script=script), toolz_spec, config, pool=toolz_pool)
+    assert not report.valid and report.failed_check == "test_script", report.to_json()
+    assert "verification environment" in report.checks[-1].detail and "test_frequencies" in report.checks[-1].detail

@@ -60,15 +60,15 @@ def test_the_verification_exec_checks_its_copy_is_still_pending():
     assert "nocopy" not in parse_job_output("__spX__ NOCOPY\n", "__spM__")
 
 
-def _spy(monkeypatch, module) -> list:
-    """Calls of `module.verify_run`, which still runs."""
-    calls, real = [], module.verify_run
+def _spy(monkeypatch, module, name: str = "verify_run") -> list:
+    """Calls of `module.<name>`, which still runs."""
+    calls, real = [], getattr(module, name)
 
     def spy(*args, **kw):
         calls.append(args)
         return real(*args, **kw)
 
-    monkeypatch.setattr(module, "verify_run", spy)
+    monkeypatch.setattr(module, name, spy)
     return calls
 
 
@@ -163,14 +163,21 @@ def test_a_verification_after_another_job_is_refused_and_a_timed_out_run_drops_i
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_validation_verifies_only_runs_whose_check_can_still_pass(monkeypatch, toolz_spec, toolz_pool):
-    """The original run cannot pass test_script with a million tests required: no verification run. The
-    buggy run cannot pass bug_validity with a million failing tests required: only the original's."""
-    calls = _spy(monkeypatch, validation_runner)
+@pytest.mark.parametrize("speculative", [True, False])
+def test_validation_verifies_only_runs_whose_check_can_still_pass(monkeypatch, toolz_spec, toolz_pool, speculative):
+    """The original run cannot pass test_script with a million tests required: its verification run's
+    verdict is never parsed. The buggy run cannot pass bug_validity with a million failing tests required:
+    only the original's is. Speculative verification runs start beside the main run's parse (both of the
+    two runs that make a copy); without it, only the needed ones run at all."""
+    verdicts = _spy(monkeypatch, validation_runner, "parse_verification")
+    runs = _spy(monkeypatch, validation_runner, "exec_verification")
     artifact = load_artifact(VALID)
-    report = validate(artifact, toolz_spec, ValidationConfig(min_passing_tests=10**6), pool=toolz_pool)
+    config = ValidationConfig(speculative_verification=speculative)
+    report = validate(artifact, toolz_spec, replace(config, min_passing_tests=10**6), pool=toolz_pool)
     assert report.failed_check == "test_script" and "verification" not in report.checks[-1].detail
-    assert not calls
-    report = validate(artifact, toolz_spec, ValidationConfig(min_failing_tests=10**6), pool=toolz_pool)
+    assert not verdicts and len(runs) == (1 if speculative else 0)
+    report = validate(artifact, toolz_spec, replace(config, min_failing_tests=10**6), pool=toolz_pool)
     assert report.failed_check == "bug_validity" and "verification" not in report.checks[-1].detail
-    assert len(calls) == 1
+    assert len(verdicts) == 1 and len(runs) == (3 if speculative else 1)
+    report = validate(artifact, toolz_spec, config, pool=toolz_pool)
+    assert report.valid and len(verdicts) == 3, report.to_json()
