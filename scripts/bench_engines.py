@@ -116,10 +116,18 @@ def main() -> None:
     print(f"SmolLM2-135M ({params / 1e6:.1f}M params), {torch.get_num_threads()} torch threads, "
           f"{len(prompt)}-token prompt, {args.tokens} decode steps, {args.repeats} repeats, "
           f"memory bandwidth {bw:.1f} GB/s, load {os.getloadavg()[0]:.1f}", flush=True)
-    for pol in engines.values():  # warm-up (compile, allocator)
-        decode_rate(pol, prompt, 1, 4)
-    rows = []
     batches = [int(x) for x in args.batches.split(",")]
+    for name, pol in list(engines.items()):  # warm-up at every batch size (compile and its recompiles, allocator)
+        try:
+            for b in batches:
+                decode_rate(pol, prompt, b, 4)
+        except Exception as exc:
+            if name != "fp32+compile":
+                raise
+            print(f"{name} failed in its warm-up and is left out: {exc.__class__.__name__}: "
+                  f"{str(exc).splitlines()[0] if str(exc) else ''}", flush=True)
+            del engines[name]
+    rows = []
     for rep in range(args.repeats):
         for b in batches:
             for name, pol in (engines.items() if rep % 2 == 0 else reversed(engines.items())):
