@@ -260,9 +260,9 @@ def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_buil
     from selfplay.cli import app
 
     fake_build(solver=2)
-    res = CliRunner().invoke(app, ["warm-start", "--size", "full", "--repos", "boltons", "-n", "3"])
+    res = CliRunner().invoke(app, ["warm-start", "--size", "full", "--repos", "boltons", "-n", "3", "--injector-n", "5"])
     assert res.exit_code == 0, res.output
-    config = warm_start_size("full", repos=("boltons",), n_per_repo=3)
+    config = warm_start_size("full", repos=("boltons",), n_per_repo=3, injector_per_repo=5)
     info = warm_start_info(config)
     assert res.stdout.strip().endswith(info.model_dir)
     assert info.content_key in res.output and info.demonstrations["solver"] == 2
