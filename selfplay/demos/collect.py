@@ -82,7 +82,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                short_share: float = 0.0, seed_cache: bool | Path = True) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
-    artifact, kept when the artifact they submit validates; `short_share`: the share of solver
+    artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates; `short_share`: the share of solver
     demonstrations (a seeded draw each) that follow the 4-turn plan (`solver_plan.SolverTask.short`); `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds."""
@@ -102,7 +102,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     tasks = []
     validation = ValidationConfig(original_runs=SEED_VALIDATION_RUNS)
     for rnd in range(max_rounds):
-        need = n - len(tasks)
+        # injector demonstrations draw on the seeded artifacts too, so seed for whichever wants more
+        need = max(n - len(tasks), injector - len(report.injector_kept))
         if need <= 0:
             break
         t0 = time.monotonic()

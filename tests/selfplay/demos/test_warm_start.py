@@ -220,6 +220,27 @@ def _seeds_drawn_by_make_demos(monkeypatch, tmp_path, config: WarmStartConfig) -
     return drawn
 
 
+def test_more_injector_demonstrations_than_tasks_seed_more_artifacts(monkeypatch, tmp_path):
+    """Injector demonstrations draw one seeded artifact each: with `injector` > `n`, a round asks the seed
+    cache for `injector` artifacts, not `n` (solver demonstrations still take the first `n` tasks)."""
+    from repos.listfile import get_repo
+    from selfplay.demos.collect import make_demos
+
+    asked = []
+
+    def fake_cached_seed(spec, k, *, config, **kwargs):
+        asked.append(k)
+        return [], False
+
+    monkeypatch.setattr("selfplay.demos.collect.cached_seed", fake_cached_seed)
+    monkeypatch.setattr("selfplay.demos.collect.repo_image", lambda spec: "image")
+    for n, injector, want in ((2, 10, 10), (6, 2, 6), (4, 0, 4)):
+        asked.clear()
+        make_demos(get_repo("toolz"), n, store=None, out_dir=tmp_path / "demos", max_rounds=2, tokenizer=object(),
+                   injector=injector)
+        assert asked == [want, want], (n, injector, asked)
+
+
 def _seeds_drawn_by_the_bench(monkeypatch, tmp_path, seed: int) -> list[int]:
     spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "scripts" / "bench_learning.py")
     bench = importlib.util.module_from_spec(spec)
