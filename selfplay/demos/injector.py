@@ -2,9 +2,10 @@
 episode, through the real tools in a real sandbox, and keeps it only if `validate` accepts what the
 episode submitted.
 
-Plan (six turns, so that it fits the run's injector budget): list the tests; write test_files.txt,
-test_script.sh and a compact test_parser.py, and check them on the original code; inject the bug with
-`str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete the tests
+Plan (seven turns, so that it fits the run's injector budget): list the tests; write test_files.txt,
+test_script.sh and a compact test_parser.py, and check them on the original code; print the few lines
+to change (`sed -n`), so that the SEARCH text the policy types is in its context, not recalled; inject
+the bug into them with `str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete the tests
 that failed (one fixed script that reads the buggy log) and save test_weaken.diff; submit. Departures from
 the procedural artifact, to fit 2,048 tokens: the expert writes a 7-line parser instead of the built-in
 one (510 tokens) and deletes the failing tests with a fixed script instead of quoting the weakening diff
@@ -64,6 +65,13 @@ for path in {p for p, _ in bad}:
 The same text in every demonstration, so its length does not grow with the tests it deletes."""
 
 
+def view_lines(source: str, search: str, pad: int = 1) -> tuple[int, int]:
+    """1-based first and last line of `sed -n` that prints `search` (which occurs once in `source`) with
+    `pad` lines around it: the policy copies SEARCH from what it has just read, never from memory."""
+    start = source[:source.index(search)].count("\n") + 1
+    return max(1, start - pad), start + search.count("\n") + pad
+
+
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random) -> list[str]:
     """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant)."""
     for text in (artifact.test_script,):
@@ -87,7 +95,10 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     for h in parse_hunks(artifact.bug_inject):
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
         search, replace_ = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
-        actions.append(_pick(rng, ["Introduce the bug in {p}.", "Now the bug: a small change in {p}."], p=h.path)
+        first, last = view_lines(original_sources[h.path], search)
+        actions.append(_pick(rng, ["Let me read a few lines of {p} to change.", "Now the code: a few lines of {p}."],
+                             p=h.path) + "\n" + block("bash", f"sed -n '{first},{last}p' {h.path}"))
+        actions.append(_pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."])
                        + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace_}\n>>>>>>> REPLACE"))
     actions += [
