@@ -24,9 +24,10 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 6
+FORMAT = 7
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
-`git grep` and views from the `def` line it printed."""
+`git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
+(`sed -n`) before its str_replace."""
 
 
 @dataclass(frozen=True)
