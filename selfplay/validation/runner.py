@@ -290,8 +290,6 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     script = checks.check_test_script(original, config.min_passing_tests)
     scope = checks.check_bug_scope(artifact, config.min_changed_files)
 
-    units = [tuple(dict.fromkeys(p for p in (fd.source_path, fd.target_path) if p))
-             for fd in split_diff(artifact.bug_inject)]
     both = ("bug_inject.diff", "test_weaken.diff")
 
     def validity_of(buggy: SuiteRun) -> CheckResult:
@@ -301,8 +299,10 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
                                          config.min_failing_tests)
 
     with ThreadPoolExecutor(max_workers=1) as ex:
-        second = None
-        if script.passed and hygiene.passed and scope.passed:
+        second, units = None, []
+        if script.passed and hygiene.passed and scope.passed:  # hygiene proved the diffs parse
+            units = [tuple(dict.fromkeys(p for p in (fd.source_path, fd.target_path) if p))
+                     for fd in split_diff(artifact.bug_inject)]
             # wave 2 starts beside the original's verification run; its runs are wasted when that fails
             second = ex.submit(r.wave, [Job(patches=both[:1], restore=artifact.test_files, verify=True),
                                         Job(patches=both)]

@@ -188,3 +188,15 @@ def test_job_output_only_trusts_lines_with_this_jobs_marker():
     found = parse_job_output(text, mark)
     assert found["end"] and "apply" not in found and found["script"] == ("0", 1.5, 10)
     assert base64.b64decode(found["output"]).decode() == forged
+
+
+def test_a_corrupt_bug_diff_is_refused_before_any_suite_runs(toolz_spec):
+    """A bug_inject.diff that git refuses (a hunk cut short) is an invalid artifact whose error names the
+    file, found by the format check before any sandbox is used; nothing raises."""
+    from dataclasses import replace
+
+    artifact = load_artifact(ARTIFACTS / "valid")
+    cut = "\n".join(artifact.bug_inject.splitlines()[:9]) + "\n"  # the first hunk loses its last lines
+    report = validate(replace(artifact, bug_inject=cut), toolz_spec, pool=None)
+    assert not report.valid and report.suite_runs == 0, report.to_json()
+    assert report.error.startswith("bug_inject.diff is not a valid diff"), report.error
