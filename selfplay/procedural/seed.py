@@ -27,6 +27,7 @@ from sandboxes.pool import SandboxPool
 from sandboxes.users import RUNNER_UID, drop_privileges
 from selfplay.artifact import BugArtifact, save_artifact
 from selfplay.diffs import matches_any
+from selfplay.errors import DiffError
 from selfplay.jobs import NO_BYTECODE, SCRATCH
 from selfplay.procedural import PARSER_SOURCE
 from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
@@ -250,9 +251,15 @@ def seed(spec: RepoSpec, k: int, out_dir: str | Path, *, pool=None, config: Seed
             break
         code_file, tests = seeder.rng.choice(pairs)
         artifact = seeder.attempt(code_file, tests)
-        if artifact is None or artifact.digest() in seen:
+        try:
+            digest = None if artifact is None else artifact.digest()
+        except DiffError as exc:  # a generated diff git refuses (seen: a corrupt weakening of a boltons mutant)
+            log.info("seed %s attempt %d on %s: its diffs do not parse (%s); skipped", spec.name, attempt,
+                     code_file, exc)
             continue
-        seen.add(artifact.digest())
+        if digest is None or digest in seen:
+            continue
+        seen.add(digest)
         if accept is not None and not accept(artifact):
             log.info("seed %s attempt %d on %s: not accepted before validation", spec.name, attempt, code_file)
             continue

@@ -4,6 +4,7 @@ helpers, and real seeding on three default repos."""
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import textwrap
@@ -192,3 +193,37 @@ def test_only_code_files_with_a_related_test_file_are_mutated():
     assert mutable_files(files, DEFAULT_TEST_PATTERNS) == [
         ("pkg/__init__.py", ["tests/test_pkg.py"]), ("pkg/_private.py", ["tests/test_private.py"]),
         ("pkg/core.py", ["tests/test_core.py"]), ("tools/run.py", ["tests/test_run.py"])]
+
+
+def test_a_mutant_whose_generated_diffs_do_not_parse_is_skipped_not_fatal(monkeypatch, tmp_path, caplog):
+    """A seeding attempt whose diffs git refuses (seen once: a corrupt weakening of a boltons mutant, which
+    crashed a whole warm-start build) is logged and skipped; seeding goes on to its next attempt."""
+    import logging
+
+    from repos.listfile import get_repo
+    from selfplay.errors import DiffError
+    from selfplay.procedural import seed as seed_mod
+
+    class Corrupt:
+        def digest(self):
+            raise DiffError("diff is not a valid diff: git apply refuses it: error: corrupt patch at line 226")
+
+    attempts = []
+
+    class FakeSeeder:
+        def __init__(self, *args):
+            self.rng, self.last_operator = random.Random(0), ""
+
+        def inventory(self):
+            return [("pkg/mod.py", ["tests/test_mod.py"])]
+
+        def attempt(self, code_file, tests):
+            attempts.append(code_file)
+            return Corrupt() if len(attempts) == 1 else None
+
+    monkeypatch.setattr(seed_mod, "_Seeder", FakeSeeder)
+    with caplog.at_level(logging.INFO, logger=seed_mod.__name__):
+        results = seed_mod.seed(get_repo("toolz"), 1, tmp_path, pool=object(),
+                                config=seed_mod.SeedConfig(attempts_per_bug=3))
+    assert results == [] and len(attempts) == 3
+    assert "its diffs do not parse" in caplog.text and "corrupt patch" in caplog.text

@@ -1,4 +1,4 @@
-"""The scripted injector's plan, without Docker: six valid actions, a parser that agrees with the built-in
+"""The scripted injector's plan, without Docker: seven valid actions (one prints the lines the bug changes), a parser that agrees with the built-in
 one, and a weakening script that deletes exactly what the procedural seeder deletes.
 (tests/selfplay/demos/test_demos_docker.py validates what the plan writes in a real sandbox.)"""
 
@@ -50,14 +50,19 @@ def test_fixture(missing):
 '''
 
 
-def test_the_plan_is_six_valid_actions_ending_in_submit():
+def test_the_plan_is_seven_valid_actions_ending_in_submit():
     artifact = make_artifact(3)
     source = "\n".join(f"    return x + {i}" if i == 3 else f"line{i}" for i in range(1, 8)) + "\n"
     actions = injector_actions(artifact, {"pkg/core.py": source}, random.Random(0))
     tools = [parse_action(a).tool for a in actions]
-    assert tools == ["bash", "bash", "edit", "bash", "bash", "submit"]
-    edit = parse_action(actions[2])
-    assert edit.command == "str_replace" and "return x - 3" in actions[2]  # the bug, from the artifact
+    assert tools == ["bash", "bash", "bash", "edit", "bash", "bash", "submit"]
+    edit = parse_action(actions[3])
+    assert edit.command == "str_replace" and "return x - 3" in actions[3]  # the bug, from the artifact
+    # the lines it replaces were printed just before, with one line either side: nothing typed from memory
+    search = actions[3].split("<<<<<<< SEARCH\n")[1].split("\n=======")[0]
+    first, last = (int(x) for x in actions[2].split("sed -n '")[1].split("p'")[0].split(","))
+    printed = "\n".join(source.splitlines()[first - 1:last])
+    assert search in printed and "pkg/core.py" in actions[2] and (first, last) == (2, 4)
     assert artifact.test_weaken not in "".join(actions)  # the weakening is computed, not quoted
 
 
