@@ -125,11 +125,12 @@ class _Runner:
             if self.config.speculative_verification:
                 shadow, sb = self.later.submit(self._verification, sb, done.pending), None
             run = self._parse(done)
-            if shadow is None and needed(run):
+            counts = needed(run)
+            if shadow is None and counts:
                 shadow, sb = self.later.submit(self._verification, sb, done.pending), None
             if shadow is not None:
                 self.shadows[id(run)] = shadow
-                if wait and needed(run):
+                if wait and counts:
                     self.verified(run)
             return self._keep(run)
         finally:
