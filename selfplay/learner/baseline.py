@@ -8,8 +8,12 @@ earlier rewards. Choices, and why:
 
 - The baseline is read *before* the current batch updates it, so a sample never sits in its own baseline
   (that keeps the estimator unbiased; within one batch all samples of a key see the same b).
-- A key seen for the first time falls back to the role-wide running mean, and before any injector reward
-  has been seen, to `initial` (0.0, the centre of the injector reward range [-1, 1)).
+- A key seen for the first time falls back to the role-wide running mean. Before any injector reward has
+  been seen there is no mean yet, so the first batch is its own baseline, leave-one-out (RLOO: each sample
+  against the mean of the others). A fixed `initial` there would give every sample of a batch where most
+  artifacts are invalid (reward -1) the same large negative advantage, and the first update would push
+  down the whole plan the valid ones share with them. A first batch of one sample has no others, and
+  falls back to `initial` (0.0, the centre of the injector reward range [-1, 1)).
 - Keying by repo and strategy removes the easy variance (some repos or strategies are just harder to
   break validly), like a per-prompt group would, without sampling several injections per prompt.
 - No std normalisation (Dr. GRPO style): a running std would be noisy early on.
@@ -44,10 +48,16 @@ class RunningMeanBaseline:
         return self.values.get(key, self.values.get(GLOBAL_KEY, self.initial))
 
     def advantages(self, keys: Sequence[str], rewards: Sequence[float]) -> tuple[list[float], dict[str, float]]:
-        """A_i = r_i - b[key_i] with b as it was before this batch; then fold the batch into b."""
+        """A_i = r_i - b[key_i] with b as it was before this batch (the first batch of two or more: the
+        mean of the batch's other rewards); then fold the batch into b."""
         if len(keys) != len(rewards):
             raise ValueError(f"{len(keys)} keys but {len(rewards)} rewards")
-        adv = [r - self.baseline(k) for k, r in zip(keys, rewards)]
+        n = len(rewards)
+        if GLOBAL_KEY not in self.values and n >= 2:
+            total = sum(rewards)
+            adv = [r - (total - r) / (n - 1) for r in rewards]
+        else:
+            adv = [r - self.baseline(k) for k, r in zip(keys, rewards)]
         by_key: dict[str, list[float]] = {}
         for k, r in zip(keys, rewards):
             by_key.setdefault(k, []).append(r)
