@@ -14,6 +14,10 @@
    the real lm_head.
 3. GPU section (CUDA only): tokens/s, MFU and peak memory of a learner step on a random-init model of
    Qwen2.5-0.5B's shape in bf16 at 8k and 32k tokens.
+4. Rollout generation (--rollout-batches; GPU, or CPU with the `tiny` shape as a smoke test): tokens/s of the
+   scaffold's continuous batching (B threads, one prompt each, as concurrent episodes call it) against
+   `model.generate` on the whole batch. Without deepspeed (a GPU box with only torch and transformers):
+   `--gpu-only --gpu-lengths ''` runs this section alone; the learner engine is imported only where used.
 
 Each measurement runs in a fresh subprocess (so peaks do not mix); figures are medians over --repeats.
 """
@@ -30,14 +34,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from agent_scaffold.embedded import default_model_dir
+from agent_scaffold.policies.batching import BatchingPolicy
 from agent_scaffold.policies.hf import HFPolicy
 from agent_scaffold.policy import SamplingParams
 from selfplay.learner.batch import Sample
 from selfplay.learner.config import EngineConfig
-from selfplay.learner.engine import LearnerEngine
+
+# selfplay.learner.engine imports deepspeed: it is imported inside the learner workers only, so the rollout
+# section runs where deepspeed is not installed.
 
 
 class PeakRSS:
@@ -123,6 +131,7 @@ def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
             dt = time.perf_counter() - t
         return {"fwd_bwd_s": dt, "peak_mb": mem.added_mb}
     if kind in ("learner", "learner-ckpt"):
+        from selfplay.learner.engine import LearnerEngine
 
         engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=opts.grad_ckpt, token_budget=1 << 20,
                                             logprob_chunk=1024, fused_head=kind == "learner"))
@@ -161,7 +170,8 @@ def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
         _, model, side = kind.split(":")
         return gpu_worker(length, model, side, opts.tokenizer)
     if kind.startswith("rollout"):  # rollout:<model>, LENGTH is the batch size
-        return rollout_worker(length, kind.partition(":")[2] or "0.5b", opts.tokenizer)
+        return rollout_worker(length, kind.partition(":")[2] or "0.5b", opts.tokenizer,
+                              opts.rollout_new_tokens, opts.rollout_prompt_len)
     if kind == "ab":
         return ab_worker(ids, opts.ab_reps)
     raise SystemExit(f"unknown worker kind {kind}")
@@ -171,6 +181,8 @@ def ab_worker(ids: list[int], reps: int) -> dict:
     """HF and learner in one process, steps alternating (HF, learner, HF, ...) after a full-length warm-up
     of each: the steady state that training sees, with machine-load drift hitting both sides alike."""
     import torch
+
+    from selfplay.learner.engine import LearnerEngine
 
     sample = half_sample(ids)
     engine = LearnerEngine(EngineConfig(lr=1e-6, gradient_checkpointing=False, token_budget=1 << 20))
@@ -195,6 +207,9 @@ GPU_MODELS = {
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
     "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
+    # Not a Qwen size: a 10M-parameter shape (mostly embeddings) for CPU smoke tests of the GPU code paths.
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
 }
 GPU_MODEL = GPU_MODELS["0.5b"]
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
@@ -212,7 +227,6 @@ def gpu_model_dir(name: str, tokenizer_dir: str | None) -> str:
             from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
 
             if tokenizer_dir is None:
-
                 tokenizer_dir = str(default_model_dir())
             torch.manual_seed(0)
             config = Qwen2Config(max_position_embeddings=131072, **GPU_MODELS[name])
@@ -247,6 +261,7 @@ def gpu_worker(length: int, name: str = "0.5b", side: str = "learner", tokenizer
     torch.manual_seed(0)
     ids = torch.randint(0, shape["vocab_size"], (length,)).tolist()
     if side == "learner":
+        from selfplay.learner.engine import LearnerEngine
 
         engine = LearnerEngine(EngineConfig(model_dir=model_dir, dtype="bf16" if cuda else "fp32", lr=1e-6,
                                             gradient_checkpointing=True, token_budget=max(length, 64),
@@ -302,40 +317,91 @@ def gpu_worker(length: int, name: str = "0.5b", side: str = "learner", tokenizer
 
 def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = None, new_tokens: int = 128,
                    prompt_len: int = 512) -> dict:
-    """Generation tokens/s at `batch` prompts: the scaffold's `HFPolicy` sampling loop (one prompt after
-    another: it does not batch) against `model.generate` on the whole batch (sampling, temperature 1)."""
+    """Generation tokens/s on `batch` random `prompt_len`-token prompts, temperature 1, eos disabled (random
+    weights: every row samples all `new_tokens`, so every side makes the same number of tokens):
+
+    - scaffold: `batch` threads each calling `BatchingPolicy(HFPolicy, max_batch=batch).generate([prompt])`
+      at once, as concurrent episodes do: continuous batching (`ContinuousScheduler` driving a
+      `DecodeBatch`); total sampled tokens / wall time. `mean_decode_batch` is the mean live rows per decode
+      step (rows join as the scheduler admits them, so it can be a little under `batch`).
+    - generate: `model.generate` on the whole batch (no top-k/top-p).
+    - single: `HFPolicy.generate` on one prompt (independent of `batch`).
+    Each side first runs a warm-up on the same prompts with 4 new tokens (kernels, cuBLAS heuristics and the
+    allocator at these shapes: the old loop figure of 11 tok/s at batch 1 was 54 in steady state); the KV
+    store is off, so the warm-up leaves nothing that the timed call reuses."""
     import torch
 
     cuda = torch.cuda.is_available()
-    policy = HFPolicy(gpu_model_dir(name, tokenizer_dir), device="cuda" if cuda else "cpu",
-                      dtype=torch.bfloat16 if cuda else torch.float32)
-    vocab = GPU_MODELS[name]["vocab_size"]
-    torch.manual_seed(0)
-    prompts = torch.randint(0, vocab, (batch, prompt_len)).tolist()
-    params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0, seed=1)
-    policy.eos_ids = frozenset()  # random weights: never stop early, so both sides make the same tokens
-    policy.generate([prompts[0][:16]], SamplingParams(max_new_tokens=4, seed=0))  # warm-up
     sync = torch.cuda.synchronize if cuda else (lambda: None)
+    hf = HFPolicy(gpu_model_dir(name, tokenizer_dir), device="cuda" if cuda else "cpu",
+                  dtype=torch.bfloat16 if cuda else torch.float32)
+    hf.eos_ids = frozenset()  # DecodeBatch reads the policy's stop ids: none, so no row ends early
+    torch.manual_seed(0)
+    prompts = torch.randint(0, GPU_MODELS[name]["vocab_size"], (batch, prompt_len)).tolist()
+    params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0, seed=1)
+    warm = SamplingParams(max_new_tokens=4, temperature=1.0, seed=0)
+
+    hf.generate(prompts[:1], warm)
     sync()
     t = time.perf_counter()
-    done = policy.generate(prompts[:2], params)  # sequential: its tokens/s does not depend on the batch
+    single = hf.generate(prompts[:1], params)
     sync()
-    loop_s = time.perf_counter() - t
-    loop_tokens = sum(len(c.token_ids) for c in done)
-    model = policy.model
+    single_s = time.perf_counter() - t
+
+    policy = BatchingPolicy(hf, max_batch=batch)
+    assert policy.continuous, "HFPolicy has decode_batch(): BatchingPolicy should batch it continuously"
+
+    def concurrent(rows: list[list[int]], p: SamplingParams) -> tuple[list, float]:
+        """One thread per prompt, all released at once; (completions, wall seconds)."""
+        out: list = [None] * len(rows)
+        gate = threading.Barrier(len(rows) + 1)
+
+        def call(i: int) -> None:
+            gate.wait()
+            out[i] = policy.generate([rows[i]], p.with_(seed=p.seed + i))[0]
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(rows))]
+        for th in threads:
+            th.start()
+        gate.wait()
+        t0 = time.perf_counter()
+        for th in threads:
+            th.join()
+        sync()
+        return out, time.perf_counter() - t0
+
+    concurrent(prompts, warm)
+    before = Counter(policy.sizes)
+    done, scaffold_s = concurrent(prompts, params)
+    steps = Counter(policy.sizes)
+    steps.subtract(before)
+    policy.close()
+    if any(c is None for c in done):
+        raise RuntimeError("a scaffold call returned no completion")
+    scaffold_tokens = sum(len(c.token_ids) for c in done)
+    n_steps = sum(steps.values())
+
+    model = hf.model
     x = torch.tensor(prompts, device=model.device)
     gen_kwargs = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
                       min_new_tokens=new_tokens, pad_token_id=0)
     with torch.inference_mode():
-        model.generate(x[:, :16], **{**gen_kwargs, "max_new_tokens": 4, "min_new_tokens": 4})
+        model.generate(x, attention_mask=torch.ones_like(x), **{**gen_kwargs, "max_new_tokens": 4, "min_new_tokens": 4})
         sync()
         t = time.perf_counter()
         gen = model.generate(x, attention_mask=torch.ones_like(x), **gen_kwargs)
         sync()
     gen_s = time.perf_counter() - t
     gen_tokens = (gen.shape[1] - prompt_len) * batch
-    return {"device": torch.cuda.get_device_name() if cuda else "cpu", "batch": batch,
-            "loop_tokens_per_s": loop_tokens / loop_s, "generate_tokens_per_s": gen_tokens / gen_s}
+    return {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": name, "batch": batch,
+            "prompt_len": prompt_len, "new_tokens": new_tokens,
+            "scaffold_tok_s": scaffold_tokens / scaffold_s, "scaffold_tokens": scaffold_tokens,
+            "scaffold_s": scaffold_s,
+            "scaffold_prefill_s": sum(c.prefill_s for c in done),  # batched prefills shared by prompt length
+            "mean_decode_batch": sum(b * n for b, n in steps.items()) / n_steps if n_steps else None,
+            "decode_steps": n_steps,
+            "generate_tok_s": gen_tokens / gen_s, "generate_tokens": gen_tokens, "generate_s": gen_s,
+            "single_tok_s": len(single[0].token_ids) / single_s}
 
 
 WORKER_FLAGS: list[str] = []
@@ -362,6 +428,10 @@ def main() -> None:
     p.add_argument("--gpu-models", default="0.5b,1.5b", help=f"shapes among {sorted(GPU_MODELS)}")
     p.add_argument("--gpu-sides", default="learner,hf", help="learner and/or hf (plain HF baseline)")
     p.add_argument("--rollout-batches", default="1,8,32", help="HF generation batch sizes (GPU section)")
+    p.add_argument("--rollout-model", default="0.5b", choices=sorted(GPU_MODELS),
+                   help="shape of the rollout section's model; `tiny` also runs on CPU (a smoke test)")
+    p.add_argument("--rollout-new-tokens", type=int, default=128)
+    p.add_argument("--rollout-prompt-len", type=int, default=512)
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer folder for the random GPU models (default: the embedded model's)")
     p.add_argument("--gpu-only", action="store_true", help="skip the CPU sections")
@@ -381,7 +451,9 @@ def main() -> None:
         print(json.dumps(worker(a.worker[0], int(a.worker[1]), a)))
         return
     WORKER_FLAGS[:] = (["--grad-ckpt"] * a.grad_ckpt + ["--warm-full"] * a.warm_full
-                       + ["--ab-reps", str(a.ab_reps)] + (["--tokenizer", a.tokenizer] if a.tokenizer else []))
+                       + ["--ab-reps", str(a.ab_reps)] + (["--tokenizer", a.tokenizer] if a.tokenizer else [])
+                       + ["--rollout-new-tokens", str(a.rollout_new_tokens),
+                          "--rollout-prompt-len", str(a.rollout_prompt_len)])
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
@@ -442,18 +514,31 @@ def cpu_sections(a: argparse.Namespace) -> None:
 def gpu_section(a: argparse.Namespace) -> None:
     import torch
 
+    cuda = torch.cuda.is_available()
+    models = [x for x in a.gpu_models.split(",") if x]
+    lengths = [int(x) for x in a.gpu_lengths.split(",") if x]
+    if models and lengths:  # `--gpu-lengths ''` skips it (and deepspeed with it)
+        if cuda:
+            learner_table(a, models, lengths)
+        else:
+            print("\n## GPU: learner step\n\nno GPU available")
+    if a.rollout_batches:
+        if cuda or a.rollout_model == "tiny":
+            rollout_table(a)
+        else:
+            print("\n## GPU: rollout generation\n\nno GPU available (`--rollout-model tiny` runs it on CPU)")
+
+
+def learner_table(a: argparse.Namespace, models: list[str], lengths: list[int]) -> None:
     print("\n## GPU: one training step on one sequence, random-init Qwen2.5 shapes, bf16, decoder gradient "
           "checkpointing; learner = ZeRO-2 + fused head + DAPO loss, hf = plain forward+backward+AdamW\n")
-    if not torch.cuda.is_available():
-        print("no GPU available")
-        return
     print("| device | model | params | tokens | side | step s | of which optimizer s | tokens/s | MFU | peak GB "
           "| learner/HF time |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     sides = [x for x in a.gpu_sides.split(",") if x]
-    for model in [x for x in a.gpu_models.split(",") if x]:
+    for model in models:
         oom = set()
-        for n in [int(x) for x in a.gpu_lengths.split(",") if x]:
+        for n in lengths:
             got: dict[str, dict] = {}
             for side in sides:
                 if side in oom:  # a longer sequence cannot fit where a shorter one did not
@@ -474,15 +559,29 @@ def gpu_section(a: argparse.Namespace) -> None:
                 print(f"| {r['device']} | {model} | {r['params'] / 1e9:.2f}B | {n} | {side} | "
                       f"{median(rows, 'step_s'):.2f} | {opt} | {median(rows, 'tokens_per_s'):.0f} | {mfu:.1%} | "
                       f"{median(rows, 'peak_gb'):.1f} | {ratio} |", flush=True)
-    if a.rollout_batches:
-        print("\n## GPU: HF generation, random-init Qwen2.5-0.5B shape, bf16, 512-token prompts, 128 new tokens "
-              "(scaffold `HFPolicy` loop, which serves a batch one prompt after another, timed on 2 prompts; vs `model.generate` on the whole batch)\n")
-        print("| device | batch | HFPolicy loop tok/s | model.generate tok/s |")
-        print("|---|---|---|---|")
-        for b in [int(x) for x in a.rollout_batches.split(",") if x]:
-            r = run("rollout:0.5b", b)
-            print(f"| {r['device']} | {b} | {r['loop_tokens_per_s']:.0f} | {r['generate_tokens_per_s']:.0f} |",
-                  flush=True)
+
+
+def rollout_table(a: argparse.Namespace) -> None:
+    shape = "Qwen2.5-0.5B" if a.rollout_model == "0.5b" else a.rollout_model
+    print(f"\n## Rollout generation, random-init {shape} shape, bf16 on GPU (fp32 on CPU), "
+          f"{a.rollout_prompt_len}-token prompts, {a.rollout_new_tokens} new tokens, temperature 1, eos off\n")
+    print("Scaffold continuous: B threads each call `BatchingPolicy(HFPolicy, max_batch=B).generate([prompt])` at "
+          "once (continuous batching, as concurrent episodes use it); mean decode batch = live rows per decode "
+          "step. model.generate: the whole batch in one call. One worker process per batch size.\n")
+    print("| device | batch | scaffold continuous tok/s | mean decode batch | model.generate tok/s | "
+          "scaffold/generate |")
+    print("|---|---|---|---|---|---|")
+    single: list[float] = []
+    for b in [int(x) for x in a.rollout_batches.split(",") if x]:
+        r = run(f"rollout:{a.rollout_model}", b)
+        single.append(r["single_tok_s"])
+        mean = f"{r['mean_decode_batch']:.1f}" if r["mean_decode_batch"] is not None else ""
+        print(f"| {r['device']} | {b} | {r['scaffold_tok_s']:.0f} | {mean} | {r['generate_tok_s']:.0f} | "
+              f"{r['scaffold_tok_s'] / r['generate_tok_s']:.2f} |", flush=True)
+    if single:
+        print(f"\nSingle prompt, `HFPolicy.generate` (no batching; measured in each worker): "
+              f"{statistics.median(single):.0f} tok/s (median of {len(single)}: "
+              f"{', '.join(f'{x:.0f}' for x in single)})", flush=True)
 
 
 if __name__ == "__main__":
