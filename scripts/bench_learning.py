@@ -42,8 +42,23 @@ from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.demos.warm_start import warm_start_checkpoint
 from selfplay.demos.warm_start_config import HELDOUT_REPOS, TRAIN_REPOS
-from selfplay.experiment.arms import Experiment, ExperimentConfig, arm_config, arm_turns, training_curve
-from selfplay.experiment.figures import heldout_table, paired_line, training_table, turns_table, write_outputs
+from selfplay.experiment.arms import (
+    Experiment,
+    ExperimentConfig,
+    arm_config,
+    arm_injectors,
+    arm_turns,
+    injector_comparison,
+    training_curve,
+)
+from selfplay.experiment.figures import (
+    heldout_table,
+    injector_table,
+    paired_line,
+    training_table,
+    turns_table,
+    write_outputs,
+)
 from selfplay.experiment.heldout import EvalSettings, heldout_tasks, interleave
 from selfplay.experiment.stats import wilson
 from selfplay.experiment.stratum import training_tasks
@@ -198,7 +213,7 @@ def run_rl(args: argparse.Namespace) -> None:
     results = Experiment(cfg, tasks, train_tasks=train).execute()
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), heldout_table(results, "train_evals"), training_table(results),
-          paired_line(results), sep="\n\n")
+          paired_line(results), injector_table(results), sep="\n\n")
 
 
 def report_rl(args: argparse.Namespace) -> None:
@@ -207,16 +222,19 @@ def report_rl(args: argparse.Namespace) -> None:
     results = json.loads((args.work / "results.json").read_text())
     for info in results["arms"].values():
         run = Path(info["run_dir"])
-        info.update(curve=training_curve(run / "metrics.jsonl"), solver_turns=arm_turns(run))
+        info.update(curve=training_curve(run / "metrics.jsonl"), solver_turns=arm_turns(run),
+                    injectors=arm_injectors(run))
     for arm_dir in sorted((args.work / "arms").glob("*")):  # an arm stopped before its first stage ended
         name = arm_dir.name.split("-")[0]
         if name not in results["arms"] and (arm_dir / "metrics.jsonl").is_file():
             results["arms"][name] = {"run_dir": str(arm_dir), "curve": training_curve(arm_dir / "metrics.jsonl"),
-                                     "solver_turns": arm_turns(arm_dir), "stopped": True}
+                                     "solver_turns": arm_turns(arm_dir), "injectors": arm_injectors(arm_dir),
+                                     "stopped": True}
+    results["injector_comparison"] = injector_comparison(results)
     (args.work / "results.json").write_text(json.dumps(results, indent=1) + "\n")  # with what was re-derived
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), heldout_table(results, "train_evals"), paired_line(results),
-          training_table(results), turns_table(results), sep="\n\n")
+          training_table(results), injector_table(results), turns_table(results), sep="\n\n")
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.config.loader import load_config
-from selfplay.experiment.failures import turn_kinds, turn_table
+from selfplay.experiment.failures import injector_outcome, turn_kinds, turn_table
 from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
-from selfplay.experiment.stats import mcnemar_exact
+from selfplay.experiment.stats import fisher_exact, mcnemar_exact
 from selfplay.learner.checkpoint import latest_checkpoint
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import read_trajectories
@@ -142,6 +142,42 @@ def arm_turns(run_dir: Path) -> dict[str, Any]:
             "submitted": sum(bool(k) and k[-1] == "submit" for k in kinds)}
 
 
+def arm_injectors(run_dir: Path) -> dict[str, Any]:
+    """An arm's injector episodes (from its trajectory files): valid bugs per iteration, one outcome label
+    per episode (`failures.injector_outcome`) and their actions turn by turn."""
+    kinds: list[tuple[str, ...]] = []
+    outcomes: dict[str, int] = {}
+    by_iteration: dict[str, list[int]] = {}  # iteration -> [valid, episodes]
+    for path in sorted((run_dir / "trajectories").glob("*injector*")):
+        for t in read_trajectories(path):
+            label = injector_outcome(t.termination, t.metadata.get("validation"),
+                                     bool(t.metadata.get("infra_failure")))
+            outcomes[label] = outcomes.get(label, 0) + 1
+            if label == "infra":
+                continue
+            it = by_iteration.setdefault(str(t.metadata.get("iteration", "?")), [0, 0])
+            it[0] += label == "valid"
+            it[1] += 1
+            kinds.append(turn_kinds(t.messages))
+    return {"episodes": sum(n for _, n in by_iteration.values()), "valid": sum(v for v, _ in by_iteration.values()),
+            "by_iteration": by_iteration, "outcomes": outcomes, "turns": turn_table(kinds)}
+
+
+def injector_comparison(results: dict[str, Any], after: int = 1) -> dict[str, Any] | None:
+    """The rl arm's valid-bug rate from iteration `after` on (episodes sampled after its first update)
+    against the control's over all its iterations (the same policy throughout): Fisher's exact test. Injector
+    episodes are not paired (each draws its own repo and bug), so no paired test applies."""
+    arms = results.get("arms", {})
+    rl, control = (arms.get(a, {}).get("injectors") for a in ("rl", "control"))
+    if not rl or not control:
+        return None
+    k1 = sum(v for it, (v, _) in rl["by_iteration"].items() if it.isdigit() and int(it) >= after)
+    n1 = sum(n for it, (_, n) in rl["by_iteration"].items() if it.isdigit() and int(it) >= after)
+    k2, n2 = control["valid"], control["episodes"]
+    return {"rl_valid": k1, "rl_episodes": n1, "control_valid": k2, "control_episodes": n2, "from_iteration": after,
+            **fisher_exact(k1, n1, k2, n2)}
+
+
 class Experiment:
     """Runs the arms and their evaluations; `results` is what results.json holds."""
 
@@ -197,7 +233,8 @@ class Experiment:
         for stop in stages(self.cfg.iterations, self.cfg.eval_every):
             path = self.run(arm_config(self.cfg, arm, stop), resume=path)
             info.update(run_dir=str(path), wall_s=round(time.monotonic() - t0, 1),
-                        curve=training_curve(path / "metrics.jsonl"), solver_turns=arm_turns(path))
+                        curve=training_curve(path / "metrics.jsonl"), solver_turns=arm_turns(path),
+                        injectors=arm_injectors(path))
             self.save()
             ckpt = latest_checkpoint(path / "checkpoints")
             self.evaluate(f"{arm}@{stop}", ckpt if ckpt is not None else self.cfg.model_dir)
@@ -211,6 +248,7 @@ class Experiment:
         for arm in self.cfg.arms:
             self.run_arm(arm)
         self.results["paired"] = paired(self.results, self.cfg.iterations)
+        self.results["injector_comparison"] = injector_comparison(self.results)
         self.save()
         return self.results
 

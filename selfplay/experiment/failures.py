@@ -12,6 +12,11 @@ One label per episode, the first that applies:
 - not submitted: ``search_mismatch`` when a SEARCH text was refused, ``wrong_path`` when an edit named a
   missing file, else ``out_of_turns``.
 
+An injector episode gets one label too (`injector_outcome`): ``valid``, ``infra``, ``not_submitted``
+(out of turns or context, or format errors), ``incomplete`` (submitted without one of the artifact's five
+files), ``failed_<check>`` (the first consistency check that failed, e.g. ``failed_bug_breaks_tests``) or
+``invalid`` (refused before any check, e.g. a corrupt diff).
+
 `empty_or_unchanged` is reported beside the format-valid rate: a policy that runs the tests and submits
 an empty diff has every turn format-valid and repairs nothing.
 """
@@ -94,6 +99,27 @@ def classify(f: EpisodeFacts) -> str:
 def empty_or_unchanged(f: EpisodeFacts) -> bool:
     """Submitted a diff that changes no library file."""
     return f.termination == "submitted" and not library_edits(f.submission, f.test_files)
+
+
+INJECTOR_OUTCOMES = ("valid", "infra", "not_submitted", "incomplete", "invalid")
+"""Injector labels other than ``failed_<check>``."""
+
+
+def injector_outcome(termination: str, validation: Mapping[str, Any] | None, infra_failure: bool = False) -> str:
+    """One label for an injector episode from its termination and its validation verdict (the
+    trajectory's metadata["validation"]: valid, failed_check, error)."""
+    v = validation or {}
+    if infra_failure:
+        return "infra"
+    if v.get("valid"):
+        return "valid"
+    if termination != "submitted":
+        return "not_submitted"
+    if v.get("failed_check"):
+        return f"failed_{v['failed_check']}"
+    if "is missing" in str(v.get("error") or ""):
+        return "incomplete"
+    return "invalid"
 
 
 def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

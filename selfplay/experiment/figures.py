@@ -8,6 +8,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from selfplay.experiment.stats import wilson
 from selfplay.report import charts
 
 TRAINING_CHARTS = (
@@ -16,6 +17,7 @@ TRAINING_CHARTS = (
     ("reward/solver_mean", "Mean solver reward per iteration", "reward"),
     ("reward/injector_mean", "Mean injector reward per iteration", "reward"),
     ("batch/solver/samples_trained", "Solver samples trained per iteration", "samples"),
+    ("batch/injector/samples_trained", "Injector samples trained per iteration", "samples"),
 )
 
 
@@ -67,6 +69,29 @@ def training_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def injector_table(results: dict[str, Any]) -> str:
+    """Each arm's injector episodes: valid bugs (Wilson 95%), per iteration, and how the others ended; then
+    the rl arm after its first update against the control (Fisher's exact test)."""
+    lines = ["| arm | injector episodes | valid bugs (95% CI) | valid per iteration | outcomes |", "|---|---|---|---|---|"]
+    for arm, info in results["arms"].items():
+        inj = info.get("injectors")
+        if not inj:
+            continue
+        per_it = ", ".join(f"{v}/{n}" for _, (v, n) in sorted(inj["by_iteration"].items(), key=lambda x: int(x[0])
+                                                               if x[0].isdigit() else -1))
+        outcomes = ", ".join(f"{n} {k}" for k, n in sorted(inj["outcomes"].items(), key=lambda x: -x[1]))
+        k, n = inj["valid"], inj["episodes"]
+        rate = {"solved": k, "n": n, "rate": k / n if n else None, "ci95": wilson(k, n)}
+        lines.append(f"| {arm} | {n} | {_rate(rate)} | "
+                     f"{per_it} | {outcomes} |")
+    c = results.get("injector_comparison")
+    tail = ("Valid bugs, rl from iteration {from_iteration} (after its first update) against the control: "
+            "{rl_valid}/{rl_episodes} vs {control_valid}/{control_episodes}, Fisher's exact test one-sided "
+            "p = {p_greater:.3g} (rl higher), two-sided p = {p_value:.3g}.".format(**c) if c
+            else "Valid bugs, rl against control: not compared (both arms must have injector episodes).")
+    return "\n".join(lines) + "\n\n" + tail
+
+
 KINDS = ("run_tests", "bash", "view", "str_replace", "str_replace_refused", "create", "insert", "undo", "submit",
          "format_error")
 
@@ -74,8 +99,8 @@ KINDS = ("run_tests", "bash", "view", "str_replace", "str_replace_refused", "cre
 def turns_table(results: dict[str, Any]) -> str:
     """Turn by turn: how many episodes took each kind of action, for each arm's training episodes and
     each held-out evaluation that recorded actions."""
-    sources = [(f"{arm} (training)", info["solver_turns"]["turns"]) for arm, info in results["arms"].items()
-               if info.get("solver_turns")]
+    sources = [(f"{arm} ({role} training)", info[key]["turns"]) for arm, info in results["arms"].items()
+               for role, key in (("solver", "solver_turns"), ("injector", "injectors")) if (info.get(key) or {}).get("turns")]
     sources += [(f"{name} {label}", e["summary"]["turns"])
                 for kind, name in (("evals", "held-out"), ("train_evals", "stratum"))
                 for label, e in results.get(kind, {}).items() if e["summary"].get("turns") and not e.get("reused")]
@@ -162,6 +187,7 @@ def write_page(results: dict[str, Any], path: Path) -> Path:
     tables = (f"<h2>Held-out</h2><pre>{escape(heldout_table(results))}</pre>{stratum}"
               f"<p>{escape(paired_line(results))}</p>"
               f"<h2>Training</h2><pre>{escape(training_table(results))}</pre>"
+              f"<h2>Injector</h2><pre>{escape(injector_table(results))}</pre>"
               f"<h2>Turn by turn</h2><pre>{escape(turns_table(results))}</pre>")
     css_path = Path(charts.__file__).with_name("style.css")
     css = css_path.read_text() if css_path.is_file() else ""
@@ -196,5 +222,5 @@ def write_outputs(results: dict[str, Any], work: Path, svg_dir: Path | None = No
     if results.get("train_evals"):
         parts.append("Training stratum:\n\n" + heldout_table(results, "train_evals"))
     table.write_text("\n\n".join([*parts, paired_line(results), training_table(results),
-                                  turns_table(results)]) + "\n")
+                                  injector_table(results), turns_table(results)]) + "\n")
     return [table, write_page(results, work / "index.html"), *write_svgs(results, svg_dir or work)]

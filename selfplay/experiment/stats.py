@@ -1,4 +1,4 @@
-"""Intervals and tests for solve rates over few episodes (pure Python)."""
+"""Intervals and tests for solve and valid-bug rates over few episodes (pure Python)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,19 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
 def pass_at_k(successes: Sequence[bool]) -> bool:
     """Solved by at least one of the k samples of a task."""
     return any(successes)
+
+
+def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> dict[str, float]:
+    """Fisher's exact test of two rates from independent episodes (k1 of n1 against k2 of n2): the
+    one-sided p-value that the first rate is higher (`p_greater`) and the two-sided one (`p_value`, the
+    tables at most as likely as the observed one). For arms whose episodes are not paired by task, such
+    as the injector's, where each episode draws its own repo and bug."""
+    if not (0 <= k1 <= n1 and 0 <= k2 <= n2):
+        raise ValueError(f"counts out of range: {k1}/{n1}, {k2}/{n2}")
+    total, n = k1 + k2, n1 + n2
+    lo, hi = max(0, total - n2), min(total, n1)
+    den = math.comb(n, total)
+    prob = {x: math.comb(n1, x) * math.comb(n2, total - x) / den for x in range(lo, hi + 1)}
+    observed = prob[k1]
+    return {"p_greater": min(1.0, sum(v for x, v in prob.items() if x >= k1)),
+            "p_value": min(1.0, sum(v for v in prob.values() if v <= observed * (1 + 1e-9)))}

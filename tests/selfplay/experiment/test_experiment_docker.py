@@ -67,6 +67,12 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
     # transcript messages, so no turns) but are counted
     assert all(sum(e["summary"]["turns"][1].values()) == 2 for e in evals.values())
     assert results["arms"]["rl"]["solver_turns"]["episodes"] == 8
+    # the double's injector: one valid bug per iteration, read back from the arms' trajectory files
+    for arm in ("rl", "control"):
+        inj = results["arms"][arm]["injectors"]
+        assert inj["by_iteration"] == {"0": [1, 1], "1": [1, 1]} and inj["outcomes"] == {"valid": 2}
+    c = results["injector_comparison"]
+    assert (c["rl_valid"], c["rl_episodes"], c["control_valid"], c["control_episodes"]) == (1, 1, 2, 2)
     assert set(results["paired"]) == {"greedy", "pass_at_k", "train_greedy", "train_pass_at_k", "train_episodes"}
     stratum = results["train_evals"]
     assert list(stratum) == list(evals) and results["train_tasks"] == [task.task_id]
@@ -75,7 +81,7 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
 
     files = write_outputs(results, tmp_path / "exp", tmp_path / "svg")
     table = (tmp_path / "exp" / "table.md").read_text()
-    assert "| rl@2 |" in table and "| control | 1 |" in table and "McNemar" in table
+    assert "| rl@2 |" in table and "| control | 1 |" in table and "McNemar" in table and "Fisher" in table
     assert "| held-out start | 1 |" in table and "Training stratum:" in table and "| stratum start | 1 |" in table
     page = (tmp_path / "exp" / "index.html").read_text()
     assert "heldout-greedy" in page and "Content-Security-Policy" in page

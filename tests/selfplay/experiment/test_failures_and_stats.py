@@ -156,3 +156,53 @@ def test_training_stratum_needs_the_loops_seeds():
 
     with pytest.raises(ValueError, match="curriculum.seed_per_repo is 0"):
         training_tasks(load_config("default", ["curriculum.seed_per_repo=0"]))
+
+
+def test_fisher_exact_against_hand_computed_tables():
+    from selfplay.experiment.stats import fisher_exact
+
+    # 3/10 vs 0/10: P(X >= 3) = C(10,3) C(10,0) / C(20,3) = 120 / 1140; the table 0/10 vs 3/10 is as likely
+    p = fisher_exact(3, 10, 0, 10)
+    assert p["p_greater"] == pytest.approx(120 / 1140) and p["p_value"] == pytest.approx(240 / 1140)
+    assert fisher_exact(0, 10, 3, 10)["p_greater"] == pytest.approx(1.0)
+    assert fisher_exact(2, 8, 2, 8)["p_value"] == pytest.approx(1.0)
+    assert fisher_exact(0, 0, 1, 12) == {"p_greater": 1.0, "p_value": 1.0}
+    with pytest.raises(ValueError, match="out of range"):
+        fisher_exact(5, 4, 0, 1)
+
+
+def test_injector_outcome_labels_from_real_verdicts():
+    from selfplay.artifact import BugArtifact
+    from selfplay.errors import ArtifactError
+    from selfplay.experiment.failures import injector_outcome
+
+    with pytest.raises(ArtifactError) as missing:  # the error a five-file-short submission gets
+        BugArtifact.from_files({"test_script.sh": "x"})
+    assert injector_outcome("submitted", {"valid": False, "failed_check": None, "error": str(missing.value)}) \
+        == "incomplete"
+    assert injector_outcome("submitted", {"valid": False, "failed_check": "bug_validity", "error": None}) \
+        == "failed_bug_validity"
+    assert injector_outcome("submitted", {"valid": True}) == "valid"
+    assert injector_outcome("max_turns", {"valid": False, "error": "no artifact submitted"}) == "not_submitted"
+    assert injector_outcome("submitted", {"valid": False, "error": "bug_inject.diff: corrupt patch"}) == "invalid"
+    assert injector_outcome("submitted", None, infra_failure=True) == "infra"
+
+
+def test_injector_comparison_counts_rl_after_its_first_update():
+    from selfplay.experiment.arms import injector_comparison
+    from selfplay.experiment.figures import injector_table
+
+    def arm(by_iteration):
+        return {"injectors": {"episodes": sum(n for _, n in by_iteration.values()),
+                              "valid": sum(v for v, _ in by_iteration.values()), "by_iteration": by_iteration,
+                              "outcomes": {"valid": 1}, "turns": {}}}
+
+    results = {"arms": {"rl": arm({"0": [1, 8], "1": [2, 8], "2": [3, 8]}), "control": arm({"0": [1, 8], "1": [0, 8]})}}
+    c = injector_comparison(results)
+    # rl's iteration 0 was sampled before any update: it is left out
+    assert (c["rl_valid"], c["rl_episodes"], c["control_valid"], c["control_episodes"]) == (5, 16, 1, 16)
+    assert 0 < c["p_greater"] < 0.1
+    results["injector_comparison"] = c
+    table = injector_table(results)
+    assert "| rl | 24 | 25% (6/24)" in table and "1/8, 2/8, 3/8" in table and "5/16 vs 1/16" in table
+    assert injector_comparison({"arms": {"rl": arm({"0": [0, 1]})}}) is None
