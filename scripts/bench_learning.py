@@ -5,6 +5,11 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
 
   .venv/bin/python scripts/bench_learning.py --arm rl [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
+      [--control-learner off]
+
+The arms run one after the other. To run them side by side, start one process per arm (`--arms rl --work A`,
+`--arms control --work B`, the same other options), then `--arm report --work A --merge B` writes the
+experiment's outputs from both (it refuses arms of another warm start, seed, task split or loop settings).
 
 Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start_config.
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
@@ -49,6 +54,8 @@ from selfplay.experiment.arms import (
     arm_injectors,
     arm_turns,
     injector_comparison,
+    merge_results,
+    paired,
     training_curve,
 )
 from selfplay.experiment.figures import (
@@ -138,6 +145,12 @@ def main() -> None:
                     help="rl: sampling temperature of training episodes (rollout.temperature; the learner's "
                          "logprobs follow it) and of the held-out samples.")
     ap.add_argument("--workers", type=int, default=4, help="rl: held-out episodes in flight at once.")
+    ap.add_argument("--control-learner", choices=("on", "off"), default="on",
+                    help="rl: run the control arm's learner at LR 0 (on), or not at all (off: the same weights, "
+                         "only its rollouts' cost).")
+    ap.add_argument("--merge", type=Path, action="append", default=[],
+                    help="report: add the arms of another experiment's --work directory (an arm run in a "
+                         "process of its own with --arms), after checking that it used the same held-out tasks.")
     ap.add_argument("--arms", default="rl,control", help="rl: which arms to run.")
     ap.add_argument("--train-eval", type=int, default=0,
                     help="rl: also evaluate this many training-stratum tasks per training repo (the loop's own "
@@ -202,7 +215,8 @@ def run_rl(args: argparse.Namespace) -> None:
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature),
-                           arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval)
+                           arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
+                           control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
@@ -220,6 +234,11 @@ def report_rl(args: argparse.Namespace) -> None:
     """The tables, page and charts again, from what a (possibly stopped) experiment saved: results.json,
     and each arm's metrics.jsonl and trajectories (so an arm cut short still shows its iterations)."""
     results = json.loads((args.work / "results.json").read_text())
+    for other in args.merge:
+        try:
+            merge_results(results, json.loads((other / "results.json").read_text()))
+        except ValueError as e:
+            raise SystemExit(f"--merge {other}: {e}") from None
     for info in results["arms"].values():
         run = Path(info["run_dir"])
         info.update(curve=training_curve(run / "metrics.jsonl"), solver_turns=arm_turns(run),
@@ -231,6 +250,8 @@ def report_rl(args: argparse.Namespace) -> None:
                                      "solver_turns": arm_turns(arm_dir), "injectors": arm_injectors(arm_dir),
                                      "stopped": True}
     results["injector_comparison"] = injector_comparison(results)
+    if args.merge:  # the paired tests need both arms' last evaluations, which only the merge brings together
+        results["paired"] = paired(results, int(results["config"]["iterations"]))
     (args.work / "results.json").write_text(json.dumps(results, indent=1) + "\n")  # with what was re-derived
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), heldout_table(results, "train_evals"), paired_line(results),

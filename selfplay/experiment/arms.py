@@ -61,6 +61,10 @@ class ExperimentConfig:
     """Held-out evaluation budgets."""
     arms: tuple[str, ...] = ("rl", "control")
     """Which arms to run."""
+    control_learner: bool = True
+    """Run the control arm's learner at LR 0 (True), or switch it off (`learner.enabled=false`): its weights
+    stay the warm start's either way (AdamW's step and weight decay are both scaled by the LR), and off saves
+    the control every update's forward and backward passes, so it costs only its rollouts."""
     train_eval: int = 0
     """Training-stratum tasks per training repo (`stratum.training_tasks`: the loop's own procedural seeds)
     evaluated at every stage with the held-out settings, so the arms' training solve rates can be paired;
@@ -86,7 +90,7 @@ def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:
                  # the arms start from `model_dir` (no warm start is built); the split is stated for the checks
                  f"warm_start.config.repos=[{', '.join(cfg.repos)}]",
                  f"warm_start.config.heldout_repos=[{', '.join(cfg.heldout)}]",
-                 *cfg.overrides]
+                 *cfg.overrides, *(["learner.enabled=false"] if arm == "control" and not cfg.control_learner else [])]
     config = load_config(cfg.preset, overrides)
     leaked = sorted(set(config.repos) & set(cfg.heldout))
     if leaked:
@@ -251,6 +255,41 @@ class Experiment:
         self.results["injector_comparison"] = injector_comparison(self.results)
         self.save()
         return self.results
+
+
+MERGE_KEYS = ("model_dir", "repos", "heldout", "iterations", "eval_every", "seed", "preset", "eval", "train_eval")
+"""Settings two experiments must share for their arms to be merged into one (the overrides are compared apart:
+`learner.enabled=false` is how a control arm runs without its learner, which `control_learner` says)."""
+
+
+def _overrides(config: dict[str, Any]) -> list[str]:
+    """The saved config's overrides (a tuple's repr) as a list."""
+    import ast
+
+    return list(ast.literal_eval(config.get("overrides") or "()"))
+
+
+def merge_results(results: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add `other`'s arms (and their held-out evaluations) to `results`: two arms run as two processes, each
+    with `--arms`, make one experiment. Both must have evaluated the same warm start on the same tasks."""
+    mine, theirs = results["evals"].get("start"), other["evals"].get("start")
+    if not mine or not theirs or mine["weights"] != theirs["weights"]:
+        raise ValueError("its start is not this experiment's (a different warm start, or no "
+                         "start evaluation); merge only arms run from the same --model")
+    if sorted(r["task"] for r in mine["rows"]) != sorted(r["task"] for r in theirs["rows"]):
+        raise ValueError("its held-out tasks differ; run both with the same --heldout, -n and --seed")
+    differ = [k for k in MERGE_KEYS if results["config"].get(k) != other["config"].get(k)]
+    if differ:
+        raise ValueError(f"its settings differ in {differ}; both arms must run the same loop")
+    mine_o, theirs_o = (set(_overrides(r["config"])) - {"learner.enabled=false"} for r in (results, other))
+    if mine_o != theirs_o:
+        raise ValueError(f"its overrides differ: {sorted(mine_o ^ theirs_o)}; both arms must run the same loop")
+    clash = sorted(set(results["arms"]) & set(other["arms"]))
+    if clash:
+        raise ValueError(f"both hold arm(s) {clash}; run each arm in one --work only")
+    results["arms"].update(other["arms"])
+    for label, entry in other["evals"].items():
+        results["evals"].setdefault(label, entry)
 
 
 def paired(results: dict[str, Any], iterations: int) -> dict[str, Any]:

@@ -206,3 +206,29 @@ def test_injector_comparison_counts_rl_after_its_first_update():
     table = injector_table(results)
     assert "| rl | 24 | 25% (6/24)" in table and "1/8, 2/8, 3/8" in table and "5/16 vs 1/16" in table
     assert injector_comparison({"arms": {"rl": arm({"0": [0, 1]})}}) is None
+
+
+def test_a_control_arm_without_its_learner_and_arms_merged_from_two_runs(tmp_path):
+    from selfplay.experiment.arms import ExperimentConfig, arm_config, merge_results
+
+    cfg = ExperimentConfig(model_dir="m", work=tmp_path, repos=("boltons",), heldout=("toolz",), control_learner=False)
+    assert not arm_config(cfg, "control", 1).learner.enabled
+    rl = arm_config(cfg, "rl", 1)
+    assert rl.learner.enabled and rl.learner.engine.lr == cfg.lr
+    assert arm_config(ExperimentConfig(model_dir="m", work=tmp_path, repos=("boltons",), heldout=("toolz",)),
+                      "control", 1).learner.enabled
+
+    def results(arm, weights="w0", tasks=("t1", "t2"), overrides=("rollout.temperature=0.5",), seed="0"):
+        return {"config": {"model_dir": "m", "seed": seed, "overrides": repr(tuple(overrides))},
+                "evals": {"start": {"weights": weights, "rows": [{"task": t} for t in tasks]},
+                          f"{arm}@1": {"weights": "w1", "rows": []}},
+                "arms": {arm: {"run_dir": arm}}}
+
+    merged = results("rl")
+    merge_results(merged, results("control", overrides=("rollout.temperature=0.5", "learner.enabled=false")))
+    assert set(merged["arms"]) == {"rl", "control"} and set(merged["evals"]) == {"start", "rl@1", "control@1"}
+    for other, match in ((results("control", weights="w9"), "start"), (results("control", tasks=("t1",)), "tasks"),
+                         (results("control", seed="1"), "seed"), (results("rl"), "arm"),
+                         (results("control", overrides=("rollout.temperature=1.0",)), "overrides")):
+        with pytest.raises(ValueError, match=match):
+            merge_results(results("rl"), other)
