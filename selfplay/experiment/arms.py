@@ -135,7 +135,7 @@ def training_curve(metrics_path: Path) -> list[dict[str, Any]]:
 def arm_turns(run_dir: Path) -> dict[str, Any]:
     """Turn-by-turn actions of an arm's solver episodes (from its trajectory files), with their outcomes."""
     kinds, solved, episodes = [], 0, 0
-    for path in sorted((run_dir / "trajectories").glob("*solver*")):
+    for path in sorted((run_dir / "trajectories").glob("*-solver.jsonl.gz")):
         for t in read_trajectories(path):
             if t.metadata.get("infra_failure"):
                 continue
@@ -152,7 +152,9 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
     kinds: list[tuple[str, ...]] = []
     outcomes: dict[str, int] = {}
     by_iteration: dict[str, list[int]] = {}  # iteration -> [valid, episodes]
-    for path in sorted((run_dir / "trajectories").glob("*injector*")):
+    # finished iterations only: `itNNNNN-injector.pending.gz` holds an iteration's injector episodes until
+    # their rewards are known, so a stopped arm's unfinished iteration is left out
+    for path in sorted((run_dir / "trajectories").glob("*-injector.jsonl.gz")):
         for t in read_trajectories(path):
             label = injector_outcome(t.termination, t.metadata.get("validation"),
                                      bool(t.metadata.get("infra_failure")))
