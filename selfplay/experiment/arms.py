@@ -147,10 +147,12 @@ def arm_turns(run_dir: Path) -> dict[str, Any]:
 
 
 def arm_injectors(run_dir: Path) -> dict[str, Any]:
-    """An arm's injector episodes (from its trajectory files): valid bugs per iteration, one outcome label
-    per episode (`failures.injector_outcome`) and their actions turn by turn."""
+    """An arm's injector episodes (from its trajectory files): valid bugs per iteration, how many of them are
+    distinct (a policy can earn the valid reward again with a bug it wrote before: same task id), one outcome
+    label per episode (`failures.injector_outcome`) and their actions turn by turn."""
     kinds: list[tuple[str, ...]] = []
     outcomes: dict[str, int] = {}
+    bugs: list[str] = []  # the task id of each valid bug, in order: a repeated bug has the same id
     by_iteration: dict[str, list[int]] = {}  # iteration -> [valid, episodes]
     # finished iterations only: `itNNNNN-injector.pending.gz` holds an iteration's injector episodes until
     # their rewards are known, so a stopped arm's unfinished iteration is left out
@@ -164,9 +166,12 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
             it = by_iteration.setdefault(str(t.metadata.get("iteration", "?")), [0, 0])
             it[0] += label == "valid"
             it[1] += 1
+            if label == "valid":
+                bugs.append(str(t.metadata.get("task_id")))
             kinds.append(turn_kinds(t.messages))
     return {"episodes": sum(n for _, n in by_iteration.values()), "valid": sum(v for v, _ in by_iteration.values()),
-            "by_iteration": by_iteration, "outcomes": outcomes, "turns": turn_table(kinds)}
+            "distinct_valid": len(set(bugs)), "bugs": bugs, "by_iteration": by_iteration, "outcomes": outcomes,
+            "turns": turn_table(kinds)}
 
 
 def injector_comparison(results: dict[str, Any], after: int = 1) -> dict[str, Any] | None:

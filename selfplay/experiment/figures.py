@@ -72,7 +72,8 @@ def training_table(results: dict[str, Any]) -> str:
 def injector_table(results: dict[str, Any]) -> str:
     """Each arm's injector episodes: valid bugs (Wilson 95%), per iteration, and how the others ended; then
     the rl arm after its first update against the control (Fisher's exact test)."""
-    lines = ["| arm | injector episodes | valid bugs (95% CI) | valid per iteration | outcomes |", "|---|---|---|---|---|"]
+    lines = ["| arm | injector episodes | valid bugs (95% CI) | distinct valid bugs | valid per iteration | outcomes |",
+             "|---|---|---|---|---|---|"]
     for arm, info in results["arms"].items():
         inj = info.get("injectors")
         if not inj:
@@ -82,8 +83,7 @@ def injector_table(results: dict[str, Any]) -> str:
         outcomes = ", ".join(f"{n} {k}" for k, n in sorted(inj["outcomes"].items(), key=lambda x: -x[1]))
         k, n = inj["valid"], inj["episodes"]
         rate = {"solved": k, "n": n, "rate": k / n if n else None, "ci95": wilson(k, n)}
-        lines.append(f"| {arm} | {n} | {_rate(rate)} | "
-                     f"{per_it} | {outcomes} |")
+        lines.append(f"| {arm} | {n} | {_rate(rate)} | {inj.get('distinct_valid', '–')} | {per_it} | {outcomes} |")
     c = results.get("injector_comparison")
     tail = ("Valid bugs, rl from iteration {from_iteration} (after its first update) against the control: "
             "{rl_valid}/{rl_episodes} vs {control_valid}/{control_episodes}, Fisher's exact test one-sided "

@@ -71,6 +71,7 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
     for arm in ("rl", "control"):
         inj = results["arms"][arm]["injectors"]
         assert inj["by_iteration"] == {"0": [1, 1], "1": [1, 1]} and inj["outcomes"] == {"valid": 2}
+        assert inj["distinct_valid"] == 2  # the double's bug is unique per (iteration, episode)
     c = results["injector_comparison"]
     assert (c["rl_valid"], c["rl_episodes"], c["control_valid"], c["control_episodes"]) == (1, 1, 2, 2)
     assert set(results["paired"]) == {"greedy", "pass_at_k", "train_greedy", "train_pass_at_k", "train_episodes"}

@@ -195,7 +195,7 @@ def test_injector_comparison_counts_rl_after_its_first_update():
     def arm(by_iteration):
         return {"injectors": {"episodes": sum(n for _, n in by_iteration.values()),
                               "valid": sum(v for v, _ in by_iteration.values()), "by_iteration": by_iteration,
-                              "outcomes": {"valid": 1}, "turns": {}}}
+                              "distinct_valid": 2, "outcomes": {"valid": 1}, "turns": {}}}
 
     results = {"arms": {"rl": arm({"0": [1, 8], "1": [2, 8], "2": [3, 8]}), "control": arm({"0": [1, 8], "1": [0, 8]})}}
     c = injector_comparison(results)
@@ -204,7 +204,7 @@ def test_injector_comparison_counts_rl_after_its_first_update():
     assert 0 < c["p_greater"] < 0.1
     results["injector_comparison"] = c
     table = injector_table(results)
-    assert "| rl | 24 | 25% (6/24)" in table and "1/8, 2/8, 3/8" in table and "5/16 vs 1/16" in table
+    assert "| rl | 24 | 25% (6/24) [12%, 45%] | 2 | 1/8, 2/8, 3/8 |" in table and "5/16 vs 1/16" in table
     assert injector_comparison({"arms": {"rl": arm({"0": [0, 1]})}}) is None
 
 
