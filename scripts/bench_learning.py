@@ -243,7 +243,8 @@ def report_rl(args: argparse.Namespace) -> None:
         run = Path(info["run_dir"])
         info.update(curve=training_curve(run / "metrics.jsonl"), solver_turns=arm_turns(run),
                     injectors=arm_injectors(run))
-    for arm_dir in sorted((args.work / "arms").glob("*")):  # an arm stopped before its first stage ended
+    # an arm stopped before its first stage ended has no entry yet: its run directory is all there is
+    for arm_dir in sorted(d for work in (args.work, *args.merge) for d in (work / "arms").glob("*")):
         name = arm_dir.name.split("-")[0]
         if name not in results["arms"] and (arm_dir / "metrics.jsonl").is_file():
             results["arms"][name] = {"run_dir": str(arm_dir), "curve": training_curve(arm_dir / "metrics.jsonl"),

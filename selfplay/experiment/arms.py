@@ -291,7 +291,8 @@ def merge_results(results: dict[str, Any], other: dict[str, Any]) -> None:
     mine_o, theirs_o = (set(_overrides(r["config"])) - {"learner.enabled=false"} for r in (results, other))
     if mine_o != theirs_o:
         raise ValueError(f"its overrides differ: {sorted(mine_o ^ theirs_o)}; both arms must run the same loop")
-    clash = sorted(set(results["arms"]) & set(other["arms"]))
+    clash = sorted(a for a in set(results["arms"]) & set(other["arms"])
+                   if results["arms"][a].get("run_dir") != other["arms"][a].get("run_dir"))  # merged before: fine
     if clash:
         raise ValueError(f"both hold arm(s) {clash}; run each arm in one --work only")
     results["arms"].update(other["arms"])

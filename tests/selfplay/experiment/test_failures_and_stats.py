@@ -218,17 +218,19 @@ def test_a_control_arm_without_its_learner_and_arms_merged_from_two_runs(tmp_pat
     assert arm_config(ExperimentConfig(model_dir="m", work=tmp_path, repos=("boltons",), heldout=("toolz",)),
                       "control", 1).learner.enabled
 
-    def results(arm, weights="w0", tasks=("t1", "t2"), overrides=("rollout.temperature=0.5",), seed="0"):
+    def results(arm, weights="w0", tasks=("t1", "t2"), overrides=("rollout.temperature=0.5",), seed="0", run=None):
         return {"config": {"model_dir": "m", "seed": seed, "overrides": repr(tuple(overrides))},
                 "evals": {"start": {"weights": weights, "rows": [{"task": t} for t in tasks]},
                           f"{arm}@1": {"weights": "w1", "rows": []}},
-                "arms": {arm: {"run_dir": arm}}}
+                "arms": {arm: {"run_dir": run or arm}}}
 
     merged = results("rl")
     merge_results(merged, results("control", overrides=("rollout.temperature=0.5", "learner.enabled=false")))
     assert set(merged["arms"]) == {"rl", "control"} and set(merged["evals"]) == {"start", "rl@1", "control@1"}
+    merge_results(merged, results("control"))  # merged again (a second report): the same run, nothing changes
+    assert merged["arms"]["control"] == {"run_dir": "control"}
     for other, match in ((results("control", weights="w9"), "start"), (results("control", tasks=("t1",)), "tasks"),
-                         (results("control", seed="1"), "seed"), (results("rl"), "arm"),
+                         (results("control", seed="1"), "seed"), (results("rl", run="elsewhere"), "arm"),
                          (results("control", overrides=("rollout.temperature=1.0",)), "overrides")):
         with pytest.raises(ValueError, match=match):
             merge_results(results("rl"), other)
