@@ -28,6 +28,10 @@ class RewardConfig:
     """G: solver attempts per bug that the solve rate is computed over."""
     injector_mode: InjectorMode = "ssr"
     """"ssr" for Eq. 1; "consistency" for the paper's ablation (+1 valid, -1 invalid)."""
+    reward_duplicates: bool = False
+    """Reward a valid bug that the store already holds (the same normalised bug diff as an older task) like a
+    new one. Off: it gets the invalid reward, since it adds no task. On, RL at 135M learned to write one
+    known-valid bug again and again (docs/benchmarks.md, fifth attempt)."""
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

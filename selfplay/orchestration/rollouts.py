@@ -132,6 +132,7 @@ class IterationRollouts:
                                                 strategy=r.strategy, episode_id=r.episode_id)
             verdict.artifact_id, verdict.task_id = stored.artifact_id, stored.task_id
             verdict.valid = bool(report.valid and verdict.task_id)
+            verdict.duplicate = verdict.valid and bool(stored.duplicate)
             if not report.valid:
                 verdict.failed_check = report.failed_check or "error"
         traj = tag(result, prog.iteration, task_id=verdict.task_id)
@@ -296,10 +297,11 @@ class IterationRollouts:
 
     def _reward(self, v: InjectorVerdict, resolved: dict[str, list[bool]]) -> float | None:
         """Eq. 1 from this iteration's attempts on the bug; None (never trained on) for an infrastructure
-        failure or a valid bug that got no gradable attempt."""
+        failure or a valid bug that got no gradable attempt. A bug the store already held is rewarded as
+        invalid unless `reward.reward_duplicates`."""
         if v.infra_failure:
             return None
-        if not v.valid:
+        if not v.valid or (v.duplicate and not self.config.reward.reward_duplicates):
             return injector_reward(False, None, self.config.reward)
         if self.config.reward.injector_mode == "consistency":
             return injector_reward(True, None, self.config.reward)

@@ -40,6 +40,8 @@ class InjectorVerdict:
     failed_check: str | None = None
     """Why validation rejected the artifact: the failed check's name, or "error"; None when it was valid or
     never validated (no artifact submitted)."""
+    duplicate: bool = False
+    """Valid, but the store already held its task (the same normalised bug diff)."""
 
 
 @dataclass

@@ -4,7 +4,8 @@ types (Trajectory, BugArtifact, ValidationReport, GradeResult, Task); the same p
 and all, in test_loop_docker.py.
 
 Outcomes are a pure function of the episode id, so a replayed episode gives the same result:
-- injector k of an iteration: valid unless k is in `invalid`; its bug is unique per (iteration, k);
+- injector k of an iteration: valid unless k is in `invalid`; its bug is unique per (iteration, k), or the
+  same bug every time with `repeat` (a policy that writes one known-valid bug again);
 - solver attempt j of a task (j = index mod G): resolved when j < `solved_per_group`; a failed one
   carries a higher-order task;
 - episode ids in `infra` come back as infrastructure failures (no trajectory).
@@ -45,6 +46,7 @@ class TableRunner:
     solved_per_group: int = 1
     invalid: frozenset[int] = frozenset({1})
     infra: frozenset[str] = frozenset()
+    repeat: bool = False
     calls: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -61,7 +63,7 @@ class TableRunner:
             report = ValidationReport(valid=valid, checks=checks,
                                       fail_to_pass=("tests/test_core.py::test_a",) if valid else (),
                                       pass_to_pass=("tests/test_core.py::test_b",) if valid else ())
-            art = artifact(1000 * request.iteration + index + 1)
+            art = artifact(1 if self.repeat else 1000 * request.iteration + index + 1)
             return EpisodeResult(request, trajectory("injector", request.policy_version), "submitted", False, None,
                                  art.files(), validation=report, artifact=art,
                                  timings={**timings, "validation": 0.01})
