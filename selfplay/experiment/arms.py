@@ -176,7 +176,8 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
 
 def injector_comparison(results: dict[str, Any], after: int = 1) -> dict[str, Any] | None:
     """The rl arm's valid-bug rate from iteration `after` on (episodes sampled after its first update)
-    against the control's over all its iterations (the same policy throughout): Fisher's exact test. Injector
+    against the control's over all its iterations (the same policy throughout), and distinct valid bugs per
+    episode over each whole arm: Fisher's exact tests. Injector
     episodes are not paired (each draws its own repo and bug), so no paired test applies."""
     arms = results.get("arms", {})
     rl, control = (arms.get(a, {}).get("injectors") for a in ("rl", "control"))
@@ -185,8 +186,13 @@ def injector_comparison(results: dict[str, Any], after: int = 1) -> dict[str, An
     k1 = sum(v for it, (v, _) in rl["by_iteration"].items() if it.isdigit() and int(it) >= after)
     n1 = sum(n for it, (_, n) in rl["by_iteration"].items() if it.isdigit() and int(it) >= after)
     k2, n2 = control["valid"], control["episodes"]
+    # the same test on distinct bugs over each whole arm: a policy that writes one valid bug again and again
+    # raises the first rate and not this one
+    d1, d2 = rl.get("distinct_valid", 0), control.get("distinct_valid", 0)
+    distinct = fisher_exact(d1, rl["episodes"], d2, n2)
     return {"rl_valid": k1, "rl_episodes": n1, "control_valid": k2, "control_episodes": n2, "from_iteration": after,
-            **fisher_exact(k1, n1, k2, n2)}
+            **fisher_exact(k1, n1, k2, n2), "rl_distinct": d1, "rl_all_episodes": rl["episodes"],
+            "control_distinct": d2, "distinct_p_greater": distinct["p_greater"]}
 
 
 class Experiment:

@@ -87,7 +87,9 @@ def injector_table(results: dict[str, Any]) -> str:
     c = results.get("injector_comparison")
     tail = ("Valid bugs, rl from iteration {from_iteration} (after its first update) against the control: "
             "{rl_valid}/{rl_episodes} vs {control_valid}/{control_episodes}, Fisher's exact test one-sided "
-            "p = {p_greater:.3g} (rl higher), two-sided p = {p_value:.3g}.".format(**c) if c
+            "p = {p_greater:.3g} (rl higher), two-sided p = {p_value:.3g}. Distinct valid bugs, whole arms: "
+            "{rl_distinct}/{rl_all_episodes} vs {control_distinct}/{control_episodes}, one-sided p = "
+            "{distinct_p_greater:.3g}.".format(**c) if c
             else "Valid bugs, rl against control: not compared (both arms must have injector episodes).")
     return "\n".join(lines) + "\n\n" + tail
 

@@ -202,9 +202,13 @@ def test_injector_comparison_counts_rl_after_its_first_update():
     # rl's iteration 0 was sampled before any update: it is left out
     assert (c["rl_valid"], c["rl_episodes"], c["control_valid"], c["control_episodes"]) == (5, 16, 1, 16)
     assert 0 < c["p_greater"] < 0.1
+    # distinct bugs over whole arms: rl 2 of 24 episodes, control 2 of 16 (one repeated bug raises no count)
+    assert (c["rl_distinct"], c["rl_all_episodes"], c["control_distinct"]) == (2, 24, 2)
+    assert c["distinct_p_greater"] > 0.5
     results["injector_comparison"] = c
     table = injector_table(results)
     assert "| rl | 24 | 25% (6/24) [12%, 45%] | 2 | 1/8, 2/8, 3/8 |" in table and "5/16 vs 1/16" in table
+    assert "Distinct valid bugs, whole arms: 2/24 vs 2/16" in table
     assert injector_comparison({"arms": {"rl": arm({"0": [0, 1]})}}) is None
 
 
