@@ -51,12 +51,10 @@ from selfplay.experiment.arms import (
     Experiment,
     ExperimentConfig,
     arm_config,
-    arm_injectors,
-    arm_turns,
+    arm_figures,
     injector_comparison,
     merge_results,
     paired,
-    training_curve,
 )
 from selfplay.experiment.figures import (
     heldout_table,
@@ -240,16 +238,12 @@ def report_rl(args: argparse.Namespace) -> None:
         except ValueError as e:
             raise SystemExit(f"--merge {other}: {e}") from None
     for info in results["arms"].values():
-        run = Path(info["run_dir"])
-        info.update(curve=training_curve(run / "metrics.jsonl"), solver_turns=arm_turns(run),
-                    injectors=arm_injectors(run))
+        info.update(arm_figures(Path(info["run_dir"])))
     # an arm stopped before its first stage ended has no entry yet: its run directory is all there is
     for arm_dir in sorted(d for work in (args.work, *args.merge) for d in (work / "arms").glob("*")):
         name = arm_dir.name.split("-")[0]
         if name not in results["arms"] and (arm_dir / "metrics.jsonl").is_file():
-            results["arms"][name] = {"run_dir": str(arm_dir), "curve": training_curve(arm_dir / "metrics.jsonl"),
-                                     "solver_turns": arm_turns(arm_dir), "injectors": arm_injectors(arm_dir),
-                                     "stopped": True}
+            results["arms"][name] = {"run_dir": str(arm_dir), **arm_figures(arm_dir), "stopped": True}
     results["injector_comparison"] = injector_comparison(results)
     if args.merge:  # the paired tests need both arms' last evaluations, which only the merge brings together
         results["paired"] = paired(results, int(results["config"]["iterations"]))

@@ -10,6 +10,7 @@ are played once. Everything lands in `<work>/results.json`, rewritten after ever
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
@@ -174,6 +175,12 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
             "turns": turn_table(kinds)}
 
 
+def arm_figures(run_dir: Path) -> dict[str, Any]:
+    """What an arm's run directory says of it: its training curve, its solver turns and its injector episodes."""
+    return {"curve": training_curve(run_dir / "metrics.jsonl"), "solver_turns": arm_turns(run_dir),
+            "injectors": arm_injectors(run_dir)}
+
+
 def injector_comparison(results: dict[str, Any], after: int = 1) -> dict[str, Any] | None:
     """The rl arm's valid-bug rate from iteration `after` on (episodes sampled after its first update)
     against the control's over all its iterations (the same policy throughout), and distinct valid bugs per
@@ -250,8 +257,7 @@ class Experiment:
         for stop in stages(self.cfg.iterations, self.cfg.eval_every):
             path = self.run(arm_config(self.cfg, arm, stop), resume=path)
             info.update(run_dir=str(path), wall_s=round(time.monotonic() - t0, 1),
-                        curve=training_curve(path / "metrics.jsonl"), solver_turns=arm_turns(path),
-                        injectors=arm_injectors(path))
+                        **arm_figures(path))
             self.save()
             ckpt = latest_checkpoint(path / "checkpoints")
             self.evaluate(f"{arm}@{stop}", ckpt if ckpt is not None else self.cfg.model_dir)
@@ -277,8 +283,6 @@ MERGE_KEYS = ("model_dir", "repos", "heldout", "iterations", "eval_every", "seed
 
 def _overrides(config: dict[str, Any]) -> list[str]:
     """The saved config's overrides (a tuple's repr) as a list."""
-    import ast
-
     return list(ast.literal_eval(config.get("overrides") or "()"))
 
 
