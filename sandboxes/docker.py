@@ -29,8 +29,9 @@ Design choices (measured in docs/benchmarks.md, section "Sandboxes"; the threat 
   system/global configuration, hooks and fsmonitor off, fixed diff options. The model's `.git` is never
   read by them.
 - Each exec carries a token in its environment and runs in its own session; a timeout kills the session's
-  process group and every process with the token, from a second exec, falling back to a SIGUSR1 to PID 1
-  (builtins only) when the pids limit leaves no room to start one.
+  process group and every process with the token, from a second exec, and waits until PID 1 has reaped
+  them (a zombie holds its pid); it falls back to a SIGUSR1 to PID 1 (builtins only, waited for) when the
+  pids limit leaves no room to start one.
 - Output streams through an `OutputCap`; it never holds more than `max_output_bytes`.
 """
 
@@ -497,11 +498,31 @@ class DockerSandbox:
                                f"{(out.text() + err.text()).strip()[-2000:]}; close this sandbox")
 
     def _kill_all(self) -> None:
-        """SIGUSR1 to PID 1, whose trap kills every other process with builtins only."""
+        """SIGUSR1 to PID 1, whose trap kills every other process with builtins only. Returns once the
+        trap has run (it counts its runs in shell.KILLED_ALL): an exec started while it loops would be
+        killed as it starts, and fail with the engine's "OCI runtime exec failed"."""
         try:
-            self._api.kill(self._require_live(), signal="SIGUSR1")
+            cid = self._require_live()
+            before = self._kills_done(cid)
+            self._api.kill(cid, signal="SIGUSR1")
+            deadline = time.monotonic() + self.config.kill_grace + 5
+            while time.monotonic() < deadline:
+                if self._kills_done(cid) != before:
+                    return
+                time.sleep(0.02)
         except SandboxDead:
-            pass
+            return  # the caller's next command reports the death
+        log.warning("sandbox %s: PID 1 did not report its kill-all within %.0f s", cid[:12],
+                    self.config.kill_grace + 5)
+
+    def _kills_done(self, cid: str) -> bytes:
+        """Content of shell.KILLED_ALL, read through the engine's archive API: no exec, so no pid needed."""
+        try:
+            return archive.get_file(self._api, cid, shell.KILLED_ALL, max_bytes=64)
+        except FileNotFoundError:
+            return b""
+        except Exception as exc:
+            raise self._dead_or(exc, f"reading {shell.KILLED_ALL}") from exc
 
     def _require_id(self) -> str:
         if self.id is None:

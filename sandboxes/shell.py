@@ -27,6 +27,8 @@ from sandboxes.users import (
 )
 
 STATE = "/var/lib/selfplay"
+KILLED_ALL = f"{STATE}/killed-all"
+"""How many SIGUSR1 kill-alls PID 1 has finished (written with builtins only)."""
 TOKEN_VAR = "SELFPLAY_EXEC"
 """Every exec carries `SELFPLAY_EXEC=<token>` in its environment; the killer finds its processes by it."""
 GRADER_GIT_DIR = f"{STATE}/git"
@@ -108,7 +110,10 @@ fi
 mkfifo "$S/fifo" 2>/dev/null; exec 3<>"$S/fifo"
 touch "$S/ready"
 # SIGUSR1 from the engine API: kill everything but PID 1, with builtins only (works under a fork bomb).
-trap 'for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done' USR1
+# Each run is counted in KILLED_ALL: the sender waits for it, or a later exec could start inside the loop
+# and be killed at its start ("OCI runtime exec failed: ... read init-p: connection reset by peer").
+K=0
+trap 'for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done; K=$((K + 1)); echo "$K" > "{KILLED_ALL}"' USR1
 trap 'exit 0' TERM
 # PID 1 must reap orphans: bash's SIGCHLD handler does, without a child of its own. The loop must not
 # fork: under a fork bomb a failed fork makes a non-interactive bash exit, and the container with it.
@@ -162,12 +167,26 @@ for round in 1 2 3 4 5 6 7 8 9 10; do
       break
     done
   done
-  [ -z "$found" ] && {{ echo selfplay-killed; exit 0; }}
+  [ -z "$found" ] && break
   read -t 0.05 <>"{STATE}/fifo" 2>/dev/null
+done
+# The killed processes are zombies until PID 1 reaps them, and they hold their pids: under a full pids
+# limit the next exec could not start. Wait (at most ~2 s) until PID 1 has none left.
+for ((i = 0; i < 100; i++)); do
+  z=
+  for d in /proc/[0-9]*; do
+    read -r st < "$d/stat" 2>/dev/null || continue
+    f=(${{st##*) }})
+    [ "${{f[0]}}" = Z ] && [ "${{f[1]}}" = 1 ] && {{ z=1; break; }}
+  done
+  [ -z "$z" ] && break
+  kill -CHLD 1 2>/dev/null
+  read -t 0.02 <>"{STATE}/fifo" 2>/dev/null
 done
 echo selfplay-killed
 """
-"""Kills every process of one exec: those carrying its token, and their process groups. Args: token."""
+"""Kills every process of one exec: those carrying its token, and their process groups, and waits until
+PID 1 has reaped them. Args: token."""
 
 _KILL_ALL = """
 for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done
