@@ -11,7 +11,8 @@ from typing import Literal
 from agent_scaffold.roles import solver_variables
 from sandboxes.sandbox import BASE_TAG
 from selfplay.artifact import BugArtifact
-from selfplay.diffs import normalised_hash, reverse_diff
+from selfplay.diffs import bug_site, normalised_hash, reverse_diff
+from selfplay.errors import DiffError
 
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
 TASK_IMAGE_RECIPE = "2"
@@ -126,3 +127,15 @@ def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None
     if pred_patch:
         h.update(normalised_hash(pred_patch).encode())
     return f"{repo}-{h.hexdigest()[:16]}"
+
+
+def same_bug(a: Task, b: Task) -> bool:
+    """True when two first-order tasks of one repo change the same lines (`bug_site`) and break the same
+    tests, whatever text they write there: one bug written twice. A diff that does not parse is no match."""
+    if a.repo != b.repo or a.order != 1 or b.order != 1 or set(a.fail_to_pass) != set(b.fail_to_pass):
+        return False
+    try:
+        site = bug_site(a.artifact.bug_inject)
+        return bool(site) and site == bug_site(b.artifact.bug_inject)
+    except DiffError:
+        return False

@@ -6,6 +6,7 @@ infrastructure filter that drops a prediction's edits to test files and configur
 | `patch` | `FileDiff`, `split_diff`, `touched_files`, `normalised_hash`, `reverse_diff`, `drop_infrastructure` (the names below) |
 | `headers` | `split_sections`: git's own rules (apply.c) for file sections and their paths, pure |
 | `git_view` | `git_view`: the paths `git apply --numstat` itself reads, which `patch` cross-checks |
+| `site` | `bug_site`: the old-file lines a diff changes, whatever it writes there (near-duplicate bugs) |
 """
 
 from selfplay.diffs.patch import (
@@ -25,12 +26,14 @@ from selfplay.diffs.patch import (
     split_diff,
     touched_files,
 )
+from selfplay.diffs.site import bug_site
 
 __all__ = [
     "STARTUP_HOOK_FILES",
     "TEST_CONFIG_FILES",
     "FileDiff",
     "FilteredDiff",
+    "bug_site",
     "drop_infrastructure",
     "has_binary",
     "infrastructure_reason",

@@ -27,6 +27,8 @@ from selfplay.experiment.stats import fisher_exact, mcnemar_exact
 from selfplay.learner.checkpoint import latest_checkpoint
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import read_trajectories
+from selfplay.store import open_store
+from selfplay.task import same_bug
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +151,8 @@ def arm_turns(run_dir: Path) -> dict[str, Any]:
 
 def arm_injectors(run_dir: Path) -> dict[str, Any]:
     """An arm's injector episodes (from its trajectory files): valid bugs per iteration, how many of them are
-    distinct (a policy can earn the valid reward again with a bug it wrote before: same task id), one outcome
+    distinct (a policy can earn the valid reward again with a bug it wrote before, verbatim or reworded:
+    `distinct_bugs`), one outcome
     label per episode (`failures.injector_outcome`) and their actions turn by turn."""
     kinds: list[tuple[str, ...]] = []
     outcomes: dict[str, int] = {}
@@ -171,8 +174,23 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
                 bugs.append(str(t.metadata.get("task_id")))
             kinds.append(turn_kinds(t.messages))
     return {"episodes": sum(n for _, n in by_iteration.values()), "valid": sum(v for v, _ in by_iteration.values()),
-            "distinct_valid": len(set(bugs)), "bugs": bugs, "by_iteration": by_iteration, "outcomes": outcomes,
-            "turns": turn_table(kinds)}
+            "distinct_valid": distinct_bugs(run_dir / "store.db", bugs), "bugs": bugs, "by_iteration": by_iteration,
+            "outcomes": outcomes, "turns": turn_table(kinds)}
+
+
+def distinct_bugs(store_db: Path, task_ids: Sequence[str]) -> int:
+    """How many different bugs `task_ids` are: one id is one bug, and so are tasks that are one bug in other
+    words (`selfplay.task.same_bug`; read from the arm's store, when it has one)."""
+    ids = list(dict.fromkeys(task_ids))
+    if len(ids) < 2 or not store_db.is_file():
+        return len(ids)
+    with open_store(f"sqlite:///{store_db}", create=False, upgrade=False) as store:
+        tasks = store.get_tasks(ids)
+    kept: list[Any] = []
+    for t in tasks:
+        if not any(same_bug(t, k) for k in kept):
+            kept.append(t)
+    return len(kept) + len(ids) - len(tasks)  # an id the store lacks counts as its own bug
 
 
 def arm_figures(run_dir: Path) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from selfplay.orchestration.outcome import IterationOutcome, SolverAttempt
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
 from selfplay.orchestration.state import InjectorVerdict, IterationProgress
 from selfplay.rollout.requests import EpisodeExecutor, EpisodeRequest, EpisodeResult
-from selfplay.task import Task
+from selfplay.task import Task, same_bug
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -132,7 +132,7 @@ class IterationRollouts:
                                                 strategy=r.strategy, episode_id=r.episode_id)
             verdict.artifact_id, verdict.task_id = stored.artifact_id, stored.task_id
             verdict.valid = bool(report.valid and verdict.task_id)
-            verdict.duplicate = verdict.valid and bool(stored.duplicate)
+            verdict.duplicate = verdict.valid and (bool(stored.duplicate) or self._near_duplicate(r.repo, verdict.task_id))
             if not report.valid:
                 verdict.failed_check = report.failed_check or "error"
         traj = tag(result, prog.iteration, task_id=verdict.task_id)
@@ -295,10 +295,24 @@ class IterationRollouts:
         self._pending(prog.iteration).unlink(missing_ok=True)
         out.add_time("orchestration", time.monotonic() - t0)
 
+    def _near_duplicate(self, repo: str, task_id: str | None) -> bool:
+        """True when an older task of `repo` is the same bug written with other text (`same_bug`: the same
+        changed lines, the same failing tests)."""
+        if task_id is None:
+            return False
+        ids = [s.task_id for s in self.store.task_stats(repo=repo)]  # oldest first
+        if task_id not in ids:
+            return False
+        older = ids[:ids.index(task_id)]
+        if not older:
+            return False
+        new, *rest = self.store.get_tasks([task_id, *older])
+        return any(same_bug(new, t) for t in rest)
+
     def _reward(self, v: InjectorVerdict, resolved: dict[str, list[bool]]) -> float | None:
         """Eq. 1 from this iteration's attempts on the bug; None (never trained on) for an infrastructure
-        failure or a valid bug that got no gradable attempt. A bug the store already held is rewarded as
-        invalid unless `reward.reward_duplicates`."""
+        failure or a valid bug that got no gradable attempt. A bug the store already held (the same diff, or
+        the same changed lines breaking the same tests) is rewarded as invalid unless `reward.reward_duplicates`."""
         if v.infra_failure:
             return None
         if not v.valid or (v.duplicate and not self.config.reward.reward_duplicates):

@@ -41,7 +41,8 @@ class InjectorVerdict:
     """Why validation rejected the artifact: the failed check's name, or "error"; None when it was valid or
     never validated (no artifact submitted)."""
     duplicate: bool = False
-    """Valid, but the store already held its task (the same normalised bug diff)."""
+    """Valid, but the store already held its task (the same normalised bug diff), or an older task of the
+    repo is the same bug in other words (`selfplay.task.same_bug`: the same changed lines and failing tests)."""
 
 
 @dataclass

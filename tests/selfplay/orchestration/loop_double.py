@@ -5,7 +5,8 @@ and all, in test_loop_docker.py.
 
 Outcomes are a pure function of the episode id, so a replayed episode gives the same result:
 - injector k of an iteration: valid unless k is in `invalid`; its bug is unique per (iteration, k), or the
-  same bug every time with `repeat` (a policy that writes one known-valid bug again);
+  same bug every time with `repeat` (a policy that writes one known-valid bug again), reworded per
+  (iteration, k) with `reword` as well (the same line changed to other text, the same tests failing);
 - solver attempt j of a task (j = index mod G): resolved when j < `solved_per_group`; a failed one
   carries a higher-order task;
 - episode ids in `infra` come back as infrastructure failures (no trajectory).
@@ -24,9 +25,10 @@ from selfplay.task import Task, make_task_id
 from selfplay.validation.report import CheckResult, ValidationReport
 
 
-def artifact(n: int) -> BugArtifact:
+def artifact(n: int, text: str | None = None) -> BugArtifact:
+    """The bug at line n of pkg/core.py; `text` replaces what it writes there (the same bug reworded)."""
     bug = (f"diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -{n},1 +{n},1 @@\n"
-           f"-    return x + {n}\n+    return x - {n}\n")
+           f"-    return x + {n}\n+    {text or f'return x - {n}'}\n")
     weaken = ("diff --git a/tests/test_core.py b/tests/test_core.py\n--- a/tests/test_core.py\n"
               f"+++ b/tests/test_core.py\n@@ -{n},1 +{n},1 @@\n-    assert f({n}) == {2 * n}\n+    pass\n")
     return BugArtifact(test_script="python -m pytest -rA tests/test_core.py\n", test_files=("tests/test_core.py",),
@@ -47,6 +49,7 @@ class TableRunner:
     invalid: frozenset[int] = frozenset({1})
     infra: frozenset[str] = frozenset()
     repeat: bool = False
+    reword: bool = False
     calls: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -63,7 +66,8 @@ class TableRunner:
             report = ValidationReport(valid=valid, checks=checks,
                                       fail_to_pass=("tests/test_core.py::test_a",) if valid else (),
                                       pass_to_pass=("tests/test_core.py::test_b",) if valid else ())
-            art = artifact(1 if self.repeat else 1000 * request.iteration + index + 1)
+            n = 1000 * request.iteration + index + 1
+            art = artifact(1, f"return x - {n}" if self.reword else None) if self.repeat else artifact(n)
             return EpisodeResult(request, trajectory("injector", request.policy_version), "submitted", False, None,
                                  art.files(), validation=report, artifact=art,
                                  timings={**timings, "validation": 0.01})

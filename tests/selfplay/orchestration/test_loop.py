@@ -232,10 +232,13 @@ def test_redraw_ahead_plays_every_round_at_once(tmp_path, monkeypatch):
     assert record["rollout/solver_rounds"] == 3 and record["rollout/signal_groups"] == 3
 
 
+@pytest.mark.parametrize("reword", [False, True], ids=["verbatim", "reworded"])
 @pytest.mark.parametrize("reward_duplicates", [False, True])
-def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_path, reward_duplicates):
-    """One bug written three times (consistency reward: +1 valid, -1 invalid): only the first is a new task."""
-    runner = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset(), repeat=True)  # no higher orders
+def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_path, reward_duplicates, reword):
+    """One bug written three times (consistency reward: +1 valid, -1 invalid): only the first earns the valid
+    reward, also when each time writes other text into the same line (three tasks then, one bug)."""
+    runner = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset(), repeat=True,  # no higher orders
+                         reword=reword)
     cfg = config(tmp_path, iterations=1, rollout=RolloutConfig(injector_episodes=3, solver_tasks=0, workers=1),
                  reward=RewardConfig(group_size=G, injector_mode="consistency", reward_duplicates=reward_duplicates))
     path = run_selfplay(cfg, runner=runner)
@@ -243,7 +246,7 @@ def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_p
     summary = json.loads(run.summary.read_text())
     assert summary["valid_artifacts"] == 3  # all three are valid artifacts; the store holds one task
     with open_store(str(run.store_db)) as store:
-        assert len(store.list_tasks()) == 1
+        assert len(store.list_tasks()) == (3 if reword else 1)
         rewards = sorted(a.reward for a in store.attempts(run_id=path.name) if a.role == "injector")
     assert rewards == ([1.0, 1.0, 1.0] if reward_duplicates else [-1.0, -1.0, 1.0])
     trained = sorted(t.reward for t in read_trajectories(run.trajectory_file(0, "injector")))

@@ -1,0 +1,55 @@
+"""`bug_site` and `same_bug`: one bug in other words is the same bug; another line or other failing tests
+is another bug."""
+
+from __future__ import annotations
+
+import pytest
+
+from selfplay.artifact import BugArtifact
+from selfplay.diffs import bug_site
+from selfplay.errors import DiffError
+from selfplay.task import Task, same_bug
+
+
+def one_line(new: str, line: int = 12, path: str = "boltons/jsonutils.py") -> str:
+    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -{line - 1},3 +{line - 1},3 @@\n"
+            f"     try:\n-        pass\n+        {new}\n     except Exception:\n")
+
+
+def task(bug: str, fail_to_pass: tuple[str, ...] = ("tests/test_a.py::test_x",), *, repo: str = "boltons",
+         order: int = 1) -> Task:
+    art = BugArtifact(test_script="pytest -rA tests/test_a.py\n", test_files=("tests/test_a.py",),
+                      test_parser="print('{}')\n", bug_inject=bug, test_weaken="")
+    return Task(f"t-{hash((bug, fail_to_pass, repo, order))}", repo, art, fail_to_pass, (), order=order)
+
+
+def test_the_site_is_the_changed_old_lines_whatever_the_new_text():
+    assert bug_site(one_line("fail")) == {("boltons/jsonutils.py", "-12"), ("boltons/jsonutils.py", "+13")}
+    assert bug_site(one_line("fail")) == bug_site(one_line("failed"))
+    assert bug_site(one_line("fail")) != bug_site(one_line("fail", line=40))
+    assert bug_site(one_line("fail")) != bug_site(one_line("fail", path="boltons/other.py"))
+
+
+def test_pure_insertions_and_deletions_have_their_own_positions():
+    insert = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -5,0 +6,2 @@\n+x = 1\n+y = 2\n"
+    assert bug_site(insert) == {("m.py", "+6")}  # before old line 6, whatever is inserted
+    delete = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -6,2 +5,0 @@\n-x = 1\n-y = 2\n"
+    assert bug_site(delete) == {("m.py", "-6"), ("m.py", "-7")}
+    no_newline = ("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n a\n-b\n"
+                  "\\ No newline at end of file\n+c\n\\ No newline at end of file\n")
+    assert bug_site(no_newline) == {("m.py", "-2"), ("m.py", "+3")}
+
+
+def test_a_malformed_diff_is_refused_by_bug_site_and_matches_nothing_in_same_bug():
+    with pytest.raises(DiffError):
+        bug_site("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n-a\n")
+    assert not same_bug(task("not a diff\n"), task("not a diff\n"))
+
+
+def test_same_bug_needs_the_same_lines_the_same_failing_tests_the_same_repo_and_first_order():
+    a = task(one_line("fail"))
+    assert same_bug(a, task(one_line("failed")))
+    assert not same_bug(a, task(one_line("fail", line=40)))
+    assert not same_bug(a, task(one_line("failed"), ("tests/test_a.py::test_y",)))
+    assert not same_bug(a, task(one_line("failed"), repo="toolz"))
+    assert not same_bug(a, task(one_line("failed"), order=2))
