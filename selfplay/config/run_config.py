@@ -92,6 +92,11 @@ class RolloutConfig:
     over-sampling, as verl's generation batch does) instead of only while groups lack variance: more
     episodes sample together and no round waits for the previous one's slowest episode, at the cost of
     playing the extra rounds also when the first already had `min_signal_groups`."""
+    overlap_injectors: bool = False
+    """Play the drawn solver tasks beside the iteration's injector episodes instead of after them, so the
+    few long injector episodes no longer sample alone (a decode batch of 2 in the `default` preset). The
+    iteration's valid bugs then get their G attempts in a round of their own once the injectors end, on top
+    of the `solver_tasks` drawn (sequentially they take drawn slots). A resumed iteration plays sequentially."""
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
     temperature: float = 1.0

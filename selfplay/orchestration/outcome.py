@@ -44,6 +44,15 @@ class IterationOutcome:
     solver_rounds: int = 1
     """Solver rounds played: 1 plus the dynamic-sampling redraws (`rollout.redraw_rounds`)."""
 
+    def merge(self, other: IterationOutcome) -> None:
+        """Add the episodes, tasks and phase times of `other` (played beside this one: same iteration)."""
+        self.trajectories += other.trajectories
+        self.results += other.results
+        self.attempts += other.attempts
+        self.tasks += other.tasks
+        for phase, seconds in other.phase_s.items():
+            self.add_time(phase, seconds)
+
     def add_time(self, phase: str, seconds: float) -> None:
         self.phase_s[phase] = self.phase_s.get(phase, 0.0) + seconds
 

@@ -7,6 +7,11 @@ attempt is written to the iteration's trajectory file, then recorded in the stor
 higher-order task is stored. Last, each injector gets its Eq. 1 reward from its bug's attempts of this
 iteration, and the injector trajectories and attempts are written.
 
+With `rollout.overlap_injectors` the drawn tasks (drawn before the injectors, without them) are attempted
+beside the injector episodes, on a helper thread's second executor call, and the iteration's valid bugs get
+their attempts in a round of their own as soon as the injectors end (tasks numbered after the drawn ones,
+seeds from their own stream). A resumed overlapped iteration plays what is left sequentially.
+
 Episode ids are deterministic (`<run>-it<i>-<role>-<k>`), and a store attempt's `trajectory_path` is
 `<file>#<episode id>`, so a resume knows from the store which episodes are done and finds their
 trajectories in the file; only in-flight episodes are played again. Infrastructure failures are written
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +91,7 @@ class IterationRollouts:
         self.config, self.run, self.store, self.ledger, self.executor = config, run, store, ledger, executor
         self.recorded = recorded or set()
         """Episode ids whose attempt the store holds (filled on resume)."""
+        self._solver_file = threading.Lock()  # two solver rounds write one file with `overlap_injectors`
 
     @property
     def run_id(self) -> str:
@@ -97,8 +105,14 @@ class IterationRollouts:
         if prog.tasks is None:
             out.phase_s["validation"] = seed_store(self.config, self.store, self.ledger)
         rng = random.Random(f"{self.config.seed}:{iteration}")
-        self._injectors(prog, rng, out)
-        self._solvers(prog, rng, out)
+        overlap = self.config.rollout.overlap_injectors
+        if overlap and prog.tasks is None:
+            self._overlapped(prog, rng, out)
+        else:
+            self._injectors(prog, rng, out)
+            if overlap and prog.tasks is not None and prog.fresh is None:
+                self._note_fresh(prog)  # a resumed overlapped iteration: its drawn tasks, then its valid bugs
+            self._solvers(prog, rng, out)
         self._injector_rewards(prog, out)
         with self.ledger.change():
             prog.rollouts_done = True
@@ -106,6 +120,10 @@ class IterationRollouts:
 
     # --- injectors -------------------------------------------------------------------------------------
     def _injectors(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
+        self._play_injectors(prog, self._injector_requests(prog, rng), out)
+
+    def _injector_requests(self, prog: IterationProgress, rng: random.Random) -> list[EpisodeRequest]:
+        """The iteration's injector episodes not recorded yet (all of them are drawn from `rng`)."""
         cfg, it = self.config, prog.iteration
         n = cfg.rollout.injector_episodes
         repos, _ = pick_repos(cfg.repos, n, cfg.rollout, it * n, rng)
@@ -113,7 +131,10 @@ class IterationRollouts:
         requests = [EpisodeRequest(episode_id(self.run_id, it, "injector", i), "injector", repo, it,
                                    prog.policy_version, strategy=s, seed=rng.randrange(2**31))
                     for i, (repo, s) in enumerate(zip(repos, strategies))]
-        todo = [r for r in requests if r.episode_id not in prog.injectors]
+        return [r for r in requests if r.episode_id not in prog.injectors]
+
+    def _play_injectors(self, prog: IterationProgress, todo: list[EpisodeRequest], out: IterationOutcome) -> None:
+        it = prog.iteration
         if todo:
             self.ledger.emit("phase", it, f"{len(todo)} injector episodes")
         for result in self.executor.run(todo):
@@ -149,20 +170,66 @@ class IterationRollouts:
 
     # --- solvers ---------------------------------------------------------------------------------------
     def _solvers(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
-        cfg, it = self.config, prog.iteration
         t0 = time.monotonic()
         if prog.tasks is None:
-            fresh = [v.task_id for v in prog.injectors.values() if v.valid and v.task_id]
-            rounds = 1 + (cfg.rollout.redraw_rounds if cfg.rollout.redraw_ahead else 0)
-            tasks = draw_tasks(self.store, fresh, cfg.rollout.solver_tasks * rounds, cfg.curriculum, rng)
-            with self.ledger.change():
-                prog.tasks = [t.task_id for t in tasks]
-                prog.redraws = rounds - 1  # rounds drawn ahead count as played redraws
+            tasks = self._draw(prog, rng, [v.task_id for v in prog.injectors.values() if v.valid and v.task_id])
         else:  # a resumed iteration: every round drawn before the crash is played again
             tasks = self.store.get_tasks(prog.tasks)
         out.tasks = list(tasks)
         out.add_time("orchestration", time.monotonic() - t0)
         self._solver_round(prog, tasks, 0, rng, out)
+        self._redraw_rounds(prog, rng, out)
+
+    def _draw(self, prog: IterationProgress, rng: random.Random, fresh: list[str]) -> list[Task]:
+        """The first round's tasks (`fresh` first), and the redraw rounds' too with `redraw_ahead`; noted."""
+        cfg = self.config
+        rounds = 1 + (cfg.rollout.redraw_rounds if cfg.rollout.redraw_ahead else 0)
+        tasks = draw_tasks(self.store, fresh, cfg.rollout.solver_tasks * rounds, cfg.curriculum, rng)
+        with self.ledger.change():
+            prog.tasks = [t.task_id for t in tasks]
+            prog.redraws = rounds - 1  # rounds drawn ahead count as played redraws
+        return tasks
+
+    def _overlapped(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
+        """`rollout.overlap_injectors`: the injector episodes and the drawn tasks' solver attempts at once; as
+        soon as the injectors end, their valid bugs' attempts (a round of their own, beside whatever drawn
+        attempts are left); then dynamic sampling's redraws."""
+        todo = self._injector_requests(prog, rng)
+        t0 = time.monotonic()
+        tasks = self._draw(prog, rng, [])
+        out.tasks = list(tasks)
+        out.add_time("orchestration", time.monotonic() - t0)
+        side = IterationOutcome(prog.iteration)  # the helper thread's results, merged once it is done
+        fresh_rng = random.Random(f"{self.config.seed}:{prog.iteration}:fresh")  # rng is the main thread's
+
+        def injectors_then_fresh() -> None:
+            self._play_injectors(prog, todo, side)
+            fresh = self._note_fresh(prog)
+            side.tasks = list(fresh)
+            if fresh:
+                self._solver_round(prog, fresh, len(tasks), fresh_rng, side)
+
+        with ThreadPoolExecutor(1, thread_name_prefix="injectors") as helper:
+            injectors = helper.submit(injectors_then_fresh)
+            try:
+                self._solver_round(prog, tasks, 0, rng, out)
+            finally:
+                injectors.result()  # the helper's error, if any, after the drawn round ended
+        out.merge(side)
+        self._redraw_rounds(prog, rng, out)
+
+    def _note_fresh(self, prog: IterationProgress) -> list[Task]:
+        """The iteration's valid bugs that are not drawn tasks already, noted after the drawn tasks."""
+        drawn = set(prog.tasks or ())
+        fresh = list(dict.fromkeys(v.task_id for v in prog.injectors.values()
+                                   if v.valid and v.task_id and v.task_id not in drawn))
+        with self.ledger.change():
+            prog.fresh = fresh
+            prog.tasks = [*(prog.tasks or ()), *fresh]
+        return self.store.get_tasks(fresh)
+
+    def _redraw_rounds(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
+        cfg, it = self.config, prog.iteration
         while prog.redraws < cfg.rollout.redraw_rounds and \
                 (found := signal_groups(out.trajectories)) < cfg.rollout.min_signal_groups:
             more = self._redraw(prog, rng)
@@ -244,7 +311,8 @@ class IterationRollouts:
         r = result.request
         traj = tag(result, r.iteration)
         if traj is not None:
-            append_trajectories(path, [traj])
+            with self._solver_file:
+                append_trajectories(path, [traj])
         if result.infra_failure or result.grade is None:
             self.ledger.count(infra_failures=1)
             return traj
