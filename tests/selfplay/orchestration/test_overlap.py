@@ -92,5 +92,9 @@ def test_a_stopped_overlapped_iteration_resumes_without_replaying_anything(tmp_p
     assert sorted(round(a.reward, 6) for a in after if a.role == "injector") == [-1.0, 0.55]
 
 
-def test_overlap_is_off_by_default():
+def test_overlap_is_off_by_default_and_on_in_the_default_preset():
+    from selfplay.config.loader import load_config
+
     assert not RolloutConfig().overlap_injectors
+    cfg = load_config("default")
+    assert cfg.rollout.overlap_injectors and cfg.rollout.workers == cfg.policy.max_batch == 18
