@@ -129,13 +129,20 @@ def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None
     return f"{repo}-{h.hexdigest()[:16]}"
 
 
-def same_bug(a: Task, b: Task) -> bool:
-    """True when two first-order tasks of one repo change the same lines (`bug_site`) and break the same
-    tests, whatever text they write there: one bug written twice. A diff that does not parse is no match."""
-    if a.repo != b.repo or a.order != 1 or b.order != 1 or set(a.fail_to_pass) != set(b.fail_to_pass):
-        return False
+def bug_key(task: Task) -> tuple[str, frozenset[str], frozenset[tuple[str, str]]] | None:
+    """What makes a first-order task the bug it is, whatever text it writes there: its repo, the lines it
+    changes (`bug_site`) and the tests it breaks. None for a higher-order task, or a bug diff that does not
+    parse or changes no line."""
+    if task.order != 1:
+        return None
     try:
-        site = bug_site(a.artifact.bug_inject)
-        return bool(site) and site == bug_site(b.artifact.bug_inject)
+        site = bug_site(task.artifact.bug_inject)
     except DiffError:
-        return False
+        return None
+    return (task.repo, frozenset(task.fail_to_pass), site) if site else None
+
+
+def same_bug(a: Task, b: Task) -> bool:
+    """True when two first-order tasks are one bug written twice (the same `bug_key`)."""
+    key = bug_key(a)
+    return key is not None and key == bug_key(b)

@@ -28,7 +28,7 @@ from selfplay.learner.checkpoint import latest_checkpoint
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import read_trajectories
 from selfplay.store import open_store
-from selfplay.task import same_bug
+from selfplay.task import bug_key
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +152,8 @@ def arm_turns(run_dir: Path) -> dict[str, Any]:
 def arm_injectors(run_dir: Path) -> dict[str, Any]:
     """An arm's injector episodes (from its trajectory files): valid bugs per iteration, how many of them are
     distinct (a policy can earn the valid reward again with a bug it wrote before, verbatim or reworded:
-    `distinct_bugs`), one outcome
-    label per episode (`failures.injector_outcome`) and their actions turn by turn."""
+    `distinct_bugs`), one outcome label per episode (`failures.injector_outcome`) and their actions turn
+    by turn."""
     kinds: list[tuple[str, ...]] = []
     outcomes: dict[str, int] = {}
     bugs: list[str] = []  # the task id of each valid bug, in order: a repeated bug has the same id
@@ -180,17 +180,14 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
 
 def distinct_bugs(store_db: Path, task_ids: Sequence[str]) -> int:
     """How many different bugs `task_ids` are: one id is one bug, and so are tasks that are one bug in other
-    words (`selfplay.task.same_bug`; read from the arm's store, when it has one)."""
+    words (the same `selfplay.task.bug_key`; read from the arm's store, when it has one)."""
     ids = list(dict.fromkeys(task_ids))
     if len(ids) < 2 or not store_db.is_file():
         return len(ids)
     with open_store(f"sqlite:///{store_db}", create=False, upgrade=False) as store:
         tasks = store.get_tasks(ids)
-    kept: list[Any] = []
-    for t in tasks:
-        if not any(same_bug(t, k) for k in kept):
-            kept.append(t)
-    return len(kept) + len(ids) - len(tasks)  # an id the store lacks counts as its own bug
+    bugs = {bug_key(t) or t.task_id for t in tasks}
+    return len(bugs) + len(ids) - len(tasks)  # an id the store lacks counts as its own bug
 
 
 def arm_figures(run_dir: Path) -> dict[str, Any]:
