@@ -202,3 +202,27 @@ def test_async_run_in_docker_plays_the_next_iteration_while_the_learner_trains(t
     assert [r["iteration"] for r in records] == [0, 1]
     assert records[0]["staleness/mean"] == 0 and records[1]["staleness/mean"] == 1
     assert run_containers(run.path.name) == []
+
+
+def test_overlapped_injectors_in_docker(tmp_path, actions):
+    """`rollout.overlap_injectors` with real sandboxes, validation and grading (scripted policy, no learner):
+    iteration 0's valid bug gets its own round; in iteration 1 a drawn task's attempts (the store's first
+    task: a higher-order one) run beside the injector, whose bug (the same artifact again) the store already
+    holds: its round is played, and it gets the invalid reward."""
+    from selfplay.orchestration.loop import run_selfplay
+    from selfplay.orchestration.rundir import RunDir
+    from selfplay.store import open_store
+    from tests.selfplay.orchestration.scripted_run import scripted_run_config
+
+    config = scripted_run_config(name="overlap", runs_dir=tmp_path / "runs", repo="toolz", actions=actions,
+                                 model_dir=None, iterations=2, group=G, workers=G + 1)
+    config = replace(config, rollout=replace(config.rollout, overlap_injectors=True))
+    path = run_selfplay(config)
+    summary = json.loads(RunDir(path).summary.read_text())
+    assert summary["status"] == "finished" and summary["infra_failures"] == 0, summary
+    assert summary["injector_episodes"] == 2 and summary["solver_attempts"] == 3 * G, summary
+    with open_store(str(RunDir(path).store_db)) as store:
+        injector = [round(a.reward, 6) for a in sorted(store.attempts(run_id=path.name), key=lambda a: a.id)
+                    if a.role == "injector"]
+    assert injector == [0.1, -1.0]  # Eq. 1 at s = 1/2; then a duplicate
+    assert run_containers(path.name) == []
