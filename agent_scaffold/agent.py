@@ -82,7 +82,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     stop_ids = tuple(sorted({*sampling.stop_token_ids, *([eos] if eos is not None else [])}))
     start = time.monotonic()
     model_s = sandbox_s = 0.0
-    turns = format_errors = consecutive = 0
+    turns = format_errors = consecutive = refused = 0
     termination, submission, error = "max_turns", None, None
     notes: dict[str, Any] = {}
     compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
@@ -129,13 +129,20 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 tools.command_timeout = max(1.0, min(limits.command_timeout, remaining))
                 t0 = time.monotonic()
                 outcome = tools.run(action)
+                observation = outcome.observation
                 if outcome.submitted:
                     submission = _submission(sandbox, role, values)
+                    problem = incomplete_submission(submission, values)
+                    if problem is not None and refused < limits.refused_submits:
+                        refused += 1
+                        observation = (f"Submit refused ({refused} of {limits.refused_submits}): {problem}; "
+                                       "then submit again. The next submit after the last refusal ends the "
+                                       "episode as it is.")
+                        submission = None
                 sandbox_s += time.monotonic() - t0
-                if outcome.submitted:
+                if submission is not None:
                     termination = "submitted"
                     break
-                observation = outcome.observation
             obs_ids = tr.observation_ids(observation)
             limit = limits.max_context_tokens - limits.min_turn_tokens
             if len(tr) + len(obs_ids) <= limit:
@@ -157,7 +164,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     metadata = {"strategy": role.strategy, "turns": turns, "format_errors": format_errors,
                 "max_context_tokens": limits.max_context_tokens,
                 "infra_failure": error is not None, "error": error, "timings": timings,
-                "policy_versions": sorted(set(tr.versions)), "compactions": len(compactions), **notes}
+                "policy_versions": sorted(set(tr.versions)), "compactions": len(compactions),
+                "refused_submits": refused, **notes}
     if compactions:
         metadata["elided_observations"] = compactions
     if batch_sizes:  # backends that report it (hf); the run's rollout/batch_size_* metrics come from these
@@ -205,6 +213,22 @@ def fit_context_window(limits: EpisodeLimits, policy: Policy) -> EpisodeLimits:
         raise ValueError(f"EpisodeLimits.min_turn_tokens={limits.min_turn_tokens} does not fit the policy's "
                          f"context window of {window} tokens; lower min_turn_tokens")
     return replace(limits, max_context_tokens=window)
+
+
+def incomplete_submission(submission: str | dict[str, str], values: dict[str, Any]) -> str | None:
+    """What a submission lacks, as the policy is told it (None when complete): an artifact file missing or
+    empty, or an empty diff. Only presence is checked; whether the artifact is valid is validation's job,
+    after the episode."""
+    if isinstance(submission, str):
+        return None if submission.strip() else ("the diff is empty (no file of the repo is changed, or the "
+                                                "change is too large to submit): edit the code")
+    missing = [n for n in ARTIFACT_FILES if n not in submission]
+    empty = [n for n in ARTIFACT_FILES if n in submission and not submission[n].strip()]
+    if not missing and not empty:
+        return None
+    what = "; ".join(part for part in (f"missing: {', '.join(missing)}" if missing else "",
+                                       f"empty: {', '.join(empty)}" if empty else "") if part)
+    return f"the artifact in {values['artifact_dir']} is incomplete ({what}): write those files there"
 
 
 def _submission(sandbox: Sandbox, role: RoleConfig, values: dict[str, Any]) -> str | dict[str, str]:

@@ -59,13 +59,20 @@ class EpisodeLimits:
     with `context_exhausted` when even that does not fit). See docs/scaffold.md, "Context compaction"."""
     keep_observations: int = 2
     """With "compact": observations kept in full, the newest one included (fewer if they do not fit)."""
+    refused_submits: int = 0
+    """Submits of an incomplete submission (an artifact file missing or empty; for a diff role, an empty
+    diff) answered with what is missing, as an observation, instead of ending the episode; the submit after
+    that many ends it as it is. 0 ends the episode on every submit. Each refusal costs its turn."""
 
     def __post_init__(self) -> None:
         if self.on_context_full not in CONTEXT_FULL:
             raise ValueError(f"EpisodeLimits.on_context_full must be one of {CONTEXT_FULL}, "
                              f"got {self.on_context_full!r}")
         for f in fields(self):
-            if f.name != "on_context_full" and getattr(self, f.name) <= 0:
+            if f.name == "refused_submits":
+                if self.refused_submits < 0:
+                    raise ValueError(f"EpisodeLimits.refused_submits must be 0 or more, got {self.refused_submits}")
+            elif f.name != "on_context_full" and getattr(self, f.name) <= 0:
                 raise ValueError(f"EpisodeLimits.{f.name} must be positive, got {getattr(self, f.name)}")
         if self.min_turn_tokens >= self.max_context_tokens:
             raise ValueError("EpisodeLimits.min_turn_tokens must be below max_context_tokens")

@@ -71,6 +71,9 @@ class LimitsOverride:
     """Seconds per bash command."""
     wall_clock: float | None = None
     """Seconds per episode."""
+    refused_submits: int | None = None
+    """Incomplete submits answered with what is missing before a submit ends the episode as it is
+    (`EpisodeLimits.refused_submits`)."""
 
 
 @dataclass(frozen=True)

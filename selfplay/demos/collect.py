@@ -24,7 +24,7 @@ from agent_scaffold.roles import EpisodeLimits
 from agent_scaffold.trajectory import save_jsonl
 from repos.spec import RepoSpec
 from sandboxes.images import repo_image
-from selfplay.demos.injector import INJECTOR_LIMITS, run_injector_demo
+from selfplay.demos.injector import INJECTOR_LIMITS, NotDemonstrable, run_injector_demo
 from selfplay.demos.seed_cache import cached_seed
 from selfplay.demos.solver import (
     DEMO_LIMITS,
@@ -164,7 +164,7 @@ def _injector_demo(artifact: Any, spec: RepoSpec, store: TaskStore, out: Path, t
     try:
         demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"),
                                  limits=limits, image=image)
-    except DiffError as exc:
+    except (DiffError, NotDemonstrable) as exc:
         report.dropped.append(f"injector: {exc}")
         return
     if not demo.kept:

@@ -2,7 +2,8 @@
 episode, through the real tools in a real sandbox, and keeps it only if `validate` accepts what the
 episode submitted.
 
-Plan (seven turns, so that it fits the run's injector budget): list the tests; write test_files.txt,
+Plan (seven turns, so that it fits the run's injector budget): list the repo's test files with one command
+that is the same in every repo (`LIST_TESTS`), and select listed ones; write test_files.txt,
 test_script.sh and a compact test_parser.py, and check them on the original code; print the few lines
 to change (`sed -n`), so that the SEARCH text the policy types is in its context, not recalled; inject
 the bug into them with `str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete the tests
@@ -65,6 +66,17 @@ for path in {p for p, _ in bad}:
 The same text in every demonstration, so its length does not grow with the tests it deletes."""
 
 
+LIST_TESTS = "git ls-files '*test_*.py' | head -n 12"
+"""The expert's first command, the same in every repo: the policy cannot know a repo's test folder before it
+has looked (the prompt does not name the repo), so a per-repo `ls tests` was a guess from memory, wrong in
+6 of 12 episodes of the fourth attempt's warm start (docs/benchmarks.md)."""
+
+
+def listed_tests(sandbox: Any) -> tuple[str, ...]:
+    """The test files `LIST_TESTS` prints in `sandbox`."""
+    return tuple(sandbox.exec(LIST_TESTS, timeout=30).output.split())
+
+
 def view_lines(source: str, search: str, pad: int = 1) -> tuple[int, int]:
     """1-based first and last line of `sed -n` that prints `search` (which occurs once in `source`) with
     `pad` lines around it: the policy copies SEARCH from what it has just read, never from memory."""
@@ -79,11 +91,10 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
             raise DiffError("an artifact file holds a code-fence line; it cannot be written from a bash block")
     d = ARTIFACT_DIR
     files = " ".join(artifact.test_files)
-    test_dir = artifact.test_files[0].rsplit("/", 1)[0] if "/" in artifact.test_files[0] else "."
     code = " ".join(sorted({h.path for h in parse_hunks(artifact.bug_inject)}))
     actions = [
         _pick(rng, ["Let me see how the tests are laid out.", "First, the test files."])
-        + "\n" + block("bash", f"ls {test_dir} | head -n 12"),
+        + "\n" + block("bash", LIST_TESTS),
         _pick(rng, ["I will use {f} as the oracle: write the three test files and run them on the original code.",
                     "Select {f}, write the runner script and the parser, and check them."], f=files)
         + "\n" + block("bash", f"mkdir -p {d} && printf '%s\\n' {files} > {d}/test_files.txt\n"
@@ -115,6 +126,10 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     return actions
 
 
+class NotDemonstrable(SelfPlayError):
+    """The expert's plan cannot demonstrate this artifact (the demonstration is skipped, not failed)."""
+
+
 @dataclass(frozen=True)
 class InjectorDemo:
     trajectory: Any
@@ -137,6 +152,9 @@ def run_injector_demo(artifact: BugArtifact, spec: RepoSpec, tokenizer: Any, rng
     image = image or repo_image(spec)
     role = load_role("injector", "direct")
     with DockerSandbox.create(image, workdir=spec.workdir) as sb:
+        unlisted = sorted(set(artifact.test_files) - set(listed_tests(sb)))
+        if unlisted:  # the demonstration selects only test files its first observation shows
+            raise NotDemonstrable(f"test files {', '.join(unlisted)} are not among those `{LIST_TESTS}` prints")
         sources = {h.path: sb.read_file(h.path).decode() for h in parse_hunks(artifact.bug_inject)}
         policy = ScriptedPolicy(injector_actions(artifact, sources, rng), tokenizer=tokenizer)
         ep = run_episode(policy, sb, role, {"artifact_dir": ARTIFACT_DIR}, limits=limits)

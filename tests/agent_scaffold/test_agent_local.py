@@ -33,6 +33,54 @@ def test_injector_submission_is_the_artifact_files(local_sandbox, tokenizer):
     assert ep.trajectory.metadata["strategy"] == "removal"
 
 
+@pytest.mark.parametrize("allowed", [0, 1, 2])
+def test_an_incomplete_artifact_submit_is_refused_with_what_is_missing(local_sandbox, tokenizer, allowed):
+    """With `refused_submits`, a submit that lacks artifact files is answered with their names instead of
+    ending the episode; once complete, or after that many refusals, submit ends it."""
+    from dataclasses import replace
+
+    role = load_role("injector", "direct")
+    role = replace(role, limits=replace(role.limits, refused_submits=allowed))
+    art = "/tmp/ssr_test_refused_" + local_sandbox.workdir.rsplit("/", 1)[-1]
+    write_rest = (f"```bash\ncd {art} && echo 'pytest -rA' > test_script.sh && echo t.py > test_files.txt && "
+                  "echo x > test_parser.py && echo d > bug_inject.diff && echo w > test_weaken.diff\n```")
+    actions = [f"```bash\nrm -rf {art} && mkdir -p {art} && touch {art}/test_weaken.diff\n```", "```submit\n```",
+               "```submit\n```", write_rest, "```submit\n```"]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, {"artifact_dir": art})
+    observations = [m["content"] for m in ep.trajectory.messages[2:] if m["role"] == "user"]
+    assert ep.termination == "submitted" and ep.trajectory.metadata["refused_submits"] == min(allowed, 2)
+    assert ep.turns == {0: 2, 1: 3, 2: 5}[allowed]
+    if allowed == 0:
+        assert set(ep.submission) == {"test_weaken.diff"}
+        return
+    assert observations[1].startswith(f"Submit refused (1 of {allowed}): the artifact in {art} is incomplete "
+                                      "(missing: test_script.sh, test_files.txt, test_parser.py, bug_inject.diff; "
+                                      "empty: test_weaken.diff)")
+    if allowed == 1:  # the second submit ends the episode as it is
+        assert set(ep.submission) == {"test_weaken.diff"}
+    else:  # refused again, then the files are written and the third submit is accepted
+        assert observations[2].startswith("Submit refused (2 of 2)")
+        assert ep.submission["test_weaken.diff"] == "w\n" and len(ep.submission) == 5
+
+
+def test_an_empty_diff_submit_is_refused_for_the_solver(local_sandbox, tokenizer):
+    from dataclasses import replace
+
+    role = load_role("solver")
+    role = replace(role, limits=replace(role.limits, refused_submits=1))
+    actions = ["```submit\n```", "```bash\necho changed >> README.md\n```", "```submit\n```"]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, solver_variables("spec"))
+    assert ep.termination == "submitted" and ep.turns == 3 and "README.md" in ep.submission
+    assert ep.trajectory.messages[3]["content"].startswith("Submit refused (1 of 1): the diff is empty")
+
+
+def test_refused_submits_must_not_be_negative():
+    from agent_scaffold.roles import EpisodeLimits
+
+    with pytest.raises(ValueError, match="refused_submits must be 0 or more"):
+        EpisodeLimits(refused_submits=-1)
+
+
 def test_roles_and_templates():
     for strategy in ("removal", "history", "direct"):
         text = render_template(load_role("injector", strategy).task_template,

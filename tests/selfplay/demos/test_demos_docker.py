@@ -162,6 +162,23 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
     # the episode wrote the same bug and the same oracle tests (headers and context may differ)
     assert demo.artifact.test_files == task.artifact.test_files
     assert set(demo.report.fail_to_pass) == set(task.fail_to_pass)
+    # the oracle files it selects are among those its first observation listed
+    assert all(f in demo.trajectory.messages[3]["content"] for f in task.artifact.test_files)
+
+
+def test_injector_expert_skips_an_artifact_whose_tests_its_listing_does_not_show(demos):
+    import dataclasses
+
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+    from selfplay.demos.injector import NotDemonstrable, run_injector_demo
+
+    spec, store, _ = demos
+    task = store.get_task([a for a in store.attempts(source="demo") if a.role == "solver"][0].task_id)
+    hidden = dataclasses.replace(task.artifact, test_files=("tests/zz/test_never_listed.py",))
+    with pytest.raises(NotDemonstrable, match="tests/zz/test_never_listed.py are not among"):
+        run_injector_demo(hidden, spec, AutoTokenizer.from_pretrained(default_model_dir()), random.Random(1))
 
 
 def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):

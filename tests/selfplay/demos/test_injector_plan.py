@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from agent_scaffold.actions import parse_action
-from selfplay.demos.injector import PARSER, WEAKEN, injector_actions
+from selfplay.demos.injector import LIST_TESTS, PARSER, WEAKEN, injector_actions
 from selfplay.procedural.pytest_parser import parse
 from selfplay.procedural.seed import delete_tests, file_diff
 from tests.selfplay.store.store_data import make_artifact
@@ -56,6 +56,8 @@ def test_the_plan_is_seven_valid_actions_ending_in_submit():
     actions = injector_actions(artifact, {"pkg/core.py": source}, random.Random(0))
     tools = [parse_action(a).tool for a in actions]
     assert tools == ["bash", "bash", "bash", "edit", "bash", "bash", "submit"]
+    # the first command names no folder of this repo: the policy cannot know it before it has looked
+    assert parse_action(actions[0]).command.strip() == LIST_TESTS
     edit = parse_action(actions[3])
     assert edit.command == "str_replace" and "return x - 3" in actions[3]  # the bug, from the artifact
     # the lines it replaces were printed just before, with one line either side: nothing typed from memory
