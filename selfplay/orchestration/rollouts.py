@@ -202,17 +202,22 @@ class IterationRollouts:
         side = IterationOutcome(prog.iteration)  # the helper thread's results, merged once it is done
         fresh_rng = random.Random(f"{self.config.seed}:{prog.iteration}:fresh")  # rng is the main thread's
 
+        stopped = threading.Event()  # the drawn round raised (an error, Ctrl-C): start no fresh round
+
         def injectors_then_fresh() -> None:
             self._play_injectors(prog, todo, side)
             fresh = self._note_fresh(prog)
             side.tasks = list(fresh)
-            if fresh:
+            if fresh and not stopped.is_set():  # else a resume plays them (they are noted in prog.tasks)
                 self._solver_round(prog, fresh, len(tasks), fresh_rng, side)
 
         with ThreadPoolExecutor(1, thread_name_prefix="injectors") as helper:
             injectors = helper.submit(injectors_then_fresh)
             try:
                 self._solver_round(prog, tasks, 0, rng, out)
+            except BaseException:
+                stopped.set()
+                raise
             finally:
                 injectors.result()  # the helper's error, if any, after the drawn round ended
         out.merge(side)

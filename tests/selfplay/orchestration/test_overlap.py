@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -90,6 +91,37 @@ def test_a_stopped_overlapped_iteration_resumes_without_replaying_anything(tmp_p
     paths = [a.trajectory_path for a in after]
     assert len(paths) == len(set(paths)) == 2 * G + 2  # every episode recorded exactly once
     assert sorted(round(a.reward, 6) for a in after if a.role == "injector") == [-1.0, 0.55]
+
+
+class StopWhileInjecting(StopAt):
+    """Stops at a drawn attempt while the injector episodes are still running (they wait for the stop)."""
+
+    def __init__(self, stop_at: str, **kw):
+        super().__init__(stop_at, **kw)
+        self.stopped = threading.Event()
+
+    def __call__(self, request):
+        if request.role == "injector":
+            if self.stopped.wait(5.0):
+                time.sleep(1.0)  # the stop reaches the main thread (a few ms) before the injectors return
+        elif request.episode_id.endswith(self.stop_at):
+            self.stopped.set()
+        return super().__call__(request)
+
+
+def test_a_stop_during_the_drawn_round_starts_no_fresh_round(tmp_path):
+    """Ctrl-C (or an error) in the drawn round: the injector episodes in flight finish, but their valid bug's
+    round is left to the resume instead of being played while the run is stopping."""
+    cfg = overlap_config(tmp_path)
+    first = StopWhileInjecting("-it0-solver-1", group_size=G, solved_per_group=1)
+    with pytest.raises(Stop):
+        run_selfplay(cfg, runner=first)
+    assert not any(c.endswith(f"-solver-{i}") for c in first.calls for i in range(G, 2 * G))
+    (path,) = (tmp_path / "runs").iterdir()
+    again = TableRunner(group_size=G, solved_per_group=1)
+    run_selfplay(cfg, resume=path, runner=again)
+    assert {c.rsplit("-", 1)[1] for c in again.calls if "-solver-" in c} >= {str(i) for i in range(G, 2 * G)}
+    assert json.loads(RunDir(path).summary.read_text())["solver_attempts"] == 2 * G
 
 
 def test_overlap_is_off_by_default_and_on_in_the_default_preset():
