@@ -129,7 +129,11 @@ def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None
     return f"{repo}-{h.hexdigest()[:16]}"
 
 
-def bug_key(task: Task) -> tuple[str, frozenset[str], frozenset[tuple[str, str]]] | None:
+BugKey = tuple[str, frozenset[str], frozenset[tuple[str, str]]]
+"""(repo, failing tests, changed lines): see `bug_key`."""
+
+
+def bug_key(task: Task) -> BugKey | None:
     """What makes a first-order task the bug it is, whatever text it writes there: its repo, the lines it
     changes (`bug_site`) and the tests it breaks. None for a higher-order task, or a bug diff that does not
     parse or changes no line."""
@@ -142,7 +146,31 @@ def bug_key(task: Task) -> tuple[str, frozenset[str], frozenset[tuple[str, str]]
     return (task.repo, frozenset(task.fail_to_pass), site) if site else None
 
 
+def keys_match(a: BugKey | None, b: BugKey | None) -> bool:
+    """One bug: the same repo and failing tests, and at least one changed line in common, so that an extra
+    edit elsewhere (which breaks nothing more) does not make the same bug another one. Two different
+    changes of one line that break the same tests count as one bug too."""
+    return a is not None and b is not None and a[0] == b[0] and a[1] == b[1] and bool(a[2] & b[2])
+
+
 def same_bug(a: Task, b: Task) -> bool:
-    """True when two first-order tasks are one bug written twice (the same `bug_key`)."""
-    key = bug_key(a)
-    return key is not None and key == bug_key(b)
+    """True when two first-order tasks are one bug written twice (`keys_match` of their `bug_key`s)."""
+    return keys_match(bug_key(a), bug_key(b))
+
+
+def count_bugs(keys: list[BugKey | None]) -> int:
+    """How many bugs `keys` are: matching keys (`keys_match`), also through a chain of matches, are one
+    bug; each None is a bug of its own."""
+    parent = list(range(len(keys)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, a in enumerate(keys):
+        for j in range(i):
+            if keys_match(a, keys[j]):
+                parent[root(i)] = root(j)
+    return len({root(i) for i in range(len(keys))})

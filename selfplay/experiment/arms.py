@@ -28,7 +28,7 @@ from selfplay.learner.checkpoint import latest_checkpoint
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import read_trajectories
 from selfplay.store import open_store
-from selfplay.task import bug_key
+from selfplay.task import bug_key, count_bugs
 
 log = logging.getLogger(__name__)
 
@@ -180,14 +180,13 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
 
 def distinct_bugs(store_db: Path, task_ids: Sequence[str]) -> int:
     """How many different bugs `task_ids` are: one id is one bug, and so are tasks that are one bug in other
-    words (the same `selfplay.task.bug_key`; read from the arm's store, when it has one)."""
+    words (`selfplay.task.keys_match`; read from the arm's store, when it has one)."""
     ids = list(dict.fromkeys(task_ids))
     if len(ids) < 2 or not store_db.is_file():
         return len(ids)
     with open_store(f"sqlite:///{store_db}", create=False, upgrade=False) as store:
         tasks = store.get_tasks(ids)
-    bugs = {bug_key(t) or t.task_id for t in tasks}
-    return len(bugs) + len(ids) - len(tasks)  # an id the store lacks counts as its own bug
+    return count_bugs([bug_key(t) for t in tasks]) + len(ids) - len(tasks)  # an id the store lacks: its own bug
 
 
 def arm_figures(run_dir: Path) -> dict[str, Any]:

@@ -30,8 +30,8 @@ class RewardConfig:
     """"ssr" for Eq. 1; "consistency" for the paper's ablation (+1 valid, -1 invalid)."""
     reward_duplicates: bool = False
     """Reward a valid bug that the store already holds like a new one: the same normalised bug diff as an
-    older task, or the same bug in other words (the same changed lines of the repo breaking the same tests,
-    `selfplay.task.same_bug`). Off: it gets the invalid reward. On, RL at 135M learned to write one
+    older task, or the same bug in other words (a changed line of the repo in common, breaking the same tests,
+    also with an unrelated edit beside it: `selfplay.task.same_bug`). Off: it gets the invalid reward. On, RL at 135M learned to write one
     known-valid bug again and again, and then reworded it (docs/benchmarks.md, fifth attempt)."""
 
     def __post_init__(self) -> None:

@@ -40,7 +40,7 @@ from selfplay.orchestration.outcome import IterationOutcome, SolverAttempt
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
 from selfplay.orchestration.state import InjectorVerdict, IterationProgress
 from selfplay.rollout.requests import EpisodeExecutor, EpisodeRequest, EpisodeResult
-from selfplay.task import Task, bug_key
+from selfplay.task import Task, bug_key, keys_match
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -369,8 +369,8 @@ class IterationRollouts:
         out.add_time("orchestration", time.monotonic() - t0)
 
     def _near_duplicate(self, repo: str, task_id: str | None) -> bool:
-        """True when an older task of `repo` is the same bug written with other text (the same `bug_key`:
-        the same changed lines, the same failing tests)."""
+        """True when an older task of `repo` is the same bug written with other text (`keys_match`: a
+        changed line in common, the same failing tests)."""
         if task_id is None:
             return False
         ids = [s.task_id for s in self.store.task_stats(repo=repo)]  # oldest first
@@ -381,7 +381,7 @@ class IterationRollouts:
             return False
         new, *rest = self.store.get_tasks([task_id, *older])
         key = bug_key(new)  # each diff parsed once
-        return key is not None and any(bug_key(t) == key for t in rest)
+        return key is not None and any(keys_match(key, bug_key(t)) for t in rest)
 
     def _reward(self, v: InjectorVerdict, resolved: dict[str, list[bool]]) -> float | None:
         """Eq. 1 from this iteration's attempts on the bug; None (never trained on) for an infrastructure

@@ -42,7 +42,7 @@ class InjectorVerdict:
     never validated (no artifact submitted)."""
     duplicate: bool = False
     """Valid, but the store already held its task (the same normalised bug diff), or an older task of the
-    repo is the same bug in other words (`selfplay.task.same_bug`: the same changed lines and failing tests)."""
+    repo is the same bug in other words (`selfplay.task.same_bug`: a changed line in common, the same failing tests)."""
 
 
 @dataclass

@@ -46,6 +46,29 @@ def test_a_malformed_diff_is_refused_by_bug_site_and_matches_nothing_in_same_bug
     assert not same_bug(task("not a diff\n"), task("not a diff\n"))
 
 
+def with_extra_edit(bug: str, line: int = 80) -> str:
+    """`bug` plus an unrelated one-line change in another file."""
+    return bug + one_line("pass  # noqa", line=line, path="boltons/strutils.py")
+
+
+def test_an_extra_edit_elsewhere_does_not_make_the_same_bug_another():
+    a = task(one_line("fail"))
+    assert same_bug(a, task(with_extra_edit(one_line("failed"))))
+    assert same_bug(task(with_extra_edit(one_line("fail"))), a)
+    # the extra edit alone shares no line with the bug
+    assert not same_bug(a, task(one_line("pass  # noqa", line=80, path="boltons/strutils.py")))
+
+
+def test_count_bugs_joins_chains_of_matches_and_keeps_unparsed_bugs_apart():
+    from selfplay.task import bug_key, count_bugs
+
+    a, b = task(one_line("fail")), task(with_extra_edit(one_line("failed")))
+    c = task(one_line("x", line=80, path="boltons/strutils.py"))  # matches b through its extra edit, not a
+    assert count_bugs([bug_key(a), bug_key(b), bug_key(c)]) == 1
+    assert count_bugs([bug_key(a), bug_key(c)]) == 2
+    assert count_bugs([None, None, bug_key(a)]) == 3
+
+
 def test_same_bug_needs_the_same_lines_the_same_failing_tests_the_same_repo_and_first_order():
     a = task(one_line("fail"))
     assert same_bug(a, task(one_line("failed")))

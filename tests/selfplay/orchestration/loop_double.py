@@ -6,7 +6,8 @@ and all, in test_loop_docker.py.
 Outcomes are a pure function of the episode id, so a replayed episode gives the same result:
 - injector k of an iteration: valid unless k is in `invalid`; its bug is unique per (iteration, k), or the
   same bug every time with `repeat` (a policy that writes one known-valid bug again), reworded per
-  (iteration, k) with `reword` as well (the same line changed to other text, the same tests failing);
+  (iteration, k) with `reword` as well (the same line changed to other text, the same tests failing), or
+  with `extra_edit` plus an unrelated one-line change elsewhere, at a line of its own per (iteration, k);
 - solver attempt j of a task (j = index mod G): resolved when j < `solved_per_group`; a failed one
   carries a higher-order task;
 - episode ids in `infra` come back as infrastructure failures (no trajectory).
@@ -15,7 +16,7 @@ Outcomes are a pure function of the episode id, so a replayed episode gives the 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent_scaffold.trajectory import Trajectory
 from selfplay.artifact import BugArtifact
@@ -50,6 +51,7 @@ class TableRunner:
     infra: frozenset[str] = frozenset()
     repeat: bool = False
     reword: bool = False
+    extra_edit: bool = False
     calls: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -68,6 +70,10 @@ class TableRunner:
                                       pass_to_pass=("tests/test_core.py::test_b",) if valid else ())
             n = 1000 * request.iteration + index + 1
             art = artifact(1, f"return x - {n}" if self.reword else None) if self.repeat else artifact(n)
+            if self.extra_edit:  # the same bug plus an unrelated change elsewhere, other per episode
+                art = replace(art, bug_inject=art.bug_inject + (
+                    f"diff --git a/pkg/other.py b/pkg/other.py\n--- a/pkg/other.py\n+++ b/pkg/other.py\n"
+                    f"@@ -{n},1 +{n},1 @@\n-x = 1\n+x = 1  # {n}\n"))
             return EpisodeResult(request, trajectory("injector", request.policy_version), "submitted", False, None,
                                  art.files(), validation=report, artifact=art,
                                  timings={**timings, "validation": 0.01})

@@ -232,13 +232,15 @@ def test_redraw_ahead_plays_every_round_at_once(tmp_path, monkeypatch):
     assert record["rollout/solver_rounds"] == 3 and record["rollout/signal_groups"] == 3
 
 
-@pytest.mark.parametrize("reword", [False, True], ids=["verbatim", "reworded"])
+@pytest.mark.parametrize("variant", ["verbatim", "reworded", "extra_edit"])
 @pytest.mark.parametrize("reward_duplicates", [False, True])
-def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_path, reward_duplicates, reword):
+def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_path, reward_duplicates, variant):
     """One bug written three times (consistency reward: +1 valid, -1 invalid): only the first earns the valid
-    reward, also when each time writes other text into the same line (three tasks then, one bug)."""
+    reward, also when each time writes other text into the same line, or adds an unrelated edit elsewhere
+    (three tasks then, one bug)."""
+    reword = variant != "verbatim"
     runner = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset(), repeat=True,  # no higher orders
-                         reword=reword)
+                         reword=variant == "reworded", extra_edit=variant == "extra_edit")
     cfg = config(tmp_path, iterations=1, rollout=RolloutConfig(injector_episodes=3, solver_tasks=0, workers=1),
                  reward=RewardConfig(group_size=G, injector_mode="consistency", reward_duplicates=reward_duplicates))
     path = run_selfplay(cfg, runner=runner)
