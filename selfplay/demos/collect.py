@@ -78,7 +78,7 @@ class DemoReport:
 def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *, seed: int = 0, per_task: int = 1,
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
-               injector: int = 0, injector_max_context_tokens: int = DEMO_LIMITS.max_context_tokens,
+               injector: int = 0, injector_max_context_tokens: int = INJECTOR_LIMITS.max_context_tokens,
                short_share: float = 0.0, seed_cache: bool | Path = True) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded

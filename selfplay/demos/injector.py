@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 ARTIFACT_DIR = "/tmp/ssr_artifact"
 """Where the expert writes the artifact (the injector role's default; the prompt names whichever
 directory is passed)."""
-INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024, max_context_tokens=2048, command_timeout=90.0,
+INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024, max_context_tokens=2304, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
 """Budgets of an injector demonstration (the context budget is `WarmStartConfig.injector_max_context_tokens`)."""
 PARSER = """import json, re, sys

@@ -149,6 +149,7 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
 
     from agent_scaffold.embedded import default_model_dir
     from selfplay.demos.injector import run_injector_demo
+    from selfplay.demos.warm_start_config import WarmStartConfig
 
     spec, store, _ = demos
     task = store.get_task([a for a in store.attempts(source="demo") if a.role == "solver"][0].task_id)
@@ -157,7 +158,8 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
     assert demo.trajectory.termination == "submitted" and demo.trajectory.metadata["format_errors"] == 0
     assert demo.kept, demo.report
     # it fits the default warm start's injector budget and the run's injector turns
-    assert len(demo.trajectory.input_ids) <= 2048 and len(demo.trajectory.turn_spans) <= 7
+    assert len(demo.trajectory.input_ids) <= WarmStartConfig().injector_max_context_tokens
+    assert len(demo.trajectory.turn_spans) <= 7
     assert demo.report.valid and demo.trajectory.reward == 1.0
     # the episode wrote the same bug and the same oracle tests (headers and context may differ)
     assert demo.artifact.test_files == task.artifact.test_files
