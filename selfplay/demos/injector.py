@@ -32,6 +32,7 @@ from sandboxes.images import repo_image
 from selfplay.artifact import BugArtifact
 from selfplay.demos.bug import parse_hunks, repair, reversed_hunk
 from selfplay.demos.solver_plan import FENCE, _pick, block
+from selfplay.demos.warm_start_config import WarmStartConfig
 from selfplay.errors import DiffError, SelfPlayError
 from selfplay.validation import validate
 
@@ -40,7 +41,8 @@ log = logging.getLogger(__name__)
 ARTIFACT_DIR = "/tmp/ssr_artifact"
 """Where the expert writes the artifact (the injector role's default; the prompt names whichever
 directory is passed)."""
-INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024, max_context_tokens=2304, command_timeout=90.0,
+INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024,
+                                max_context_tokens=WarmStartConfig.injector_max_context_tokens, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
 """Budgets of an injector demonstration (the context budget is `WarmStartConfig.injector_max_context_tokens`)."""
 PARSER = """import json, re, sys
