@@ -158,9 +158,7 @@ class DecodeBatch:
         ids = torch.tensor([prompt[start:]], device=policy.device)  # (1, L - start)
         pos = torch.arange(start, len(prompt), device=policy.device)[None]  # (1, L - start)
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = policy.model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True,
-                               logits_to_keep=1)
+        out = self._model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
         seconds = time.perf_counter() - t0
         self.prefilled_tokens += len(prompt) - start
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (1, H, L, D) each
@@ -182,9 +180,8 @@ class DecodeBatch:
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=dev)  # (b, W)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (b, W)
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = policy.model(input_ids=ids, attention_mask=mask if len(reqs) > 1 else None, position_ids=pos,
-                               use_cache=True, logits_to_keep=1)
+        out = self._model(input_ids=ids, attention_mask=mask if len(reqs) > 1 else None, position_ids=pos,
+                          use_cache=True, logits_to_keep=1)
         seconds = time.perf_counter() - t0
         total = sum(len(p) for p in prompts)
         self.prefilled_tokens += total
@@ -272,12 +269,19 @@ class DecodeBatch:
         pos = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in self.rows], device=dev)  # (B, 1)
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.rows), 1)], dim=1)  # (B, W + 1)
         cache = self._cache if self._cache is not None else _growing_cache(self.kv)
-        with torch.inference_mode():
-            out = self.policy.model(input_ids=step, attention_mask=self.mask, position_ids=pos,
-                                    past_key_values=cache, use_cache=True)
+        out = self._model(input_ids=step, attention_mask=self.mask, position_ids=pos, past_key_values=cache,
+                          use_cache=True)
         self._cache = out.past_key_values  # kept across steps: rows only change at admit and leave
         self.kv = [(layer.keys, layer.values) for layer in self._cache.layers]
         self.logits = out.logits[:, -1].float()  # (B, V)
+
+    def _model(self, **inputs: Any) -> Any:
+        """One forward of the policy's model, on as many CPU threads as its governor allows now."""
+        governor = getattr(self.policy, "threads", None)
+        if governor is not None:
+            governor.update()
+        with self.torch.inference_mode():
+            return self.policy.model(**inputs)
 
     def _sample(self, row: _Row, logits: Any, size: int) -> bool:
         """Sample the row's next token from its logits (V,); False once the row has finished."""

@@ -18,6 +18,8 @@ def serve_policy(
                                   "batching: a request joins the running batch at the next decode step)."),
     kv_cache_mb: int = typer.Option(1024, "--kv-cache-mb", min=0, help="MiB of KV caches kept between a client's "
                                     "turns, so a growing context prefills only its new tokens (0: off)."),
+    cpu_threads: int = typer.Option(0, "--cpu-threads", min=0, help="On CPU, torch threads per forward; 0 adapts "
+                                    "them to the cores other processes leave free."),
 ) -> None:
     """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
     /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""
@@ -25,7 +27,8 @@ def serve_policy(
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy_server import PolicyServer
 
-    server = PolicyServer(HFPolicy(model, device=device, kv_cache_mb=kv_cache_mb), host=host, port=port,
+    server = PolicyServer(HFPolicy(model, device=device, kv_cache_mb=kv_cache_mb,
+                                   cpu_threads=cpu_threads), host=host, port=port,
                           max_batch=max_batch)
     logging.getLogger(__name__).info("policy server on %s (Ctrl-C stops it)", server.url)
     try:

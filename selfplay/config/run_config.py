@@ -51,6 +51,10 @@ class PolicyConfig:
     kv_cache_mb: int = 1024
     """hf: memory cap (MiB) of the KV caches kept between an episode's turns, so a turn prefills only its new
     tokens (least recently used first out; dropped when the weights change); 0 turns the reuse off."""
+    cpu_threads: int = 0
+    """hf on CPU: torch threads per forward of the sampler. 0 adapts them before each forward to the cores
+    that other processes (the sandboxes' test runs) leave free, from torch's thread count down to 1: a step
+    split over a core that a test run holds waits for it (3x slower on 2 cores). N > 0 fixes N."""
     scripted_actions: str | None = None
     """scripted: a JSON file, {"injector": [[action, ...], ...], "solver": [[action, ...], ...]}: the
     action lists are used in turn, one per episode of that role."""
@@ -290,6 +294,9 @@ class RunConfig:
                              "the learner takes it from there")
         if self.learner.steps_per_update < 1:
             raise ValueError(f"learner.steps_per_update must be >= 1, got {self.learner.steps_per_update}")
+        if self.policy.cpu_threads < 0:
+            raise ValueError(f"policy.cpu_threads must be >= 0 (0 adapts to the free cores), got "
+                             f"{self.policy.cpu_threads}")
         if self.policy.max_batch < 1 or self.policy.kv_cache_mb < 0:
             raise ValueError(f"policy.max_batch must be >= 1 and policy.kv_cache_mb >= 0 (MiB; 0 is off), got "
                              f"{self.policy.max_batch} and {self.policy.kv_cache_mb}")
