@@ -61,7 +61,12 @@ class BatchingPolicy:
     running batch and never interleave with one (in continuous mode the batch stops admitting and drains).
     """
 
-    def __init__(self, policy: Any, max_batch: int = 8, max_wait_s: float = 0.02) -> None:
+    def __init__(self, policy: Any, max_batch: int = 8, max_wait_s: float = 0.02,
+                 switch_interval_s: float | None = 0.0005) -> None:
+        """`switch_interval_s`: continuous mode lowers Python's GIL switch interval to this (None: leave it;
+        `ContinuousScheduler` says why)."""
+        if switch_interval_s is not None and not switch_interval_s > 0:
+            raise ValueError(f"switch_interval_s must be > 0 seconds, or None to leave Python's, got {switch_interval_s}")
         if max_batch < 1 or max_wait_s < 0:
             raise ValueError(f"max_batch must be >= 1 and max_wait_s >= 0, got {max_batch} and {max_wait_s}")
         self.policy = policy
@@ -81,7 +86,7 @@ class BatchingPolicy:
         if hasattr(policy, "decode_batch"):
             inner = getattr(policy, "_lock", None)
             locks = [self._lock] + ([inner] if isinstance(inner, DrainLock) else [])
-            self._continuous = ContinuousScheduler(policy, max_batch, locks)
+            self._continuous = ContinuousScheduler(policy, max_batch, locks, switch_interval_s)
             return
         self._sizes: Counter[int] = Counter()
         self._worker = threading.Thread(target=self._serve, name="batching-policy", daemon=True)

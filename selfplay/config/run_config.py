@@ -55,6 +55,10 @@ class PolicyConfig:
     """hf on CPU: torch threads per forward of the sampler. 0 adapts them before each forward to the cores
     that other processes (the sandboxes' test runs) leave free, from torch's thread count down to 1: a step
     split over a core that a test run holds waits for it (3x slower on 2 cores). N > 0 fixes N."""
+    gil_switch_ms: float = 0.5
+    """hf: Python's GIL switch interval (ms) while the in-process sampler runs; its decode thread re-takes the
+    GIL after every torch op, and at Python's default (5 ms) the episode threads keep it waiting. 0 leaves
+    Python's default."""
     scripted_actions: str | None = None
     """scripted: a JSON file, {"injector": [[action, ...], ...], "solver": [[action, ...], ...]}: the
     action lists are used in turn, one per episode of that role."""
@@ -294,6 +298,8 @@ class RunConfig:
                              "the learner takes it from there")
         if self.learner.steps_per_update < 1:
             raise ValueError(f"learner.steps_per_update must be >= 1, got {self.learner.steps_per_update}")
+        if self.policy.gil_switch_ms < 0:
+            raise ValueError(f"policy.gil_switch_ms must be >= 0 (0 leaves Python's), got {self.policy.gil_switch_ms}")
         if self.policy.cpu_threads < 0:
             raise ValueError(f"policy.cpu_threads must be >= 0 (0 adapts to the free cores), got "
                              f"{self.policy.cpu_threads}")
