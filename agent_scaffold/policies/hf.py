@@ -36,12 +36,12 @@ class HFPolicy:
     """A local HF checkpoint (default: the embedded SmolLM2-135M-Instruct)."""
 
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None,
-                 version: int = 0, kv_cache_mb: int = 0, cpu_threads: int = 0) -> None:
+                 version: int = 0, kv_cache_mb: int = 0, cpu_threads: int = 0, adapt_threads: bool = False) -> None:
         """`version`: the weights version of `model_dir` (checkpoint N of a run is version N), which every
         completion reports; a resumed run that reported 0 would see all its rollouts as stale.
         `kv_cache_mb`: memory cap of the prefix KV store reused across an episode's turns (0: off).
-        `cpu_threads`: on CPU, torch threads per forward; 0 adapts them to the cores other processes leave
-        free, up to torch's count (`ThreadGovernor`)."""
+        `cpu_threads`: on CPU, torch threads per forward (0: torch's count). `adapt_threads`: lower them before
+        each forward to the cores other processes leave free (`ThreadGovernor`)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
         torch = import_torch()
@@ -61,9 +61,8 @@ class HFPolicy:
             raise ValueError(f"kv_cache_mb must be a non-negative int (MiB; 0 turns KV reuse off), got {kv_cache_mb!r}")
         self.kv_store = PrefixKVStore(kv_cache_mb * 2**20) if kv_cache_mb else None
         if isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 0:
-            raise ValueError(f"cpu_threads must be a non-negative int (0 adapts to the free cores), got "
-                             f"{cpu_threads!r}")
-        self.threads = (ThreadGovernor(cpu_threads or None, adapt=not cpu_threads)
+            raise ValueError(f"cpu_threads must be a non-negative int (0 keeps torch's count), got {cpu_threads!r}")
+        self.threads = (ThreadGovernor(cpu_threads or None, adapt=bool(adapt_threads))
                         if str(device).startswith("cpu") else None)
         """Sets the sampling thread's torch thread count before each forward (CPU only)."""
         log.info("loaded %s on %s", self.model_dir, device)

@@ -18,8 +18,8 @@ def serve_policy(
                                   "batching: a request joins the running batch at the next decode step)."),
     kv_cache_mb: int = typer.Option(1024, "--kv-cache-mb", min=0, help="MiB of KV caches kept between a client's "
                                     "turns, so a growing context prefills only its new tokens (0: off)."),
-    cpu_threads: int = typer.Option(0, "--cpu-threads", min=0, help="On CPU, torch threads per forward; 0 adapts "
-                                    "them to the cores other processes leave free."),
+    cpu_threads: int = typer.Option(0, "--cpu-threads", min=0, help="On CPU, torch threads per forward "
+                                    "(0: torch's count)."),
 ) -> None:
     """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
     /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""

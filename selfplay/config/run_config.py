@@ -52,9 +52,13 @@ class PolicyConfig:
     """hf: memory cap (MiB) of the KV caches kept between an episode's turns, so a turn prefills only its new
     tokens (least recently used first out; dropped when the weights change); 0 turns the reuse off."""
     cpu_threads: int = 0
-    """hf on CPU: torch threads per forward of the sampler. 0 adapts them before each forward to the cores
-    that other processes (the sandboxes' test runs) leave free, from torch's thread count down to 1: a step
-    split over a core that a test run holds waits for it (3x slower on 2 cores). N > 0 fixes N."""
+    """hf on CPU: torch threads per forward of the sampler (0: torch's count, i.e. the cores)."""
+    adapt_threads: bool = False
+    """hf on CPU: before each forward, lower the sampler's torch threads to the cores that other processes
+    (the sandboxes' test runs) left free over the last 0.5 s (`ThreadGovernor`). A step split over a core
+    that a busy loop holds took 3x longer on the 2-core box, but in a default run the other processes kept
+    a core busy in only 11% of half-second windows, and one run with it on sampled no faster
+    (docs/benchmarks.md), so it is off."""
     gil_switch_ms: float = 0.5
     """hf: Python's GIL switch interval (ms) while the in-process sampler runs; its decode thread re-takes the
     GIL after every torch op, and at Python's default (5 ms) the episode threads keep it waiting. 0 leaves
@@ -301,7 +305,7 @@ class RunConfig:
         if self.policy.gil_switch_ms < 0:
             raise ValueError(f"policy.gil_switch_ms must be >= 0 (0 leaves Python's), got {self.policy.gil_switch_ms}")
         if self.policy.cpu_threads < 0:
-            raise ValueError(f"policy.cpu_threads must be >= 0 (0 adapts to the free cores), got "
+            raise ValueError(f"policy.cpu_threads must be >= 0 (0 keeps torch's count), got "
                              f"{self.policy.cpu_threads}")
         if self.policy.max_batch < 1 or self.policy.kv_cache_mb < 0:
             raise ValueError(f"policy.max_batch must be >= 1 and policy.kv_cache_mb >= 0 (MiB; 0 is off), got "

@@ -8,6 +8,7 @@ request is queued, so "joins mid-batch" does not depend on thread timing.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -246,6 +247,28 @@ def test_a_bad_engine_setting_is_refused_with_its_name(tiny_dir):
         HFPolicy(tiny_dir, kv_cache_mb=-5)
     with pytest.raises(ValueError, match=r"policy.max_batch must be >= 1 and policy.kv_cache_mb >= 0"):
         RunConfig(policy=PolicyConfig(kv_cache_mb=-1))
+    with pytest.raises(ValueError, match="policy.gil_switch_ms must be >= 0"):
+        RunConfig(policy=PolicyConfig(gil_switch_ms=-1))
+    with pytest.raises(ValueError, match="switch_interval_s must be > 0"):
+        BatchingPolicy(HFPolicy(tiny_dir), switch_interval_s=0)
+
+
+@pytest.fixture()
+def switch_interval():
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)  # Python's default
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_continuous_batching_shortens_the_gil_switch_interval_unless_told_not_to(tiny, switch_interval):
+    """The decode worker re-takes the GIL after every torch op; at 5 ms it waits on the episode threads."""
+    BatchingPolicy(tiny, switch_interval_s=None).close()
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+    BatchingPolicy(tiny).close()
+    assert sys.getswitchinterval() == pytest.approx(0.0005)
+    BatchingPolicy(tiny, switch_interval_s=0.002).close()  # never raised back
+    assert sys.getswitchinterval() == pytest.approx(0.0005)
 
 
 def test_concurrent_episodes_record_batch_sizes_and_stay_token_exact(tiny_dir, tmp_path):

@@ -117,8 +117,9 @@ def test_hf_policy_rejects_a_bad_thread_count(tmp_path):
     model = save_tiny_model(tmp_path / "tiny")
     with pytest.raises(ValueError, match="cpu_threads"):
         HFPolicy(model, cpu_threads=-1)
-    assert HFPolicy(model, cpu_threads=1).threads.adapt is False
-    assert HFPolicy(model).threads.adapt is True
+    assert HFPolicy(model, cpu_threads=1).threads.ceiling == 1
+    assert HFPolicy(model).threads.adapt is False  # off by default: no gain measured in a run
+    assert HFPolicy(model, adapt_threads=True).threads.adapt is True
 
 
 def test_the_run_config_names_a_negative_thread_count():
@@ -126,4 +127,4 @@ def test_the_run_config_names_a_negative_thread_count():
 
     with pytest.raises(ValueError, match="policy.cpu_threads"):
         RunConfig(policy=PolicyConfig(cpu_threads=-2))
-    assert RunConfig().policy.cpu_threads == 0  # the default adapts
+    assert RunConfig().policy.cpu_threads == 0 and RunConfig().policy.adapt_threads is False
