@@ -5,7 +5,8 @@ the decode steps. A torch op split over every core then waits at the end of each
 thread whose core a test run holds, and one busy core slows the whole step far more than losing that core
 would. Measured on the 2-core box (SmolLM2-135M, a decode step of 10 rows of 800-1,700 tokens): 177 ms with
 2 threads on an idle machine, 548-608 ms with 2 threads while one core ran a busy loop, 236 ms with 1 thread
-either way. A busy loop at 10-50% duty did not hurt 2 threads.
+either way (a later run of scripts/bench_decode_contention.py did not reproduce it: 326 against 317 ms).
+A busy loop at 10-50% duty did not hurt 2 threads.
 
 So before each forward the governor looks at how much CPU the other processes used over the last window
 (`/proc/stat` minus this process's own `/proc/self/stat`) and runs on the cores they leave free: at most the
