@@ -9,7 +9,8 @@ The GIL: a decode step is ~600 torch ops, and the worker releases the GIL around
 default switch interval (5 ms), every time an episode thread takes the GIL in between, the worker waits up
 to 5 ms to get it back: on the 2-core box a 10-row step took 216 ms alone, 256 ms beside 18 threads that
 each ran 0.5 ms of Python every 50 ms, and 39 s beside 18 threads at 2 ms every 20 ms. So the scheduler
-lowers the process's switch interval to `switch_interval_s` (0.5 ms: 210 ms and 1.1 s there); None leaves it.
+lowers the process's switch interval to `switch_interval_s` (0.5 ms: 210 ms and 1.1 s there; a later run of
+scripts/bench_decode_contention.py gave 297 ms at 5 ms and 277 ms at 0.5 ms); None leaves it.
 
 Weight swaps: the worker holds the policy's locks (`DrainLock`s) while its batch has rows. When a swap waits
 on one of them, the worker stops admitting, lets the running rows finish, and hands the locks over; every
