@@ -1,14 +1,14 @@
 """`DecodeBatch`: the running batch of an HF model, which rows join and leave between decode steps.
 
 Continuous batching on one model: `admit` prefills a new row alone (batch 1, so its prompt's logits are
-exactly what it would get alone) and merges its KV into the running, left-padded batch cache; `step`
-samples one token for every row, lets finished rows leave at once (their cache rows are dropped), and runs
-one batched forward for the rows that remain. A row never waits for the batch's longest row, and a request
-arriving mid-batch starts at the next step.
+exactly what it would get alone) and copies its KV into a slot of the running, left-padded batch cache
+(`SlotKV`); `step` samples one token for every row, lets finished rows leave at once (their slots are
+freed), and runs one batched forward for the rows that remain. A row never waits for the batch's longest
+row, and a request arriving mid-batch starts at the next step.
 
-Each row keeps its own `torch.Generator`, stop ids, stop strings and max_new_tokens, so its sample is the one
-it gets alone; batch shape and padding move logits by float rounding only (~1e-5 in logprobs in fp32).
-Position ids count each row's own tokens, so left padding shifts no row's RoPE positions.
+Each row keeps its own `torch.Generator` (one uniform per token, `inverse_cdf`), stop ids, stop strings and
+max_new_tokens, so its sample is the one it gets alone; batch shape and padding move logits by float
+rounding only (~1e-5 in logprobs in fp32). Position ids count each row's own tokens, so left padding shifts no row's RoPE positions.
 
 With a `PrefixKVStore`, a row's prefill starts from the stored KV of the longest prefix it shares with an
 earlier generation (the previous turn of its episode, or a group mate's prompt) and computes only the rest;
@@ -23,50 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
-from agent_scaffold.policies.sampling import import_torch, process_logits
+from agent_scaffold.policies.sampling import import_torch, inverse_cdf, process_logits
+from agent_scaffold.policies.slot_kv import SlotKV
 from agent_scaffold.policy import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
-
-
-def _growing_cache(layers: list[tuple[Any, Any]]) -> Any:
-    """A transformers `DynamicCache` holding `layers` (per layer (keys, values), (B, H, W, D)) without a copy,
-    whose layers append in place into spare capacity instead of re-concatenating the whole cache per step."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        """`DynamicLayer` whose keys/values are views of a buffer with room to grow: a decode step writes
-        one column in place. (DynamicLayer.update copies all W columns per step: at batch 8 and 1k tokens
-        that is ~370 MB of copying per token for SmolLM2, as much memory traffic as the weights.)"""
-
-        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-            import torch
-
-            n, t = self.keys.shape[-2], key_states.shape[-2]
-            buf = getattr(self, "_buf", None)
-            if buf is None or n + t > buf[0].shape[-2]:
-                cap = (n + t) + max(64, (n + t) // 4)
-                shape = (*self.keys.shape[:-2], cap, self.keys.shape[-1])
-                buf = (torch.empty(shape, dtype=self.keys.dtype, device=self.keys.device),
-                       torch.empty(shape, dtype=self.values.dtype, device=self.values.device))
-                buf[0][..., :n, :] = self.keys
-                buf[1][..., :n, :] = self.values
-                self._buf = buf
-            buf[0][..., n:n + t, :] = key_states
-            buf[1][..., n:n + t, :] = value_states
-            self.keys, self.values = buf[0][..., :n + t, :], buf[1][..., :n + t, :]
-            return self.keys, self.values
-
-    out = []
-    for k, v in layers:
-        layer = GrowingLayer()
-        layer.lazy_initialization(k, v)
-        layer.keys, layer.values = k, v
-        out.append(layer)
-    cache = DynamicCache()
-    cache.layers = out
-    return cache
 
 
 @dataclass
@@ -80,7 +41,7 @@ class _Row:
     stop_ids: frozenset[int]
     seen: Any  # (n,) context ids, for the repetition penalty
     version: int
-    pad: int = 0  # leading padding columns of this row in the batch cache
+    pad: int = 0  # leading padding columns of this row in its prefill's KV
     ids: list[int] = field(default_factory=list)
     logps: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)  # decode batch size when each token was sampled
@@ -98,10 +59,8 @@ class DecodeBatch:
         self.torch = import_torch()
         self.policy, self.store = policy, store
         self.rows: list[_Row] = []  # in batch-slot order
-        self.kv: list[tuple[Any, Any]] | None = None  # per layer (keys, values), each (B, H, W, D)
-        self.mask: Any = None  # (B, W): 1 where a row has a real position
+        self.kv = SlotKV(self.torch)
         self.logits: Any = None  # (B, V): each row's next-token logits
-        self._cache: Any = None  # the model's cache object of `kv`, while no row has joined or left since
         self.prefilled_tokens = 0
         """Prompt positions computed by prefills (the rest came from the store)."""
 
@@ -164,10 +123,9 @@ class DecodeBatch:
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (1, H, L, D) each
         if self.store is not None:
             self.store.put(prompt, layers, version)  # group mates with the same prompt reuse it
-        mask = torch.ones(1, len(prompt), dtype=torch.long, device=policy.device)
         row = self._new_row(req, version)
         row.prefill_tokens, row.prefill_s = len(prompt) - start, seconds
-        self._merge([row], layers, mask, out.logits[:, -1])
+        self._merge([row], layers, out.logits[:, -1])
 
     def _prefill_fresh(self, reqs: list[tuple]) -> None:
         """One left-padded forward over whole prompts; position ids count each row's own tokens."""
@@ -194,30 +152,14 @@ class DecodeBatch:
         for row, p in zip(rows, prompts):
             row.pad = width - len(p)
             row.prefill_tokens, row.prefill_s = len(p), seconds * len(p) / total  # shared by prompt length
-        self._merge(rows, layers, mask, out.logits[:, -1])
+        self._merge(rows, layers, out.logits[:, -1])
 
-    def _merge(self, rows: list[_Row], layers: list[tuple[Any, Any]], mask: Any, logits: Any) -> None:
-        """Append `rows` (their left-padded KV (b, H, W', D) per layer, mask (b, W'), logits (b, V); each row's
-        `pad` counts its padding columns) to the batch's left-padded cache."""
-        torch = self.torch
-        pad = torch.nn.functional.pad
-        self._cache = None  # rebuilt from `kv` at the next step
-        if not self.rows:
-            self.kv, self.mask, self.logits, self.rows = list(layers), mask, logits.float(), list(rows)
-            return
-        width, length = self.mask.shape[1], mask.shape[1]
-        grow, extra = max(0, length - width), max(0, width - length)
-        if grow:  # the new rows are longer than every row in the batch: left-pad the batch
-            self.kv = [(pad(k, (0, 0, grow, 0)), pad(v, (0, 0, grow, 0))) for k, v in self.kv]
-            self.mask = pad(self.mask, (grow, 0))
-            for r in self.rows:
-                r.pad += grow
-        for r in rows:
-            r.pad += extra
-        self.kv = [(torch.cat([bk, pad(k, (0, 0, extra, 0))]), torch.cat([bv, pad(v, (0, 0, extra, 0))]))
-                   for (bk, bv), (k, v) in zip(self.kv, layers)]
-        self.mask = torch.cat([self.mask, pad(mask, (extra, 0))])
-        self.logits = torch.cat([self.logits, logits.float()])
+    def _merge(self, rows: list[_Row], layers: list[tuple[Any, Any]], logits: Any) -> None:
+        """Append `rows` (their left-padded KV (b, H, W', D) per layer, logits (b, V); each row's `pad` counts
+        its padding columns) to the batch."""
+        self.kv.join(layers, [r.pad for r in rows])
+        logits = logits.float()
+        self.logits = logits if self.logits is None else self.torch.cat([self.logits, logits])
         self.rows.extend(rows)
 
     # --- decoding --------------------------------------------------------------------------------------
@@ -226,7 +168,8 @@ class DecodeBatch:
         """Sample one token per row; return the rows that finished (tag, completion), then advance the rest."""
         size = len(self.rows)
         t0 = time.perf_counter()
-        done = [slot for slot, row in enumerate(self.rows) if not self._sample(row, self.logits[slot], size)]
+        tokens, logps = self._draw()
+        done = [slot for slot, row in enumerate(self.rows) if not self._record(row, tokens[slot], logps[slot], size)]
         sampled = time.perf_counter() - t0
         for row in self.rows:
             row.decode_s += sampled / size
@@ -242,37 +185,24 @@ class DecodeBatch:
         return finished
 
     def _leave(self, slots: list[int]) -> None:
-        torch = self.torch
         if self.store is not None:
             for s in slots:
                 row = self.rows[s]
                 # The cache holds prompt + ids[:-1]: the last sampled id was never fed back.
-                layers = [(k[s:s + 1, :, row.pad:].clone(), v[s:s + 1, :, row.pad:].clone()) for k, v in self.kv]
-                self.store.put(row.prompt + row.ids[:-1], layers, row.version)
-        self._cache = None
-        keep = [s for s in range(len(self.rows)) if s not in set(slots)]
-        self.rows = [self.rows[s] for s in keep]
-        if not keep:
-            self.kv = self.mask = self.logits = None
-            return
-        index = torch.tensor(keep, device=self.mask.device)
-        trim = min(r.pad for r in self.rows)  # columns that are padding in every remaining row
-        for r in self.rows:
-            r.pad -= trim
-        self.kv = [(k[index, :, trim:], v[index, :, trim:]) for k, v in self.kv]
-        self.mask, self.logits = self.mask[index, trim:], self.logits[index]
+                self.store.put(row.prompt + row.ids[:-1], self.kv.row_kv(s), row.version)
+        order = self.kv.leave(slots)
+        self.rows = [self.rows[s] for s in order]
+        self.logits = self.logits[self.torch.tensor(order, device=self.logits.device)] if order else None
 
     def _forward(self) -> None:
         """Feed every row's last sampled token: one batched decode step."""
-        torch, dev = self.torch, self.mask.device
+        torch, dev = self.torch, self.logits.device
         step = torch.tensor([[r.ids[-1]] for r in self.rows], device=dev)  # (B, 1)
         pos = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in self.rows], device=dev)  # (B, 1)
-        self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.rows), 1)], dim=1)  # (B, W + 1)
-        cache = self._cache if self._cache is not None else _growing_cache(self.kv)
-        out = self._model(input_ids=step, attention_mask=self.mask, position_ids=pos, past_key_values=cache,
+        cache, mask = self.kv.step_inputs()
+        out = self._model(input_ids=step, attention_mask=mask, position_ids=pos, past_key_values=cache,
                           use_cache=True)
-        self._cache = out.past_key_values  # kept across steps: rows only change at admit and leave
-        self.kv = [(layer.keys, layer.values) for layer in self._cache.layers]
+        self.kv.advanced()
         self.logits = out.logits[:, -1].float()  # (B, V)
 
     def _model(self, **inputs: Any) -> Any:
@@ -283,19 +213,41 @@ class DecodeBatch:
         with self.torch.inference_mode():
             return self.policy.model(**inputs)
 
-    def _sample(self, row: _Row, logits: Any, size: int) -> bool:
-        """Sample the row's next token from its logits (V,); False once the row has finished."""
-        torch, params = self.torch, row.params
-        logp = process_logits(logits, params, row.seen)
-        if params.temperature == 0:
-            tok = int(torch.argmax(logp))
-        else:
-            tok = int(torch.multinomial(logp.exp(), 1, generator=row.gen))
+    def _draw(self) -> tuple[list[int], list[float]]:
+        """Each row's next token and its logprob. Rows that share a distribution (temperature, top-p, top-k,
+        min-p, no repetition penalty) are processed as one tensor; each row draws with its own generator, so
+        a row's sample does not depend on the rows beside it."""
+        torch = self.torch
+        groups: dict[Any, list[int]] = {}
+        for slot, row in enumerate(self.rows):
+            p = row.params
+            key = (p.temperature, p.top_p, p.top_k, p.min_p) if p.repetition_penalty == 1.0 else slot
+            groups.setdefault(key, []).append(slot)
+        tokens, logps = [0] * len(self.rows), [0.0] * len(self.rows)
+        for slots in groups.values():
+            rows, params = [self.rows[s] for s in slots], self.rows[slots[0]].params
+            if len(slots) == 1:
+                logp = process_logits(self.logits[slots[0]], params, rows[0].seen)[None]  # (1, V)
+            else:
+                logits = self.logits if len(slots) == len(self.rows) else self.logits[torch.tensor(slots)]
+                logp = process_logits(logits, params)  # (b, V)
+            if params.temperature == 0:
+                tok = logp.argmax(-1)
+            else:
+                uniform = torch.cat([torch.rand(1, generator=r.gen, device=logp.device) for r in rows])
+                tok = inverse_cdf(logp, uniform)
+            for s, t, lp in zip(slots, tok.tolist(), logp.gather(-1, tok[:, None]).squeeze(-1).tolist()):
+                tokens[s], logps[s] = t, lp
+        return tokens, logps
+
+    def _record(self, row: _Row, tok: int, logp: float, size: int) -> bool:
+        """Append the row's sampled token; False once the row has finished."""
+        params = row.params
         row.ids.append(tok)
-        row.logps.append(float(logp[tok]))
+        row.logps.append(logp)
         row.sizes.append(size)
         if params.repetition_penalty != 1.0:
-            row.seen = torch.cat([row.seen, torch.tensor([tok], device=row.seen.device)])
+            row.seen = self.torch.cat([row.seen, self.torch.tensor([tok], device=row.seen.device)])
         if tok in row.stop_ids or (params.stop and any(
                 s in self.policy.tokenizer.decode(row.ids, skip_special_tokens=True) for s in params.stop)):
             row.finish = "stop"
