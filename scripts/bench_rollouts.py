@@ -5,7 +5,9 @@ Each caller is a thread that behaves like an episode's model side: `--calls` gen
 templates, ~490 tokens), each later one on the previous context plus its completion plus an `--obs`-token
 stand-in for the tool observation, with a seeded `--sandbox-s` pause (the tool call) between calls so the
 callers desynchronise as real episodes do. Both sides get the same prompts and seeds, so they sample the
-same tokens (the token counts are printed to check) and do the same work.
+same tokens (the token counts are printed to check) and do the same work where their samplers draw alike:
+always at `--temperature 0`, and at T=1 only between trees with the same draw (this tree's inverse-CDF
+draw differs from the `torch.multinomial` of trees before it).
 
 Sides (each measurement in a fresh subprocess, old and new alternating within each repeat):
 - old:  `BatchingPolicy(HFPolicy)` imported from `--base` (e.g. a `git worktree` of an older commit);
@@ -24,6 +26,7 @@ Usage: git worktree add /tmp/base <old commit>
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -65,7 +68,7 @@ def episode(policy, prompt: list[int], caller: int, args, obs: list[int], counts
     rng = random.Random(caller)
     context = list(prompt)
     for turn in range(args.calls):
-        params = SamplingParams(max_new_tokens=args.tokens, seed=1000 * caller + turn)
+        params = SamplingParams(temperature=args.temperature, max_new_tokens=args.tokens, seed=1000 * caller + turn)
         c = policy.generate([context], params)[0]
         counts[caller] += len(c.token_ids)
         context += list(c.token_ids) + obs[:args.obs]
@@ -82,7 +85,8 @@ def measure(args) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     data = json.loads(Path(args.prompts).read_text())
-    kwargs = {"kv_cache_mb": args.kv_cache_mb} if args.side == "new" else {}
+    # Any tree whose HFPolicy has a KV store gets one (the old, gathered tree has none).
+    kwargs = {"kv_cache_mb": args.kv_cache_mb} if "kv_cache_mb" in inspect.signature(HFPolicy).parameters else {}
     hf = HFPolicy(**kwargs)
     policy = hf if args.side == "serial" else BatchingPolicy(hf, max_batch=args.max_batch)
     counts = [0] * args.n
@@ -116,6 +120,7 @@ def measure(args) -> dict:
 def run_side(side: str, tree: str, n: int, args, prompts_file: str) -> dict:
     cmd = [sys.executable, __file__, "--worker", "--side", side, "--tree", tree, "--n", str(n),
            "--prompts", prompts_file, "--calls", str(args.calls), "--tokens", str(args.tokens), "--obs", str(args.obs),
+           "--temperature", str(args.temperature),
            "--sandbox-s", str(args.sandbox_s), "--threads", str(args.threads), "--max-batch", str(args.max_batch),
            "--kv-cache-mb", str(args.kv_cache_mb)]
     env = {**os.environ, "PYTHONPATH": tree}
@@ -134,6 +139,8 @@ def main() -> None:
     ap.add_argument("--callers", default="4,8", help="comma-separated numbers of concurrent episodes")
     ap.add_argument("--calls", type=int, default=3, help="generate calls per episode")
     ap.add_argument("--tokens", type=int, default=64, help="max new tokens per call")
+    ap.add_argument("--temperature", type=float, default=1.0,
+                    help="0: greedy, so both sides sample the same tokens whatever their samplers draw")
     ap.add_argument("--obs", type=int, default=150, help="observation tokens appended after each call")
     ap.add_argument("--sandbox-s", type=float, default=0.5, help="mean seconds of the tool call between calls")
     ap.add_argument("--repeats", type=int, default=3)
