@@ -64,16 +64,26 @@ def first_word_reward(text: str, target: str) -> float:
     return 1.0 if words and words[0] == target else -1.0
 
 
-def target_probability(policy: object, prompts: list[list[int]], target_ids: list[int]) -> float:
-    """Mean over prompts of the probability that the first sampled token is the target word: a
-    noise-free proxy of the expected reward (first token alone; "No" + "ble" would not count as "no")."""
+def target_probability(policy: object, prompts: list[list[int]], target_ids: list[int],
+                       lead_ids: frozenset[int] = frozenset(), min_lead: float = 1e-3) -> float:
+    """Mean over prompts of the probability that the answer's first word is the target, over its first two
+    tokens: a noise-free proxy of the expected reward. The first token is a target token, or a token with
+    no letters (`lead_ids`: "-", "**", a space) of probability at least `min_lead` followed by a target
+    token. ("No" + "ble" still counts as "no"; the sampled reward would not.) A policy that learns to answer
+    "- No" raises the reward and, with the second term, this proxy too."""
     import torch
 
     total = 0.0
     with torch.no_grad():
         for prompt in prompts:
             logits = policy.model(input_ids=torch.tensor([prompt])).logits[0, -1].float()  # type: ignore[attr-defined]
-            total += float(torch.softmax(logits, -1)[target_ids].sum())
+            probs = torch.softmax(logits, -1)
+            total += float(probs[target_ids].sum())
+            leads = [i for i in torch.nonzero(probs >= min_lead).flatten().tolist() if i in lead_ids]
+            if leads:
+                ids = torch.tensor([[*prompt, i] for i in leads])
+                second = torch.softmax(policy.model(input_ids=ids).logits[:, -1].float(), -1)  # type: ignore[attr-defined]
+                total += float((probs[leads] * second[:, target_ids].sum(-1)).sum())
     return total / len(prompts)
 
 
@@ -93,11 +103,14 @@ def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None
     history: list[dict[str, float]] = []
     target_ids = [i for i in range(len(tok)) if re.fullmatch(r"\s*" + re.escape(config.target) + r"[\s.,!]*",
                                                              tok.decode([i]).lower())]
+    special = set(tok.all_special_ids)
+    lead_ids = frozenset(i for i in range(len(tok))
+                         if i not in special and not re.search(r"[a-zA-Z']", tok.decode([i])))  # no word starts
     probe = "model.layers.0.mlp.down_proj.weight"  # watched in the *rollout* policy: proves sync happened
     initial = policy.model.state_dict()[probe].clone()
     ckpt_root = Path(tempfile.mkdtemp(prefix="selfplay-demo-")) if config.sync == "disk" else None
     for step in range(config.steps):
-        metrics_pre = {"demo/target_prob": target_probability(policy, prompts, target_ids)}
+        metrics_pre = {"demo/target_prob": target_probability(policy, prompts, target_ids, lead_ids)}
         params = SamplingParams(max_new_tokens=config.max_new_tokens, seed=config.seed * 100003 + step * 1009)
         trajectories = []
         for p_i, prompt in enumerate(prompts):
