@@ -2,16 +2,18 @@
 episode, through the real tools in a real sandbox, and keeps it only if `validate` accepts what the
 episode submitted.
 
-Plan (seven turns, so that it fits the run's injector budget): list the repo's test files with one command
+Plan (eight turns; the run's injector budget allows ten): list the repo's test files with one command
 that is the same in every repo (`LIST_TESTS`), and select listed ones; write test_files.txt,
-test_script.sh and a compact test_parser.py, and check them on the original code; print the few lines
-to change (`sed -n`), so that the SEARCH text the policy types is in its context, not recalled; inject
-the bug into them with `str_replace`; run the tests, show which fail and save `git diff` as bug_inject.diff; delete the tests
-that failed (one fixed script that reads the buggy log) and save test_weaken.diff; submit. Departures from
-the procedural artifact, to fit 2,048 tokens: the expert writes a 7-line parser instead of the built-in
-one (510 tokens) and deletes the failing tests with a fixed script instead of quoting the weakening diff
-(up to ~750 tokens); the `direct` prompt is a short one (~330 tokens, against ~820 for removal/history).
-Only the bug and the repo's tests come from the procedural artifact; `validate` judges the rest.
+test_script.sh and a compact test_parser.py, and check them on the original code; list the code file's
+functions (`grep -n "def "`) and print the one to change by name (`sed -n '/def NAME(/,+20p'`), so that
+the name and the SEARCH text the policy types are in its context, never recalled (`located_function`);
+inject the bug into it with `str_replace`; run the tests, show which fail and save `git diff` as
+bug_inject.diff; delete the tests that failed (one fixed script that reads the buggy log) and save
+test_weaken.diff; submit. Departures from the procedural artifact, to fit 3,072 tokens: the expert writes
+a 7-line parser instead of the built-in one (510 tokens) and deletes the failing tests with a fixed script
+instead of quoting the weakening diff (up to ~750 tokens); the `direct` prompt is a short one (~330
+tokens, against ~820 for removal/history). Only the bug and the repo's tests come from the procedural
+artifact; `validate` judges the rest.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from repos.spec import RepoSpec
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.artifact import BugArtifact
-from selfplay.demos.bug import parse_hunks, repair, reversed_hunk
+from selfplay.demos.bug import enclosing_function, parse_hunks, repair, reversed_hunk
 from selfplay.demos.solver_plan import FENCE, _pick, block
 from selfplay.demos.warm_start_config import WarmStartConfig
 from selfplay.errors import DiffError, SelfPlayError
@@ -41,7 +43,7 @@ log = logging.getLogger(__name__)
 ARTIFACT_DIR = "/tmp/ssr_artifact"
 """Where the expert writes the artifact (the injector role's default; the prompt names whichever
 directory is passed)."""
-INJECTOR_LIMITS = EpisodeLimits(max_turns=8, max_new_tokens=1024,
+INJECTOR_LIMITS = EpisodeLimits(max_turns=10, max_new_tokens=1024,
                                 max_context_tokens=WarmStartConfig.injector_max_context_tokens, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
 """Budgets of an injector demonstration (the context budget is `WarmStartConfig.injector_max_context_tokens`)."""
@@ -81,13 +83,64 @@ def listed_tests(sandbox: Any) -> tuple[str, ...]:
 
 def view_lines(source: str, search: str, pad: int = 1) -> tuple[int, int]:
     """1-based first and last line of `sed -n` that prints `search` (which occurs once in `source`) with
-    `pad` lines around it: the policy copies SEARCH from what it has just read, never from memory."""
+    `pad` lines around it (the FORMAT 7-8 view; `injector_actions(lines_fallback=True)` still uses it)."""
     start = source[:source.index(search)].count("\n") + 1
     return max(1, start - pad), start + search.count("\n") + pad
 
 
-def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random) -> list[str]:
-    """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant)."""
+DEF_LISTING = 20
+"""Lines of the expert's function listing, `grep -n "def " FILE | head -n 20`."""
+VIEW_AFTER = 20
+"""Lines the expert's view prints after the `def` line it names: `sed -n '/def NAME(/,+20p' FILE`."""
+VIEW_MAX_CHARS = 1100
+"""Longest listing or view the expert shows: under the demonstrations' 1,200-character observation cap
+(`INJECTOR_LIMITS`), so no line the policy copies is cut out of its context."""
+
+
+class NotDemonstrable(SelfPlayError):
+    """The expert's plan cannot demonstrate this artifact (the demonstration is skipped, not failed)."""
+
+
+def list_functions_command(path: str) -> str:
+    return f'grep -n "def " {path} | head -n {DEF_LISTING}'
+
+
+def view_function_command(path: str, name: str) -> str:
+    return f"sed -n '/def {name}(/,+{VIEW_AFTER}p' {path}"
+
+
+def located_function(source: str, search: str) -> str:
+    """The name of the function that holds `search` (which occurs once in `source`), when the expert's two
+    locate commands show it: its `def` line is among the listing's `DEF_LISTING` lines, the name's `def NAME(`
+    is on no other line (sed prints one window), and `search` lies inside the window of `VIEW_AFTER` lines.
+    So every token the policy types in its bug edit, the name and the SEARCH text, is copied from what
+    it has just read. NotDemonstrable otherwise."""
+    lines = source.split("\n")
+    first = source[:source.index(search)].count("\n") + 1
+    last = first + search.count("\n")
+    fn = enclosing_function(source, first)
+    if fn is None:
+        raise NotDemonstrable(f"the bug at line {first} lies in no function")
+    listed = [i for i, line in enumerate(lines, 1) if "def " in line][:DEF_LISTING]
+    listing = "\n".join(f"{i}:{lines[i - 1]}" for i in listed)
+    window = "\n".join(lines[fn.start - 1:fn.start + VIEW_AFTER])
+    if fn.start not in listed:
+        raise NotDemonstrable(f"{fn.name} (line {fn.start}) is not among the first {DEF_LISTING} `def ` lines")
+    if sum(f"def {fn.name}(" in line for line in lines) != 1:
+        raise NotDemonstrable(f"`def {fn.name}(` is on more than one line")
+    if last > fn.start + VIEW_AFTER:
+        raise NotDemonstrable(f"the bug (line {last}) is more than {VIEW_AFTER} lines below `def {fn.name}(`")
+    if max(len(listing), len(window)) > VIEW_MAX_CHARS:
+        raise NotDemonstrable(f"the listing or the view of {fn.name} is over {VIEW_MAX_CHARS} characters")
+    return fn.name
+
+
+def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random, *,
+                     lines_fallback: bool = False) -> list[str]:
+    """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant).
+    NotDemonstrable when `located_function` cannot show the bug's function, unless `lines_fallback`: then
+    the changed lines are printed by number (the FORMAT 7-8 view), for test harnesses that need any plan
+    that writes a given artifact; demonstrations never use it."""
     for text in (artifact.test_script,):
         if any(line.startswith(FENCE) for line in text.splitlines()):
             raise DiffError("an artifact file holds a code-fence line; it cannot be written from a bash block")
@@ -108,9 +161,19 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     for h in parse_hunks(artifact.bug_inject):
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
         search, replace_ = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
-        first, last = view_lines(original_sources[h.path], search)
-        actions.append(_pick(rng, ["Let me read a few lines of {p} to change.", "Now the code: a few lines of {p}."],
-                             p=h.path) + "\n" + block("bash", f"sed -n '{first},{last}p' {h.path}"))
+        try:
+            name = located_function(original_sources[h.path], search)
+        except NotDemonstrable:
+            if not lines_fallback:
+                raise
+            first, last = view_lines(original_sources[h.path], search)
+            actions.append(_pick(rng, ["Let me read a few lines of {p} to change.", "Now the code: a few lines of {p}."],
+                                 p=h.path) + "\n" + block("bash", f"sed -n '{first},{last}p' {h.path}"))
+        else:
+            actions.append(_pick(rng, ["Now the code: the functions of {p}.", "Which functions does {p} define?"],
+                                 p=h.path) + "\n" + block("bash", list_functions_command(h.path)))
+            actions.append(_pick(rng, ["Let me read {n}.", "I will change {n}; let me read it."], n=name)
+                           + "\n" + block("bash", view_function_command(h.path, name)))
         actions.append(_pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."])
                        + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace_}\n>>>>>>> REPLACE"))
@@ -126,10 +189,6 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
         _pick(rng, ["All five files are written.", "Done."]) + "\n" + block("submit"),
     ]
     return actions
-
-
-class NotDemonstrable(SelfPlayError):
-    """The expert's plan cannot demonstrate this artifact (the demonstration is skipped, not failed)."""
 
 
 @dataclass(frozen=True)

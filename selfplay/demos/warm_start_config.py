@@ -24,12 +24,14 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 8
+FORMAT = 9
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
 repo (`git ls-files`), and demonstrates only artifacts whose test files that listing shows, in 2,304
-tokens instead of 2,048."""
+tokens instead of 2,048. 9: the injector expert lists the code file's functions and views the one it
+changes by name (`selfplay.demos.injector.located_function`) instead of printing recalled line numbers,
+in 10 turns and 3,072 tokens."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,11 @@ class WarmStartConfig:
     str_replace: the repair the expert's opening and closing turns drown out)."""
     max_context_tokens: int = 2048
     """Token budget of one solver demonstration."""
-    injector_max_context_tokens: int = 2304
+    injector_max_context_tokens: int = 3072
     """Token budget of one injector demonstration (the run's `rollout.injector_limits` must allow as much).
     2,304 since FORMAT 8: the repo-wide test listing costs 125-165 tokens, where the `ls` of one folder cost
-    about 60, and at 2,048 most demonstrations ran out of context before their submit."""
+    about 60, and at 2,048 most demonstrations ran out of context before their submit. 3,072 since FORMAT 9:
+    the function listing and the function's view add 190-580 tokens."""
     model_dir: str | None = None
     """Base model; None is the embedded SmolLM2-135M-Instruct."""
     heldout_repos: tuple[str, ...] = field(default=HELDOUT_REPOS)

@@ -147,25 +147,41 @@ def test_a_wrong_repair_is_graded_and_dropped(demos):
 def test_injector_expert_writes_an_artifact_that_validates(demos):
     from transformers import AutoTokenizer
 
+    from agent_scaffold.actions import parse_action
     from agent_scaffold.embedded import default_model_dir
-    from selfplay.demos.injector import run_injector_demo
+    from selfplay.demos.injector import NotDemonstrable, run_injector_demo
     from selfplay.demos.warm_start_config import WarmStartConfig
 
     spec, store, _ = demos
-    task = store.get_task([a for a in store.attempts(source="demo") if a.role == "solver"][0].task_id)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    demo = run_injector_demo(task.artifact, spec, tok, random.Random(1))
+    tasks = store.get_tasks([t.task_id for t in store.task_stats(repo=spec.name)])
+    demo = task = None
+    for task in tasks:  # the first stored bug whose function the expert's listing and view can show
+        try:
+            demo = run_injector_demo(task.artifact, spec, tok, random.Random(1))
+            break
+        except NotDemonstrable:
+            continue
+    assert demo is not None, f"none of {len(tasks)} stored toolz bugs is demonstrable"
     assert demo.trajectory.termination == "submitted" and demo.trajectory.metadata["format_errors"] == 0
     assert demo.kept, demo.report
     # it fits the default warm start's injector budget and the run's injector turns
     assert len(demo.trajectory.input_ids) <= WarmStartConfig().injector_max_context_tokens
-    assert len(demo.trajectory.turn_spans) <= 7
+    assert len(demo.trajectory.turn_spans) <= 8
     assert demo.report.valid and demo.trajectory.reward == 1.0
     # the episode wrote the same bug and the same oracle tests (headers and context may differ)
     assert demo.artifact.test_files == task.artifact.test_files
     assert set(demo.report.fail_to_pass) == set(task.fail_to_pass)
+    msgs = demo.trajectory.messages
     # the oracle files it selects are among those its first observation listed
-    assert all(f in demo.trajectory.messages[3]["content"] for f in task.artifact.test_files)
+    assert all(f in msgs[3]["content"] for f in task.artifact.test_files)
+    # the function it views is named in the listing printed before, and the SEARCH text it types is in
+    # the view (the sandbox's real grep and sed): nothing of the code is typed from memory
+    turns = [(parse_action(m["content"]), msgs[i + 1]["content"]) for i, m in enumerate(msgs[:-1])
+             if m["role"] == "assistant"]
+    (k,) = [i for i, (a, _) in enumerate(turns) if a.tool == "edit"]
+    name = turns[k - 1][0].command.split("/def ")[1].split("(")[0]
+    assert f"def {name}(" in turns[k - 2][1] and turns[k][0].old in turns[k - 1][1]
 
 
 def test_injector_expert_skips_an_artifact_whose_tests_its_listing_does_not_show(demos):
@@ -198,6 +214,7 @@ def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
     from sandboxes.images import repo_image
     from selfplay.artifact import BugArtifact
     from selfplay.demos.injector import ARTIFACT_DIR, INJECTOR_LIMITS
+    from selfplay.demos.warm_start_config import WarmStartConfig
     from selfplay.learner.rft import valid_turn_mask
     from selfplay.validation import validate
 
@@ -206,7 +223,8 @@ def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
     assert len(attempts) == len(report.injector_kept) == 1, report.dropped
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     (stored,) = load_jsonl(attempts[0].trajectory_path)
-    assert stored.role == "injector" and stored.reward == 1.0 and len(stored.input_ids) <= 2048
+    assert stored.role == "injector" and stored.reward == 1.0
+    assert len(stored.input_ids) <= WarmStartConfig().injector_max_context_tokens
     assert sum(valid_turn_mask(stored)) == sum(stored.loss_mask) > 0
     actions = [m["content"] for m in stored.messages if m["role"] == "assistant"]
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:

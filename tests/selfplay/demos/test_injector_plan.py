@@ -1,5 +1,6 @@
-"""The scripted injector's plan, without Docker: seven valid actions (one prints the lines the bug changes), a parser that agrees with the built-in
-one, and a weakening script that deletes exactly what the procedural seeder deletes.
+"""The scripted injector's plan, without Docker: eight valid actions (two list and print the function the bug
+changes, by name), the rule that says which bugs it can show that way, a parser that agrees with the
+built-in one, and a weakening script that deletes exactly what the procedural seeder deletes.
 (tests/selfplay/demos/test_demos_docker.py validates what the plan writes in a real sandbox.)"""
 
 from __future__ import annotations
@@ -9,8 +10,19 @@ import random
 import subprocess
 import sys
 
+import pytest
+
 from agent_scaffold.actions import parse_action
-from selfplay.demos.injector import LIST_TESTS, PARSER, WEAKEN, injector_actions
+from selfplay.demos.injector import (
+    DEF_LISTING,
+    LIST_TESTS,
+    PARSER,
+    VIEW_AFTER,
+    WEAKEN,
+    NotDemonstrable,
+    injector_actions,
+    located_function,
+)
 from selfplay.procedural.pytest_parser import parse
 from selfplay.procedural.seed import delete_tests, file_diff
 from tests.selfplay.store.store_data import make_artifact
@@ -50,22 +62,78 @@ def test_fixture(missing):
 '''
 
 
-def test_the_plan_is_seven_valid_actions_ending_in_submit():
-    artifact = make_artifact(3)
-    source = "\n".join(f"    return x + {i}" if i == 3 else f"line{i}" for i in range(1, 8)) + "\n"
-    actions = injector_actions(artifact, {"pkg/core.py": source}, random.Random(0))
+SOURCE = """import os
+
+
+def helper(x):
+    return x * 2
+
+
+def f(x):
+    \"\"\"Add ten.\"\"\"
+    return x + 10
+"""
+"""pkg/core.py of `make_artifact(10)`: its bug changes line 10, inside `f`."""
+
+
+def _shell(command: str, source: str) -> str:
+    """What `command` prints for a file holding `source` (the real grep, head and sed)."""
+    with open("/tmp/_plan_core.py", "w") as fh:
+        fh.write(source)
+    return subprocess.run(command.replace("pkg/core.py", "/tmp/_plan_core.py"), shell=True, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_the_plan_is_eight_valid_actions_ending_in_submit():
+    artifact = make_artifact(10)
+    actions = injector_actions(artifact, {"pkg/core.py": SOURCE}, random.Random(0))
     tools = [parse_action(a).tool for a in actions]
-    assert tools == ["bash", "bash", "bash", "edit", "bash", "bash", "submit"]
+    assert tools == ["bash", "bash", "bash", "bash", "edit", "bash", "bash", "submit"]
     # the first command names no folder of this repo: the policy cannot know it before it has looked
     assert parse_action(actions[0]).command.strip() == LIST_TESTS
-    edit = parse_action(actions[3])
-    assert edit.command == "str_replace" and "return x - 3" in actions[3]  # the bug, from the artifact
-    # the lines it replaces were printed just before, with one line either side: nothing typed from memory
-    search = actions[3].split("<<<<<<< SEARCH\n")[1].split("\n=======")[0]
-    first, last = (int(x) for x in actions[2].split("sed -n '")[1].split("p'")[0].split(","))
-    printed = "\n".join(source.splitlines()[first - 1:last])
-    assert search in printed and "pkg/core.py" in actions[2] and (first, last) == (2, 4)
+    edit = parse_action(actions[4])
+    assert edit.command == "str_replace" and "return x - 10" in actions[4]  # the bug, from the artifact
+    # the function's name comes from the listing, and the SEARCH text from the view printed just before:
+    # nothing is typed from memory, and no line number is
+    listing = _shell(parse_action(actions[2]).command, SOURCE)
+    view = _shell(parse_action(actions[3]).command, SOURCE)
+    assert "def f(" in listing and "pkg/core.py" in actions[2] and "def f(" in actions[3]
+    assert edit.old in view and not any(ch.isdigit() for ch in parse_action(actions[3]).command.split("+")[0])
     assert artifact.test_weaken not in "".join(actions)  # the weakening is computed, not quoted
+
+
+def test_a_bug_the_function_view_cannot_show_is_not_demonstrable_unless_falling_back():
+    # 25 functions before f: its def line is beyond the listing's first DEF_LISTING lines
+    many = "".join(f"def g{i}():\n    pass\n\n\n" for i in range(DEF_LISTING + 5))
+    line = len(many.split("\n")) + 1
+    source = many + f"def f(x):\n    return x + {line}\n"
+    artifact = make_artifact(line)
+    with pytest.raises(NotDemonstrable, match="not among the first"):
+        injector_actions(artifact, {"pkg/core.py": source}, random.Random(0))
+    # a test harness that needs any plan that writes the artifact prints the changed lines by number
+    actions = injector_actions(artifact, {"pkg/core.py": source}, random.Random(0), lines_fallback=True)
+    assert [parse_action(a).tool for a in actions] == ["bash", "bash", "bash", "edit", "bash", "bash", "submit"]
+    first, last = (int(x) for x in actions[2].split("sed -n '")[1].split("p'")[0].split(","))
+    assert f"    return x + {line}" in source.splitlines()[first - 1:last]
+
+
+@pytest.mark.parametrize("source, search, reason", [
+    ("X = 1\nY = X + 1\n", "Y = X + 1", "lies in no function"),
+    ("def f(x):\n" + "    x += 1\n" * VIEW_AFTER + "    return x\n", "    return x", "more than 20 lines below"),
+    ("class A:\n    def f(self):\n        return 1\n\n\nclass B:\n    def f(self):\n        return 2\n",
+     "        return 2", "on more than one line"),
+    ("def f(x):\n    return [" + ", ".join(["x"] * 400) + "]\n", "    return [", "over 1100 characters"),
+])
+def test_located_function_names_why_a_bug_cannot_be_shown(source, search, reason):
+    with pytest.raises(NotDemonstrable, match=reason):
+        located_function(source, search)
+
+
+def test_located_function_accepts_a_method_and_a_bug_on_the_last_line_of_the_window():
+    source = "class A:\n    def f(self, x):\n" + "        x += 1\n" * (VIEW_AFTER - 1) + "        return x\n"
+    assert located_function(source, "        return x") == "f"
+    view = _shell("sed -n '/def f(/,+20p' pkg/core.py", source)
+    assert "        return x" in view.splitlines()
 
 
 def test_the_expert_parser_agrees_with_the_builtin_one():

@@ -51,7 +51,7 @@ def scripted_actions(spec: Any, pattern: str = "RWRW", *, seed: int = 0, rng_see
     plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=art.bug_inject,
                       buggy_sources=buggy, reproduce=False)
     solver = [solver_actions(plan, rng) if c == "R" else wrong_fix(paths[0]) for c in pattern.upper()]
-    return {"injector": [injector_actions(art, original, rng)], "solver": solver, "task": task}
+    return {"injector": [injector_actions(art, original, rng, lines_fallback=True)], "solver": solver, "task": task}
 
 
 def write_actions(spec: Any, path: Path, pattern: str = "RWRW", *, seed: int = 0) -> Any:

@@ -70,7 +70,7 @@ def sources(toolz_spec, artifact):
 def injector_actions(artifact, sources):
     from selfplay.demos.injector import injector_actions
 
-    return injector_actions(artifact, sources, random.Random(0))
+    return injector_actions(artifact, sources, random.Random(0), lines_fallback=True)
 
 
 def _scripted_config(directory: Path, actions: dict) -> RunConfig:
