@@ -35,6 +35,9 @@ def replace_once(content: str, old: str, new: str, path: str) -> str:
         raise EditError("str_replace: the SEARCH text is empty; copy the exact lines to replace.")
     count = content.count(old)
     if count == 1:
+        if new == old:  # a no-op "edit" would read as done (measured: 6 of 8 refused bug edits of one warm start)
+            raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
+                            "change; write the changed lines between ======= and >>>>>>> REPLACE.")
         return content.replace(old, new, 1)
     if count == 0:
         hint = ""

@@ -4,8 +4,9 @@ episode submitted.
 
 Plan (eight turns; the run's injector budget allows ten): list the repo's test files with one command
 that is the same in every repo (`LIST_TESTS`), and select listed ones; write test_files.txt,
-test_script.sh and a compact test_parser.py, and check them on the original code; list the code file's
-functions (`grep -n "def "`) and print the one to change by name (`sed -n '/def NAME(/,+20p'`), so that
+test_script.sh and a compact test_parser.py, and check them on the original code; find the code file by
+the oracle test file's name (`git ls-files '*X.py'` for `test_X.py`), print its path and its functions
+(`grep -n "def "`), and print the one to change by name (`sed -n '/def NAME(/,+20p'`), so that the path,
 the name and the SEARCH text the policy types are in its context, never recalled (`located_function`);
 inject the bug into it with `str_replace`; run the tests, show which fail and save `git diff` as
 bug_inject.diff; delete the tests that failed (one fixed script that reads the buggy log) and save
@@ -19,9 +20,12 @@ artifact; `validate` judges the rest.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import logging
+import posixpath
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,8 +105,25 @@ class NotDemonstrable(SelfPlayError):
     """The expert's plan cannot demonstrate this artifact (the demonstration is skipped, not failed)."""
 
 
-def list_functions_command(path: str) -> str:
-    return f'grep -n "def " {path} | head -n {DEF_LISTING}'
+def list_functions_command(module: str) -> str:
+    """Finds the code file named `module` (the oracle test file's name without `test_`) wherever the repo
+    keeps it, prints its path, then its first `DEF_LISTING` `def` lines: the path the later commands
+    need is printed, not recalled (FORMAT 9 typed it, and boltons episodes named a marshmallow folder)."""
+    return f"f=$(git ls-files '*{module}' | grep -v test | head -n 1); echo $f; grep -n \"def \" $f | head -n {DEF_LISTING}"
+
+
+def code_file(module: str, repo_files: Sequence[str]) -> str | None:
+    """The path `list_functions_command(module)` prints, given `git ls-files` (sorted, as git prints it)."""
+    return next((f for f in repo_files if fnmatch.fnmatchcase(f, f"*{module}") and "test" not in f), None)
+
+
+def oracle_module(path: str, test_files: Sequence[str]) -> str:
+    """The code file name the policy derives from a selected test file (`tests/test_X.py` -> `X.py`) that
+    names `path`; NotDemonstrable when no selected test file does."""
+    module = posixpath.basename(path)
+    if not any(posixpath.basename(t) == f"test_{module}" for t in test_files):
+        raise NotDemonstrable(f"no selected test file is named test_{module}")
+    return module
 
 
 def view_function_command(path: str, name: str) -> str:
@@ -136,11 +157,12 @@ def located_function(source: str, search: str) -> str:
 
 
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random, *,
-                     lines_fallback: bool = False) -> list[str]:
+                     repo_files: Sequence[str] | None = None, lines_fallback: bool = False) -> list[str]:
     """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant).
     NotDemonstrable when `located_function` cannot show the bug's function, unless `lines_fallback`: then
     the changed lines are printed by number (the FORMAT 7-8 view), for test harnesses that need any plan
-    that writes a given artifact; demonstrations never use it."""
+    that writes a given artifact; demonstrations never use it. `repo_files` (`git ls-files` of the repo):
+    the listing must find the bug's file by the oracle test file's name; None trusts that it does."""
     for text in (artifact.test_script,):
         if any(line.startswith(FENCE) for line in text.splitlines()):
             raise DiffError("an artifact file holds a code-fence line; it cannot be written from a bash block")
@@ -162,6 +184,9 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
         search, replace_ = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
         try:
+            module = oracle_module(h.path, artifact.test_files)
+            if repo_files is not None and code_file(module, repo_files) != h.path:
+                raise NotDemonstrable(f"the listing of {module} finds {code_file(module, repo_files)}, not {h.path}")
             name = located_function(original_sources[h.path], search)
         except NotDemonstrable:
             if not lines_fallback:
@@ -170,8 +195,8 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
             actions.append(_pick(rng, ["Let me read a few lines of {p} to change.", "Now the code: a few lines of {p}."],
                                  p=h.path) + "\n" + block("bash", f"sed -n '{first},{last}p' {h.path}"))
         else:
-            actions.append(_pick(rng, ["Now the code: the functions of {p}.", "Which functions does {p} define?"],
-                                 p=h.path) + "\n" + block("bash", list_functions_command(h.path)))
+            actions.append(_pick(rng, ["Now the code: the functions of {m}.", "Which functions does {m} define?"],
+                                 m=module) + "\n" + block("bash", list_functions_command(module)))
             actions.append(_pick(rng, ["Let me read {n}.", "I will change {n}; let me read it."], n=name)
                            + "\n" + block("bash", view_function_command(h.path, name)))
         actions.append(_pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."])
@@ -217,7 +242,8 @@ def run_injector_demo(artifact: BugArtifact, spec: RepoSpec, tokenizer: Any, rng
         if unlisted:  # the demonstration selects only test files its first observation shows
             raise NotDemonstrable(f"test files {', '.join(unlisted)} are not among those `{LIST_TESTS}` prints")
         sources = {h.path: sb.read_file(h.path).decode() for h in parse_hunks(artifact.bug_inject)}
-        policy = ScriptedPolicy(injector_actions(artifact, sources, rng), tokenizer=tokenizer)
+        files = sb.exec("git ls-files", timeout=30).output.split()
+        policy = ScriptedPolicy(injector_actions(artifact, sources, rng, repo_files=files), tokenizer=tokenizer)
         ep = run_episode(policy, sb, role, {"artifact_dir": ARTIFACT_DIR}, limits=limits)
     if ep.infra_failure:
         raise SelfPlayError(f"injector demonstration: sandbox failure ({ep.error}); check the Docker engine and retry")

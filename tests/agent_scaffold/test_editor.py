@@ -5,6 +5,14 @@ import pytest
 from agent_scaffold.editor import EditError, Editor, replace_once
 
 
+def test_replace_once_refuses_an_edit_that_changes_nothing():
+    with pytest.raises(EditError, match="REPLACE text is the same as the SEARCH text"):
+        replace_once("x = 1\ny = 2\n", "y = 2", "y = 2", "f")
+    # a text that is not in the file is still reported as not found
+    with pytest.raises(EditError, match="not found"):
+        replace_once("x = 1\n", "z = 3", "z = 3", "f")
+
+
 def test_replace_once_counts_matches():
     assert replace_once("a b c", "b", "X", "f") == "a X c"
     with pytest.raises(EditError, match="not found"):

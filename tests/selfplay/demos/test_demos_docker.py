@@ -182,6 +182,7 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
     (k,) = [i for i, (a, _) in enumerate(turns) if a.tool == "edit"]
     name = turns[k - 1][0].command.split("/def ")[1].split("(")[0]
     assert f"def {name}(" in turns[k - 2][1] and turns[k][0].old in turns[k - 1][1]
+    assert turns[k - 2][1].splitlines()[0] == turns[k][0].path  # the listing printed the path it edits
 
 
 def test_injector_expert_skips_an_artifact_whose_tests_its_listing_does_not_show(demos):

@@ -9,6 +9,7 @@ import json
 import random
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -76,30 +77,47 @@ def f(x):
 """pkg/core.py of `make_artifact(10)`: its bug changes line 10, inside `f`."""
 
 
-def _shell(command: str, source: str) -> str:
-    """What `command` prints for a file holding `source` (the real grep, head and sed)."""
-    with open("/tmp/_plan_core.py", "w") as fh:
-        fh.write(source)
-    return subprocess.run(command.replace("pkg/core.py", "/tmp/_plan_core.py"), shell=True, capture_output=True,
-                          text=True, check=True).stdout
+def _shell(command: str, source: str, root) -> str:
+    """What `command` prints in a git repo whose pkg/core.py holds `source` (the real git, grep, head, sed)."""
+    (root / "pkg").mkdir(exist_ok=True)
+    (root / "tests").mkdir(exist_ok=True)
+    (root / "pkg" / "core.py").write_text(source)
+    (root / "tests" / "test_core.py").write_text("def test_f():\n    pass\n")
+    subprocess.run("git init -q . && git add -A", shell=True, cwd=root, check=True)
+    return subprocess.run(command, shell=True, cwd=root, capture_output=True, text=True, check=True).stdout
 
 
-def test_the_plan_is_eight_valid_actions_ending_in_submit():
+def test_the_plan_is_eight_valid_actions_ending_in_submit(tmp_path):
     artifact = make_artifact(10)
-    actions = injector_actions(artifact, {"pkg/core.py": SOURCE}, random.Random(0))
+    actions = injector_actions(artifact, {"pkg/core.py": SOURCE}, random.Random(0),
+                               repo_files=["pkg/core.py", "tests/test_core.py"])
     tools = [parse_action(a).tool for a in actions]
     assert tools == ["bash", "bash", "bash", "bash", "edit", "bash", "bash", "submit"]
     # the first command names no folder of this repo: the policy cannot know it before it has looked
     assert parse_action(actions[0]).command.strip() == LIST_TESTS
     edit = parse_action(actions[4])
     assert edit.command == "str_replace" and "return x - 10" in actions[4]  # the bug, from the artifact
-    # the function's name comes from the listing, and the SEARCH text from the view printed just before:
-    # nothing is typed from memory, and no line number is
-    listing = _shell(parse_action(actions[2]).command, SOURCE)
-    view = _shell(parse_action(actions[3]).command, SOURCE)
-    assert "def f(" in listing and "pkg/core.py" in actions[2] and "def f(" in actions[3]
+    # the listing finds the code file by the oracle test file's name and prints its path; the function's
+    # name comes from the listing, and the SEARCH text from the view printed just before: nothing of the
+    # repo is typed from memory (only `core.py`, from tests/test_core.py), and no line number is
+    listing_cmd = parse_action(actions[2]).command
+    assert "pkg/" not in listing_cmd and "core.py" in listing_cmd
+    listing = _shell(listing_cmd, SOURCE, tmp_path)
+    view = _shell(parse_action(actions[3]).command, SOURCE, tmp_path)
+    assert listing.splitlines()[0] == "pkg/core.py" == edit.path and "def f(" in listing
+    assert "pkg/core.py" in actions[3] and "def f(" in actions[3]
     assert edit.old in view and not any(ch.isdigit() for ch in parse_action(actions[3]).command.split("+")[0])
     assert artifact.test_weaken not in "".join(actions)  # the weakening is computed, not quoted
+
+
+def test_a_bug_whose_file_the_listing_does_not_find_by_its_test_name_is_not_demonstrable():
+    artifact = make_artifact(10)
+    with pytest.raises(NotDemonstrable, match="finds other/core.py, not pkg/core.py"):
+        injector_actions(artifact, {"pkg/core.py": SOURCE}, random.Random(0),
+                         repo_files=["other/core.py", "pkg/core.py", "tests/test_core.py"])
+    renamed = replace(artifact, test_files=("tests/test_other.py",))
+    with pytest.raises(NotDemonstrable, match="no selected test file is named test_core.py"):
+        injector_actions(renamed, {"pkg/core.py": SOURCE}, random.Random(0))
 
 
 def test_a_bug_the_function_view_cannot_show_is_not_demonstrable_unless_falling_back():
@@ -129,10 +147,10 @@ def test_located_function_names_why_a_bug_cannot_be_shown(source, search, reason
         located_function(source, search)
 
 
-def test_located_function_accepts_a_method_and_a_bug_on_the_last_line_of_the_window():
+def test_located_function_accepts_a_method_and_a_bug_on_the_last_line_of_the_window(tmp_path):
     source = "class A:\n    def f(self, x):\n" + "        x += 1\n" * (VIEW_AFTER - 1) + "        return x\n"
     assert located_function(source, "        return x") == "f"
-    view = _shell("sed -n '/def f(/,+20p' pkg/core.py", source)
+    view = _shell("sed -n '/def f(/,+20p' pkg/core.py", source, tmp_path)
     assert "        return x" in view.splitlines()
 
 
