@@ -36,6 +36,8 @@ FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong
             "out_of_turns")
 SEARCH_REFUSED = ("str_replace: the SEARCH text",)
 """Prefixes of the editor's refusals of a SEARCH block (`agent_scaffold.editor`)."""
+NOOP_REFUSED = "str_replace: the REPLACE text is the same as the SEARCH text"
+"""The editor's refusal of an edit that changes nothing (`agent_scaffold.editor.replace_once`)."""
 MISSING_FILE = "does not exist (paths are relative to"
 """The editor's refusal of a path that is not in the repo (`agent_scaffold.editor`)."""
 
@@ -125,8 +127,9 @@ def injector_outcome(termination: str, validation: Mapping[str, Any] | None, inf
 def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """One label per assistant turn of a transcript (system and task prompt first): ``format_error``,
     ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,
-    ``str_replace_refused`` (its SEARCH text was refused), ``missing_file`` (an edit command whose path is
-    not in the repo), another edit command's name, or ``submit``."""
+    ``str_replace_refused`` (its SEARCH text was refused), ``str_replace_noop`` (refused: its REPLACE text
+    equals its SEARCH text), ``missing_file`` (an edit command whose path is not in the repo), another edit
+    command's name, or ``submit``."""
     kinds: list[str] = []
     body = list(messages[2:])
     for i, m in enumerate(body):
@@ -146,6 +149,8 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
             kinds.append("missing_file")
         elif action.command == "str_replace" and search_refusals([str(after.get("content", ""))]):
             kinds.append("str_replace_refused")
+        elif action.command == "str_replace" and str(after.get("content", "")).startswith(NOOP_REFUSED):
+            kinds.append("str_replace_noop")
         else:
             kinds.append(action.command)
     return tuple(kinds)

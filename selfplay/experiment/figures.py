@@ -94,8 +94,8 @@ def injector_table(results: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n\n" + tail
 
 
-KINDS = ("run_tests", "bash", "view", "str_replace", "str_replace_refused", "create", "insert", "undo", "submit",
-         "format_error")
+KINDS = ("run_tests", "bash", "view", "str_replace", "str_replace_refused", "str_replace_noop", "create", "insert",
+         "undo", "submit", "format_error")
 
 
 def turns_table(results: dict[str, Any]) -> str:

@@ -115,6 +115,13 @@ def test_turn_kinds_and_the_turn_table():
     kinds = turn_kinds(messages)
     assert kinds == ("run_tests", "format_error", "view", "str_replace_refused", "str_replace", "bash",
                      "missing_file", "submit")
+    # an edit that changes nothing is refused by the editor, and labelled as such, not as applied
+    noop = a(f"{fence}edit\nstr_replace pkg/core.py\n<<<<<<< SEARCH\na\n=======\na\n>>>>>>> REPLACE\n{fence}")
+    from agent_scaffold.editor import EditError, replace_once
+
+    with pytest.raises(EditError) as err:
+        replace_once("a\nb\n", "a", "a", "pkg/core.py")
+    assert turn_kinds(messages[:2] + [noop, o(str(err.value))]) == ("str_replace_noop",)
     table = turn_table([kinds, ("format_error", "submit")])
     assert table[1] == {"run_tests": 1, "format_error": 1} and table[2] == {"format_error": 1, "submit": 1}
     assert table[7] == {"missing_file": 1} and table[8] == {"submit": 1}
