@@ -149,7 +149,7 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
             kinds.append("missing_file")
         elif action.command == "str_replace" and search_refusals([str(after.get("content", ""))]):
             kinds.append("str_replace_refused")
-        elif action.command == "str_replace" and str(after.get("content", "")).startswith(NOOP_REFUSED):
+        elif action.command == "str_replace" and NOOP_REFUSED in str(after.get("content", "")):
             kinds.append("str_replace_noop")
         else:
             kinds.append(action.command)

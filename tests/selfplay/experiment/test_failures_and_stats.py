@@ -121,7 +121,7 @@ def test_turn_kinds_and_the_turn_table():
 
     with pytest.raises(EditError) as err:
         replace_once("a\nb\n", "a", "a", "pkg/core.py")
-    assert turn_kinds(messages[:2] + [noop, o(str(err.value))]) == ("str_replace_noop",)
+    assert turn_kinds(messages[:2] + [noop, o(f"Error: {err.value}")]) == ("str_replace_noop",)
     table = turn_table([kinds, ("format_error", "submit")])
     assert table[1] == {"run_tests": 1, "format_error": 1} and table[2] == {"format_error": 1, "submit": 1}
     assert table[7] == {"missing_file": 1} and table[8] == {"submit": 1}

@@ -1,0 +1,61 @@
+"""Where an injector episode of the scripted expert's plan went wrong, step by step (pure Python).
+
+The `direct` plan (`selfplay.demos.injector`) finds the code file and prints a function before its bug
+edit. Each turn of an episode gets one label, so a table of episodes shows where the plan broke:
+- ``list_ok`` / ``list_missing``: the function listing (`grep -n "def "`) printed lines, or named a file that
+  does not exist;
+- ``view_ok`` / ``view_empty``: the function view (`sed -n '/def NAME(/,+N'`) printed lines, or nothing;
+  ``_unlisted`` is appended when NAME was in no earlier observation (typed from memory);
+- ``edit_applied`` / ``edit_refused`` (SEARCH not in the file) / ``edit_noop`` (REPLACE equal to SEARCH) /
+  ``edit_missing_file``;
+- ``format_error``; other turns are not labelled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agent_scaffold.actions import FormatError, parse_action
+from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
+
+STEPS = ("list_ok", "list_missing", "view_ok", "view_ok_unlisted", "view_empty", "view_empty_unlisted", "edit_applied",
+         "edit_refused", "edit_noop", "edit_missing_file", "format_error")
+
+
+def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The labels of an injector transcript's turns (system and task prompt first)."""
+    steps: list[str] = []
+    seen: list[str] = []  # observations so far
+    body = list(messages[2:])
+    for i, m in enumerate(body):
+        if m.get("role") != "assistant":
+            seen.append(str(m.get("content", "")))
+            continue
+        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) else ""
+        try:
+            action = parse_action(str(m.get("content", "")))
+        except FormatError:
+            steps.append("format_error")
+            continue
+        if action.tool == "bash" and 'grep -n "def "' in action.command:
+            steps.append("list_missing" if "No such file" in after else "list_ok")
+        elif action.tool == "bash" and "sed -n '/def " in action.command:
+            name = action.command.split("/def ", 1)[1].split("(", 1)[0]
+            printed = after.replace("[exit code 0]", "").strip()
+            listed = any(f"def {name}(" in obs for obs in seen)
+            steps.append(("view_ok" if printed else "view_empty") + ("" if listed else "_unlisted"))
+        elif action.tool == "edit" and action.command == "str_replace":
+            steps.append("edit_noop" if NOOP_REFUSED in after or action.old == action.body
+                         else "edit_refused" if search_refusals([after])
+                         else "edit_missing_file" if missing_file_refusals([after]) else "edit_applied")
+    return tuple(steps)
+
+
+def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:
+    """Episodes with each label at least once (a label per column of the docs' funnel table)."""
+    counts: Counter[str] = Counter()
+    for steps in episodes:
+        counts.update(set(steps))
+    return {s: counts[s] for s in STEPS}

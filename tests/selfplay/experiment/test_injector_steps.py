@@ -1,0 +1,44 @@
+"""The step labels of an injector transcript: listing, view (and whether its name was listed), bug edit."""
+
+from selfplay.experiment.injector_steps import STEPS, injector_steps, step_counts
+
+FENCE = "```"
+
+
+def a(text):
+    return {"role": "assistant", "content": text}
+
+
+def o(text):
+    return {"role": "user", "content": text}
+
+
+def bash(cmd):
+    return a(f"{FENCE}bash\n{cmd}\n{FENCE}")
+
+
+def edit(old, new):
+    return a(f"{FENCE}edit\nstr_replace pkg/core.py\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n{FENCE}")
+
+
+LISTING = """f=$(git ls-files '*core.py' | grep -v test | head -n 1); echo $f; grep -n "def " $f | head -n 20"""
+
+
+def test_each_step_of_the_plan_gets_its_label():
+    messages = [{"role": "system", "content": "s"}, o("task"),
+                bash(LISTING), o("pkg/core.py\n8:def f(x):\n[exit code 0]"),
+                bash("sed -n '/def g(/,+20p' pkg/core.py"), o("[exit code 0]"),
+                bash("sed -n '/def f(/,+20p' pkg/core.py"), o("def f(x):\n    return x + 1\n[exit code 0]"),
+                edit("    return x + 1", "    return x + 1"), o("Error: str_replace: the REPLACE text is the same as "
+                                                               "the SEARCH text, so pkg/core.py would not change"),
+                edit("    return x + 2", "    return x - 2"), o("Error: str_replace: the SEARCH text was not found"),
+                a("no action"), o("Format error: No action found."),
+                edit("    return x + 1", "    return x - 1"), o("Edited pkg/core.py. Lines around the change:"),
+                bash('grep -n "def " nope.py | head -n 20'), o("grep: nope.py: No such file or directory\n[exit code 0]"),
+                a(f"{FENCE}submit\n{FENCE}")]
+    steps = injector_steps(messages)
+    assert steps == ("list_ok", "view_empty_unlisted", "view_ok", "edit_noop", "edit_refused", "format_error",
+                     "edit_applied", "list_missing")
+    counts = step_counts([steps, ("list_ok",)])
+    assert counts["list_ok"] == 2 and counts["edit_applied"] == 1 and counts["view_ok_unlisted"] == 0
+    assert list(counts) == list(STEPS)
