@@ -156,6 +156,31 @@ def located_function(source: str, search: str) -> str:
     return fn.name
 
 
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def change_note(search: str, replace: str) -> str | None:
+    """What the edit changes, in words, from the texts' differing middle widened to whole words:
+    "`<` becomes `>=`", "delete `x += 1`", "add `return None`"; None when there is no short one. The
+    expert says it before its edit, so the policy names a change before it writes one (FORMAT 10
+    policies copied SEARCH into REPLACE unchanged in 10 of 24 episodes)."""
+    p = 0
+    while p < min(len(search), len(replace)) and search[p] == replace[p]:
+        p += 1
+    while p > 0 and _word(search[p - 1]) and (p >= len(search) or _word(search[p]) or p >= len(replace) or _word(replace[p])):
+        p -= 1
+    q = 0
+    while q < min(len(search), len(replace)) - p and search[-1 - q] == replace[-1 - q]:
+        q += 1
+    while q > 0 and _word(search[-q]) and (q >= len(search) - p or _word(search[-1 - q]) or _word(replace[-1 - q])):
+        q -= 1
+    old, new = search[p:len(search) - q].strip(), replace[p:len(replace) - q].strip()
+    if (not old and not new) or len(old) > 60 or len(new) > 60 or "`" in old + new or "\n" in old + new:
+        return None
+    return f"delete `{old}`" if not new else f"add `{new}`" if not old else f"`{old}` becomes `{new}`"
+
+
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random, *,
                      repo_files: Sequence[str] | None = None, lines_fallback: bool = False) -> list[str]:
     """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant).
@@ -199,8 +224,10 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
                                  m=module) + "\n" + block("bash", list_functions_command(module)))
             actions.append(_pick(rng, ["Let me read {n}.", "I will change {n}; let me read it."], n=name)
                            + "\n" + block("bash", view_function_command(h.path, name)))
-        actions.append(_pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."])
-                       + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
+        note = change_note(search, replace_)
+        intro = (_pick(rng, ["Introduce the bug: {c}.", "Now the bug: {c}."], c=note) if note else
+                 _pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."]))
+        actions.append(intro + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace_}\n>>>>>>> REPLACE"))
     actions += [
         _pick(rng, ["Run the tests with the bug, see which fail, and save the bug.",

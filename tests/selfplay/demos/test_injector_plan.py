@@ -21,6 +21,7 @@ from selfplay.demos.injector import (
     VIEW_AFTER,
     WEAKEN,
     NotDemonstrable,
+    change_note,
     injector_actions,
     located_function,
 )
@@ -168,3 +169,20 @@ def test_the_weakening_deletes_the_failed_tests_like_the_seeder(tmp_path):
     expected = delete_tests(TESTS, [["test_param"], ["TestK", "test_method"], ["test_fixture"]])
     got = (tmp_path / "tests" / "test_core.py").read_text()
     assert got == expected, file_diff("tests/test_core.py", expected, got)
+
+
+@pytest.mark.parametrize("search, replace_, note", [
+    ("    if n < 0:", "    if n >= 0:", "`<` becomes `>=`"),
+    ("    x = max(a, b)", "    x = min(a, b)", "`max` becomes `min`"),  # whole words, not `ax` -> `in`
+    ("    return f(a, b)", "    return f(b, a)", "`a, b` becomes `b, a`"),
+    ("    y = 1\n    x += 1\n    return x", "    y = 1\n    return x", "delete `x += 1`"),
+    ("    if a and b:", "    if a or b:", "`and` becomes `or`"),
+    ("    a = 1\n    return a", "    a = 1\n    return None\n    return a", None),  # spans lines: no short note
+])
+def test_the_expert_names_its_change_before_the_edit(search, replace_, note):
+    assert change_note(search, replace_) == note
+
+
+def test_the_bug_edit_turn_says_what_it_changes():
+    actions = injector_actions(make_artifact(10), {"pkg/core.py": SOURCE}, random.Random(0))
+    assert actions[4].splitlines()[0].endswith("`+` becomes `-`.")
