@@ -249,11 +249,12 @@ def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_pat
     monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "seeds").symlink_to(demo_root / "seeds")
-    tiny = save_tiny_model(tmp_path / "tiny", max_position_embeddings=2048)
+    tiny = save_tiny_model(tmp_path / "tiny", max_position_embeddings=4096)
     config = WarmStartConfig(repos=("toolz",), n_per_repo=2, injector_per_repo=1, seed=3, model_dir=str(tiny))
     path = warm_start_checkpoint(config)
     info = warm_start_info(config)
     assert path.name == f"model-{info.content_key}" and (path / "sft.json").is_file()
     assert info.demonstrations["solver"] >= 1 and info.demonstrations["injector"] == 1, info
     assert sum(info.operators.values()) == info.demonstrations["solver"]
-    assert info.budgets["injector"]["tokens"] <= 2048 and info.budgets["injector"]["turns"] == 7
+    assert info.budgets["injector"]["tokens"] <= config.injector_max_context_tokens
+    assert info.budgets["injector"]["turns"] == 8
