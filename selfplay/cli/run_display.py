@@ -29,7 +29,8 @@ COUNTS = (("injector_episodes", "injector episodes"), ("valid_artifacts", "valid
           ("learner_updates", "learner updates"), ("policy_version", "policy version"),
           ("tasks_in_store", "tasks in store"), ("infra_failures", "infra failures"))
 """summary.json keys shown, with their labels."""
-OPTIONAL_COUNTS = (("seeded_tasks", "procedural seed tasks"), ("higher_order_tasks", "higher-order tasks"),
+OPTIONAL_COUNTS = (("seeded_tasks", "procedural seed tasks"), ("demonstrated_tasks", "demonstrated tasks (warm start)"),
+                   ("higher_order_tasks", "higher-order tasks"),
                    ("skipped_batches", "updates skipped (empty batch)"),
                    ("staleness_dropped", "stale rollouts dropped"))
 """Shown in the closing table when the loop reports them."""

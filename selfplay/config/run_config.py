@@ -152,6 +152,10 @@ class CurriculumConfig:
     """Procedural seeds validated per repo while the store is thin."""
     min_active_tasks: int = 2
     """The store counts as thin while it holds fewer active tasks than this."""
+    demonstrated_tasks: bool = False
+    """Start the store with the warm start's demonstrated solver tasks (those its expert repaired in a kept
+    demonstration), before any procedural seed: an easier training stratum, since the policy has seen their
+    repairs. Needs the warm start of `warm_start.config` built. Held-out measurement never uses it."""
     higher_order: HigherOrderConfig = field(default_factory=HigherOrderConfig)
     """Which failed attempts become higher-order tasks."""
 

@@ -119,12 +119,41 @@ def _task_id(repo: str, artifact: Any) -> str:
     return make_task_id(repo, artifact)
 
 
+def demonstrated_tasks(warm_start_store: TaskStore) -> list[Task]:
+    """The solver tasks of a warm start's store that a kept (+1) demonstration repaired, in order."""
+    ids = [a.task_id for a in warm_start_store.attempts(source="demo")
+           if a.role == "solver" and a.reward > 0 and a.task_id is not None]
+    return warm_start_store.get_tasks(list(dict.fromkeys(ids)))
+
+
+def import_demonstrated(config: RunConfig, store: TaskStore) -> int:
+    """`curriculum.demonstrated_tasks`: copies the warm start's demonstrated solver tasks into `store`;
+    returns how many were new there."""
+    from selfplay.demos.warm_start import cache_dir  # lazy: pulls the demonstration machinery
+    from selfplay.store import open_store
+
+    path = cache_dir(config.warm_start.config) / "store.db"
+    if not path.is_file():
+        raise FileNotFoundError(f"curriculum.demonstrated_tasks: no warm-start store at {path}; build the warm start "
+                                "of warm_start.config first (`selfplay warm-start`, or run with warm_start.enabled)")
+    with open_store(str(path), create=False) as ws:
+        tasks = demonstrated_tasks(ws)
+    new = [t for t in tasks if not store.has_task(t.task_id)]
+    for task in new:
+        store.add_task(task)
+    log.info("curriculum: %d demonstrated tasks of the warm start (%d new in the store)", len(tasks), len(new))
+    return len(new)
+
+
 def seed_store(config: RunConfig, store: TaskStore, ledger: RunLedger) -> float:
-    """Procedural seeds while the store is thin (counted in the ledger); returns the seconds it took."""
+    """The warm start's demonstrated tasks when `curriculum.demonstrated_tasks`, then procedural seeds while
+    the store is thin (both counted in the ledger); returns the seconds it took."""
     cur = config.curriculum
-    if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
-        return 0.0
     t0 = time.monotonic()
+    if cur.demonstrated_tasks:
+        ledger.count(demonstrated_tasks=import_demonstrated(config, store))
+    if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
+        return time.monotonic() - t0
 
     def record(artifact: Any, repo: str, report: Any, strategy: str) -> str | None:
         return store.record_artifact(artifact, repo, report, origin="procedural", strategy=strategy).task_id

@@ -9,7 +9,13 @@ import random
 import pytest
 
 from selfplay.config.run_config import CurriculumConfig, RolloutConfig
-from selfplay.orchestration.curriculum import draw_tasks, pick_repos, pick_strategies, seed_thin_store
+from selfplay.orchestration.curriculum import (
+    draw_tasks,
+    import_demonstrated,
+    pick_repos,
+    pick_strategies,
+    seed_thin_store,
+)
 from selfplay.store import open_store
 from selfplay.task import Task, make_task_id
 from tests.selfplay.orchestration.loop_double import artifact
@@ -88,3 +94,27 @@ def test_thin_store_is_seeded_from_the_cache(store, tmp_path, caplog):
 
         assert seed_thin_store(other, [spec], cfg, seed=0, validation=ValidationConfig(), record=record2) == 1
     assert "(cached)" in caplog.text
+
+
+def test_demonstrated_tasks_come_from_the_warm_start_store(store, tmp_path, monkeypatch):
+    """`curriculum.demonstrated_tasks` copies exactly the solver tasks with a kept (+1) demonstration from the
+    warm start's own store: not a failed demonstration, not an injector's, and only once."""
+    from selfplay.config.run_config import RunConfig
+    from selfplay.demos.warm_start import cache_dir
+
+    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
+    config = RunConfig()
+    root = cache_dir(config.warm_start.config)
+    with pytest.raises(FileNotFoundError, match="curriculum.demonstrated_tasks.*selfplay warm-start"):
+        import_demonstrated(config, store)
+    root.mkdir(parents=True)
+    with open_store(str(root / "store.db")) as ws:
+        ids = [ws.record_validation(artifact(n), "toolz", make_report(True, n), origin="procedural") for n in (1, 2, 3)]
+        for task_id, reward in zip(ids, (1.0, -1.0, 1.0)):
+            ws.record_attempt(task_id, role="solver", policy_version=0, reward=reward, turns=4, tokens=100,
+                              termination="submitted", source="demo")
+        ws.record_attempt(None, role="injector", policy_version=0, reward=1.0, turns=8, tokens=900,
+                          termination="submitted", source="demo")
+    assert import_demonstrated(config, store) == 2
+    assert sorted(t.task_id for t in store.list_tasks()) == sorted([ids[0], ids[2]])
+    assert import_demonstrated(config, store) == 0  # a resumed run imports nothing twice
