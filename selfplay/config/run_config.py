@@ -155,7 +155,8 @@ class CurriculumConfig:
     demonstrated_tasks: bool = False
     """Start the store with the warm start's demonstrated solver tasks (those its expert repaired in a kept
     demonstration), before any procedural seed: an easier training stratum, since the policy has seen their
-    repairs. Needs the warm start of `warm_start.config` built. Held-out measurement never uses it."""
+    repairs. Only when the policy starts from that warm start (no `policy.model_dir`). Held-out measurement
+    never uses it."""
     higher_order: HigherOrderConfig = field(default_factory=HigherOrderConfig)
     """Which failed attempts become higher-order tasks."""
 

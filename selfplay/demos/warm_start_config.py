@@ -43,15 +43,17 @@ class WarmStartConfig:
 
     repos: tuple[str, ...] = TRAIN_REPOS
     """Training repos; none of `heldout_repos` may be among them."""
-    n_per_repo: int = 6
-    """Procedural tasks demonstrated per repo."""
+    n_per_repo: int = 2
+    """Procedural tasks demonstrated per repo. 2 for `selfplay run`'s default: with 8 epochs its policy repeats
+    some demonstrated repairs at T = 0.7, so the run's groups on those tasks (`curriculum.demonstrated_tasks`)
+    can have reward variance; 6 tasks at one epoch gave none (docs/benchmarks.md, the embedded default)."""
     per_task: int = 1
     """Solver demonstrations per task (each with other seeded choices of the expert)."""
     short_share: float = 0.5
     """Share of solver demonstrations that follow the 4-turn plan (grep, view, str_replace, submit; no test
     run) instead of the full one (reproduce, locate, view, repair, re-run, restore, submit: 6-9 turns): the
     default run allows its solver 4 turns of 96 tokens, where the full plan runs out of turns."""
-    injector_per_repo: int = 2
+    injector_per_repo: int = 1
     """Injector demonstrations (`direct` strategy) per repo, kept when their artifact validates; 0 is none."""
     seed: int = 0
     """Seeds bugs, the expert's choices and training."""
@@ -59,8 +61,8 @@ class WarmStartConfig:
     """Seeding rounds per repo (each a new SeedConfig seed) before giving up on reaching `n_per_repo`."""
     preset: str = "cpu"
     """SFT preset (selfplay/config/presets/sft/: cpu or nebius)."""
-    epochs: int | None = None
-    """Passes over the demonstrations; None is the preset's."""
+    epochs: int | None = 8
+    """Passes over the demonstrations; None is the SFT preset's (cpu: 1)."""
     lr: float | None = None
     """Peak SFT learning rate; None is the preset's."""
     loss_turns: Literal["valid", "edit"] = "valid"

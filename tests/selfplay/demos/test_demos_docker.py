@@ -250,7 +250,8 @@ def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_pat
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "seeds").symlink_to(demo_root / "seeds")
     tiny = save_tiny_model(tmp_path / "tiny", max_position_embeddings=4096)
-    config = WarmStartConfig(repos=("toolz",), n_per_repo=2, injector_per_repo=1, seed=3, model_dir=str(tiny))
+    config = WarmStartConfig(repos=("toolz",), n_per_repo=2, injector_per_repo=1, seed=3, model_dir=str(tiny),
+                             epochs=1)
     path = warm_start_checkpoint(config)
     info = warm_start_info(config)
     assert path.name == f"model-{info.content_key}" and (path / "sft.json").is_file()

@@ -109,7 +109,7 @@ def fake_build(monkeypatch, tmp_path, tokenizer):
 
 
 def test_other_content_gets_another_content_key_and_checkpoint(fake_build):
-    config = WarmStartConfig(repos=("toolz",), n_per_repo=4, injector_per_repo=1)
+    config = WarmStartConfig(repos=("toolz",), n_per_repo=4, injector_per_repo=1, epochs=1)
     with pytest.raises(FileNotFoundError, match="selfplay warm-start"):
         warm_start_info(config)
     fake = fake_build(solver=2, injector=1)

@@ -19,7 +19,8 @@ def test_the_shipped_presets_hold_the_documented_values():
     # the warm start's cache key hashes these values: a size read from YAML must equal the one it replaced
     assert warm_start_size("default") == WarmStartConfig()
     assert warm_start_size("medium") == WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3)
-    assert warm_start_size("full") == WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30)
+    assert warm_start_size("full") == WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30,
+                                                      epochs=1)
 
 
 def test_overrides_apply_and_none_keeps_the_preset():
