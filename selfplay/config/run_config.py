@@ -283,6 +283,12 @@ class RunConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     """Metric sinks."""
 
+    @property
+    def starts_from_warm_start(self) -> bool:
+        """Whether the policy starts from the warm-start checkpoint of `warm_start.config`: an `hf` run with
+        `warm_start.enabled` and no `policy.model_dir` (the learning experiment's arms name one)."""
+        return not self.policy.model_dir and self.policy.backend == "hf" and self.warm_start.enabled
+
     def __post_init__(self) -> None:
         if not self.repos:
             raise ValueError("repos: name at least one repo of the repo list")

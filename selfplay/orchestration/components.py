@@ -38,7 +38,7 @@ def start_model_dir(config: RunConfig) -> str:
     checkpoint (hf with `warm_start.enabled`; built on first use and cached), else the embedded model."""
     if config.policy.model_dir:
         return config.policy.model_dir
-    if config.policy.backend == "hf" and config.warm_start.enabled:
+    if config.starts_from_warm_start:
         return str(warm_start_checkpoint(config.warm_start.config))
 
     return str(default_model_dir())
@@ -47,7 +47,7 @@ def start_model_dir(config: RunConfig) -> str:
 def warm_start_record(config: RunConfig) -> dict[str, Any] | None:
     """Which warm start the run started from (config key, content key, demonstrations per role, SFT steps,
     checkpoint), for summary.json; None when it started from `policy.model_dir` or no warm start."""
-    if config.policy.model_dir or config.policy.backend != "hf" or not config.warm_start.enabled:
+    if not config.starts_from_warm_start:
         return None
 
     try:

@@ -126,12 +126,6 @@ def demonstrated_tasks(warm_start_store: TaskStore) -> list[Task]:
     return warm_start_store.get_tasks(list(dict.fromkeys(ids)))
 
 
-def starts_from_warm_start(config: RunConfig) -> bool:
-    """Whether the policy starts from the warm start of `warm_start.config` (`components.start_model_dir`):
-    a run given `policy.model_dir` (the learning experiment's arms) has no demonstrated tasks to play."""
-    return not config.policy.model_dir and config.policy.backend == "hf" and config.warm_start.enabled
-
-
 def import_demonstrated(config: RunConfig, store: TaskStore) -> int:
     """`curriculum.demonstrated_tasks`: copies the warm start's demonstrated solver tasks into `store`;
     returns how many were new there."""
@@ -156,7 +150,7 @@ def seed_store(config: RunConfig, store: TaskStore, ledger: RunLedger) -> float:
     the store is thin (both counted in the ledger); returns the seconds it took."""
     cur = config.curriculum
     t0 = time.monotonic()
-    if cur.demonstrated_tasks and starts_from_warm_start(config):
+    if cur.demonstrated_tasks and config.starts_from_warm_start:
         ledger.count(demonstrated_tasks=import_demonstrated(config, store))
     if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
         return time.monotonic() - t0

@@ -16,7 +16,6 @@ from selfplay.orchestration.curriculum import (
     pick_repos,
     pick_strategies,
     seed_thin_store,
-    starts_from_warm_start,
 )
 from selfplay.store import open_store
 from selfplay.task import Task, make_task_id
@@ -120,5 +119,5 @@ def test_demonstrated_tasks_come_from_the_warm_start_store(store, tmp_path, monk
     assert import_demonstrated(config, store) == 2
     assert sorted(t.task_id for t in store.list_tasks()) == sorted([ids[0], ids[2]])
     assert import_demonstrated(config, store) == 0  # a resumed run imports nothing twice
-    assert starts_from_warm_start(config)
-    assert not starts_from_warm_start(load_config("default", ["policy.model_dir=/some/checkpoint"]))
+    assert config.starts_from_warm_start
+    assert not load_config("default", ["policy.model_dir=/some/checkpoint"]).starts_from_warm_start
