@@ -112,12 +112,36 @@ touch "$S/ready"
 # SIGUSR1 from the engine API: kill everything but PID 1, with builtins only (works under a fork bomb).
 # Each run is counted in KILLED_ALL: the sender waits for it, or a later exec could start inside the loop
 # and be killed at its start ("OCI runtime exec failed: ... read init-p: connection reset by peer").
+# The count is written once the killed processes are reaped: their zombies hold pids, and under a full
+# pids limit the sender's next exec would find none free.
 K=0
-trap 'for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done; K=$((K + 1)); echo "$K" > "{KILLED_ALL}"' USR1
-trap 'exit 0' TERM
+kill_all() {{
+  for i in 1 2 3 4 5 6 7 8 9 10; do kill -9 -1 2>/dev/null || break; done
+  for ((i = 0; i < 100; i++)); do
+    z=
+    for d in /proc/[0-9]*; do
+      [ "${{d#/proc/}}" = 1 ] || {{ z=1; break; }}
+    done
+    [ -z "$z" ] && break
+    read -t 0.02 -u 3
+  done
+  K=$((K + 1)); echo "$K" > "{KILLED_ALL}"
+}}
+# The traps only set flags; the loop acts on them. bash blocks SIGCHLD inside `read -t`, so it reaps only
+# between reads: a kill-all run inside the trap could wait for no reaping. And outside posix mode a trap
+# that interrupts `read -t` resumes the read without its timeout: PID 1 then sleeps on the fifo and reaps
+# nothing again (the pids limit fills with zombies for good). In posix mode the interrupted read returns.
+U=; T=
+trap 'U=1' USR1
+trap 'T=1' TERM
+set -o posix
 # PID 1 must reap orphans: bash's SIGCHLD handler does, without a child of its own. The loop must not
 # fork: under a fork bomb a failed fork makes a non-interactive bash exit, and the container with it.
-while :; do read -t 1 -u 3; done
+while [ -z "$T" ]; do
+  read -t 1 -u 3
+  [ -n "$U" ] && {{ U=; kill_all; }}
+done
+exit 0
 """
 """Container command (PID 1): fill or snapshot the workdir, then reap orphans forever.
 Args: workdir, mode ("tmpfs": the workdir is a tmpfs filled from the image's snapshot; "overlay")."""

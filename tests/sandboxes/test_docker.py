@@ -111,6 +111,21 @@ def test_fork_bomb_is_held_by_the_pid_limit(repo_image):
         assert pids_max.strip() == "64"
 
 
+def test_pid_one_still_reaps_after_a_kill_all(repo_image):
+    # A kill-all (SIGUSR1 to PID 1) under a fork bomb once left PID 1 asleep in a read without its timeout:
+    # it reaped nothing more, and the bomb's zombies held the pids limit for good. It took a signal that
+    # met the read's timer: a few tries meet one.
+    cfg = DockerSandboxConfig(cpus=1.0, mem_limit="256m", pids_limit=64)
+    forever = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"
+    with DockerSandbox.create(repo_image, config=cfg) as sb:
+        for _ in range(6):
+            sb.exec(f"python3 -c '{forever}' >/dev/null 2>&1 &", timeout=10)
+            time.sleep(0.5)
+            sb._kill_all()
+            after = sb.exec("echo alive; ps -e -o stat= | grep -c '^Z'", timeout=20)
+            assert after.output.split() == ["alive", "0"], after.output[-300:]
+
+
 def test_killed_container_raises_sandbox_dead_not_hangs(repo_image):
     import threading
 
