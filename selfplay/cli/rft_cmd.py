@@ -65,6 +65,9 @@ def warm_start(
     n: int | None = typer.Option(None, "-n", help="Demonstrated tasks per repo (default: the size's)."),
     injector_n: int | None = typer.Option(None, "--injector-n", min=0, help="Injector demonstrations per repo "
                                           "(default: the size's)."),
+    injector_operators: str | None = typer.Option(None, "--injector-operators", help="Comma-separated "
+                                                  "procedural operators whose bugs the injector demonstrations "
+                                                  "write, e.g. drop_statement (default: the size's; every one)."),
     seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
     epochs: int | None = typer.Option(None, "--epochs", min=1, help="Passes over the demonstrations "
                                       "(default: the size's, else the SFT preset's)."),
@@ -86,8 +89,9 @@ def warm_start(
         if model is not None and not (model / "config.json").is_file():
             raise ValueError(f"--model {model}: not an HF model directory (no config.json); pass the directory "
                              "that holds the checkpoint's config.json and tokenizer")
-        cfg = warm_start_size(size, n_per_repo=n, injector_per_repo=injector_n, seed=seed, epochs=epochs,
-                              preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
+        ops = None if injector_operators is None else tuple(o.strip() for o in injector_operators.split(",") if o.strip())
+        cfg = warm_start_size(size, n_per_repo=n, injector_per_repo=injector_n, injector_operators=ops, seed=seed,
+                              epochs=epochs, preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     path = warm_start_checkpoint(cfg, force=force)

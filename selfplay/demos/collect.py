@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,10 +79,13 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                max_context_tokens: int = DEMO_LIMITS.max_context_tokens, max_rounds: int = 3,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
                injector: int = 0, injector_max_context_tokens: int = INJECTOR_LIMITS.max_context_tokens,
-               short_share: float = 0.0, seed_cache: bool | Path = True) -> DemoReport:
+               short_share: float = 0.0, seed_cache: bool | Path = True,
+               injector_operators: Sequence[str] = ()) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
-    artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates; `short_share`: the share of solver
+    artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates;
+    `injector_operators`: the injector demonstrations' bugs are seeded on their own, with only these
+    procedural operators (empty: every operator, from the solver's seeds); `short_share`: the share of solver
     demonstrations (a seeded draw each) that follow the 4-turn plan (`solver_plan.SolverTask.short`); `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds."""
@@ -101,13 +104,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     image = repo_image(spec)
     tasks = []
     validation = ValidationConfig(original_runs=SEED_VALIDATION_RUNS)
-    for rnd in range(max_rounds):
-        # injector demonstrations draw on the seeded artifacts too, so seed for whichever wants more
-        need = max(n - len(tasks), injector - len(report.injector_kept))
-        if need <= 0:
-            break
+    def seed_round(config: SeedConfig, need: int) -> list[Any]:
         t0 = time.monotonic()
-        config = SeedConfig(seed=seed * 1000 + rnd)
         if seed_cache is not False:
             seeded, hit = cached_seed(spec, need, image=image, config=config, validation=validation,
                                       accept=lambda a: artifact_fits(a, tokenizer, limits),
@@ -118,18 +116,33 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
             seeded = run_seed(spec, need, out / "seeds", config=config, validation=validation,
                               accept=lambda a: artifact_fits(a, tokenizer, limits))
         report.seed_time += time.monotonic() - t0
-        for result in seeded:
-            task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
-                                              strategy=result.operator)
-            if task_id is None or any(t.task_id == task_id for t in tasks):
-                continue
-            task = store.get_task(task_id)
-            if fits(task, tokenizer, limits):
-                tasks.append(task)
-            else:
-                report.skipped_long += 1
-            if len(report.injector_kept) < injector:
-                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
+        return seeded
+
+    for rnd in range(max_rounds):
+        # without injector_operators the injector demonstrations draw on the solver's seeded artifacts too,
+        # so seed for whichever wants more; with them the injector's bugs are seeded on their own
+        injector_need = injector - len(report.injector_kept)
+        need = n - len(tasks) if injector_operators else max(n - len(tasks), injector_need)
+        if need > 0:
+            for result in seed_round(SeedConfig(seed=seed * 1000 + rnd), need):
+                task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
+                                                  strategy=result.operator)
+                if task_id is None or any(t.task_id == task_id for t in tasks):
+                    continue
+                task = store.get_task(task_id)
+                if fits(task, tokenizer, limits):
+                    tasks.append(task)
+                else:
+                    report.skipped_long += 1
+                if not injector_operators and len(report.injector_kept) < injector:
+                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
+        if injector_operators and injector_need > 0:
+            for result in seed_round(SeedConfig(seed=seed * 1000 + rnd, operators=tuple(injector_operators)),
+                                     injector_need):
+                if len(report.injector_kept) < injector:
+                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
+        elif need <= 0:
+            break
     for task in tasks[:n]:
         report.tasks.append(task.task_id)
         for j in range(per_task):

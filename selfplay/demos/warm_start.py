@@ -42,8 +42,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_KEYED_WHEN_SET = {"injector_operators": ()}
+"""Fields added after FORMAT 11, with their defaults: they enter the key only when set, so the configs
+that predate them keep their keys (and their cached checkpoints)."""
+
+
 def config_key(config: WarmStartConfig) -> str:
-    return hashlib.sha256(json.dumps({**asdict(config), "format": FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
+    fields = {k: v for k, v in asdict(config).items()
+              if _KEYED_WHEN_SET.get(k, object()) != (tuple(v) if isinstance(v, list) else v)}
+    return hashlib.sha256(json.dumps({**fields, "format": FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cache_dir(config: WarmStartConfig) -> Path:
@@ -131,7 +138,7 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
                              tokenizer=tokenizer,
                              per_task=config.per_task, max_context_tokens=config.max_context_tokens,
                              max_rounds=config.max_rounds, injector=config.injector_per_repo,
-                             short_share=config.short_share,
+                             short_share=config.short_share, injector_operators=config.injector_operators,
                              injector_max_context_tokens=config.injector_max_context_tokens)
             timings[f"seed/{repo}_s"] = rep.seed_time
             timings[f"seed/{repo}_cached_rounds"] = rep.seed_rounds_cached

@@ -55,6 +55,12 @@ class WarmStartConfig:
     default run allows its solver 4 turns of 96 tokens, where the full plan runs out of turns."""
     injector_per_repo: int = 1
     """Injector demonstrations (`direct` strategy) per repo, kept when their artifact validates; 0 is none."""
+    injector_operators: tuple[str, ...] = ()
+    """Procedural operators whose bugs the injector demonstrations write (names of
+    `selfplay.procedural.operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
+    solver demonstrations' seeds. ("drop_statement",) makes every demonstrated bug edit the same change,
+    a statement becoming `pass`: the fourth to seventh attempts' policies (docs/benchmarks.md) copied the
+    SEARCH text they had read and then failed to change it, whatever the plan around the edit."""
     seed: int = 0
     """Seeds bugs, the expert's choices and training."""
     max_rounds: int = 3
@@ -96,6 +102,12 @@ class WarmStartConfig:
             raise ValueError(f"warm_start.config.max_rounds must be in 1..{HELDOUT_SEED_OFFSET} (above, its "
                              f"seeds would reach the held-out bench's), got {self.max_rounds}")
 
+        from selfplay.procedural.operators import OPERATORS_BY_NAME  # pure: the ast module only
+
+        unknown = sorted(set(self.injector_operators) - set(OPERATORS_BY_NAME))
+        if unknown:
+            raise ValueError(f"warm_start.config.injector_operators: unknown operator {', '.join(unknown)}; "
+                             f"choose from {', '.join(OPERATORS_BY_NAME)}")
         if self.loss_turns not in LOSS_TURNS:
             raise ValueError(f"warm_start.config.loss_turns must be one of {LOSS_TURNS}, got {self.loss_turns!r}")
 

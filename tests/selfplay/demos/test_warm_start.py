@@ -9,10 +9,12 @@ its `sft.json` without training (tests/selfplay/learner/test_sft.py trains for r
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -165,6 +167,20 @@ def test_config_key_changes_with_every_field_and_format(monkeypatch):
     assert ws.config_key(base) not in keys
 
 
+def test_injector_operators_enter_the_config_key_only_when_set():
+    """A field added after FORMAT 11 keeps the older configs' keys (so their cached checkpoints) at its
+    default, and names another checkpoint when set, in any order a list gives it."""
+    base = WarmStartConfig()
+    legacy = {k: v for k, v in asdict(base).items() if k != "injector_operators"}
+    assert ws.config_key(base) == hashlib.sha256(
+        json.dumps({**legacy, "format": ws.FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
+    drop = WarmStartConfig(injector_operators=("drop_statement",))
+    assert ws.config_key(drop) not in {ws.config_key(base), ws.config_key(WarmStartConfig(
+        injector_operators=("drop_statement", "flip_comparison")))}
+    with pytest.raises(ValueError, match=r"injector_operators: unknown operator drop; choose from .*drop_statement"):
+        WarmStartConfig(injector_operators=("drop",))
+
+
 # --- no held-out repo, task or seed feeds demonstrations, SFT or RL ----------------------------------------
 
 
@@ -239,6 +255,37 @@ def test_more_injector_demonstrations_than_tasks_seed_more_artifacts(monkeypatch
         make_demos(get_repo("toolz"), n, store=None, out_dir=tmp_path / "demos", max_rounds=2, tokenizer=object(),
                    injector=injector)
         assert asked == [want, want], (n, injector, asked)
+
+
+def test_injector_operators_seed_the_injector_bugs_on_their_own(monkeypatch, tmp_path):
+    """With `injector_operators`, each round seeds the solver's tasks with every operator and the injector's
+    bugs with only those (the solver's tasks are never limited to them); every seeded bug of the second
+    stream goes to an injector demonstration until enough are kept."""
+    from repos.listfile import get_repo
+    from selfplay.demos import collect
+    from selfplay.procedural.operators import OPERATORS
+
+    asked, demonstrated = [], []
+
+    def fake_cached_seed(spec, k, *, config, **kwargs):
+        asked.append((k, config.operators, config.seed))
+        limited = config.operators != tuple(op.name for op in OPERATORS)
+        return ([SimpleNamespace(artifact=f"bug{i}") for i in range(k)] if limited else []), False
+
+    def fake_demo(artifact, spec, store, out, tokenizer, image, seed, report, limits):
+        demonstrated.append(artifact)
+        report.injector_kept.append(artifact)
+
+    monkeypatch.setattr(collect, "cached_seed", fake_cached_seed)
+    monkeypatch.setattr(collect, "repo_image", lambda spec: "image")
+    monkeypatch.setattr(collect, "_injector_demo", fake_demo)
+    every = tuple(op.name for op in OPERATORS)
+    collect.make_demos(get_repo("toolz"), 2, store=None, out_dir=tmp_path / "demos", max_rounds=2, tokenizer=object(),
+                       injector=3, injector_operators=("drop_statement",))
+    # round 0: the solver's 2 with every operator, the injector's 3 with drop_statement only (all kept);
+    # round 1: the solver's still missing, the injector's done
+    assert asked == [(2, every, 0), (3, ("drop_statement",), 0), (2, every, 1)]
+    assert demonstrated == ["bug0", "bug1", "bug2"]
 
 
 def _seeds_drawn_by_the_bench(monkeypatch, tmp_path, seed: int) -> list[int]:
