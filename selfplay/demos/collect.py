@@ -119,10 +119,12 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
         return seeded
 
     for rnd in range(max_rounds):
+        solver_need, injector_need = n - len(tasks), injector - len(report.injector_kept)
+        if solver_need <= 0 and injector_need <= 0:
+            break
         # without injector_operators the injector demonstrations draw on the solver's seeded artifacts too,
         # so seed for whichever wants more; with them the injector's bugs are seeded on their own
-        injector_need = injector - len(report.injector_kept)
-        need = n - len(tasks) if injector_operators else max(n - len(tasks), injector_need)
+        need = solver_need if injector_operators else max(solver_need, injector_need)
         if need > 0:
             for result in seed_round(SeedConfig(seed=seed * 1000 + rnd), need):
                 task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
@@ -134,15 +136,14 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                     tasks.append(task)
                 else:
                     report.skipped_long += 1
-                if not injector_operators and len(report.injector_kept) < injector:
-                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
+                if not injector_operators:
+                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report,
+                                   injector_limits, wanted=injector)
         if injector_operators and injector_need > 0:
             for result in seed_round(SeedConfig(seed=seed * 1000 + rnd, operators=tuple(injector_operators)),
                                      injector_need):
-                if len(report.injector_kept) < injector:
-                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits)
-        elif need <= 0:
-            break
+                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits,
+                               wanted=injector)
     for task in tasks[:n]:
         report.tasks.append(task.task_id)
         for j in range(per_task):
@@ -173,7 +174,11 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
 
 
 def _injector_demo(artifact: Any, spec: RepoSpec, store: TaskStore, out: Path, tokenizer: Any, image: str, seed: int,
-                   report: DemoReport, limits: EpisodeLimits) -> None:
+                   report: DemoReport, limits: EpisodeLimits, *, wanted: int) -> None:
+    """One injector demonstration on `artifact`'s bug, kept in `report` when it validates; none once
+    `wanted` are kept."""
+    if len(report.injector_kept) >= wanted:
+        return
     try:
         demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"),
                                  limits=limits, image=image)

@@ -3,8 +3,10 @@
 Order: infrastructure failures out -> staleness filter -> overlong handling (may change rewards or drop)
 -> grouping -> dynamic-sampling drop rules -> per-role advantages. A trajectory whose episode failed on
 infrastructure (`metadata["infra_failure"]`, or termination "sandbox_error") says nothing about the
-policy: it is dropped, never trained on, and counted in `batch/infra_failures`. Solver groups use a group estimator (`advantages.ESTIMATORS`);
-injector samples use the running-mean baseline per (repo, strategy) (`baseline.py`).
+policy: it is dropped, never trained on, and counted in `batch/infra_failures`. Solver groups use a group
+estimator (`advantages.ESTIMATORS`); injector samples use the running-mean baseline per (repo, strategy)
+(`baseline.py`), or with `injector_baseline="group"` the same group estimator over each iteration's
+episodes on one (repo, strategy) (`dynamic_sampling.injector_group_key`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from selfplay.learner.dynamic_sampling import (
 from selfplay.learner.errors import BatchError
 from selfplay.learner.overlong import OverlongConfig, shape_overlong
 from selfplay.learner.staleness import filter_stale
+
+INJECTOR_BASELINES = ("running", "group")
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,16 @@ class BatchConfig:
     `BatchError`, since two groups then share an id and their baselines would mix. Fewer is normal
     (infrastructure failures, staleness and overlong masking remove members; `too_small` handles it).
     None: no check."""
+    injector_baseline: str = "running"
+    """running: each injector episode against the running mean of earlier rewards on its (repo, strategy);
+    group: an iteration's injector episodes on one (repo, strategy) form a group, with the solver's
+    estimator and drop rules (DAPO as written: an all-invalid group trains nothing). Needs several
+    injector episodes per repo an iteration (`rollout.injector_episodes` over the run's repos)."""
 
     def __post_init__(self) -> None:
+        if self.injector_baseline not in INJECTOR_BASELINES:
+            raise ValueError(f"injector_baseline {self.injector_baseline!r} is unknown; choose one of "
+                             f"{INJECTOR_BASELINES}")
         if self.advantage not in ESTIMATORS:
             raise ValueError(f"advantage {self.advantage!r} is unknown; choose one of {sorted(ESTIMATORS)}")
         if self.group_size is not None and self.group_size < 1:
@@ -93,10 +105,10 @@ def prepare_groups(trajectories: Sequence[Trajectory], current_version: int,
         check_trajectory(t)
     fresh, m_stale = filter_stale(usable, current_version, config.max_staleness)
     shaped, m_over = shape_overlong(fresh, config.overlong)
-    groups = group_trajectories(shaped)
+    groups = group_trajectories(shaped, injector_groups=config.injector_baseline == "group")
     if config.group_size is not None:
         for g in groups:
-            if not g.running_baseline and len(g.members) > config.group_size:
+            if g.role != "injector" and len(g.members) > config.group_size:
                 raise BatchError(f"{g.role} group {g.key!r} has {len(g.members)} trajectories, more than "
                                  f"group_size={config.group_size}: two groups share this id; give each "
                                  "(task, iteration) its own metadata['group_id']")

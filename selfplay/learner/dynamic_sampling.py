@@ -1,8 +1,12 @@
 """Grouping and DAPO dynamic sampling (pure Python).
 
 A `Group` is what shares a baseline. Solver trajectories are grouped by `metadata["group_id"]` (falling
-back to `task_id`): the G attempts on one bug. Injector trajectories are singletons whose baseline is the
-running mean of `baseline.RunningMeanBaseline`, so the group rules below do not apply to them.
+back to `task_id`): the G attempts on one bug. Injector trajectories are, by default, singletons whose
+baseline is the running mean of `baseline.RunningMeanBaseline`, so the group rules below do not apply to
+them. With `injector_groups`, an iteration's injector episodes on one (repo, strategy) form a group
+instead: they share a prompt and a policy, so they are DAPO's G samples of it, and the group rules and
+estimators apply to them as to the solver's. An all-invalid group then trains nothing, where the running
+baseline would push down every one of its episodes (and with them the plan the valid ones share).
 
 Drop rules (`DynamicSamplingConfig.drop_rules`), applied to solver-style groups:
 - ``all_equal``: every reward equal, so every advantage is 0 and the group carries no gradient (DAPO's
@@ -50,11 +54,20 @@ class Group:
         return [float(t.reward) for t in self.members]  # type: ignore[arg-type]
 
 
-def group_trajectories(trajectories: Sequence[Trajectory]) -> list[Group]:
-    """Solver (and any non-injector role) by group_id/task_id; each injector trajectory alone."""
+def injector_group_key(metadata: dict[str, object]) -> str:
+    """The group of an injector episode under `injector_groups`: one (repo, strategy) in one iteration."""
+    return f"{metadata.get('repo', '?')}|{metadata.get('strategy', '?')}|it{metadata.get('iteration', '?')}"
+
+
+def group_trajectories(trajectories: Sequence[Trajectory], *, injector_groups: bool = False) -> list[Group]:
+    """Solver (and any non-injector role) by group_id/task_id; each injector trajectory alone, or, with
+    `injector_groups`, by `injector_group_key`."""
     groups: dict[tuple[str, str], list[Trajectory]] = {}
     out: list[Group] = []
     for i, t in enumerate(trajectories):
+        if t.role == "injector" and injector_groups:
+            groups.setdefault((t.role, injector_group_key(t.metadata)), []).append(t)
+            continue
         if t.role == "injector":
             out.append(Group(str(t.metadata.get("id", f"injector-{i}")), t.role, (t,), running_baseline=True))
             continue

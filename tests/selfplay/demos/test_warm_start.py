@@ -272,7 +272,8 @@ def test_injector_operators_seed_the_injector_bugs_on_their_own(monkeypatch, tmp
         limited = config.operators != tuple(op.name for op in OPERATORS)
         return ([SimpleNamespace(artifact=f"bug{i}") for i in range(k)] if limited else []), False
 
-    def fake_demo(artifact, spec, store, out, tokenizer, image, seed, report, limits):
+    def fake_demo(artifact, spec, store, out, tokenizer, image, seed, report, limits, *, wanted):
+        assert wanted == 3
         demonstrated.append(artifact)
         report.injector_kept.append(artifact)
 

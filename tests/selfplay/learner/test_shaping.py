@@ -168,6 +168,33 @@ def test_counters_match_the_group_rewards():
     assert "batch/injector/groups_with_variance" not in m
 
 
+def test_injector_groups_share_a_baseline_per_repo_and_iteration():
+    """injector_baseline="group": an iteration's episodes on one (repo, strategy) are a group. The
+    all-invalid group trains nothing (the running baseline would push all of it down), the mixed group
+    trains with group-relative advantages, and another iteration on the same repo is another group."""
+    def inj(reward, repo, iteration, n):
+        return traj(reward, role="injector", meta={"id": f"{repo}-{iteration}-{n}", "repo": repo,
+                                                   "strategy": "direct", "iteration": iteration})
+    trajs = [inj(0.5, "toolz", 0, 0), inj(-1.0, "toolz", 0, 1), inj(-1.0, "toolz", 0, 2),  # variance
+             inj(-1.0, "boltons", 0, 0), inj(-1.0, "boltons", 0, 1),                      # all invalid
+             inj(0.5, "toolz", 1, 0), inj(0.5, "toolz", 1, 1), inj(-1.0, "toolz", 1, 2)]  # next iteration
+    baseline = RunningMeanBaseline()
+    samples, m = build_batch(trajs, 1, BatchConfig(injector_baseline="group", group_size=2), baseline)
+    assert m["batch/injector/groups"] == 3 and m["batch/injector/groups_with_variance"] == 2
+    assert m["batch/injector/groups_dropped"] == 1 and m["batch/dropped_all_equal"] == 1
+    assert m["batch/injector/samples_trained"] == 6 and m["batch/kept_groups"] == 2
+    advantages = sorted(round(s.advantage, 3) for s in samples)
+    # grpo within each group: (r - mean) / std, so each group's advantages sum to 0
+    assert sum(advantages) == pytest.approx(0.0, abs=1e-6)
+    assert sum(a > 0 for a in advantages) == 3 and sum(a < 0 for a in advantages) == 3
+    assert baseline.values == {}  # the running baseline is not used, so it does not move
+    # the default stays the running baseline: every injector episode trains, none is dropped as a group
+    samples, m = build_batch(trajs, 1, BatchConfig(), RunningMeanBaseline())
+    assert m["batch/injector/groups"] == 8 and m["batch/injector/groups_dropped"] == 0
+    with pytest.raises(ValueError, match="injector_baseline"):
+        BatchConfig(injector_baseline="none")
+
+
 def test_signal_groups_counts_solver_groups_with_variance():
     from selfplay.learner.dynamic_sampling import signal_groups
 
