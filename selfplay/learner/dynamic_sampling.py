@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from agent_scaffold.trajectory import Trajectory
+from selfplay.learner.baseline import injector_key
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class Group:
 
 def injector_group_key(metadata: dict[str, object]) -> str:
     """The group of an injector episode under `injector_groups`: one (repo, strategy) in one iteration."""
-    return f"{metadata.get('repo', '?')}|{metadata.get('strategy', '?')}|it{metadata.get('iteration', '?')}"
+    return f"{injector_key(metadata)}|it{metadata.get('iteration', '?')}"
 
 
 def group_trajectories(trajectories: Sequence[Trajectory], *, injector_groups: bool = False) -> list[Group]:
@@ -65,13 +66,13 @@ def group_trajectories(trajectories: Sequence[Trajectory], *, injector_groups: b
     groups: dict[tuple[str, str], list[Trajectory]] = {}
     out: list[Group] = []
     for i, t in enumerate(trajectories):
-        if t.role == "injector" and injector_groups:
-            groups.setdefault((t.role, injector_group_key(t.metadata)), []).append(t)
-            continue
-        if t.role == "injector":
+        if t.role == "injector" and not injector_groups:
             out.append(Group(str(t.metadata.get("id", f"injector-{i}")), t.role, (t,), running_baseline=True))
             continue
-        key = t.metadata.get("group_id", t.metadata.get("task_id"))
+        if t.role == "injector":
+            key = injector_group_key(t.metadata)
+        else:
+            key = t.metadata.get("group_id", t.metadata.get("task_id"))
         if key is None:
             raise ValueError(f"{t.role} trajectory {t.metadata.get('id', i)} has neither metadata['group_id'] "
                              "nor metadata['task_id']; the learner needs one to form its group")
