@@ -181,6 +181,12 @@ class LearnerConfig:
     """Optimizer steps per learner update: the iteration's batch is shuffled (seeded) and split into this
     many mini-batches, one step each, every ratio taken against the policy that sampled (Nebius: 2-8
     steps per iteration). More steps than samples gives one step per sample."""
+    measure_shift: bool = False
+    """After each update, one more forward pass over its samples (and one before, when TIS has not made
+    it): `learner/shift_kl`, the KL per trained token between the policy before the update's first step
+    and after its last, and `learner/shift_dlogp_pos` / `_neg`, the mean logprob change of the tokens of
+    samples with positive / negative advantage (selfplay.learner.update_shift). The loss's `approx_kl`
+    reads 0 with one step an update; this says how far the update moved the policy, and which way."""
     checkpoint_every: int = 1
     """Save a checkpoint every this many learner updates."""
     keep_checkpoints: int = 2

@@ -25,6 +25,7 @@ from selfplay.eval.dataset import load_instances
 from selfplay.eval.runner import evaluate_checkpoint
 from selfplay.learner.baseline import RunningMeanBaseline
 from selfplay.learner.batch import build_batch
+from selfplay.learner.update_shift import update_shift
 from selfplay.learner.weight_sync import HFPolicySync, HTTPPolicySync, MultiSync, VLLMDiskSync
 from selfplay.orchestration.rundir import prune_checkpoints
 
@@ -94,16 +95,21 @@ class PolicyLearner:
     def version(self) -> int:
         return int(self.engine.version)
 
-    def update(self, trajectories: Sequence[Trajectory]) -> UpdateResult:
+    def batch(self, trajectories: Sequence[Trajectory]) -> tuple[list[Any], dict[str, float]]:
+        """The samples an update of these trajectories trains on (untrainable episodes out, advantages,
+        dynamic sampling), with the batch/* metrics; advances the injector's running baseline."""
         kept, excluded = trainable(trajectories)
         batch = self.config.learner.batch
         if getattr(batch, "group_size", 0) is None:  # G is the reward's group size unless set apart
             batch = replace(batch, group_size=self.config.reward.group_size)
         samples, metrics = build_batch(kept, self.version, batch, self.baseline)
-        metrics = {**metrics, "batch/excluded_untrainable": float(excluded)}
+        return samples, {**metrics, "batch/excluded_untrainable": float(excluded)}
+
+    def update(self, trajectories: Sequence[Trajectory]) -> UpdateResult:
+        samples, metrics = self.batch(trajectories)
         if not samples:
             log.info("learner: empty batch (%d trajectories, %d excluded); update skipped", len(trajectories),
-                     excluded)
+                     metrics["batch/excluded_untrainable"])
             return UpdateResult({**metrics, "learner/skipped_empty_batch": 1.0}, False, self.version)
         t0 = time.perf_counter()
         metrics.update(self.train(samples))
@@ -124,15 +130,25 @@ class PolicyLearner:
 
     def train(self, samples: list[Any]) -> dict[str, float]:
         """`learner.steps_per_update` optimizer steps over seeded mini-batches of `samples`; metrics of the
-        last step, plus the mean loss over all of them and the step count."""
+        last step, plus the mean loss over all of them and the step count (and, with
+        `learner.measure_shift`, how far the whole update moved the policy)."""
         steps = max(1, min(self.config.learner.steps_per_update, len(samples)))
+        measure = self.config.learner.measure_shift
+        old = None
+        if self.config.learner.engine.loss.tis_cap is not None or measure:  # before the first step moves weights
+            old = self.engine.logprobs([s.input_ids for s in samples])
+        metrics = self._steps(samples, steps, old)
+        if measure:
+            after = self.engine.logprobs([s.input_ids for s in samples])
+            shift = update_shift(old, after, [s.loss_mask for s in samples], [s.advantage for s in samples])
+            metrics.update({f"learner/{k}": v for k, v in shift.items()})
+        return metrics
+
+    def _steps(self, samples: list[Any], steps: int, old: list[list[float]] | None) -> dict[str, float]:
         if steps == 1:
-            return {**self.engine.train_step(samples), "learner/steps": 1.0}
+            return {**self.engine.train_step(samples, old), "learner/steps": 1.0}
         order = list(range(len(samples)))
         random.Random(f"{self.config.seed}:{self.version}").shuffle(order)
-        old = None
-        if self.config.learner.engine.loss.tis_cap is not None:  # once, before the first step moves weights
-            old = self.engine.logprobs([s.input_ids for s in samples])
         metrics: dict[str, float] = {}
         losses = []
         for k in range(steps):

@@ -114,6 +114,26 @@ def test_steps_per_update_and_the_lr_zero_control_is_bit_identical(tmp_path, tin
     assert same if lr == 0.0 else not same
 
 
+@pytest.mark.parametrize("lr", [0.0, 1e-3])
+def test_measure_shift_reports_how_far_a_one_step_update_moved_the_policy(tmp_path, tiny_model, lr):
+    """With one step an update the loss's approx_kl is taken at the behaviour weights; `measure_shift`
+    compares the logprobs of the trained tokens before and after the step: exactly 0 at lr=0, and at lr>0 a
+    positive KL with the positive-advantage tokens raised against the negative ones."""
+    from selfplay.orchestration.learning import PolicyLearner
+
+    cfg = learner_config(tmp_path, tiny_model, measure_shift=True)
+    cfg = replace(cfg, learner=replace(cfg.learner, engine=replace(cfg.learner.engine, lr=lr)))
+    update = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt").update(_variance_batch())
+    m = update.metrics
+    assert update.trained and m["learner/steps"] == 1.0 and m["learner/approx_kl"] == pytest.approx(0, abs=1e-6)
+    assert m["learner/shift_tokens_pos"] > 0 and m["learner/shift_tokens_neg"] > 0
+    if lr == 0.0:
+        assert m["learner/shift_kl"] == 0.0 and m["learner/shift_dlogp_pos"] == m["learner/shift_dlogp_neg"] == 0.0
+    else:
+        assert m["learner/shift_kl"] > 0
+        assert m["learner/shift_dlogp_pos"] > m["learner/shift_dlogp_neg"]
+
+
 def test_an_update_times_its_weight_sync_to_the_rollout_policy(tmp_path, tiny_model):
     """learner/sync_s is the push of the new weights into the in-process hf policy (which then samples the
     new version), and learner/sync_share relates it to the update's optimizer steps."""
