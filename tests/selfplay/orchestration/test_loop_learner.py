@@ -120,10 +120,15 @@ def test_measure_shift_reports_how_far_a_one_step_update_moved_the_policy(tmp_pa
     compares the logprobs of the trained tokens before and after the step: exactly 0 at lr=0, and at lr>0 a
     positive KL with the positive-advantage tokens raised against the negative ones."""
     from selfplay.orchestration.learning import PolicyLearner
+    from tests.selfplay.orchestration.loop_double import trajectory as traj
 
     cfg = learner_config(tmp_path, tiny_model, measure_shift=True)
     cfg = replace(cfg, learner=replace(cfg.learner, engine=replace(cfg.learner.engine, lr=lr)))
-    update = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt").update(_variance_batch())
+    base = traj("solver", 0)
+    batch = [replace(base, input_ids=tuple(t + (0 if r > 0 else 20) for t in base.input_ids), reward=r,
+                     metadata={"group_id": "g", "task_id": "t", "id": str(i)})
+             for i, r in enumerate((1.0, -1.0, -1.0, 1.0))]  # the solved and the failed sample other tokens
+    update = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt").update(batch)
     m = update.metrics
     assert update.trained and m["learner/steps"] == 1.0 and m["learner/approx_kl"] == pytest.approx(0, abs=1e-6)
     assert m["learner/shift_tokens_pos"] > 0 and m["learner/shift_tokens_neg"] > 0

@@ -1,0 +1,107 @@
+"""Replay one stored iteration's learner update at several learning rates and measure what it did.
+
+For each learning rate, from the same weights (the policy that sampled the iteration), the run's own
+config (batch rules, loss, steps per update) builds the batch of the iteration's stored trajectories as
+the run did (`PolicyLearner.batch`) and takes the update with `learner.measure_shift` on:
+- on the trained tokens: the KL between the policy before and after, and the mean logprob change of the
+  tokens with positive and with negative advantage (`selfplay.learner.update_shift`);
+- on probe episodes it did not train on (injector episodes of other run or arm directories, sampled by
+  the same starting policy): the same changes for the valid and the invalid ones. An update that teaches
+  the plan raises the valid probe episodes against the invalid ones.
+`negate` flips every advantage: the same step in the wrong direction, the control for "the update is
+mostly noise".
+
+The injector's running baseline starts empty, as in a run's first update (grouped advantages,
+`learner.batch.injector_baseline=group`, do not depend on it). No rollout and no sandbox: what the policy
+does afterwards is not measured here. Needs the `train` extra (torch, DeepSpeed).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from selfplay.config.loader import load_config
+from selfplay.experiment.failures import injector_outcome
+from selfplay.learner.update_shift import update_shift
+from selfplay.orchestration.rundir import read_trajectories
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An injector episode the replayed update did not train on."""
+
+    input_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    valid: bool
+
+
+def injector_probes(dirs: Sequence[Path], iterations: Sequence[int]) -> list[Probe]:
+    """Every trainable injector episode of those iterations in those run (or arm) directories."""
+    out = []
+    for d in dirs:
+        for it in iterations:
+            for t in read_trajectories(Path(d) / "trajectories" / f"it{it:05d}-injector.jsonl.gz"):
+                if t.metadata.get("infra_failure") or not any(t.loss_mask):
+                    continue
+                label = injector_outcome(t.termination, t.metadata.get("validation"))
+                out.append(Probe(t.input_ids, t.loss_mask, label == "valid"))
+    return out
+
+
+def replay_update(run_dir: Path, iteration: int, model: Path, lrs: Sequence[float], *,
+                  probes: Sequence[Probe] = (), negate: bool = False,
+                  overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One row of figures per learning rate (see the module docstring)."""
+    from selfplay.orchestration.learning import PolicyLearner
+
+    trajectories = [t for role in ("injector", "solver")
+                    for t in read_trajectories(run_dir / "trajectories" / f"it{iteration:05d}-{role}.jsonl.gz")]
+    if not trajectories:
+        raise ValueError(f"{run_dir}: no trajectories of iteration {iteration} under trajectories/ "
+                         "(pass a run or arm directory that `selfplay run` or the experiment wrote)")
+    version = min(t.policy_version for t in trajectories)
+    probe_before = None
+    rows = []
+    for lr in lrs:
+        config = load_config(run_dir / "config.yaml", [
+            f"learner.engine.lr={lr}", "learner.measure_shift=true", "learner.checkpoint_every=1000000",
+            "eval.every=0", *overrides])
+        with tempfile.TemporaryDirectory() as tmp:
+            learner = PolicyLearner(config, str(model), Path(tmp) / "ckpt", initial_version=version)
+            if probes and probe_before is None:  # every rate starts from the same weights
+                probe_before = learner.engine.logprobs([p.input_ids for p in probes])
+            samples, batch_metrics = learner.batch(trajectories)
+            if not samples:
+                raise ValueError(f"{run_dir}: iteration {iteration}'s batch is empty (no group with reward "
+                                 "variance): there is no update to replay")
+            if negate:
+                samples = [replace(s, advantage=-s.advantage) for s in samples]
+            t0 = time.perf_counter()
+            metrics = learner.train(samples)
+            row: dict[str, Any] = {
+                "lr": lr, "negate": negate, "train_s": time.perf_counter() - t0, "samples": len(samples),
+                "trained_tokens": sum(sum(s.loss_mask) for s in samples),
+                **{k: v for k, v in batch_metrics.items() if k.startswith("batch/")},
+                **{k: v for k, v in metrics.items() if k.startswith("learner/")}}
+            if probes:
+                after = learner.engine.logprobs([p.input_ids for p in probes])
+                shift = update_shift(probe_before, after, [p.loss_mask for p in probes],
+                                     [1.0 if p.valid else -1.0 for p in probes])
+                row.update({"probe/kl": shift["shift_kl"], "probe/dlogp_valid": shift["shift_dlogp_pos"],
+                            "probe/dlogp_invalid": shift["shift_dlogp_neg"],
+                            "probe/episodes_valid": sum(p.valid for p in probes),
+                            "probe/episodes_invalid": sum(not p.valid for p in probes)})
+            log.info("replayed iteration %d at lr %g: shift KL %.3g", iteration, lr, row["learner/shift_kl"])
+            rows.append(row)
+            del learner
+            gc.collect()
+    return rows

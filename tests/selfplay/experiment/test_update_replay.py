@@ -1,0 +1,47 @@
+"""`replay_update` on a real run directory: a tiny-Llama run of the loop with the documented worker double
+(loop_double.TableRunner; the real worker runs in test_loop_docker.py) stores its trajectories, and the
+replay rebuilds iteration 0's batch from them and takes the update again at LR 0 and LR > 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("deepspeed")
+
+from selfplay.experiment.update_replay import injector_probes, replay_update
+from selfplay.orchestration.loop import run_selfplay
+from selfplay.orchestration.rundir import RunDir
+from tests.selfplay.orchestration.loop_double import TableRunner
+from tests.selfplay.orchestration.test_loop import G
+from tests.selfplay.orchestration.test_loop_learner import learner_config
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), max_position_embeddings=2048)
+
+
+def test_replay_rebuilds_the_runs_batch_and_measures_each_rate(tmp_path, tiny_model):
+    run_dir = run_selfplay(learner_config(tmp_path, tiny_model), runner=TableRunner(group_size=G))
+    first = json.loads(RunDir(run_dir).metrics.read_text().splitlines()[0])
+    probes = injector_probes([run_dir], [1])
+    assert sorted(p.valid for p in probes) == [False, True]  # TableRunner: injector 1 of an iteration is invalid
+
+    rows = replay_update(run_dir, 0, tiny_model, [0.0, 1e-3], probes=probes)
+    zero, moved = rows
+    for row in rows:  # the batch the run trained on in its first update
+        assert row["samples"] == first["batch/solver/samples_trained"] + first["batch/injector/samples_trained"]
+        assert row["probe/episodes_valid"] == 1 and row["probe/episodes_invalid"] == 1
+    assert zero["lr"] == 0.0 and zero["learner/shift_kl"] == 0.0 and zero["probe/kl"] == 0.0
+    assert zero["learner/shift_dlogp_pos"] == zero["learner/shift_dlogp_neg"] == 0.0
+    assert moved["learner/shift_kl"] > 0 and moved["probe/kl"] > 0
+
+
+def test_a_directory_without_trajectories_is_refused(tmp_path, tiny_model):
+    with pytest.raises(ValueError, match="no trajectories of iteration 0"):
+        replay_update(tmp_path, 0, tiny_model, [0.0])
