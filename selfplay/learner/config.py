@@ -48,6 +48,10 @@ class EngineConfig:
     """AdamW weight decay (Nebius: 0.1)."""
     betas: tuple[float, float] = (0.9, 0.999)
     """AdamW betas."""
+    eps: float = 1e-8
+    """AdamW epsilon, added to the root of the second moment. Adam's first steps move every weight by
+    about `lr` whatever its gradient's size (m / sqrt(v) is the gradient's sign); a larger epsilon damps
+    the weights whose gradients are smaller than it, where a small RL batch's gradient is mostly noise."""
     grad_clip: float = 1.0
     """Global gradient-norm clip."""
     zero_stage: int = 2
@@ -96,5 +100,7 @@ class EngineConfig:
             raise ValueError("token_budget, logprob_chunk and warmup_steps must be >= 1")
         if self.lr < 0:
             raise ValueError(f"lr must be >= 0, got {self.lr}")
+        if not self.eps > 0:
+            raise ValueError(f"eps must be > 0 (AdamW divides by sqrt(v) + eps), got {self.eps}")
         if self.sequence_parallel_size < 1:
             raise ValueError("sequence_parallel_size must be >= 1")

@@ -117,7 +117,7 @@ def ds_config(cfg: EngineConfig, bf16: bool, cuda: bool = False) -> dict[str, An
         "train_micro_batch_size_per_gpu": 1,
         "gradient_accumulation_steps": 1 << 20,
         "zero_optimization": zero,
-        "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.betas), "eps": 1e-8,
+        "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "betas": list(cfg.betas), "eps": cfg.eps,
                                                   "weight_decay": cfg.weight_decay, "torch_adam": True}},
         "gradient_clipping": cfg.grad_clip,
         "bf16": {"enabled": bf16},

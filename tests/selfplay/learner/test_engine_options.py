@@ -12,6 +12,15 @@ def test_config_errors_name_the_field():
         LossConfig(agg="seq-mean-token-sum-norm")
     with pytest.raises(ValueError, match="agg"):
         LossConfig(agg="mean")
+    with pytest.raises(ValueError, match="eps"):
+        EngineConfig(eps=0.0)
+
+
+def test_adam_eps_reaches_the_optimizer():
+    from selfplay.learner.engine import ds_config
+
+    assert ds_config(EngineConfig(), bf16=False)["optimizer"]["params"]["eps"] == 1e-8
+    assert ds_config(EngineConfig(eps=1e-5), bf16=False)["optimizer"]["params"]["eps"] == 1e-5
 
 
 @pytest.mark.gpu
