@@ -71,6 +71,11 @@ class BatchConfig:
     group: an iteration's injector episodes on one (repo, strategy) form a group, with the solver's
     estimator and drop rules (DAPO as written: an all-invalid group trains nothing). Needs several
     injector episodes per repo an iteration (`rollout.injector_episodes` over the run's repos)."""
+    negative_scale: float = 1.0
+    """Multiplies every negative advantage, both roles, after the estimator: 1 trains as the estimator
+    says; 0 trains on the samples that beat their baseline only (filtered behaviour cloning: with
+    `drop_zero_advantage` the rest are dropped). Pushing down failed episodes also pushes down the tokens
+    they share with the successful ones (`learner.measure_shift` shows it)."""
 
     def __post_init__(self) -> None:
         if self.injector_baseline not in INJECTOR_BASELINES:
@@ -80,6 +85,9 @@ class BatchConfig:
             raise ValueError(f"advantage {self.advantage!r} is unknown; choose one of {sorted(ESTIMATORS)}")
         if self.group_size is not None and self.group_size < 1:
             raise ValueError(f"BatchConfig.group_size must be >= 1 or None, got {self.group_size}")
+        if not 0.0 <= self.negative_scale <= 1.0:
+            raise ValueError(f"negative_scale must be in [0, 1] (a weight on negative advantages), got "
+                             f"{self.negative_scale}")
 
 
 def is_infra_failure(t: Trajectory) -> bool:
@@ -136,6 +144,8 @@ def to_samples(groups: Sequence[Group], config: BatchConfig,
     # sequence the policy conditioned on; each trains as its own sequence with the episode's advantage.
     samples: list[Sample] = []
     training: dict[str, set[str]] = {}
+    if config.negative_scale != 1.0:
+        pairs = [(g, t, a * config.negative_scale if a < 0 else a) for g, t, a in pairs]
     for g, t, a in pairs:
         if config.drop_zero_advantage and a == 0.0:
             continue

@@ -195,6 +195,20 @@ def test_injector_groups_share_a_baseline_per_repo_and_iteration():
         BatchConfig(injector_baseline="none")
 
 
+def test_negative_scale_weighs_the_samples_below_their_baseline():
+    """negative_scale multiplies the negative advantages after the estimator: 0.5 halves them, and 0
+    leaves the positive samples only (the rest dropped as zero-advantage and counted as such)."""
+    trajs = [traj(1.0, group="a"), traj(-1.0, group="a"), traj(-1.0, group="a"), traj(-1.0, group="a")]
+    full, _ = build_batch(trajs, 0, BatchConfig(), RunningMeanBaseline())
+    half, _ = build_batch(trajs, 0, BatchConfig(negative_scale=0.5), RunningMeanBaseline())
+    assert [s.advantage for s in half] == [a if a > 0 else a / 2 for a in (s.advantage for s in full)]
+    only, m = build_batch(trajs, 0, BatchConfig(negative_scale=0.0), RunningMeanBaseline())
+    assert [s.advantage for s in only] == [full[0].advantage] and full[0].advantage > 0
+    assert m["batch/solver/samples_trained"] == 1 and m["batch/dropped_zero_advantage"] == 3
+    with pytest.raises(ValueError, match="negative_scale"):
+        BatchConfig(negative_scale=-1.0)
+
+
 def test_signal_groups_counts_solver_groups_with_variance():
     from selfplay.learner.dynamic_sampling import signal_groups
 
