@@ -24,7 +24,8 @@ SHOWN = ("lr", "negate", "samples", "trained_tokens", "learner/grad_norm", "lear
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=Path, required=True, help="The run (or experiment arm) directory to replay.")
-    ap.add_argument("--iteration", type=int, default=0, help="Whose stored trajectories make the batch.")
+    ap.add_argument("--iteration", type=int, nargs="+", default=[0],
+                    help="Whose stored trajectories make the batch (several: one batch of all of them).")
     ap.add_argument("--model", type=Path, required=True, help="The weights that sampled that iteration.")
     ap.add_argument("--lr", type=float, nargs="+", required=True, help="Learning rates, each from --model.")
     ap.add_argument("--probe", type=Path, nargs="*", default=[], help="Directories of probe injector episodes.")
@@ -41,7 +42,7 @@ def main() -> None:
         print(json.dumps({k: row[k] for k in SHOWN if k in row}))
     if args.json:
         args.json.write_text(json.dumps({
-            "run": str(args.run), "iteration": args.iteration, "model": str(args.model),
+            "run": str(args.run), "iterations": args.iteration, "model": str(args.model),
             "probe": [str(p) for p in args.probe], "probe_iterations": args.probe_iterations, "set": args.set,
             "rows": rows}, indent=1) + "\n")
 

@@ -57,16 +57,18 @@ def injector_probes(dirs: Sequence[Path], iterations: Sequence[int]) -> list[Pro
     return out
 
 
-def replay_update(run_dir: Path, iteration: int, model: Path, lrs: Sequence[float], *,
+def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Sequence[float], *,
                   probes: Sequence[Probe] = (), negate: bool = False,
                   overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """One row of figures per learning rate (see the module docstring)."""
+    """One row of figures per learning rate (see the module docstring). Several `iterations` make one
+    batch (their groups stay apart): a larger update than the run took, of episodes of one policy only
+    where the run's weights did not change between them (an LR-0 control arm)."""
     from selfplay.orchestration.learning import PolicyLearner
 
-    trajectories = [t for role in ("injector", "solver")
-                    for t in read_trajectories(run_dir / "trajectories" / f"it{iteration:05d}-{role}.jsonl.gz")]
+    trajectories = [t for it in iterations for role in ("injector", "solver")
+                    for t in read_trajectories(run_dir / "trajectories" / f"it{it:05d}-{role}.jsonl.gz")]
     if not trajectories:
-        raise ValueError(f"{run_dir}: no trajectories of iteration {iteration} under trajectories/ "
+        raise ValueError(f"{run_dir}: no trajectories of iterations {list(iterations)} under trajectories/ "
                          "(pass a run or arm directory that `selfplay run` or the experiment wrote)")
     version = min(t.policy_version for t in trajectories)
     probe_before = None
@@ -81,7 +83,7 @@ def replay_update(run_dir: Path, iteration: int, model: Path, lrs: Sequence[floa
                 probe_before = learner.engine.logprobs([p.input_ids for p in probes])
             samples, batch_metrics = learner.batch(trajectories)
             if not samples:
-                raise ValueError(f"{run_dir}: iteration {iteration}'s batch is empty (no group with reward "
+                raise ValueError(f"{run_dir}: the batch of iterations {list(iterations)} is empty (no group with reward "
                                  "variance): there is no update to replay")
             if negate:
                 samples = [replace(s, advantage=-s.advantage) for s in samples]
@@ -100,7 +102,7 @@ def replay_update(run_dir: Path, iteration: int, model: Path, lrs: Sequence[floa
                             "probe/dlogp_invalid": shift["shift_dlogp_neg"],
                             "probe/episodes_valid": sum(p.valid for p in probes),
                             "probe/episodes_invalid": sum(not p.valid for p in probes)})
-            log.info("replayed iteration %d at lr %g: shift KL %.3g", iteration, lr, row["learner/shift_kl"])
+            log.info("replayed iterations %s at lr %g: shift KL %.3g", list(iterations), lr, row["learner/shift_kl"])
             rows.append(row)
             del learner
             gc.collect()

@@ -32,7 +32,7 @@ def test_replay_rebuilds_the_runs_batch_and_measures_each_rate(tmp_path, tiny_mo
     probes = injector_probes([run_dir], [1])
     assert sorted(p.valid for p in probes) == [False, True]  # TableRunner: injector 1 of an iteration is invalid
 
-    rows = replay_update(run_dir, 0, tiny_model, [0.0, 1e-3], probes=probes)
+    rows = replay_update(run_dir, [0], tiny_model, [0.0, 1e-3], probes=probes)
     zero, moved = rows
     for row in rows:  # the batch the run trained on in its first update
         assert row["samples"] == first["batch/solver/samples_trained"] + first["batch/injector/samples_trained"]
@@ -43,5 +43,5 @@ def test_replay_rebuilds_the_runs_batch_and_measures_each_rate(tmp_path, tiny_mo
 
 
 def test_a_directory_without_trajectories_is_refused(tmp_path, tiny_model):
-    with pytest.raises(ValueError, match="no trajectories of iteration 0"):
-        replay_update(tmp_path, 0, tiny_model, [0.0])
+    with pytest.raises(ValueError, match=r"no trajectories of iterations \[0\]"):
+        replay_update(tmp_path, [0], tiny_model, [0.0])
