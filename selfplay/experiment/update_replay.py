@@ -70,7 +70,7 @@ def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Se
     if not trajectories:
         raise ValueError(f"{run_dir}: no trajectories of iterations {list(iterations)} under trajectories/ "
                          "(pass a run or arm directory that `selfplay run` or the experiment wrote)")
-    version = min(t.policy_version for t in trajectories)
+    version = max(t.policy_version for t in trajectories)  # the learner is at least as new as each
     probe_before = None
     rows = []
     for lr in lrs:
