@@ -35,9 +35,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="Write every figure here.")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    probes = injector_probes(args.probe, args.probe_iterations)
-    rows = replay_update(args.run, args.iteration, args.model, args.lr, probes=probes, negate=args.negate,
-                         overrides=args.set)
+    try:
+        probes = injector_probes(args.probe, args.probe_iterations)
+        rows = replay_update(args.run, args.iteration, args.model, args.lr, probes=probes, negate=args.negate,
+                             overrides=args.set)
+    except ValueError as exc:  # a wrong directory, an empty batch, a bad --set (ConfigError names the key)
+        raise SystemExit(f"replay_update: {exc}") from None
     for row in rows:
         print(json.dumps({k: row[k] for k in SHOWN if k in row}))
     if args.json:
