@@ -30,7 +30,7 @@ from typing import Any
 from selfplay.config.loader import load_config
 from selfplay.experiment.failures import injector_outcome
 from selfplay.learner.update_shift import update_shift
-from selfplay.orchestration.rundir import read_trajectories
+from selfplay.orchestration.rundir import RunDir, read_trajectories
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def injector_probes(dirs: Sequence[Path], iterations: Sequence[int]) -> list[Pro
     out = []
     for d in dirs:
         for it in iterations:
-            for t in read_trajectories(Path(d) / "trajectories" / f"it{it:05d}-injector.jsonl.gz"):
+            for t in read_trajectories(RunDir(Path(d)).trajectory_file(it, "injector")):
                 if t.metadata.get("infra_failure") or not any(t.loss_mask):
                     continue
                 label = injector_outcome(t.termination, t.metadata.get("validation"))
@@ -65,8 +65,9 @@ def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Se
     where the run's weights did not change between them (an LR-0 control arm)."""
     from selfplay.orchestration.learning import PolicyLearner
 
+    run = RunDir(Path(run_dir))
     trajectories = [t for it in iterations for role in ("injector", "solver")
-                    for t in read_trajectories(run_dir / "trajectories" / f"it{it:05d}-{role}.jsonl.gz")]
+                    for t in read_trajectories(run.trajectory_file(it, role))]
     if not trajectories:
         raise ValueError(f"{run_dir}: no trajectories of iterations {list(iterations)} under trajectories/ "
                          "(pass a run or arm directory that `selfplay run` or the experiment wrote)")
@@ -74,7 +75,7 @@ def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Se
     probe_before = None
     rows = []
     for lr in lrs:
-        config = load_config(run_dir / "config.yaml", [
+        config = load_config(run.config, [
             f"learner.engine.lr={lr}", "learner.measure_shift=true", "learner.checkpoint_every=1000000",
             "eval.every=0", *overrides])
         with tempfile.TemporaryDirectory() as tmp:
