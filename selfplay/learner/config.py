@@ -81,6 +81,14 @@ class EngineConfig:
     """Ulysses/ALST sequence parallelism degree (GPU only; 1 is off)."""
     seed: int = 0
     """Torch seed set before the engine is built."""
+    lora_rank: int = 0
+    """Rank of low-rank adapters on `lora_targets` (selfplay/learner/lora.py); 0 is off: every weight
+    trains. On, the base weights are frozen and only the adapters train (use about ten times the full
+    fine-tuning LR); checkpoints and weight sync carry the merged weights."""
+    lora_alpha: float = 32.0
+    """Adapter scale numerator: an adapter adds lora_alpha / lora_rank * B @ A to its layer's weight."""
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    """Attribute names of the nn.Linear layers that get adapters (Llama-family projections: attention and MLP)."""
     loss: LossConfig = field(default_factory=LossConfig)
     """The policy loss."""
     temperature: float = 1.0
@@ -104,3 +112,6 @@ class EngineConfig:
             raise ValueError(f"eps must be > 0 (AdamW divides by sqrt(v) + eps), got {self.eps}")
         if self.sequence_parallel_size < 1:
             raise ValueError("sequence_parallel_size must be >= 1")
+        if self.lora_rank < 0 or (self.lora_rank and not self.lora_targets):
+            raise ValueError(f"lora_rank must be >= 0 (0 is off) with lora_targets non-empty, got "
+                             f"{self.lora_rank} and {list(self.lora_targets)}")

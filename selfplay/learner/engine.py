@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from selfplay.learner.checkpoint import load_checkpoint, save_checkpoint
 from selfplay.learner.fused_loss import packed_policy_loss
 from selfplay.learner.logprobs import can_fuse, decoder_hidden, fused_head_loss, packed_token_logprobs
+from selfplay.learner.lora import add_adapters, merged_state_dict
 from selfplay.learner.losses import batch_denominator, policy_loss, token_weights
 from selfplay.learner.model_options import apply_model_options
 from selfplay.learner.packing import pack, pad_rows, to_positions, unpack
@@ -157,6 +158,12 @@ class LearnerEngine:
                 model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
             else:
                 model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.lora_scale = None
+        if cfg.lora_rank:
+            trainable = add_adapters(model, cfg.lora_rank, cfg.lora_alpha, cfg.lora_targets)
+            self.lora_scale = cfg.lora_alpha / cfg.lora_rank
+            log.info("LoRA rank %d on %s: %d trainable parameters, base weights frozen", cfg.lora_rank,
+                     ",".join(cfg.lora_targets), trainable)
         self.sp_group = None
         self.token_budget = cfg.token_budget
         mpu = None
@@ -365,10 +372,13 @@ class LearnerEngine:
     # ---- weights --------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Full (gathered) weights by HF parameter name, for in-memory sync and checkpoints."""
+        """Full (gathered) weights by HF parameter name, for in-memory sync and checkpoints; LoRA adapters
+        merged into their weights."""
         if self.config.zero_stage == 3:
-            return self.engine._zero3_consolidated_16bit_state_dict()
-        return self.module.state_dict()
+            state = self.engine._zero3_consolidated_16bit_state_dict()
+        else:
+            state = self.module.state_dict()
+        return state if self.lora_scale is None else merged_state_dict(state, self.lora_scale)
 
     def save(self, root: str | Path, state: dict[str, Any] | None = None) -> Path:
         """Checkpoint the current weights, tokenizer and optimizer under root/v<version>, with the caller's

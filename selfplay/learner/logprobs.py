@@ -79,7 +79,9 @@ class _FusedHeadLoss(torch.autograd.Function):
         # contributions over many chunks.
         acc = torch.promote_types(weight.dtype, torch.float32)
         grad_hidden = torch.empty_like(hidden)
-        grad_weight = torch.zeros(weight.shape, dtype=acc, device=weight.device)
+        # A frozen head (LoRA trains adapters only) needs no weight gradient: one head matmul fewer.
+        need_weight = ctx.needs_input_grad[1]
+        grad_weight = torch.zeros(weight.shape if need_weight else (), dtype=acc, device=weight.device)
         lp = torch.zeros(n, dtype=acc, device=hidden.device)
         ent = torch.zeros(n, dtype=acc, device=hidden.device)
         total = torch.zeros((), dtype=acc, device=hidden.device)
@@ -104,17 +106,18 @@ class _FusedHeadLoss(torch.autograd.Function):
             grad_logits = probs.to(weight.dtype)
             del probs
             grad_hidden[s:e] = grad_logits @ weight
-            grad_weight.addmm_(grad_logits.T.to(acc), h.to(acc))
+            if need_weight:
+                grad_weight.addmm_(grad_logits.T.to(acc), h.to(acc))
         ctx.save_for_backward(grad_hidden, grad_weight)
-        ctx.weight_dtype = weight.dtype
+        ctx.weight_dtype, ctx.need_weight = weight.dtype, need_weight
         ctx.mark_non_differentiable(lp, ent)
         return total, lp, ent
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor, *_: Any) -> tuple[Any, ...]:
         grad_hidden, grad_weight = ctx.saved_tensors
-        return (grad_hidden * grad_loss.to(grad_hidden.dtype), (grad_weight * grad_loss).to(ctx.weight_dtype),
-                None, None, None)
+        grad_weight = (grad_weight * grad_loss).to(ctx.weight_dtype) if ctx.need_weight else None
+        return grad_hidden * grad_loss.to(grad_hidden.dtype), grad_weight, None, None, None
 
 
 def can_fuse(head: torch.nn.Module) -> bool:

@@ -147,3 +147,23 @@ def test_engine_fused_and_checkpointed_paths_take_the_same_step():
     assert float(diff.max()) <= 1e-3  # never more than one Adam step of lr
     assert float(diff.gt(1e-5).float().mean()) < 1e-6
     assert float(diff.gt(1e-6).float().mean()) < 5e-5
+
+
+def test_a_frozen_head_gets_no_weight_gradient_and_the_same_hidden_gradient():
+    """LoRA freezes the head: the fused loss then skips the head's weight gradient, and the hidden states'
+    gradient is the one a trainable head gives."""
+    head, packed, h, _, _, _ = _inputs(3)
+
+    def token_loss(lp, s, e):
+        return -lp.sum()
+
+    grads = []
+    for trainable in (True, False):
+        head.weight.requires_grad_(trainable)
+        head.weight.grad = None
+        hidden = h.clone().requires_grad_()
+        loss, _, _ = fused_head_loss(head, hidden, packed.targets, token_loss, chunk=5)
+        loss.backward()
+        grads.append(hidden.grad)
+        assert (head.weight.grad is not None) is trainable
+    assert torch.allclose(grads[0], grads[1], atol=1e-12)
