@@ -23,7 +23,9 @@ SHOWN = ("lr", "negate", "samples", "trained_tokens", "learner/grad_norm", "lear
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, required=True, help="The run (or experiment arm) directory to replay.")
+    ap.add_argument("--run", type=Path, nargs="+", required=True,
+                    help="The run (or experiment arm) directory to replay; several: one batch of their episodes "
+                         "(runs of the same --model with other seeds), the first one's config.")
     ap.add_argument("--iteration", type=int, nargs="+", default=[0],
                     help="Whose stored trajectories make the batch (several: one batch of all of them).")
     ap.add_argument("--model", type=Path, required=True, help="The weights that sampled that iteration.")
@@ -45,7 +47,7 @@ def main() -> None:
         print(json.dumps({k: row[k] for k in SHOWN if k in row}))
     if args.json:
         args.json.write_text(json.dumps({
-            "run": str(args.run), "iterations": args.iteration, "model": str(args.model),
+            "run": [str(r) for r in args.run], "iterations": args.iteration, "model": str(args.model),
             "probe": [str(p) for p in args.probe], "probe_iterations": args.probe_iterations, "set": args.set,
             "rows": rows}, indent=1) + "\n")
 

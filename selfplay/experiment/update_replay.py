@@ -57,20 +57,23 @@ def injector_probes(dirs: Sequence[Path], iterations: Sequence[int]) -> list[Pro
     return out
 
 
-def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Sequence[float], *,
+def replay_update(run_dir: Path | Sequence[Path], iterations: Sequence[int], model: Path, lrs: Sequence[float], *,
                   probes: Sequence[Probe] = (), negate: bool = False,
                   overrides: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One row of figures per learning rate (see the module docstring). Several `iterations` make one
     batch (their groups stay apart): a larger update than the run took, of episodes of one policy only
-    where the run's weights did not change between them (an LR-0 control arm)."""
+    where the run's weights did not change between them (an LR-0 control arm). Several run directories
+    (runs of that one policy with other seeds) add their iterations' episodes to the batch, their groups
+    kept apart too; the first directory's config builds the batch and the update."""
     from selfplay.orchestration.learning import PolicyLearner
 
-    run = RunDir(Path(run_dir))
-    trajectories = [t for it in iterations for role in ("injector", "solver")
-                    for t in read_trajectories(run.trajectory_file(it, role))]
+    dirs = [Path(run_dir)] if isinstance(run_dir, (str, Path)) else [Path(d) for d in run_dir]
+    run = RunDir(dirs[0])
+    trajectories = [_apart(t, k) for k, d in enumerate(dirs) for it in iterations
+                    for role in ("injector", "solver") for t in read_trajectories(RunDir(d).trajectory_file(it, role))]
     if not trajectories:
-        raise ValueError(f"{run_dir}: no trajectories of iterations {list(iterations)} under trajectories/ "
-                         "(pass a run or arm directory that `selfplay run` or the experiment wrote)")
+        raise ValueError(f"{', '.join(map(str, dirs))}: no trajectories of iterations {list(iterations)} under "
+                         "trajectories/ (pass a run or arm directory that `selfplay run` or the experiment wrote)")
     version = max(t.policy_version for t in trajectories)  # the learner is at least as new as each
     probe_before = None
     rows = []
@@ -84,7 +87,7 @@ def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Se
                 probe_before = learner.engine.logprobs([p.input_ids for p in probes])
             samples, batch_metrics = learner.batch(trajectories)
             if not samples:
-                raise ValueError(f"{run_dir}: the batch of iterations {list(iterations)} is empty (no group with reward "
+                raise ValueError(f"{', '.join(map(str, dirs))}: the batch of iterations {list(iterations)} is empty (no group with reward "
                                  "variance): there is no update to replay")
             if negate:
                 samples = [replace(s, advantage=-s.advantage) for s in samples]
@@ -108,3 +111,16 @@ def replay_update(run_dir: Path, iterations: Sequence[int], model: Path, lrs: Se
             del learner
             gc.collect()
     return rows
+
+
+def _apart(t: Any, run_index: int) -> Any:
+    """`t` with its group made its run's own: the same iteration (an injector group's key) or task group id
+    in two runs of other seeds are other groups, whose rewards must not share a baseline."""
+    if run_index == 0:
+        return t
+    meta = dict(t.metadata)
+    meta["iteration"] = f"r{run_index}.{meta.get('iteration', '?')}"
+    for key in ("group_id", "task_id"):
+        if key in meta:
+            meta[key] = f"r{run_index}.{meta[key]}"
+    return replace(t, metadata=meta)

@@ -41,6 +41,11 @@ def test_replay_rebuilds_the_runs_batch_and_measures_each_rate(tmp_path, tiny_mo
     assert zero["learner/shift_dlogp_pos"] == zero["learner/shift_dlogp_neg"] == 0.0
     assert moved["learner/shift_kl"] > 0 and moved["probe/kl"] > 0
 
+    # Two runs' episodes make one batch, each run's groups apart (here the same run twice: every group twice).
+    (both,) = replay_update([run_dir, run_dir], [0], tiny_model, [0.0])
+    assert both["samples"] == 2 * zero["samples"]
+    assert both["batch/solver/groups_trained"] == 2 * zero["batch/solver/groups_trained"] > 0
+
 
 def test_a_directory_without_trajectories_is_refused(tmp_path, tiny_model):
     with pytest.raises(ValueError, match=r"no trajectories of iterations \[0\]"):
