@@ -18,7 +18,8 @@ from pathlib import Path
 from selfplay.experiment.update_replay import injector_probes, replay_update
 
 SHOWN = ("lr", "negate", "samples", "trained_tokens", "learner/grad_norm", "learner/shift_kl",
-         "learner/shift_dlogp_pos", "learner/shift_dlogp_neg", "probe/kl", "probe/dlogp_valid", "probe/dlogp_invalid")
+         "learner/shift_dlogp_pos", "learner/shift_dlogp_neg", "probe/kl", "probe/dlogp_valid", "probe/dlogp_invalid",
+         "probe/separation", "probe/separation_lo", "probe/separation_hi")
 
 
 def main() -> None:

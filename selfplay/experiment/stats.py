@@ -1,8 +1,10 @@
-"""Intervals and tests for solve and valid-bug rates over few episodes (pure Python)."""
+"""Intervals and tests for solve and valid-bug rates over few episodes, and for a logprob shift's
+separation of valid from invalid episodes (pure Python)."""
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 
 
@@ -49,3 +51,31 @@ def fisher_exact(k1: int, n1: int, k2: int, n2: int) -> dict[str, float]:
     observed = prob[k1]
     return {"p_greater": min(1.0, sum(v for x, v in prob.items() if x >= k1)),
             "p_value": min(1.0, sum(v for v in prob.values() if v <= observed * (1 + 1e-9)))}
+
+
+def separation_interval(valid: Sequence[tuple[float, int]], invalid: Sequence[tuple[float, int]], *,
+                        resamples: int = 2000, seed: int = 0, level: float = 0.95) -> dict[str, float]:
+    """How far an update raised valid episodes' tokens against invalid ones', with a bootstrap interval.
+
+    Each episode is (summed logprob change of its tokens, its token count). The separation is the
+    token-weighted mean change over the valid episodes minus that over the invalid ones (what
+    `update_shift` reports for probes); the interval resamples episodes with replacement within each
+    class (a percentile bootstrap), so it covers which episodes happened to be probes, not which batch
+    the update trained on. An interval that holds 0 is a separation the probes cannot tell from none."""
+    if not valid or not invalid:
+        raise ValueError(f"separation needs episodes of both classes, got {len(valid)} valid and {len(invalid)} invalid")
+    if not 0 < level < 1 or resamples < 1:
+        raise ValueError(f"level must be in (0, 1) and resamples >= 1, got {level} and {resamples}")
+
+    def mean(eps: Sequence[tuple[float, int]]) -> float:
+        tokens = sum(n for _, n in eps)
+        return sum(s for s, _ in eps) / tokens if tokens else 0.0
+
+    rng = random.Random(seed)
+    point = mean(valid) - mean(invalid)
+    draws = sorted(mean(rng.choices(valid, k=len(valid))) - mean(rng.choices(invalid, k=len(invalid)))
+                   for _ in range(resamples))
+    tail = (1 - level) / 2
+    lo = draws[min(resamples - 1, int(tail * resamples))]
+    hi = draws[min(resamples - 1, int((1 - tail) * resamples))]
+    return {"separation": point, "lo": lo, "hi": hi}

@@ -29,7 +29,8 @@ from typing import Any
 
 from selfplay.config.loader import load_config
 from selfplay.experiment.failures import injector_outcome
-from selfplay.learner.update_shift import update_shift
+from selfplay.experiment.stats import separation_interval
+from selfplay.learner.update_shift import episode_shifts, update_shift
 from selfplay.orchestration.rundir import RunDir, read_trajectories
 
 log = logging.getLogger(__name__)
@@ -68,11 +69,11 @@ def replay_update(run_dir: Path | Sequence[Path], iterations: Sequence[int], mod
     from selfplay.orchestration.learning import PolicyLearner
 
     dirs = [Path(run_dir)] if isinstance(run_dir, (str, Path)) else [Path(d) for d in run_dir]
-    run = RunDir(dirs[0])
+    run, named = RunDir(dirs[0]), ", ".join(map(str, dirs))
     trajectories = [_apart(t, k) for k, d in enumerate(dirs) for it in iterations
                     for role in ("injector", "solver") for t in read_trajectories(RunDir(d).trajectory_file(it, role))]
     if not trajectories:
-        raise ValueError(f"{', '.join(map(str, dirs))}: no trajectories of iterations {list(iterations)} under "
+        raise ValueError(f"{named}: no trajectories of iterations {list(iterations)} under "
                          "trajectories/ (pass a run or arm directory that `selfplay run` or the experiment wrote)")
     version = max(t.policy_version for t in trajectories)  # the learner is at least as new as each
     probe_before = None
@@ -87,8 +88,8 @@ def replay_update(run_dir: Path | Sequence[Path], iterations: Sequence[int], mod
                 probe_before = learner.engine.logprobs([p.input_ids for p in probes])
             samples, batch_metrics = learner.batch(trajectories)
             if not samples:
-                raise ValueError(f"{', '.join(map(str, dirs))}: the batch of iterations {list(iterations)} is empty (no group with reward "
-                                 "variance): there is no update to replay")
+                raise ValueError(f"{named}: the batch of iterations {list(iterations)} is empty (no group with "
+                                 "reward variance): there is no update to replay")
             if negate:
                 samples = [replace(s, advantage=-s.advantage) for s in samples]
             t0 = time.perf_counter()
@@ -100,17 +101,33 @@ def replay_update(run_dir: Path | Sequence[Path], iterations: Sequence[int], mod
                 **{k: v for k, v in metrics.items() if k.startswith("learner/")}}
             if probes:
                 after = learner.engine.logprobs([p.input_ids for p in probes])
-                shift = update_shift(probe_before, after, [p.loss_mask for p in probes],
-                                     [1.0 if p.valid else -1.0 for p in probes])
-                row.update({"probe/kl": shift["shift_kl"], "probe/dlogp_valid": shift["shift_dlogp_pos"],
-                            "probe/dlogp_invalid": shift["shift_dlogp_neg"],
-                            "probe/episodes_valid": sum(p.valid for p in probes),
-                            "probe/episodes_invalid": sum(not p.valid for p in probes)})
+                row.update(_probe_figures(probes, probe_before, after))
             log.info("replayed iterations %s at lr %g: shift KL %.3g", list(iterations), lr, row["learner/shift_kl"])
             rows.append(row)
             del learner
             gc.collect()
     return rows
+
+
+def _probe_figures(probes: Sequence[Probe], before: Any, after: Any) -> dict[str, Any]:
+    """The shift on the probes, their valid - invalid separation with its bootstrap interval over probe
+    episodes, and each probe's own change (so the interval can be checked from the JSON)."""
+    masks = [p.loss_mask for p in probes]
+    shift = update_shift(before, after, masks, [1.0 if p.valid else -1.0 for p in probes])
+    per_episode = episode_shifts(before, after, masks)
+    figures: dict[str, Any] = {
+        "probe/kl": shift["shift_kl"], "probe/dlogp_valid": shift["shift_dlogp_pos"],
+        "probe/dlogp_invalid": shift["shift_dlogp_neg"],
+        "probe/episodes_valid": sum(p.valid for p in probes),
+        "probe/episodes_invalid": sum(not p.valid for p in probes),
+        "probe/episodes": [{"valid": p.valid, "dlogp_sum": d, "tokens": n} for p, (d, n) in zip(probes, per_episode)]}
+    valid = [e for p, e in zip(probes, per_episode) if p.valid]
+    invalid = [e for p, e in zip(probes, per_episode) if not p.valid]
+    if valid and invalid:
+        sep = separation_interval(valid, invalid)
+        figures.update({"probe/separation": sep["separation"], "probe/separation_lo": sep["lo"],
+                        "probe/separation_hi": sep["hi"]})
+    return figures
 
 
 def _apart(t: Any, run_index: int) -> Any:

@@ -11,6 +11,9 @@ learner's logprobs of the same sampled tokens before the update's first step and
   whose step is mostly noise moves both the same way;
 - `shift_tokens_pos` / `shift_tokens_neg`: how many tokens each mean is over.
 
+`episode_shifts` keeps the same change per sample (its summed logprob change and token count), so a
+figure over episodes can be resampled (`selfplay.experiment.stats.separation_interval`).
+
 Pure: lists of floats in, floats out, so it is tested without a model.
 """
 
@@ -51,3 +54,18 @@ def update_shift(before: Sequence[Sequence[float]], after: Sequence[Sequence[flo
         "shift_tokens_pos": float(count["pos"]),
         "shift_tokens_neg": float(count["neg"]),
     }
+
+
+def episode_shifts(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                   masks: Sequence[Sequence[int]]) -> list[tuple[float, int]]:
+    """Per sample: the summed logprob change of its masked tokens and how many there are."""
+    if not len(before) == len(after) == len(masks):
+        raise ValueError(f"episode_shifts needs one row each: {len(before)} before, {len(after)} after, "
+                         f"{len(masks)} masks")
+    out = []
+    for b, a, m in zip(before, after, masks):
+        if not len(b) == len(a) == len(m):
+            raise ValueError(f"a row's logprobs and mask differ in length: {len(b)}, {len(a)}, {len(m)}")
+        kept = [la - lb for lb, la, keep in zip(b, a, m) if keep]
+        out.append((sum(kept), len(kept)))
+    return out

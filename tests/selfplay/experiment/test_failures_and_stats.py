@@ -245,3 +245,24 @@ def test_a_control_arm_without_its_learner_and_arms_merged_from_two_runs(tmp_pat
                          (results("control", overrides=("rollout.temperature=1.0",)), "overrides")):
         with pytest.raises(ValueError, match=match):
             merge_results(results("rl"), other)
+
+
+def test_separation_interval_brackets_the_point_and_tells_noise_from_a_shift():
+    from selfplay.experiment.stats import separation_interval
+
+    # Token-weighted: valid (1.0 over 2 tokens, 3.0 over 2) = 1.0 a token, invalid -0.5 over 1 = -0.5.
+    exact = separation_interval([(1.0, 2), (3.0, 2)], [(-0.5, 1)])
+    assert exact["separation"] == pytest.approx(1.5) and exact["lo"] <= 1.5 <= exact["hi"]
+    # Every valid episode raised by 0.1 a token and every invalid one lowered: the interval excludes 0.
+    shifted = separation_interval([(0.1 * n, n) for n in (50, 80, 120)] * 4, [(-0.1 * n, n) for n in (60, 90)] * 6)
+    assert shifted["lo"] == pytest.approx(0.2) and shifted["hi"] == pytest.approx(0.2)
+    # Both classes drawn from one spread: the interval holds 0.
+    import random
+
+    rng = random.Random(1)
+    noise = [(rng.gauss(0, 1) * 100, 100) for _ in range(24)]
+    same = separation_interval(noise[:10], noise[10:])
+    assert same["lo"] < 0 < same["hi"] and same["lo"] <= same["separation"] <= same["hi"]
+    assert separation_interval(noise[:10], noise[10:]) == same  # seeded
+    with pytest.raises(ValueError, match="both classes"):
+        separation_interval([], noise)

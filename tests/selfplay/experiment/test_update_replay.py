@@ -37,6 +37,12 @@ def test_replay_rebuilds_the_runs_batch_and_measures_each_rate(tmp_path, tiny_mo
     for row in rows:  # the batch the run trained on in its first update
         assert row["samples"] == first["batch/solver/samples_trained"] + first["batch/injector/samples_trained"]
         assert row["probe/episodes_valid"] == 1 and row["probe/episodes_invalid"] == 1
+        per_episode = row["probe/episodes"]  # the aggregate is the token-weighted mean of each probe's own change
+        (v,) = [e for e in per_episode if e["valid"]]
+        (i,) = [e for e in per_episode if not e["valid"]]
+        assert row["probe/dlogp_valid"] == pytest.approx(v["dlogp_sum"] / v["tokens"])
+        assert row["probe/separation"] == pytest.approx(row["probe/dlogp_valid"] - row["probe/dlogp_invalid"])
+        assert row["probe/separation_lo"] <= row["probe/separation"] <= row["probe/separation_hi"]
     assert zero["lr"] == 0.0 and zero["learner/shift_kl"] == 0.0 and zero["probe/kl"] == 0.0
     assert zero["learner/shift_dlogp_pos"] == zero["learner/shift_dlogp_neg"] == 0.0
     assert moved["learner/shift_kl"] > 0 and moved["probe/kl"] > 0

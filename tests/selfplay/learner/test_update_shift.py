@@ -39,3 +39,14 @@ def test_rows_that_do_not_line_up_are_refused():
         update_shift([[0.0]], [], [[1]], [1.0])
     with pytest.raises(ValueError, match="differ in length"):
         update_shift([[0.0, -1.0]], [[0.0]], [[0, 1]], [1.0])
+
+
+def test_episode_shifts_sum_each_samples_masked_changes():
+    from selfplay.learner.update_shift import episode_shifts
+
+    before = [[0.0, -1.0, -1.0, -9.0], [0.0, -3.0, -3.0, -3.0]]
+    after = [[0.0, -0.5, -0.7, 5.0], [0.0, -1.0, -1.0, -1.0]]
+    shifts = episode_shifts(before, after, [[0, 1, 1, 0], [0, 1, 1, 1]])
+    assert shifts[0] == (pytest.approx(0.8), 2) and shifts[1] == (pytest.approx(6.0), 3)
+    with pytest.raises(ValueError, match="one row each"):
+        episode_shifts(before, after[:1], [[1, 1, 1, 1]] * 2)
