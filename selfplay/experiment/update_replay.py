@@ -43,6 +43,8 @@ class Probe:
     input_ids: tuple[int, ...]
     loss_mask: tuple[int, ...]
     valid: bool
+    source: str = ""
+    """The directory it was read from."""
 
 
 def injector_probes(dirs: Sequence[Path], iterations: Sequence[int]) -> list[Probe]:
@@ -54,7 +56,7 @@ def injector_probes(dirs: Sequence[Path], iterations: Sequence[int]) -> list[Pro
                 if t.metadata.get("infra_failure") or not any(t.loss_mask):
                     continue
                 label = injector_outcome(t.termination, t.metadata.get("validation"))
-                out.append(Probe(t.input_ids, t.loss_mask, label == "valid"))
+                out.append(Probe(t.input_ids, t.loss_mask, label == "valid", str(d)))
     return out
 
 
@@ -120,14 +122,27 @@ def _probe_figures(probes: Sequence[Probe], before: Any, after: Any) -> dict[str
         "probe/dlogp_invalid": shift["shift_dlogp_neg"],
         "probe/episodes_valid": sum(p.valid for p in probes),
         "probe/episodes_invalid": sum(not p.valid for p in probes),
-        "probe/episodes": [{"valid": p.valid, "dlogp_sum": d, "tokens": n} for p, (d, n) in zip(probes, per_episode)]}
-    valid = [e for p, e in zip(probes, per_episode) if p.valid]
-    invalid = [e for p, e in zip(probes, per_episode) if not p.valid]
-    if valid and invalid:
-        sep = separation_interval(valid, invalid)
+        "probe/episodes": [{"valid": p.valid, "dlogp_sum": d, "tokens": n, "source": p.source}
+                           for p, (d, n) in zip(probes, per_episode)]}
+    sep = _separation(probes, per_episode)
+    if sep:
         figures.update({"probe/separation": sep["separation"], "probe/separation_lo": sep["lo"],
                         "probe/separation_hi": sep["hi"]})
+    sources = sorted({p.source for p in probes})
+    if len(sources) > 1:  # probes of several directories (other seeds): each one's own separation too
+        figures["probe/by_source"] = {
+            src: _separation([p for p in probes if p.source == src],
+                             [e for p, e in zip(probes, per_episode) if p.source == src]) for src in sources}
     return figures
+
+
+def _separation(probes: Sequence[Probe], per_episode: Sequence[tuple[float, int]]) -> dict[str, float]:
+    """`separation_interval` of these probes, with their counts; empty without both classes."""
+    valid = [e for p, e in zip(probes, per_episode) if p.valid]
+    invalid = [e for p, e in zip(probes, per_episode) if not p.valid]
+    if not (valid and invalid):
+        return {}
+    return {**separation_interval(valid, invalid), "valid": len(valid), "invalid": len(invalid)}
 
 
 def _apart(t: Any, run_index: int) -> Any:

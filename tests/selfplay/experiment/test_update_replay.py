@@ -47,6 +47,15 @@ def test_replay_rebuilds_the_runs_batch_and_measures_each_rate(tmp_path, tiny_mo
     assert zero["learner/shift_dlogp_pos"] == zero["learner/shift_dlogp_neg"] == 0.0
     assert moved["learner/shift_kl"] > 0 and moved["probe/kl"] > 0
 
+    # Probes of two directories: each directory's separation as well (here one directory under two names).
+    alias = tmp_path / "alias"
+    alias.symlink_to(run_dir)
+    (two,) = replay_update(run_dir, [0], tiny_model, [1e-3], probes=injector_probes([run_dir, alias], [1]))
+    by_source = two["probe/by_source"]
+    assert set(by_source) == {str(run_dir), str(alias)}
+    assert all(s["valid"] == 1 and s["invalid"] == 1 for s in by_source.values())
+    assert by_source[str(alias)]["separation"] == pytest.approx(by_source[str(run_dir)]["separation"], abs=1e-5)
+
     # Two runs' episodes make one batch, each run's groups apart (here the same run twice: every group twice).
     (both,) = replay_update([run_dir, run_dir], [0], tiny_model, [0.0])
     assert both["samples"] == 2 * zero["samples"]
