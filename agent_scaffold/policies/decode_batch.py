@@ -6,6 +6,9 @@ exactly what it would get alone) and copies its KV into a slot of the running, l
 freed), and runs one batched forward for the rows that remain. A row never waits for the batch's longest
 row, and a request arriving mid-batch starts at the next step.
 
+A decode step runs the policy's `llama_step` when it has one (`LlamaStep`, a Llama decoder written out
+over the batch's buffers, 1.2-1.4x faster on CPU), else the HF forward; prefills always run the HF forward.
+
 Each row keeps its own `torch.Generator` (one uniform per token, `inverse_cdf`), stop ids, stop strings and
 max_new_tokens, so its sample is the one it gets alone; batch shape and padding move logits by float
 rounding only (~1e-5 in logprobs in fp32). Position ids count each row's own tokens, so left padding shifts no row's RoPE positions.
@@ -197,21 +200,30 @@ class DecodeBatch:
     def _forward(self) -> None:
         """Feed every row's last sampled token: one batched decode step."""
         torch, dev = self.torch, self.logits.device
-        step = torch.tensor([[r.ids[-1]] for r in self.rows], device=dev)  # (B, 1)
-        pos = torch.tensor([[len(r.prompt) + len(r.ids) - 1] for r in self.rows], device=dev)  # (B, 1)
-        cache, mask = self.kv.step_inputs()
-        out = self._model(input_ids=step, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                          use_cache=True)
+        step = torch.tensor([r.ids[-1] for r in self.rows], device=dev)  # (B,)
+        pos = torch.tensor([len(r.prompt) + len(r.ids) - 1 for r in self.rows], device=dev)  # (B,)
+        fast = getattr(self.policy, "llama_step", None)
+        if fast is not None:
+            mask = self.kv.step_mask()
+            logits = self._run(fast, step, pos, self.kv, mask)
+        else:
+            cache, mask = self.kv.step_inputs()
+            logits = self._run(self.policy.model, input_ids=step[:, None], attention_mask=mask,
+                               position_ids=pos[:, None], past_key_values=cache, use_cache=True).logits[:, -1]
         self.kv.advanced()
-        self.logits = out.logits[:, -1].float()  # (B, V)
+        self.logits = logits.float()  # (B, V)
 
     def _model(self, **inputs: Any) -> Any:
-        """One forward of the policy's model, on as many CPU threads as its governor allows now."""
+        """One forward of the policy's model."""
+        return self._run(self.policy.model, **inputs)
+
+    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`fn` (a forward) without autograd, on as many CPU threads as the policy's governor allows now."""
         governor = getattr(self.policy, "threads", None)
         if governor is not None:
             governor.update()
         with self.torch.inference_mode():
-            return self.policy.model(**inputs)
+            return fn(*args, **kwargs)
 
     def _draw(self) -> tuple[list[int], list[float]]:
         """Each row's next token and its logprob. Rows that share a distribution (temperature, top-p, top-k,

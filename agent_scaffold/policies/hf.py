@@ -36,12 +36,14 @@ class HFPolicy:
     """A local HF checkpoint (default: the embedded SmolLM2-135M-Instruct)."""
 
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None,
-                 version: int = 0, kv_cache_mb: int = 0, cpu_threads: int = 0, adapt_threads: bool = False) -> None:
+                 version: int = 0, kv_cache_mb: int = 0, cpu_threads: int = 0, adapt_threads: bool = False,
+                 fast_decode: bool = True) -> None:
         """`version`: the weights version of `model_dir` (checkpoint N of a run is version N), which every
         completion reports; a resumed run that reported 0 would see all its rollouts as stale.
         `kv_cache_mb`: memory cap of the prefix KV store reused across an episode's turns (0: off).
         `cpu_threads`: on CPU, torch threads per forward (0: torch's count). `adapt_threads`: lower them before
-        each forward to the cores other processes leave free (`ThreadGovernor`)."""
+        each forward to the cores other processes leave free (`ThreadGovernor`). `fast_decode`: decode a Llama
+        model through `LlamaStep` (others, or False, through the HF forward)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
         torch = import_torch()
@@ -65,7 +67,18 @@ class HFPolicy:
         self.threads = (ThreadGovernor(cpu_threads or None, adapt=bool(adapt_threads))
                         if str(device).startswith("cpu") else None)
         """Sets the sampling thread's torch thread count before each forward (CPU only)."""
+        self.llama_step = self._llama_step(torch) if fast_decode else None
+        """The hand-written decode step `DecodeBatch` uses, or None (the HF forward)."""
         log.info("loaded %s on %s", self.model_dir, device)
+
+    def _llama_step(self, torch: Any) -> Any:
+        from agent_scaffold.policies.llama_step import LlamaStep, unsupported
+
+        reason = unsupported(self.model)
+        if reason is not None:
+            log.info("decoding %s through the HF forward: %s", self.model_dir, reason)
+            return None
+        return LlamaStep(self.model, torch)
 
     def _eos_ids(self) -> frozenset[int]:
         ids = {self.tokenizer.eos_token_id}

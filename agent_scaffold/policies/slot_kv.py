@@ -127,17 +127,25 @@ class SlotKV:
         return [(k[slot:slot + 1, :, first:self.end].clone(), v[slot:slot + 1, :, first:self.end].clone())
                 for k, v in self.kv]
 
-    def step_inputs(self) -> tuple[Any, Any]:
-        """The cache and attention mask (B, W + 1) for one decode step; call `advanced` after the forward."""
+    def step_mask(self) -> Any:
+        """Make room for one decode step's column `end`; the attention mask (B, W + 1) of that step. A
+        step writes every layer's keys and values at `end` (through `step_inputs`' cache, or directly), then
+        calls `advanced`."""
         if self.end + 1 > self.mask.shape[1]:
             self._reallocate(self.rows, self.width)
+        self.mask[:self.rows, self.end] = 1
+        return self.mask[:self.rows, self.start:self.end + 1]
+
+    def step_inputs(self) -> tuple[Any, Any]:
+        """A transformers cache over the batch and the attention mask (B, W + 1), for one decode step of the
+        HF forward; call `advanced` after it."""
+        mask = self.step_mask()
         from transformers import DynamicCache
 
-        self.mask[:self.rows, self.end] = 1
         cache = DynamicCache()
         layer = _slot_layer_class()
         cache.layers = [layer(k, v, self.rows, self.start, self.end) for k, v in self.kv]
-        return cache, self.mask[:self.rows, self.start:self.end + 1]
+        return cache, mask
 
     def advanced(self) -> None:
         """The decode step wrote column `end` of every row."""

@@ -1,0 +1,115 @@
+"""`LlamaStep`: one decode step of a Llama-architecture model, written out over a `SlotKV` batch.
+
+A decode step feeds one token per row, and at the batch sizes of a CPU run (1-18 rows) its time is
+mostly framework work rather than arithmetic: the HF forward runs ~40 torch ops per layer (projections
+one by one, cache bookkeeping, mask construction, dtype round trips). This step runs ~20: the query, key
+and value projections are one matmul, the gate and up projections another, the mask is built once per
+step, and the new key and value columns are written straight into the batch's buffers. On the 2-core box
+it takes 0.73-0.81x the HF forward's time at 1-16 rows (docs/benchmarks.md); logits agree to float
+rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences `DecodeBatch` already has).
+
+The fused projections are built once, and the model's own q/k/v and gate/up weights become views into
+them, so every way weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test
+editing a parameter) changes what this step computes too: it can never decode with stale weights.
+
+Only plain Llama decoders qualify (`unsupported`: no biases, SiLU MLP, default RoPE, no hooks); others
+decode through the HF forward, which stays the reference (prefill always uses it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def unsupported(model: Any) -> str | None:
+    """Why `model` cannot decode through `LlamaStep`, or None when it can."""
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "model_type", None) != "llama":
+        return f"model_type {getattr(cfg, 'model_type', None)!r} is not 'llama'"
+    if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+        return "attention or MLP biases"
+    if getattr(cfg, "hidden_act", "silu") != "silu":
+        return f"hidden_act {cfg.hidden_act!r} is not 'silu'"
+    if getattr(cfg, "pretraining_tp", 1) != 1:
+        return "pretraining_tp > 1"
+    rope = dict(getattr(cfg, "rope_parameters", None) or getattr(cfg, "rope_scaling", None) or {})
+    if rope.get("rope_type", rope.get("type", "default")) != "default":
+        return f"RoPE type {rope.get('rope_type', rope.get('type'))!r} (only 'default' is written out)"
+    hooked = [name for name, mod in model.named_modules() if mod._forward_hooks or mod._forward_pre_hooks]
+    if hooked:
+        return f"forward hooks on {hooked[:3]} (a hooked module would be bypassed)"
+    return None
+
+
+class LlamaStep:
+    """Decode steps of one Llama model, its projections fused in place (see the module docstring)."""
+
+    def __init__(self, model: Any, torch: Any) -> None:
+        reason = unsupported(model)
+        if reason is not None:
+            raise ValueError(f"LlamaStep cannot decode this model: {reason}; decode it through the HF forward")
+        self.torch, self.model = torch, model
+        cfg = model.config
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.eps = cfg.rms_norm_eps
+        self.inner = model.model
+        self.layers: list[tuple[Any, Any]] = []  # per layer: fused (q;k;v) and (gate;up) weights
+        with torch.no_grad():
+            for layer in self.inner.layers:
+                attn, mlp = layer.self_attn, layer.mlp
+                self.layers.append((_fuse(torch, [attn.q_proj, attn.k_proj, attn.v_proj]),
+                                    _fuse(torch, [mlp.gate_proj, mlp.up_proj])))
+
+    def __call__(self, ids: Any, positions: Any, kv: Any, mask: Any) -> Any:
+        """Logits (B, V) after feeding `ids` (B,) at `positions` (B,); writes each layer's new key and value
+        at column `kv.end` of the batch's buffers. `mask` (B, W + 1): 1 where a row attends."""
+        torch, F = self.torch, self.torch.nn.functional
+        q_dim, kv_dim, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
+        rows, start, end = kv.rows, kv.start, kv.end
+        x = self.inner.embed_tokens(ids)  # (B, hidden)
+        b = x.shape[0]
+        rotary = self.inner.rotary_emb
+        freqs = positions[:, None].float() * rotary.inv_freq[None].float()  # (B, D/2)
+        emb = torch.cat((freqs, freqs), -1)
+        scale = getattr(rotary, "attention_scaling", 1.0)
+        cos, sin = (emb.cos() * scale).to(x.dtype)[:, None], (emb.sin() * scale).to(x.dtype)[:, None]  # (B, 1, D)
+        attend = mask.bool()[:, None, None, :]  # (B, 1, 1, W + 1), shared by every head and layer
+        for layer, (qkv_w, gate_up_w), (kbuf, vbuf) in zip(self.inner.layers, self.layers, kv.kv):
+            attn, mlp = layer.self_attn, layer.mlp
+            qkv = F.linear(self._norm(x, layer.input_layernorm.weight), qkv_w)  # (B, q + 2 kv)
+            q = _rope(qkv[:, :q_dim].view(b, self.heads, d), cos, sin)
+            kbuf[:rows, :, end] = _rope(qkv[:, q_dim:q_dim + kv_dim].view(b, self.kv_heads, d), cos, sin)
+            vbuf[:rows, :, end] = qkv[:, q_dim + kv_dim:].view(b, self.kv_heads, d)
+            # GQA: each key/value head's query heads as its "query positions" (one query token a row).
+            out = F.scaled_dot_product_attention(
+                q.view(b, self.kv_heads, self.heads // self.kv_heads, d),
+                kbuf[:rows, :, start:end + 1], vbuf[:rows, :, start:end + 1], attn_mask=attend)
+            x = x + F.linear(out.reshape(b, q_dim), attn.o_proj.weight)
+            gate_up = F.linear(self._norm(x, layer.post_attention_layernorm.weight), gate_up_w)
+            half = gate_up.shape[-1] // 2
+            x = x + F.linear(F.silu(gate_up[:, :half]) * gate_up[:, half:], mlp.down_proj.weight)
+        return self.model.lm_head(self._norm(x, self.inner.norm.weight))
+
+    def _norm(self, x: Any, weight: Any) -> Any:
+        """LlamaRMSNorm: normalised in float32, scaled in the model's dtype."""
+        return weight * self.torch.rms_norm(x.float(), (x.shape[-1],), None, self.eps).to(x.dtype)
+
+
+def _rope(x: Any, cos: Any, sin: Any) -> Any:
+    """Rotary embedding of (B, heads, D) at each row's position (HF's rotate_half convention)."""
+    import torch
+
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
+
+
+def _fuse(torch: Any, linears: list[Any]) -> Any:
+    """One weight (sum of outputs, in) holding `linears`' weights; each becomes a view into it."""
+    fused = torch.cat([lin.weight.detach() for lin in linears]).contiguous()
+    row = 0
+    for lin in linears:
+        n = lin.weight.shape[0]
+        lin.weight.data = fused[row:row + n]
+        row += n
+    return fused

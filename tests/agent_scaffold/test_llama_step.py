@@ -1,0 +1,110 @@
+"""`LlamaStep` against the HF forward it replaces in decode steps: the same tokens and logprobs (to float
+rounding) for a batch whose rows join and leave, on a tiny random Llama and on the real SmolLM2; weights
+changed in place reach it; models it does not write out are left to the HF forward with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agent_scaffold.policies.hf import HFPolicy  # noqa: E402
+from agent_scaffold.policies.llama_step import LlamaStep, unsupported  # noqa: E402
+from agent_scaffold.policy import SamplingParams  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
+def _rows(policy):
+    """Prompts of 3 lengths, each with its own token budget (so rows leave the batch at different steps),
+    greedy and sampled with fixed seeds."""
+    tok = policy.tokenizer
+    texts = ["Hi", "List the files in the repository, then run the tests.", "Write a function that merges two "
+             "sorted lists and returns the merged list without duplicates."]
+    prompts = [tok.encode(t) for t in texts] * 2
+    params = [SamplingParams(temperature=0, max_new_tokens=n, seed=i) for i, n in enumerate((5, 12, 8))] + \
+             [SamplingParams(temperature=1.0, max_new_tokens=n, seed=10 + i) for i, n in enumerate((9, 4, 12))]
+    return prompts, params
+
+
+def _calls(monkeypatch):
+    calls = []
+    original = LlamaStep.__call__
+
+    def counted(self, *args, **kwargs):
+        calls.append(len(args[0]))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(LlamaStep, "__call__", counted)
+    return calls
+
+
+def _same_samples(fast, reference, abs_logp):
+    prompts, params = _rows(fast)
+    got, want = fast.generate_rows(prompts, params), reference.generate_rows(prompts, params)
+    for g, w in zip(got, want):
+        assert g.token_ids == w.token_ids and g.finish_reason == w.finish_reason
+        assert g.logprobs == pytest.approx(w.logprobs, abs=abs_logp)
+    return got
+
+
+def test_decode_steps_match_the_hf_forward_as_rows_join_and_leave(tiny_dir, monkeypatch):
+    fast, reference = HFPolicy(tiny_dir), HFPolicy(tiny_dir, fast_decode=False)
+    assert fast.llama_step is not None and reference.llama_step is None
+    calls = _calls(monkeypatch)
+    _same_samples(fast, reference, 1e-5)
+    assert calls and max(calls) == 6 and min(calls) < 6  # every step ran it, at shrinking batch sizes
+
+
+def test_the_embedded_smollm2_decodes_the_same_through_it(monkeypatch):
+    from agent_scaffold.embedded import default_model_dir
+
+    model_dir = default_model_dir()
+    fast, reference = HFPolicy(model_dir), HFPolicy(model_dir, fast_decode=False)
+    calls = _calls(monkeypatch)
+    _same_samples(fast, reference, 1e-4)
+    assert calls
+
+
+def test_weights_changed_in_place_reach_the_step(tiny_dir, tmp_path):
+    """Its fused projections are the model's own weights: a checkpoint load, and a parameter edited in place,
+    change what it decodes exactly as they change the HF forward's."""
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    other_dir = save_tiny_model(tmp_path / "other", seed=1)
+    fast, reference = HFPolicy(tiny_dir), HFPolicy(other_dir, fast_decode=False)
+    fast.load_weights(other_dir, 1)
+    loaded = _same_samples(fast, reference, 1e-5)
+    for policy in (fast, reference):
+        with torch.no_grad():
+            policy.model.model.layers[0].self_attn.k_proj.weight.mul_(3.0)
+            policy.model.model.layers[1].mlp.up_proj.weight.add_(0.5)
+    edited = _same_samples(fast, reference, 1e-5)
+    assert [c.logprobs for c in edited] != [c.logprobs for c in loaded]  # the edit moved the decode
+    cfg = fast.model.config
+    q_rows = cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
+    k_proj = fast.model.model.layers[0].self_attn.k_proj.weight
+    assert k_proj.data_ptr() == fast.llama_step.layers[0][0][q_rows:].data_ptr()  # a view of the fused weight
+
+
+def test_models_it_does_not_write_out_decode_through_the_hf_forward(tiny_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    model.config.attention_bias = True
+    assert unsupported(model) == "attention or MLP biases"
+    with pytest.raises(ValueError, match="attention or MLP biases; decode it through the HF forward"):
+        LlamaStep(model, torch)
+    model.config.attention_bias = False
+    assert unsupported(model) is None
+    handle = model.model.layers[0].mlp.register_forward_hook(lambda *a: None)
+    assert "forward hooks on ['model.layers.0.mlp']" in unsupported(model)
+    handle.remove()
+    model.config.model_type = "qwen2"
+    assert unsupported(model) == "model_type 'qwen2' is not 'llama'"
