@@ -19,6 +19,7 @@ tree (git worktrees of two commits), alternating the trees `--repeats` times, ea
 tree first on sys.path and the same `--set KEY=VALUE` overrides (budgets, model, seed, iterations). Reported per
 tree (medians, min-max): sampled tokens per second over the run's wall time and over its rollout phases,
 episodes per hour, and the decode batch sizes reached where the tree logs them; raw JSON with `--json`.
+`--tree-set TREE KEY=VALUE` adds an override for one tree only (a key the older trees do not know).
 
   git worktree add /tmp/old 7924ad0 && git worktree add /tmp/new HEAD
   .venv/bin/python scripts/bench_run.py --embedded /tmp/old /tmp/new --repeats 2 \
@@ -56,6 +57,9 @@ def main() -> None:
                     help="A/B the default `selfplay run` (embedded policy) across these source trees")
     ap.add_argument("--repeats", type=int, default=2, help="--embedded: runs per tree")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="--embedded: KEY=VALUE")
+    ap.add_argument("--tree-set", nargs=2, action="append", default=[], metavar=("TREE", "KEY=VALUE"),
+                    help="--embedded: an override for that tree only (a key older trees do not know, such as "
+                         "rollout.temperature)")
     ap.add_argument("--json", default=None, help="--embedded: write the raw results here")
     args = ap.parse_args()
     if args.embedded:
@@ -164,7 +168,8 @@ def embedded_ab(args: argparse.Namespace) -> None:
     rows: list[dict] = []
     for rep in range(args.repeats):
         for tree in (trees if rep % 2 == 0 else trees[::-1]):
-            row = embedded_run(tree, root / f"r{rep}-{tree.name}", args.overrides)
+            own = [kv for t, kv in args.tree_set if Path(t).resolve() == tree]
+            row = embedded_run(tree, root / f"r{rep}-{tree.name}", [*args.overrides, *own])
             row["repeat"] = rep
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -1,12 +1,14 @@
 """`LlamaStep`: one decode step of a Llama-architecture model, written out over a `SlotKV` batch.
 
-A decode step feeds one token per row, and at the batch sizes of a CPU run (1-18 rows) its time is
-mostly framework work rather than arithmetic: the HF forward runs ~40 torch ops per layer (projections
-one by one, cache bookkeeping, mask construction, dtype round trips). This step runs ~20: the query, key
-and value projections are one matmul, the gate and up projections another, the mask is built once per
-step, and the new key and value columns are written straight into the batch's buffers. On the 2-core box
+A decode step feeds one token per row, and at the batch sizes of a CPU run (1-18 rows) much of its time
+is framework work rather than arithmetic: the HF forward calls 67 top-level aten ops per layer
+(projections one by one, cache bookkeeping, dtype round trips). This step calls 38: the query, key and
+value projections are one matmul, the gate and up projections another, RoPE rotates queries and keys in
+one pass, RMSNorm is one fused op in float32, the mask is built once per step, and the new key and value
+columns are written straight into the batch's buffers. On the 2-core box
 it takes 0.73-0.81x the HF forward's time at 1-16 rows (docs/benchmarks.md); logits agree to float
-rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences `DecodeBatch` already has).
+rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences `DecodeBatch` already has; the
+tests compare fp32, and other dtypes follow HF's RMSNorm casts but are not compared).
 
 The fused projections are built once, and the model's own q/k/v and gate/up weights become views into
 them, so every way weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test
@@ -78,8 +80,9 @@ class LlamaStep:
         for layer, (qkv_w, gate_up_w), (kbuf, vbuf) in zip(self.inner.layers, self.layers, kv.kv):
             attn, mlp = layer.self_attn, layer.mlp
             qkv = F.linear(self._norm(x, layer.input_layernorm.weight), qkv_w)  # (B, q + 2 kv)
-            q = _rope(qkv[:, :q_dim].view(b, self.heads, d), cos, sin)
-            kbuf[:rows, :, end] = _rope(qkv[:, q_dim:q_dim + kv_dim].view(b, self.kv_heads, d), cos, sin)
+            qk = _rope(qkv[:, :q_dim + kv_dim].view(b, self.heads + self.kv_heads, d), cos, sin)  # one pass for both
+            q = qk[:, :self.heads]
+            kbuf[:rows, :, end] = qk[:, self.heads:]
             vbuf[:rows, :, end] = qkv[:, q_dim + kv_dim:].view(b, self.kv_heads, d)
             # GQA: each key/value head's query heads as its "query positions" (one query token a row).
             out = F.scaled_dot_product_attention(
@@ -92,8 +95,11 @@ class LlamaStep:
         return self.model.lm_head(self._norm(x, self.inner.norm.weight))
 
     def _norm(self, x: Any, weight: Any) -> Any:
-        """LlamaRMSNorm: normalised in float32, scaled in the model's dtype."""
-        return weight * self.torch.rms_norm(x.float(), (x.shape[-1],), None, self.eps).to(x.dtype)
+        """LlamaRMSNorm: normalised in float32, scaled in the model's dtype (one fused op in float32)."""
+        torch = self.torch
+        if x.dtype == torch.float32:
+            return torch.rms_norm(x, (x.shape[-1],), weight, self.eps)
+        return weight * torch.rms_norm(x.float(), (x.shape[-1],), None, self.eps).to(x.dtype)
 
 
 def _rope(x: Any, cos: Any, sin: Any) -> Any:
