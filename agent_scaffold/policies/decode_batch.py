@@ -202,7 +202,7 @@ class DecodeBatch:
         torch, dev = self.torch, self.logits.device
         step = torch.tensor([r.ids[-1] for r in self.rows], device=dev)  # (B,)
         pos = torch.tensor([len(r.prompt) + len(r.ids) - 1 for r in self.rows], device=dev)  # (B,)
-        fast = getattr(self.policy, "llama_step", None)
+        fast = self.policy.llama_step() if hasattr(self.policy, "llama_step") else None
         if fast is not None:
             mask = self.kv.step_mask()
             logits = self._run(fast, step, pos, self.kv, mask)

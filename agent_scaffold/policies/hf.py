@@ -67,18 +67,29 @@ class HFPolicy:
         self.threads = (ThreadGovernor(cpu_threads or None, adapt=bool(adapt_threads))
                         if str(device).startswith("cpu") else None)
         """Sets the sampling thread's torch thread count before each forward (CPU only)."""
-        self.llama_step = self._llama_step(torch) if fast_decode else None
-        """The hand-written decode step `DecodeBatch` uses, or None (the HF forward)."""
+        self._fast_decode = bool(fast_decode) and self._writes_out()
+        self._llama_step: Any = None
         log.info("loaded %s on %s", self.model_dir, device)
 
-    def _llama_step(self, torch: Any) -> Any:
-        from agent_scaffold.policies.llama_step import LlamaStep, unsupported
+    def _writes_out(self) -> bool:
+        from agent_scaffold.policies.llama_step import unsupported
 
         reason = unsupported(self.model)
         if reason is not None:
             log.info("decoding %s through the HF forward: %s", self.model_dir, reason)
-            return None
-        return LlamaStep(self.model, torch)
+        return reason is None
+
+    def llama_step(self) -> Any:
+        """The hand-written decode step `DecodeBatch` uses (`LlamaStep`), or None (the HF forward). Built on
+        first use, in the thread that decodes: fused weights allocated by another thread made every forward
+        in the decoding thread 1.2-1.8x slower on the 2-core box (HF's own prefill too, through the weights
+        that became views), built there they are faster. Call it under the policy's lock, as `DecodeBatch`
+        runs."""
+        if self._fast_decode and self._llama_step is None:
+            from agent_scaffold.policies.llama_step import LlamaStep
+
+            self._llama_step = LlamaStep(self.model, import_torch())
+        return self._llama_step
 
     def _eos_ids(self) -> frozenset[int]:
         ids = {self.tokenizer.eos_token_id}

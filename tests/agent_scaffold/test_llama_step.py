@@ -56,7 +56,7 @@ def _same_samples(fast, reference, abs_logp):
 
 def test_decode_steps_match_the_hf_forward_as_rows_join_and_leave(tiny_dir, monkeypatch):
     fast, reference = HFPolicy(tiny_dir), HFPolicy(tiny_dir, fast_decode=False)
-    assert fast.llama_step is not None and reference.llama_step is None
+    assert fast.llama_step() is not None and reference.llama_step() is None
     calls = _calls(monkeypatch)
     _same_samples(fast, reference, 1e-5)
     assert calls and max(calls) == 6 and min(calls) < 6  # every step ran it, at shrinking batch sizes
@@ -79,6 +79,7 @@ def test_weights_changed_in_place_reach_the_step(tiny_dir, tmp_path):
 
     other_dir = save_tiny_model(tmp_path / "other", seed=1)
     fast, reference = HFPolicy(tiny_dir), HFPolicy(other_dir, fast_decode=False)
+    assert fast.llama_step() is not None  # built before the load: the load must reach its fused weights
     fast.load_weights(other_dir, 1)
     loaded = _same_samples(fast, reference, 1e-5)
     for policy in (fast, reference):
@@ -90,7 +91,7 @@ def test_weights_changed_in_place_reach_the_step(tiny_dir, tmp_path):
     cfg = fast.model.config
     q_rows = cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
     k_proj = fast.model.model.layers[0].self_attn.k_proj.weight
-    assert k_proj.data_ptr() == fast.llama_step.layers[0][0][q_rows:].data_ptr()  # a view of the fused weight
+    assert k_proj.data_ptr() == fast.llama_step().layers[0][0][q_rows:].data_ptr()  # a view of the fused weight
 
 
 def test_models_it_does_not_write_out_decode_through_the_hf_forward(tiny_dir):
