@@ -7,7 +7,7 @@ freed), and runs one batched forward for the rows that remain. A row never waits
 row, and a request arriving mid-batch starts at the next step.
 
 A decode step runs the policy's `llama_step` when it has one (`LlamaStep`, a Llama decoder written out
-over the batch's buffers, 1.2-1.4x faster on CPU), else the HF forward; prefills always run the HF forward.
+over the batch's buffers, 1.05-1.19x faster a step on CPU), else the HF forward; prefills always run the HF forward.
 
 Each row keeps its own `torch.Generator` (one uniform per token, `inverse_cdf`), stop ids, stop strings and
 max_new_tokens, so its sample is the one it gets alone; batch shape and padding move logits by float

@@ -5,8 +5,8 @@ is framework work rather than arithmetic: the HF forward calls 67 top-level aten
 (projections one by one, cache bookkeeping, dtype round trips). This step calls 38: the query, key and
 value projections are one matmul, the gate and up projections another, RoPE rotates queries and keys in
 one pass, RMSNorm is one fused op in float32, the mask is built once per step, and the new key and value
-columns are written straight into the batch's buffers. On the 2-core box
-it takes 0.73-0.81x the HF forward's time at 1-16 rows (docs/benchmarks.md); logits agree to float
+columns are written straight into the batch's buffers. On the 2-core box a step
+takes 0.84-0.95x the HF forward's time at 12 to 1 rows (docs/benchmarks.md); logits agree to float
 rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences `DecodeBatch` already has; the
 tests compare fp32, and other dtypes follow HF's RMSNorm casts but are not compared).
 

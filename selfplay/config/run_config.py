@@ -61,7 +61,7 @@ class PolicyConfig:
     (docs/benchmarks.md), so it is off."""
     fast_decode: bool = True
     """hf: decode Llama-architecture models through `LlamaStep` (the decoder written out over the batch's
-    KV buffers, 1.2-1.4x faster a step on CPU, logits equal to float rounding); other models, or false,
+    KV buffers, 1.05-1.19x faster a step on CPU, logits equal to float rounding); other models, or false,
     decode through the HF forward."""
     gil_switch_ms: float = 0.5
     """hf: Python's GIL switch interval (ms) while the in-process sampler runs; its decode thread re-takes the
