@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from agent_scaffold.embedded import default_model_dir
@@ -170,8 +171,8 @@ def worker(kind: str, length: int, opts: argparse.Namespace) -> dict:
         _, model, side = kind.split(":")
         return gpu_worker(length, model, side, opts.tokenizer)
     if kind.startswith("rollout"):  # rollout:<model>, LENGTH is the batch size
-        return rollout_worker(length, kind.partition(":")[2] or "0.5b", opts.tokenizer,
-                              opts.rollout_new_tokens, opts.rollout_prompt_len)
+        return rollout_worker(length, kind.partition(":")[2] or "0.5b", opts.tokenizer, opts.rollout_new_tokens,
+                              opts.rollout_prompt_len, opts.rollout_decodes.split(","), opts.repeats)
     if kind == "ab":
         return ab_worker(ids, opts.ab_reps)
     raise SystemExit(f"unknown worker kind {kind}")
@@ -210,7 +211,12 @@ GPU_MODELS = {
     # Not a Qwen size: a 10M-parameter shape (mostly embeddings) for CPU smoke tests of the GPU code paths.
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True, rope_theta=1e6),
+    # SmolLM2-135M's shape, a Llama: the one shape here whose decode steps run through `LlamaStep`.
+    "smollm2": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                    num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True, rope_theta=1e5),
 }
+LLAMA_MODELS = {"smollm2"}
+"""The GPU_MODELS built as `LlamaConfig` (the others as `Qwen2Config`)."""
 GPU_MODEL = GPU_MODELS["0.5b"]
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0}
 """Dense bf16 peak of each device family (no sparsity), for MFU."""
@@ -224,12 +230,13 @@ def gpu_model_dir(name: str, tokenizer_dir: str | None) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (target / "config.json").exists():
             import torch
-            from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
+            from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Qwen2Config
 
             if tokenizer_dir is None:
                 tokenizer_dir = str(default_model_dir())
             torch.manual_seed(0)
-            config = Qwen2Config(max_position_embeddings=131072, **GPU_MODELS[name])
+            config_class = LlamaConfig if name in LLAMA_MODELS else Qwen2Config
+            config = config_class(max_position_embeddings=131072, **GPU_MODELS[name])
             model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
             model.save_pretrained(f"{target}.tmp")
             AutoTokenizer.from_pretrained(tokenizer_dir).save_pretrained(f"{target}.tmp")  # the engine saves it
@@ -316,16 +323,18 @@ def gpu_worker(length: int, name: str = "0.5b", side: str = "learner", tokenizer
 
 
 def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = None, new_tokens: int = 128,
-                   prompt_len: int = 512) -> dict:
+                   prompt_len: int = 512, decodes: Sequence[str] = ("fast",), repeats: int = 1) -> dict:
     """Generation tokens/s on `batch` random `prompt_len`-token prompts, temperature 1, eos disabled (random
     weights: every row samples all `new_tokens`, so every side makes the same number of tokens):
 
     - scaffold: `batch` threads each calling `BatchingPolicy(HFPolicy, max_batch=batch).generate([prompt])`
       at once, as concurrent episodes do: continuous batching (`ContinuousScheduler` driving a
       `DecodeBatch`); total sampled tokens / wall time. `mean_decode_batch` is the mean live rows per decode
-      step (rows join as the scheduler admits them, so it can be a little under `batch`).
+      step (rows join as the scheduler admits them, so it can be a little under `batch`). Once per decode
+      path in `decodes` ("fast": `LlamaStep` where the model is a Llama; "hf": the HF forward), each its own
+      `HFPolicy`, the paths alternating `repeats` times in this one process.
     - generate: `model.generate` on the whole batch (no top-k/top-p).
-    - single: `HFPolicy.generate` on one prompt (independent of `batch`).
+    - single: `HFPolicy.generate` on one prompt (independent of `batch`), through the first decode path.
     Each side first runs a warm-up on the same prompts with 4 new tokens (kernels, cuBLAS heuristics and the
     allocator at these shapes: the old loop figure of 11 tok/s at batch 1 was 54 in steady state); the KV
     store is off, so the warm-up leaves nothing that the timed call reuses."""
@@ -333,25 +342,28 @@ def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = N
 
     cuda = torch.cuda.is_available()
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    hf = HFPolicy(gpu_model_dir(name, tokenizer_dir), device="cuda" if cuda else "cpu",
-                  dtype=torch.bfloat16 if cuda else torch.float32)
-    hf.eos_ids = frozenset()  # DecodeBatch reads the policy's stop ids: none, so no row ends early
+    model_dir = gpu_model_dir(name, tokenizer_dir)
     torch.manual_seed(0)
     prompts = torch.randint(0, GPU_MODELS[name]["vocab_size"], (batch, prompt_len)).tolist()
     params = SamplingParams(max_new_tokens=new_tokens, temperature=1.0, seed=1)
     warm = SamplingParams(max_new_tokens=4, temperature=1.0, seed=0)
+    policies = {}
+    for decode in decodes:
+        hf = HFPolicy(model_dir, device="cuda" if cuda else "cpu", dtype=torch.bfloat16 if cuda else torch.float32,
+                      fast_decode=decode == "fast")
+        hf.eos_ids = frozenset()  # DecodeBatch reads the policy's stop ids: none, so no row ends early
+        policies[decode] = BatchingPolicy(hf, max_batch=batch)
+        assert policies[decode].continuous, "HFPolicy has decode_batch(): BatchingPolicy should batch it continuously"
+    first = policies[decodes[0]].policy
 
-    hf.generate(prompts[:1], warm)
+    first.generate(prompts[:1], warm)
     sync()
     t = time.perf_counter()
-    single = hf.generate(prompts[:1], params)
+    single = first.generate(prompts[:1], params)
     sync()
     single_s = time.perf_counter() - t
 
-    policy = BatchingPolicy(hf, max_batch=batch)
-    assert policy.continuous, "HFPolicy has decode_batch(): BatchingPolicy should batch it continuously"
-
-    def concurrent(rows: list[list[int]], p: SamplingParams) -> tuple[list, float]:
+    def concurrent(policy: BatchingPolicy, rows: list[list[int]], p: SamplingParams) -> tuple[list, float]:
         """One thread per prompt, all released at once; (completions, wall seconds)."""
         out: list = [None] * len(rows)
         gate = threading.Barrier(len(rows) + 1)
@@ -370,18 +382,28 @@ def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = N
         sync()
         return out, time.perf_counter() - t0
 
-    concurrent(prompts, warm)
-    before = Counter(policy.sizes)
-    done, scaffold_s = concurrent(prompts, params)
-    steps = Counter(policy.sizes)
-    steps.subtract(before)
-    policy.close()
-    if any(c is None for c in done):
-        raise RuntimeError("a scaffold call returned no completion")
-    scaffold_tokens = sum(len(c.token_ids) for c in done)
-    n_steps = sum(steps.values())
+    scaffold: dict[str, list[dict]] = {d: [] for d in decodes}
+    for policy in policies.values():
+        concurrent(policy, prompts, warm)
+    for _ in range(repeats):
+        for decode, policy in policies.items():
+            before = Counter(policy.sizes)
+            done, wall = concurrent(policy, prompts, params)
+            steps = Counter(policy.sizes)
+            steps.subtract(before)
+            if any(c is None for c in done):
+                raise RuntimeError("a scaffold call returned no completion")
+            n_steps = sum(steps.values())
+            tokens = sum(len(c.token_ids) for c in done)
+            scaffold[decode].append({
+                "tok_s": tokens / wall, "tokens": tokens, "s": wall,
+                "prefill_s": sum(c.prefill_s for c in done),  # batched prefills shared by prompt length
+                "mean_decode_batch": sum(b * n for b, n in steps.items()) / n_steps if n_steps else None,
+                "decode_steps": n_steps})
+    for policy in policies.values():
+        policy.close()
 
-    model = hf.model
+    model = first.model
     x = torch.tensor(prompts, device=model.device)
     gen_kwargs = dict(do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=new_tokens,
                       min_new_tokens=new_tokens, pad_token_id=0)
@@ -394,12 +416,8 @@ def rollout_worker(batch: int, name: str = "0.5b", tokenizer_dir: str | None = N
     gen_s = time.perf_counter() - t
     gen_tokens = (gen.shape[1] - prompt_len) * batch
     return {"device": torch.cuda.get_device_name() if cuda else "cpu", "model": name, "batch": batch,
-            "prompt_len": prompt_len, "new_tokens": new_tokens,
-            "scaffold_tok_s": scaffold_tokens / scaffold_s, "scaffold_tokens": scaffold_tokens,
-            "scaffold_s": scaffold_s,
-            "scaffold_prefill_s": sum(c.prefill_s for c in done),  # batched prefills shared by prompt length
-            "mean_decode_batch": sum(b * n for b, n in steps.items()) / n_steps if n_steps else None,
-            "decode_steps": n_steps,
+            "prompt_len": prompt_len, "new_tokens": new_tokens, "scaffold": scaffold,
+            "writes_out": first.llama_step() is not None if decodes[0] == "fast" else None,
             "generate_tok_s": gen_tokens / gen_s, "generate_tokens": gen_tokens, "generate_s": gen_s,
             "single_tok_s": len(single[0].token_ids) / single_s}
 
@@ -432,6 +450,9 @@ def main() -> None:
                    help="shape of the rollout section's model; `tiny` also runs on CPU (a smoke test)")
     p.add_argument("--rollout-new-tokens", type=int, default=128)
     p.add_argument("--rollout-prompt-len", type=int, default=512)
+    p.add_argument("--rollout-decodes", default="fast",
+                   help="decode paths of the scaffold side, alternating in each worker: fast (LlamaStep where the "
+                        "model is a Llama, `smollm2`) and/or hf (the HF forward)")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer folder for the random GPU models (default: the embedded model's)")
     p.add_argument("--gpu-only", action="store_true", help="skip the CPU sections")
@@ -453,7 +474,8 @@ def main() -> None:
     WORKER_FLAGS[:] = (["--grad-ckpt"] * a.grad_ckpt + ["--warm-full"] * a.warm_full
                        + ["--ab-reps", str(a.ab_reps)] + (["--tokenizer", a.tokenizer] if a.tokenizer else [])
                        + ["--rollout-new-tokens", str(a.rollout_new_tokens),
-                          "--rollout-prompt-len", str(a.rollout_prompt_len)])
+                          "--rollout-prompt-len", str(a.rollout_prompt_len),
+                          "--rollout-decodes", a.rollout_decodes, "--repeats", str(a.repeats)])
     import torch
 
     print(f"# bench_learner: torch {torch.__version__}, {os.cpu_count()} CPUs, repeats {a.repeats}\n")
@@ -567,17 +589,24 @@ def rollout_table(a: argparse.Namespace) -> None:
           f"{a.rollout_prompt_len}-token prompts, {a.rollout_new_tokens} new tokens, temperature 1, eos off\n")
     print("Scaffold continuous: B threads each call `BatchingPolicy(HFPolicy, max_batch=B).generate([prompt])` at "
           "once (continuous batching, as concurrent episodes use it); mean decode batch = live rows per decode "
-          "step. model.generate: the whole batch in one call. One worker process per batch size.\n")
-    print("| device | batch | scaffold continuous tok/s | mean decode batch | model.generate tok/s | "
+          "step; one row per decode path (fast: `LlamaStep` where the model is a Llama; hf: the HF forward), the "
+          f"paths alternating {a.repeats} time(s) in the worker (tok/s: median, then each run). "
+          "model.generate: the whole batch in one call. One worker process per batch size.\n")
+    print("| device | batch | decode | scaffold continuous tok/s | runs | mean decode batch | model.generate tok/s | "
           "scaffold/generate |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     single: list[float] = []
     for b in [int(x) for x in a.rollout_batches.split(",") if x]:
         r = run(f"rollout:{a.rollout_model}", b)
         single.append(r["single_tok_s"])
-        mean = f"{r['mean_decode_batch']:.1f}" if r["mean_decode_batch"] is not None else ""
-        print(f"| {r['device']} | {b} | {r['scaffold_tok_s']:.0f} | {mean} | {r['generate_tok_s']:.0f} | "
-              f"{r['scaffold_tok_s'] / r['generate_tok_s']:.2f} |", flush=True)
+        for decode, runs in r["scaffold"].items():
+            tok_s = statistics.median(x["tok_s"] for x in runs)
+            mean = runs[0]["mean_decode_batch"]
+            each = ", ".join(f"{x['tok_s']:.0f}" for x in runs)
+            print(f"| {r['device']} | {b} | {decode} | {tok_s:.0f} | {each} "
+                  f"| {'' if mean is None else f'{mean:.1f}'} | {r['generate_tok_s']:.0f} | "
+                  f"{tok_s / r['generate_tok_s']:.2f} |", flush=True)
+        print(f"<!-- raw {json.dumps(r)} -->", flush=True)
     if single:
         print(f"\nSingle prompt, `HFPolicy.generate` (no batching; measured in each worker): "
               f"{statistics.median(single):.0f} tok/s (median of {len(single)}: "

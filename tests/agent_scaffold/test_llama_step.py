@@ -109,3 +109,49 @@ def test_models_it_does_not_write_out_decode_through_the_hf_forward(tiny_dir):
     handle.remove()
     model.config.model_type = "qwen2"
     assert unsupported(model) == "model_type 'qwen2' is not 'llama'"
+
+
+def _peaked(policy):
+    """Sharpen a random model's next-token distributions (final norm scaled up) and its attention (q/k/v
+    scaled up), so that an error in the step moves logprobs by much more than bf16 rounding does: with RoPE
+    left out of the step, the bf16 gap below is 0.62, against 0.06 for both paths."""
+    with torch.no_grad():
+        policy.model.model.norm.weight.mul_(20.0)
+        for layer in policy.model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.weight.mul_(4.0)
+    return policy
+
+
+def _gap_to_full_forward(policy, prompts, params):
+    """Largest |logprob of a sampled token - the same token's logprob in one full HF forward of prompt and
+    completion| over all rows, with the number of tokens compared."""
+    worst, n = 0.0, 0
+    for prompt, c in zip(prompts, policy.generate_rows(prompts, params)):
+        ids = torch.tensor([list(prompt) + list(c.token_ids)], device=policy.model.device)
+        with torch.no_grad():
+            logits = policy.model(ids).logits[0, len(prompt) - 1:-1].float()
+        full = torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt):, None])[:, 0]
+        # The first token comes from the prefill (the HF forward on both paths): compare the decoded ones.
+        worst = max(worst, (full - torch.tensor(c.logprobs, device=full.device))[1:].abs().max().item())
+        n += len(c.token_ids) - 1
+    return worst, n
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_bf16_and_the_device_decode_as_close_to_a_full_forward_as_the_hf_forward_does(tiny_dir, device, monkeypatch):
+    """fp32 on `device`: the same samples as the HF forward. bf16, where op order changes the rounding: the
+    step's logprobs are as close to a full HF forward of the sampled sequence as the HF decode path's own."""
+    fast, reference = HFPolicy(tiny_dir, device=device), HFPolicy(tiny_dir, device=device, fast_decode=False)
+    calls = _calls(monkeypatch)
+    _same_samples(_peaked(fast), _peaked(reference), 1e-4)
+    assert calls
+    prompts, _ = _rows(fast)
+    params = [SamplingParams(temperature=1.0, max_new_tokens=16, seed=i) for i in range(len(prompts))]
+    fast16 = _peaked(HFPolicy(tiny_dir, device=device, dtype=torch.bfloat16))
+    ref16 = _peaked(HFPolicy(tiny_dir, device=device, dtype=torch.bfloat16, fast_decode=False))
+    calls.clear()
+    fast_gap, n = _gap_to_full_forward(fast16, prompts, params)
+    ref_gap, _ = _gap_to_full_forward(ref16, prompts, params)
+    assert calls and n == 15 * len(prompts)
+    assert fast_gap <= 2 * ref_gap + 0.05, (fast_gap, ref_gap)
