@@ -91,7 +91,8 @@ def test_weights_changed_in_place_reach_the_step(tiny_dir, tmp_path):
     cfg = fast.model.config
     q_rows = cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
     k_proj = fast.model.model.layers[0].self_attn.k_proj.weight
-    assert k_proj.data_ptr() == fast.llama_step().layers[0][0][q_rows:].data_ptr()  # a view of the fused weight
+    qkv_t = fast.llama_step().layers[0][0]  # (in, q + 2 kv), the transposed fused weight
+    assert k_proj.data_ptr() == qkv_t[:, q_rows:].data_ptr() and k_proj.stride() == (1, qkv_t.shape[1])
 
 
 def test_models_it_does_not_write_out_decode_through_the_hf_forward(tiny_dir):
