@@ -5,14 +5,16 @@ is framework work rather than arithmetic: the HF forward calls 67 top-level aten
 (projections one by one, cache bookkeeping, dtype round trips). This step calls 38: the query, key and
 value projections are one matmul, the gate and up projections another, RoPE rotates queries and keys in
 one pass, RMSNorm is one fused op in float32, the mask is built once per step, and the new key and value
-columns are written straight into the batch's buffers. On the 2-core box a step
-takes 0.84-0.95x the HF forward's time at 12 to 1 rows (docs/benchmarks.md); logits agree to float
+columns are written straight into the batch's buffers. Every projection's weight is stored transposed,
+(in, out) contiguous, which BLAS multiplies by a few rows much faster than the (out, in) layout. On the
+2-core box a step takes 0.70-0.83x the HF forward's time at 1-4 rows and 0.77-1.04x at 12 (medians of two
+invocations, per-pair scatter 0.57-1.13; docs/benchmarks.md); logits agree to float
 rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences `DecodeBatch` already has); in
 bf16 its logprobs are as close to a full HF forward as the HF decode path's (tested on CPU, and on CUDA
 where a GPU is present).
 
-The fused projections are built once, and the model's own q/k/v and gate/up weights become views into
-them, so every way weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test
+The transposed, fused projections are built once, and the model's own projection weights become (out, in)
+views into them (the HF forward, prefill included, then multiplies by the same layout), so every way weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test
 editing a parameter) changes what this step computes too: it can never decode with stale weights.
 
 Only plain Llama decoders qualify (`unsupported`: no biases, SiLU MLP, default RoPE, no hooks); others
