@@ -15,7 +15,8 @@ where a GPU is present).
 
 The transposed, fused projections are built once, and the model's own projection weights become (out, in)
 views into them (the HF forward, prefill included, then multiplies by the same layout), so every way
-weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test editing a parameter) changes what this step computes too: it can never decode with stale weights.
+weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test editing a parameter)
+changes what this step computes too: it can never decode with stale weights.
 
 Only plain Llama decoders qualify (`unsupported`: no biases, SiLU MLP, default RoPE, no hooks); others
 decode through the HF forward, which stays the reference (prefill always uses it).
