@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -61,6 +62,8 @@ def main() -> None:
                     help="--embedded: an override for that tree only (a key older trees do not know, such as "
                          "rollout.temperature)")
     ap.add_argument("--json", default=None, help="--embedded: write the raw results here")
+    ap.add_argument("--keep-runs", action="store_true",
+                    help="--embedded: keep each run's directory (deleted once its figures are read)")
     args = ap.parse_args()
     if args.embedded:
         embedded_ab(args)
@@ -125,8 +128,9 @@ def _sampled_tokens(run_dir: Path) -> tuple[int, int]:
     return tokens, episodes
 
 
-def embedded_run(tree: Path, out: Path, overrides: list[str]) -> dict:
-    """One `selfplay run` of `tree`'s code in a fresh process; its throughput from what the run wrote."""
+def embedded_run(tree: Path, out: Path, overrides: list[str], *, keep: bool = False) -> dict:
+    """One `selfplay run` of `tree`'s code in a fresh process; its throughput and phase times from what the
+    run wrote. The run's directory is deleted afterwards unless `keep`."""
     import subprocess
 
     out.mkdir(parents=True, exist_ok=True)
@@ -149,6 +153,11 @@ def embedded_run(tree: Path, out: Path, overrides: list[str]) -> dict:
     run_s = summary.get("wall_s") or wall
     batch = [(r["rollout/batch_size_mean"], r["rollout/batch_size_p90"]) for r in records
              if "rollout/batch_size_mean" in r]
+    phases = {p: round(sum(r.get(f"time_s/{p}", 0.0) for r in records), 1) for p in PHASES}
+    iteration_s = [round(r.get("iteration/wall_s", 0.0), 1) for r in records]
+    if not keep:
+        # each run leaves ~5 GB (checkpoints, trajectories); the figures above are all this script reads
+        shutil.rmtree(out, ignore_errors=True)
     return {"tree": str(tree), "process_wall_s": round(wall, 1), "run_wall_s": round(run_s, 1),
             "rollout_s": round(rollout_s, 1) if rollout_s else None, "sampled_tokens": tokens,
             "trajectories": trajectories, "episodes": episodes,
@@ -157,7 +166,8 @@ def embedded_run(tree: Path, out: Path, overrides: list[str]) -> dict:
             "episodes_per_hour": round(episodes / run_s * 3600, 1), "solved": summary.get("solved"),
             "valid_artifacts": summary.get("valid_artifacts"), "learner_updates": summary.get("learner_updates"),
             "batch_size_mean_p90": batch, "load_avg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
-            "run_dir": str(run_dir)}
+            "time_s": phases, "iteration_wall_s": iteration_s,
+            "run_dir": str(run_dir) if keep else None}
 
 
 def embedded_ab(args: argparse.Namespace) -> None:
@@ -169,7 +179,7 @@ def embedded_ab(args: argparse.Namespace) -> None:
     for rep in range(args.repeats):
         for tree in (trees if rep % 2 == 0 else trees[::-1]):
             own = [kv for t, kv in args.tree_set if Path(t).resolve() == tree]
-            row = embedded_run(tree, root / f"r{rep}-{tree.name}", [*args.overrides, *own])
+            row = embedded_run(tree, root / f"r{rep}-{tree.name}", [*args.overrides, *own], keep=args.keep_runs)
             row["repeat"] = rep
             rows.append(row)
             print(json.dumps(row), flush=True)

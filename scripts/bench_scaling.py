@@ -101,8 +101,7 @@ def bench_sync(args: argparse.Namespace) -> None:
             memory.append(time.perf_counter() - t0)
             ckpt = Path(tmp) / f"v{r}"
             t0 = time.perf_counter()
-            policy.model.save_pretrained(ckpt)
-            policy.tokenizer.save_pretrained(ckpt)
+            policy.save_pretrained(ckpt)
             HFPolicySync(policy, "disk").push(2 * r + 2, checkpoint_dir=ckpt)
             disk.append(time.perf_counter() - t0)
         size = sum(f.stat().st_size for f in ckpt.iterdir())

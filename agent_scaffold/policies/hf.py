@@ -114,6 +114,16 @@ class HFPolicy:
                 self.kv_store.clear()  # KV of the old weights would never be reused; free it now
         log.info("loaded weights version %d from %s", version, checkpoint_dir)
 
+    def save_pretrained(self, target: str | Path) -> None:
+        """Write the policy's weights, config and tokenizer as a HF checkpoint (what `load_weights` reads).
+        Once `LlamaStep` is built the model's projection weights are strided views into its fused
+        buffers, which `model.save_pretrained` refuses (and would read as shared tensors), so each weight
+        is written from a contiguous copy."""
+        with self._lock:
+            state = {k: v.contiguous() if not v.is_contiguous() else v for k, v in self.model.state_dict().items()}
+            self.model.save_pretrained(str(target), state_dict=state, safe_serialization=True)
+        self.tokenizer.save_pretrained(str(target))
+
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         base = params.seed if params.seed is not None else random.randrange(2**62)
         return self.generate_rows(prompts, [params.with_(seed=base + i) for i in range(len(prompts))])

@@ -27,25 +27,18 @@ def update_shift(before: Sequence[Sequence[float]], after: Sequence[Sequence[flo
                  masks: Sequence[Sequence[int]], advantages: Sequence[float]) -> dict[str, float]:
     """Shift metrics over the masked tokens of each sample (row i: logprobs before and after, its loss
     mask, its advantage). Means over no tokens are NaN, so an absent sign is not read as "no change"."""
-    if not len(before) == len(after) == len(masks) == len(advantages):
-        raise ValueError(f"update_shift needs one row each: {len(before)} before, {len(after)} after, "
-                         f"{len(masks)} masks, {len(advantages)} advantages")
+    if len(advantages) != len(before):
+        raise ValueError(f"update_shift needs one advantage a row: {len(before)} rows, {len(advantages)} advantages")
     kl = kl_n = 0.0
     delta = {"pos": 0.0, "neg": 0.0}
     count = {"pos": 0, "neg": 0}
-    for b, a, m, adv in zip(before, after, masks, advantages):
-        if not len(b) == len(a) == len(m):
-            raise ValueError(f"a row's logprobs and mask differ in length: {len(b)}, {len(a)}, {len(m)}")
+    for changes, adv in zip(_masked_changes(before, after, masks, "update_shift"), advantages):
+        kl += sum(math.expm1(d) - d for d in changes)
+        kl_n += len(changes)
         sign = "pos" if adv > 0 else "neg" if adv < 0 else None
-        for lb, la, keep in zip(b, a, m):
-            if not keep:
-                continue
-            log_ratio = la - lb
-            kl += math.expm1(log_ratio) - log_ratio
-            kl_n += 1
-            if sign is not None:
-                delta[sign] += log_ratio
-                count[sign] += 1
+        if sign is not None:
+            delta[sign] += sum(changes)
+            count[sign] += len(changes)
     nan = float("nan")
     return {
         "shift_kl": kl / kl_n if kl_n else nan,
@@ -59,13 +52,18 @@ def update_shift(before: Sequence[Sequence[float]], after: Sequence[Sequence[flo
 def episode_shifts(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
                    masks: Sequence[Sequence[int]]) -> list[tuple[float, int]]:
     """Per sample: the summed logprob change of its masked tokens and how many there are."""
+    return [(sum(changes), len(changes)) for changes in _masked_changes(before, after, masks, "episode_shifts")]
+
+
+def _masked_changes(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                    masks: Sequence[Sequence[int]], caller: str) -> list[list[float]]:
+    """Per row, the logprob change (after - before) of each masked token; rows and lengths checked."""
     if not len(before) == len(after) == len(masks):
-        raise ValueError(f"episode_shifts needs one row each: {len(before)} before, {len(after)} after, "
+        raise ValueError(f"{caller} needs one row each: {len(before)} before, {len(after)} after, "
                          f"{len(masks)} masks")
     out = []
     for b, a, m in zip(before, after, masks):
         if not len(b) == len(a) == len(m):
             raise ValueError(f"a row's logprobs and mask differ in length: {len(b)}, {len(a)}, {len(m)}")
-        kept = [la - lb for lb, la, keep in zip(b, a, m) if keep]
-        out.append((sum(kept), len(kept)))
+        out.append([la - lb for lb, la, keep in zip(b, a, m) if keep])
     return out

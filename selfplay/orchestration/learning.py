@@ -114,10 +114,13 @@ class PolicyLearner:
         t0 = time.perf_counter()
         metrics.update(self.train(samples))
         train_s = time.perf_counter() - t0
+        metrics["learner/train_s"] = train_s
         version = self.version
         checkpoint = None
+        t_save = time.perf_counter()
         if version % max(1, self.config.learner.checkpoint_every) == 0:
             checkpoint = self.save()
+        metrics["learner/checkpoint_s"] = time.perf_counter() - t_save
         t1 = time.perf_counter()
         self._push(version, checkpoint)
         # Weight sync against the update's optimizer steps (checkpoint writes on the schedule excluded; a

@@ -39,6 +39,8 @@ def test_rows_that_do_not_line_up_are_refused():
         update_shift([[0.0]], [], [[1]], [1.0])
     with pytest.raises(ValueError, match="differ in length"):
         update_shift([[0.0, -1.0]], [[0.0]], [[0, 1]], [1.0])
+    with pytest.raises(ValueError, match="one advantage a row"):
+        update_shift([[0.0]], [[0.0]], [[1]], [])
 
 
 def test_episode_shifts_sum_each_samples_masked_changes():

@@ -141,7 +141,8 @@ def test_measure_shift_reports_how_far_a_one_step_update_moved_the_policy(tmp_pa
 
 def test_an_update_times_its_weight_sync_to_the_rollout_policy(tmp_path, tiny_model):
     """learner/sync_s is the push of the new weights into the in-process hf policy (which then samples the
-    new version), and learner/sync_share relates it to the update's optimizer steps."""
+    new version), and learner/sync_share relates it to the update's optimizer steps (learner/train_s); the
+    scheduled checkpoint write is timed apart (learner/checkpoint_s)."""
     from agent_scaffold.policies.hf import HFPolicy
     from selfplay.orchestration.learning import PolicyLearner
 
@@ -153,3 +154,5 @@ def test_an_update_times_its_weight_sync_to_the_rollout_policy(tmp_path, tiny_mo
     assert update.trained and policy.version == update.version == 1
     assert update.metrics["learner/sync_s"] > 0
     assert 0 < update.metrics["learner/sync_share"] < float("inf")
+    assert update.metrics["learner/train_s"] > 0 and update.metrics["learner/checkpoint_s"] > 0
+    assert update.checkpoint is not None and update.checkpoint.is_dir()
