@@ -242,8 +242,9 @@ class LearnerEngine:
                    learner_old: Sequence[Sequence[float]] | None = None) -> dict[str, float]:
         """One optimizer step on `samples`; returns learner/* metrics and bumps `version`. With TIS on,
         `learner_old` are the behaviour logprobs of `samples` under the learner as it was before the
-        update's first step (computed here when None): an update of several mini-batch steps passes them
-        in, so the ratio of its later steps is against the policy that sampled, as PPO's is."""
+        update's first step: an update of several mini-batch steps passes them in for its later steps, so
+        their ratio is against the policy that sampled, as PPO's is. None: this is the update's first step,
+        so the learner's logprobs at these weights are this step's own forward, detached (no extra pass)."""
         if not samples:
             raise ValueError("train_step got no samples; dynamic sampling dropped everything, draw more")
         cfg, lcfg = self.config, self.config.loss
@@ -252,10 +253,7 @@ class LearnerEngine:
         plan = plan_microbatches(lens, self.token_budget)
         masks = [pad_rows([samples[i].loss_mask for i in idx]) for idx in plan]
         den = batch_denominator(masks, lcfg.agg, lcfg.norm_len)
-        if lcfg.tis_cap is None:
-            learner_old = None
-        elif learner_old is None:  # TIS: ratio against the learner's own behaviour logprobs
-            learner_old = self.logprobs([s.input_ids for s in samples])
+        tis = lcfg.tis_cap is not None
         sums: dict[str, float] = {}
         total_loss = 0.0
         masked_tokens = 0.0
@@ -267,15 +265,12 @@ class LearnerEngine:
             terms: dict[str, Any] = {"clip_low": lcfg.clip_low, "clip_high": lcfg.clip_high,
                                      "clip_ratio_c": lcfg.clip_ratio_c}
             old = rollout
-            if learner_old is not None:
-                old = pad_rows([learner_old[i] for i in idx], device=self.device)
+            if tis:
+                # Ratio against the learner's own logprobs before the update (None: this forward's), TIS
+                # weight against the engine's; the loss's metrics log their mismatch every update
+                # (mismatch_abs, tis_clipfrac).
+                old = None if learner_old is None else pad_rows([learner_old[i] for i in idx], device=self.device)
                 terms.update(rollout_logprobs=rollout, tis_cap=lcfg.tis_cap)
-                # Rollout-learner mismatch on the trained tokens, logged every update (token means below):
-                # |logp_learner - logp_engine| and the share of tokens whose TIS weight hits the cap.
-                gap = (old - rollout) * mask  # (b, T)
-                sums["mismatch_abs"] = sums.get("mismatch_abs", 0.0) + float(gap.abs().sum())
-                sums["tis_clipfrac"] = sums.get("tis_clipfrac", 0.0) + float(
-                    ((gap.exp() > lcfg.tis_cap) & (mask > 0)).sum())
             if self.ref_model is not None:
                 terms.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
             if self.fused:

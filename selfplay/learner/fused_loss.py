@@ -22,7 +22,7 @@ PER_TOKEN_TERMS = ("rollout_logprobs", "ref_logprobs")
 """Optional `policy_loss` arguments that are (B, T) tensors rather than scalars."""
 
 
-def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Packed, old_logprobs: torch.Tensor,
+def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Packed, old_logprobs: torch.Tensor | None,
                        advantages: torch.Tensor, loss_mask: torch.Tensor, *, agg: str = "token-mean",
                        norm_len: int | None = None, denominator: float | None = None, chunk: int = 1024,
                        **terms: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -30,19 +30,23 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
     entropy of the distributions that predicted the tokens.
 
     `terms` are the remaining `policy_loss` keywords (clip_low, clip_high, clip_ratio_c, tis_cap, kl_coef,
-    and the (B, T) rollout_logprobs / ref_logprobs).
+    and the (B, T) rollout_logprobs / ref_logprobs). `old_logprobs` None: the logprobs this forward computes,
+    detached (`policy_loss`'s first-step case).
     """
     lens = packed.seq_lens
     metric_terms = dict(terms)
     weights = token_weights(loss_mask, agg, norm_len=norm_len, denominator=denominator)
-    tensors = {"old": old_logprobs, "adv": advantages, "w": weights}
+    tensors = {"adv": advantages, "w": weights}
+    if old_logprobs is not None:
+        tensors["old"] = old_logprobs
     tensors.update({k: terms.pop(k) for k in PER_TOKEN_TERMS if terms.get(k) is not None})
     dtype = torch.promote_types(hidden.dtype, torch.float32)
     row = {k: to_positions(v.to(device=hidden.device, dtype=dtype), lens) for k, v in tensors.items()}
 
     def token_loss(lp: torch.Tensor, s: int, e: int) -> torch.Tensor:
         extra = {k: row[k][None, s:e] for k in PER_TOKEN_TERMS if k in row}
-        loss, _ = policy_loss(lp[None], row["old"][None, s:e], row["adv"][None, s:e], row["w"][None, s:e],
+        old = row["old"][None, s:e] if "old" in row else None
+        loss, _ = policy_loss(lp[None], old, row["adv"][None, s:e], row["w"][None, s:e],
                               agg="token-mean", denominator=1.0, **terms, **extra)
         return loss
 
@@ -50,6 +54,7 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
     lp, ent = unpack(shift_to_tokens(lp, lens), lens), unpack(shift_to_tokens(ent, lens), lens)  # (B, T)
     mask = loss_mask.to(device=lp.device, dtype=lp.dtype)
     metric_terms = {k: v.to(lp) if isinstance(v, torch.Tensor) else v for k, v in metric_terms.items()}
-    metrics = policy_metrics(lp, old_logprobs.to(lp), advantages.to(lp), mask, **metric_terms)
+    old = lp if old_logprobs is None else old_logprobs.to(lp)
+    metrics = policy_metrics(lp, old, advantages.to(lp), mask, **metric_terms)
     metrics["entropy"] = (ent * mask).sum() / mask.sum().clamp(min=1)
     return loss, metrics

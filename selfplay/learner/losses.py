@@ -67,17 +67,22 @@ def batch_denominator(masks: list[Tensor], mode: str, norm_len: int | None = Non
     raise ValueError(f"unknown loss aggregation {mode!r}; choose one of {sorted(AGGREGATIONS)}")
 
 
-def policy_loss(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, loss_mask: Tensor, *,
+def policy_loss(logprobs: Tensor, old_logprobs: Tensor | None, advantages: Tensor, loss_mask: Tensor, *,
                 clip_low: float = 0.2, clip_high: float = 0.28, agg: str = "token-mean",
                 clip_ratio_c: float | None = None, rollout_logprobs: Tensor | None = None,
                 tis_cap: float | None = None, ref_logprobs: Tensor | None = None, kl_coef: float = 0.0,
                 norm_len: int | None = None, denominator: float | None = None) -> tuple[Tensor, dict[str, Tensor]]:
     """Negated DAPO objective over (B, T) tensors; returns (loss, metrics).
 
-    logprobs: learner logprobs with grad; old_logprobs: behaviour logprobs; advantages: per token;
-    loss_mask: 1 on assistant tokens. Metrics (detached scalars): clipfrac, clipfrac_low, clipfrac_high,
-    approx_kl (k3 of old vs new over masked tokens), ratio_mean, and tis_weight_mean / kl when enabled.
+    logprobs: learner logprobs with grad; old_logprobs: behaviour logprobs, or None for `logprobs` itself
+    detached (the first step of an update, whose weights are still those that sampled: ratio 1, and with
+    TIS the learner's own logprobs in its weight, without a forward pass of their own); advantages: per
+    token; loss_mask: 1 on assistant tokens. Metrics (detached scalars): clipfrac, clipfrac_low,
+    clipfrac_high, approx_kl (k3 of old vs new over masked tokens), ratio_mean, and tis_weight_mean /
+    mismatch_abs / tis_clipfrac / kl when enabled.
     """
+    if old_logprobs is None:
+        old_logprobs = logprobs.detach()
     if not (logprobs.shape == old_logprobs.shape == advantages.shape == loss_mask.shape):
         raise ValueError(f"shape mismatch: logprobs {tuple(logprobs.shape)}, old_logprobs "
                          f"{tuple(old_logprobs.shape)}, advantages {tuple(advantages.shape)}, loss_mask "
@@ -110,7 +115,8 @@ def policy_metrics(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, l
                    ref_logprobs: Tensor | None = None, kl_coef: float = 0.0) -> dict[str, Tensor]:
     """The metrics `policy_loss` reports, as detached scalars (masked means over (B, T)): clipfrac,
     clipfrac_low, clipfrac_high, approx_kl, ratio_mean, and dualclipfrac / tis_weight_mean / kl when those
-    terms are on. Apart from the loss so that the fused head (`fused_loss.packed_policy_loss`), which
+    terms are on. With TIS, the rollout-learner mismatch too: mismatch_abs (mean |logp_learner_old -
+    logp_rollout|) and tis_clipfrac (the share of tokens whose TIS weight hits the cap). Apart from the loss so that the fused head (`fused_loss.packed_policy_loss`), which
     never holds all logprobs with grad at once, computes them once from its detached logprobs."""
     lp = logprobs.detach()
     mask = loss_mask.to(lp.dtype)
@@ -122,7 +128,10 @@ def policy_metrics(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, l
         dual = (advantages < 0) & (pg > -advantages * clip_ratio_c)
         metrics["dualclipfrac"] = _masked_mean(dual.to(mask.dtype), mask)
     if rollout_logprobs is not None and tis_cap is not None:
-        metrics["tis_weight_mean"] = _masked_mean(torch.exp(old_logprobs - rollout_logprobs).clamp(max=tis_cap), mask)
+        gap = old_logprobs - rollout_logprobs
+        metrics["tis_weight_mean"] = _masked_mean(torch.exp(gap).clamp(max=tis_cap), mask)
+        metrics["mismatch_abs"] = _masked_mean(gap.abs(), mask)
+        metrics["tis_clipfrac"] = _masked_mean((gap.exp() > tis_cap).to(mask.dtype), mask)
     if ref_logprobs is not None and kl_coef != 0.0:
         d = ref_logprobs - lp
         metrics["kl"] = _masked_mean(torch.exp(d) - d - 1, mask)

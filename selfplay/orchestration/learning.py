@@ -136,30 +136,30 @@ class PolicyLearner:
         last step, plus the mean loss over all of them and the step count (and, with
         `learner.measure_shift`, how far the whole update moved the policy)."""
         steps = max(1, min(self.config.learner.steps_per_update, len(samples)))
+        order = list(range(len(samples)))
+        if steps > 1:
+            random.Random(f"{self.config.seed}:{self.version}").shuffle(order)
+        parts = [order[k::steps] for k in range(steps)]
         measure = self.config.learner.measure_shift
-        old = None
-        if self.config.learner.engine.loss.tis_cap is not None or measure:  # before the first step moves weights
-            old = self.engine.logprobs([s.input_ids for s in samples])
-        metrics = self._steps(samples, steps, old)
+        old: list[Any] = [None] * len(samples)
+        # TIS's ratio needs the learner's logprobs before the first step moves the weights. The first
+        # mini-batch takes them from its own forward (engine.train_step with None); only the later ones
+        # need a pass of their own, made here before any step. measure_shift needs them all.
+        need = order if measure else [i for part in parts[1:] for i in part] \
+            if self.config.learner.engine.loss.tis_cap is not None else []
+        for i, row in zip(need, self.engine.logprobs([samples[i].input_ids for i in need]) if need else []):
+            old[i] = row
+        losses, metrics = [], {}
+        for part in parts:
+            mine = [old[i] for i in part]
+            metrics = self.engine.train_step([samples[i] for i in part], None if None in mine else mine)
+            losses.append(metrics["learner/loss"])
+        metrics = {**metrics, "learner/loss_mean": sum(losses) / steps, "learner/steps": float(steps)}
         if measure:
             after = self.engine.logprobs([s.input_ids for s in samples])
             shift = update_shift(old, after, [s.loss_mask for s in samples], [s.advantage for s in samples])
             metrics.update({f"learner/{k}": v for k, v in shift.items()})
         return metrics
-
-    def _steps(self, samples: list[Any], steps: int, old: list[list[float]] | None) -> dict[str, float]:
-        if steps == 1:
-            return {**self.engine.train_step(samples, old), "learner/steps": 1.0}
-        order = list(range(len(samples)))
-        random.Random(f"{self.config.seed}:{self.version}").shuffle(order)
-        metrics: dict[str, float] = {}
-        losses = []
-        for k in range(steps):
-            part = order[k::steps]
-            metrics = self.engine.train_step([samples[i] for i in part],
-                                             None if old is None else [old[i] for i in part])
-            losses.append(metrics["learner/loss"])
-        return {**metrics, "learner/loss_mean": sum(losses) / steps, "learner/steps": float(steps)}
 
     def save(self) -> Path:
         path = self.engine.save(self.checkpoints, state={"injector_baseline": self.baseline.state_dict()})

@@ -114,6 +114,24 @@ def test_steps_per_update_and_the_lr_zero_control_is_bit_identical(tmp_path, tin
     assert same if lr == 0.0 else not same
 
 
+def test_an_update_computes_old_logprobs_only_for_the_mini_batches_after_its_first(tmp_path, tiny_model):
+    """With TIS and 2 steps an update, the learner's logprobs before the update come from a separate pass
+    only for the second mini-batch's samples (the first step takes them from its own forward); the
+    second step gets them, the first gets None."""
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.orchestration.learning import PolicyLearner
+
+    cfg = learner_config(tmp_path, tiny_model, steps_per_update=2)
+    learner = PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt")
+    passes, steps = [], []
+    logprobs, train_step = LearnerEngine.logprobs, LearnerEngine.train_step
+    learner.engine.logprobs = lambda seqs: passes.append(len(seqs)) or logprobs(learner.engine, seqs)
+    learner.engine.train_step = lambda s, old=None: steps.append((len(s), old is None)) or train_step(
+        learner.engine, s, old)
+    update = learner.update(_variance_batch())
+    assert update.trained and passes == [2] and steps == [(2, True), (2, False)]
+
+
 @pytest.mark.parametrize("lr", [0.0, 1e-3])
 def test_measure_shift_reports_how_far_a_one_step_update_moved_the_policy(tmp_path, tiny_model, lr):
     """With one step an update the loss's approx_kl is taken at the behaviour weights; `measure_shift`
