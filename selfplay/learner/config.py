@@ -22,8 +22,9 @@ class LossConfig:
     """Dual-clip bound for negative advantages (e.g. 3.0); None is off."""
     tis_cap: float | None = 2.0
     """Truncated importance sampling cap C on pi_learner_old / pi_rollout (FlashRL, verl: 2.0); None is
-    off. On, the engine recomputes the behaviour logprobs with the learner before the update: the rollout
-    engine's numerics (batched and padded HF sampling, vLLM's kernels, bf16) never equal the learner's."""
+    off. On, the ratio is taken against the learner's own logprobs before the update (the first step's
+    forward, a separate pass for later mini-batches): the rollout engine's numerics (batched and padded HF
+    sampling, vLLM's kernels, bf16) never equal the learner's."""
     kl_coef: float = 0.0
     """Weight of the k3 KL penalty to the frozen initial policy; 0 is off (DAPO drops the KL)."""
 
