@@ -120,7 +120,7 @@ class HFPolicy:
         buffers, which `model.save_pretrained` refuses (and would read as shared tensors), so each weight
         is written from a contiguous copy."""
         with self._lock:
-            state = {k: v.contiguous() if not v.is_contiguous() else v for k, v in self.model.state_dict().items()}
+            state = {k: v.contiguous() for k, v in self.model.state_dict().items()}  # no copy when already so
             self.model.save_pretrained(str(target), state_dict=state, safe_serialization=True)
         self.tokenizer.save_pretrained(str(target))
 

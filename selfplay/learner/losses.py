@@ -116,8 +116,9 @@ def policy_metrics(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, l
     """The metrics `policy_loss` reports, as detached scalars (masked means over (B, T)): clipfrac,
     clipfrac_low, clipfrac_high, approx_kl, ratio_mean, and dualclipfrac / tis_weight_mean / kl when those
     terms are on. With TIS, the rollout-learner mismatch too: mismatch_abs (mean |logp_learner_old -
-    logp_rollout|) and tis_clipfrac (the share of tokens whose TIS weight hits the cap). Apart from the loss so that the fused head (`fused_loss.packed_policy_loss`), which
-    never holds all logprobs with grad at once, computes them once from its detached logprobs."""
+    logp_rollout|) and tis_clipfrac (the share of tokens whose TIS weight hits the cap). Apart from the
+    loss so that the fused head (`fused_loss.packed_policy_loss`), which never holds all logprobs with
+    grad at once, computes them once from its detached logprobs."""
     lp = logprobs.detach()
     mask = loss_mask.to(lp.dtype)
     log_ratio = lp - old_logprobs
@@ -129,9 +130,10 @@ def policy_metrics(logprobs: Tensor, old_logprobs: Tensor, advantages: Tensor, l
         metrics["dualclipfrac"] = _masked_mean(dual.to(mask.dtype), mask)
     if rollout_logprobs is not None and tis_cap is not None:
         gap = old_logprobs - rollout_logprobs
-        metrics["tis_weight_mean"] = _masked_mean(torch.exp(gap).clamp(max=tis_cap), mask)
+        weight = torch.exp(gap)
+        metrics["tis_weight_mean"] = _masked_mean(weight.clamp(max=tis_cap), mask)
         metrics["mismatch_abs"] = _masked_mean(gap.abs(), mask)
-        metrics["tis_clipfrac"] = _masked_mean((gap.exp() > tis_cap).to(mask.dtype), mask)
+        metrics["tis_clipfrac"] = _masked_mean((weight > tis_cap).to(mask.dtype), mask)
     if ref_logprobs is not None and kl_coef != 0.0:
         d = ref_logprobs - lp
         metrics["kl"] = _masked_mean(torch.exp(d) - d - 1, mask)

@@ -145,10 +145,11 @@ class PolicyLearner:
         # TIS's ratio needs the learner's logprobs before the first step moves the weights. The first
         # mini-batch takes them from its own forward (engine.train_step with None); only the later ones
         # need a pass of their own, made here before any step. measure_shift needs them all.
-        need = order if measure else [i for part in parts[1:] for i in part] \
-            if self.config.learner.engine.loss.tis_cap is not None else []
-        for i, row in zip(need, self.engine.logprobs([samples[i].input_ids for i in need]) if need else []):
-            old[i] = row
+        tis = self.config.learner.engine.loss.tis_cap is not None
+        need = order if measure else [i for part in parts[1:] for i in part] if tis else []
+        if need:
+            for i, row in zip(need, self.engine.logprobs([samples[i].input_ids for i in need])):
+                old[i] = row
         losses, metrics = [], {}
         for part in parts:
             mine = [old[i] for i in part]
