@@ -333,12 +333,14 @@ class LearnerEngine:
                 packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
                 hidden = decoder_hidden(self.module, packed)
                 row_w = to_positions(w.to(torch.promote_types(hidden.dtype, torch.float32)), packed.seq_lens)
+                keep = row_w != 0
+                kept_w = row_w[keep]
 
-                def token_loss(lp: Any, s: int, e: int, row_w: Any = row_w) -> Any:
-                    return -(lp * row_w[s:e]).sum()
+                def token_loss(lp: Any, s: int, e: int, kept_w: Any = kept_w) -> Any:
+                    return -(lp * kept_w[s:e]).sum()
 
                 loss, _, _ = fused_head_loss(self.module.get_output_embeddings(), hidden, packed.targets,
-                                             token_loss, self.config.logprob_chunk)
+                                             token_loss, self.config.logprob_chunk, keep=keep)
             else:
                 lp, _ = self._forward(self.module, [s.input_ids for s in mb], temperature=1.0)  # (b, T)
                 loss = -(lp.float() * w).sum()

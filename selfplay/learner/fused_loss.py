@@ -42,6 +42,9 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
     tensors.update({k: terms.pop(k) for k in PER_TOKEN_TERMS if terms.get(k) is not None})
     dtype = torch.promote_types(hidden.dtype, torch.float32)
     row = {k: to_positions(v.to(device=hidden.device, dtype=dtype), lens) for k, v in tensors.items()}
+    # Only the loss-mask positions get logits (`fused_head_loss`'s keep); the metrics below read no others.
+    keep = (to_positions(loss_mask.to(hidden.device), lens) != 0) | (row["w"] != 0)
+    row = {k: v[keep] for k, v in row.items()}
 
     def token_loss(lp: torch.Tensor, s: int, e: int) -> torch.Tensor:
         extra = {k: row[k][None, s:e] for k in PER_TOKEN_TERMS if k in row}
@@ -50,7 +53,7 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
                               agg="token-mean", denominator=1.0, **terms, **extra)
         return loss
 
-    loss, lp, ent = fused_head_loss(head, hidden, packed.targets, token_loss, chunk)
+    loss, lp, ent = fused_head_loss(head, hidden, packed.targets, token_loss, chunk, keep=keep)
     lp, ent = unpack(shift_to_tokens(lp, lens), lens), unpack(shift_to_tokens(ent, lens), lens)  # (B, T)
     mask = loss_mask.to(device=lp.device, dtype=lp.dtype)
     metric_terms = {k: v.to(lp) if isinstance(v, torch.Tensor) else v for k, v in metric_terms.items()}

@@ -127,18 +127,30 @@ def can_fuse(head: torch.nn.Module) -> bool:
 
 
 def fused_head_loss(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.Tensor, token_loss: TokenLoss,
-                    chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                    chunk: int = 1024, keep: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """hidden (N, H), targets (N,) with IGNORE -> (loss, logprobs (N,), entropy (N,)).
 
     `token_loss(lp, start, end)` is the loss contribution of positions [start, end) given their logprobs
     `lp` (end - start,), and must depend on each logprob alone. The loss is differentiable w.r.t. `hidden`
     and the head weight (tied embeddings accumulate as usual); logprobs and entropy are detached.
     Logits exist for `chunk` positions at a time, in forward and in backward.
+
+    `keep` (N,) bool: the only positions that get logits. A trajectory's loss falls on its actions (a
+    quarter of the warm start's demonstration tokens), and the head with its softmax over the vocabulary
+    is a fifth of a 135M model's training compute per position. `token_loss` then sees the kept positions
+    in order ([start, end) index them, not the row), and the others come back with logprob and entropy 0
+    and no gradient: `keep` must cover every position whose loss is not identically 0.
     """
     if not can_fuse(head):
         raise ValueError(f"fused_head_loss needs a bias-free nn.Linear head, got {type(head).__name__}; "
                          "use chunked_logprobs")
-    return _FusedHeadLoss.apply(hidden, head.weight, targets.to(hidden.device), token_loss, chunk)
+    targets = targets.to(hidden.device)
+    if keep is None:
+        return _FusedHeadLoss.apply(hidden, head.weight, targets, token_loss, chunk)
+    idx = keep.to(hidden.device).nonzero()[:, 0]
+    loss, lp, ent = _FusedHeadLoss.apply(hidden.index_select(0, idx), head.weight, targets[idx], token_loss, chunk)
+    n = hidden.shape[0]
+    return loss, lp.new_zeros(n).index_copy_(0, idx, lp), ent.new_zeros(n).index_copy_(0, idx, ent)
 
 
 def tempered(hidden: torch.Tensor, temperature: float) -> torch.Tensor:

@@ -167,3 +167,35 @@ def test_a_frozen_head_gets_no_weight_gradient_and_the_same_hidden_gradient():
         grads.append(hidden.grad)
         assert (head.weight.grad is not None) is trainable
     assert torch.allclose(grads[0], grads[1], atol=1e-12)
+
+
+def test_kept_positions_give_the_loss_gradients_and_logprobs_of_the_whole_row():
+    """`keep`: logits for the loss-bearing positions only. Where every other position's loss weight is 0,
+    the loss and both gradients equal the whole row's; kept positions' logprobs and entropies are the
+    same and the rest come back 0. A keep that drops a weighted position changes the loss (the check can
+    fail)."""
+    head, packed, h, _, _, mask = _inputs(5)
+    row_w = to_positions(mask, packed.seq_lens)
+    keep = row_w != 0
+    assert 0 < int(keep.sum()) < keep.numel()
+
+    def run(keep_arg, weights):
+        head.weight.grad = None
+        hidden = h.clone().requires_grad_()
+        loss, lp, ent = fused_head_loss(head, hidden, packed.targets, lambda x, s, e: -(x * weights[s:e]).sum(),
+                                        chunk=3, keep=keep_arg)
+        loss.backward()
+        return loss.detach(), hidden.grad, head.weight.grad.clone(), lp, ent
+
+    whole = run(None, row_w)
+    kept = run(keep, row_w[keep])
+    for a, b in zip(whole[:3], kept[:3]):
+        assert torch.allclose(a, b, atol=1e-12, rtol=1e-10)
+    for a, b in zip(whole[3:], kept[3:]):
+        assert torch.allclose(a[keep], b[keep], atol=1e-12) and not b[~keep].any()
+    assert float(whole[1].abs().sum()) > 0
+    fewer = keep.clone()
+    fewer[keep.nonzero()[0, 0]] = False
+    assert not torch.allclose(run(fewer, row_w[fewer])[0], whole[0])
+    nothing = run(torch.zeros_like(keep), row_w[:0])
+    assert float(nothing[0]) == 0 and not nothing[1].any() and not nothing[3].any()
