@@ -42,8 +42,9 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
     tensors.update({k: terms.pop(k) for k in PER_TOKEN_TERMS if terms.get(k) is not None})
     dtype = torch.promote_types(hidden.dtype, torch.float32)
     row = {k: to_positions(v.to(device=hidden.device, dtype=dtype), lens) for k, v in tensors.items()}
-    # Only the loss-mask positions get logits (`fused_head_loss`'s keep); the metrics below read no others.
-    keep = (to_positions(loss_mask.to(hidden.device), lens) != 0) | (row["w"] != 0)
+    # Only the loss-mask positions get logits (`fused_head_loss`'s keep): the weights are 0 elsewhere, and
+    # the metrics below read no others.
+    keep = to_positions(loss_mask.to(hidden.device), lens) != 0
     row = {k: v[keep] for k, v in row.items()}
 
     def token_loss(lp: torch.Tensor, s: int, e: int) -> torch.Tensor:
