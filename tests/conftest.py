@@ -95,3 +95,21 @@ def pytest_make_collect_report(collector: pytest.Collector):
         report.outcome = "failed"
         report.longrepr = _ci_failure(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
     return report
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    """SELFPLAY_CACHE pointed at an empty directory, for tests of what a build writes into the cache.
+
+    The embedded model's HF checkpoint is linked in from the usual cache (converted there once if missing):
+    converting the GGUF again in every such test cost ~35 s each on a 2-core CI box. The first test that needs
+    the model anywhere in the run still converts it for real."""
+    pytest.importorskip("transformers")
+    from agent_scaffold.embedded import EMBEDDED_NAME, default_model_dir
+
+    converted = default_model_dir()
+    root = tmp_path / "cache"
+    (root / "models").mkdir(parents=True)
+    (root / "models" / EMBEDDED_NAME).symlink_to(converted, target_is_directory=True)
+    monkeypatch.setenv("SELFPLAY_CACHE", str(root))
+    return root

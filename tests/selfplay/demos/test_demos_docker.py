@@ -238,7 +238,7 @@ def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
     assert result.valid, result
 
 
-def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_path, monkeypatch):
+def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_path, empty_cache):
     """`warm_start_checkpoint` end to end on toolz (the module's seeds, read back from its seed cache):
     solver and injector demonstrations, SFT of a tiny model on both roles, the manifest."""
     pytest.importorskip("deepspeed")
@@ -246,9 +246,7 @@ def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_pat
     from selfplay.demos.warm_start_config import WarmStartConfig
     from selfplay.learner.tiny_model import save_tiny_model
 
-    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "seeds").symlink_to(demo_root / "seeds")
+    (empty_cache / "seeds").symlink_to(demo_root / "seeds")
     tiny = save_tiny_model(tmp_path / "tiny", max_position_embeddings=4096)
     config = WarmStartConfig(repos=("toolz",), n_per_repo=2, injector_per_repo=1, seed=3, model_dir=str(tiny),
                              epochs=1)

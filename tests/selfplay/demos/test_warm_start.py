@@ -88,9 +88,8 @@ class FakeDemos:
 
 
 @pytest.fixture
-def fake_build(monkeypatch, tmp_path, tokenizer):
+def fake_build(monkeypatch, tmp_path, tokenizer, empty_cache):
     """Patch the expensive steps; returns a function that sets how many demonstrations the next build keeps."""
-    monkeypatch.setenv("SELFPLAY_CACHE", str(tmp_path / "cache"))
     trained = []
 
     def fake_train(samples, out_dir, config, *, metadata=None, on_step=None):
