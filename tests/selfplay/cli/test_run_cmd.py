@@ -4,7 +4,7 @@ display around the loop, and (docker, slow) the real `--config smoke` run end to
 Test double: `_FakeLoop` stands in for `selfplay.orchestration.loop` in the exit-code tests only. It
 writes the files the contract promises (runs/<id>/config.yaml, summary.json) and sends RunEvents the way
 the loop does, so the CLI's handling of finished / failed / interrupted runs is tested without Docker or a
-model. The real path is `test_smoke_preset_runs_end_to_end` below.
+model. The real path is `test_smoke_preset_runs_end_to_end_through_ctrl_c_and_resume` below.
 """
 
 from __future__ import annotations
@@ -191,27 +191,10 @@ def test_print_config_shows_the_resolved_tree_and_starts_nothing(fake_loop, tmp_
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_smoke_preset_runs_end_to_end(tmp_path, monkeypatch):
-    """The real thing: `selfplay run --config smoke` in Docker with the embedded model, learner on."""
-    monkeypatch.setenv("COLUMNS", "200")
-    runs = tmp_path / "runs"
-    result = runner.invoke(app, ["run", "--config", "smoke", f"runs_dir={runs}"])
-    assert result.exit_code == 0, result.output
-    (run_dir,) = runs.iterdir()
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["iterations"] == 2, summary
-    assert summary["injector_episodes"] >= 2 and summary["solver_attempts"] >= 2, summary
-    assert summary["learner_updates"] > 0, summary
-    assert load_config(run_dir / "config.yaml") == load_config("smoke", [f"runs_dir={runs}"])
-    assert f"run directory: {run_dir}" in result.output
-    assert f"{summary['learner_updates']} learner update(s) ran" in result.output
-
-
-@pytest.mark.docker
-@pytest.mark.slow
-def test_ctrl_c_exits_130_and_the_printed_resume_command_finishes_the_run(tmp_path):
-    """A real SIGINT to a real `selfplay run --config smoke` process after its first episode, then the
-    `--resume` command it printed (with the safe override iterations=1) completes the run."""
+def test_smoke_preset_runs_end_to_end_through_ctrl_c_and_resume(tmp_path):
+    """The real thing: `selfplay run --config smoke` in Docker with the embedded model, learner on, as a
+    process. A real SIGINT after its first episode exits 130; the `--resume` command it printed completes
+    both iterations. (One run for both: each smoke run costs ~100 s of CI on 2 cores.)"""
     selfplay = str(Path(sys.executable).parent / "selfplay")
     # An in-process learner earlier in this pytest process exported MASTER_PORT and still listens on it.
     dist_keys = ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE")
@@ -236,8 +219,13 @@ def test_ctrl_c_exits_130_and_the_printed_resume_command_finishes_the_run(tmp_pa
     assert f"Resume with: selfplay run --resume {run_dir}" in out
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "interrupted"
     assert "FutureWarning" not in out and "past_key_values" not in out  # third-party warnings: run.log only
-    resumed = subprocess.run([selfplay, "run", "--resume", str(run_dir), "iterations=1"], env=env, text=True,
+    resumed = subprocess.run([selfplay, "run", "--resume", str(run_dir)], env=env, text=True,
                              capture_output=True, timeout=900)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["status"] == "finished" and summary["iterations"] == 1, summary
+    assert summary["status"] == "finished" and summary["iterations"] == 2, summary
+    assert summary["injector_episodes"] >= 2 and summary["solver_attempts"] >= 2, summary
+    assert summary["learner_updates"] > 0, summary
+    assert load_config(run_dir / "config.yaml") == load_config("smoke", [f"runs_dir={tmp_path}"])
+    assert f"run directory: {run_dir}" in resumed.stdout
+    assert f"{summary['learner_updates']} learner update(s) ran" in resumed.stdout
