@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from repos.listfile import get_repo
-from selfplay.store import open_store
 
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 
@@ -33,6 +32,7 @@ def demos(
 
     # lazy: keeps `selfplay --help` fast
     from selfplay.demos.collect import make_demos
+    from selfplay.store import open_store
 
     console = Console()
     spec = get_repo(repo)

@@ -11,7 +11,6 @@ import typer
 from selfplay.config.component_presets import sft_preset, warm_start_size
 from selfplay.learner.rft import RFTDataError, collect, sft_samples
 from selfplay.learner.sft import train_sft
-from selfplay.store import open_store
 
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 
@@ -39,6 +38,8 @@ def rft(
         config = sft_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--preset") from exc
+    from selfplay.store import open_store  # lazy: SQLAlchemy, off `selfplay --help`
+
     with open_store(store, create=False) as st:  # rft only reads the store
         try:
             data = collect(st, source=source, max_per_task=max_per_task, injector=injector)

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import typer
 
-from selfplay.store import ImportFormatError, TaskNotFound, open_store
+from selfplay.store import ImportFormatError, TaskNotFound
 from selfplay.store.export import FORMATS, export_swebench, import_swebench, parse_export
-from selfplay.store.rows import STATUSES
 
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 tasks_app = typer.Typer(help="Inspect, export and import the curriculum store.", no_args_is_help=True)
@@ -17,6 +16,8 @@ tasks_app = typer.Typer(help="Inspect, export and import the curriculum store.",
 
 def _open(url: str | None, *, create: bool = False):
     """The store to read (a missing SQLite file is an error, never made empty), or with `create` to write."""
+    from selfplay.store import open_store  # lazy: SQLAlchemy, off `selfplay --help`
+
     return open_store(url, create=create)
 
 
@@ -34,6 +35,8 @@ def list_tasks(
     """One row per task: origin, order, status, attempts and solve rates."""
     from rich.console import Console
     from rich.table import Table
+
+    from selfplay.store.rows import STATUSES  # lazy: SQLAlchemy, off `selfplay --help`
 
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(

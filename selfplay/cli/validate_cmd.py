@@ -22,7 +22,6 @@ from selfplay.cli.config_options import config_options
 from selfplay.diffs.headers import split_sections
 from selfplay.errors import ArtifactError
 from selfplay.judge.grader import grade
-from selfplay.store import open_store
 from selfplay.validation import ValidationConfig, ValidationReport, validate
 
 REPO = typer.Option(..., "--repo", help="Repo name from the repo list (`selfplay repos list`).")
@@ -67,6 +66,7 @@ def _load(directory: Path):
 def _record(store_url: str | None, artifact, repo: str, report, origin: str, strategy: str | None = None):
     if store_url is None or artifact is None:
         return None
+    from selfplay.store import open_store  # lazy: SQLAlchemy, off `selfplay --help`
 
     return open_store(store_url).record_validation(artifact, repo, report, origin=origin, strategy=strategy)
 
@@ -204,6 +204,8 @@ def _oracle_split(artifact, repo: str, spec, store_url: str | None) -> tuple[tup
 
     note = Console(stderr=True)
     if store_url is not None:
+        from selfplay.store import open_store  # lazy: SQLAlchemy, off `selfplay --help`
+
         with open_store(store_url, create=False) as st:  # grade only reads the store
             stored = st.validated_tests(repo, artifact)
         if stored is not None and stored[0]:

@@ -19,7 +19,6 @@ from repos.listfile import load_repo_list
 from selfplay.config.component_presets import preset_names
 from selfplay.config.loader import ConfigError
 from selfplay.config.run_config import RunConfig
-from selfplay.store.engine import resolve_url
 from selfplay.store.errors import StoreError
 
 
@@ -54,6 +53,7 @@ def _check_repos(config: RunConfig) -> None:
 def _check_store(url: str | None) -> None:
     if not url:
         return
+    from selfplay.store.engine import resolve_url  # lazy: SQLAlchemy, only when a store URL is set
 
     try:
         resolved = resolve_url(url, create=False)

@@ -12,6 +12,8 @@ one file in the run directory) or PostgreSQL, with difficulty-targeted sampling.
 against; `SqlStore`, which `open_store` returns, implements it.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from selfplay.store.errors import ImportFormatError, StoreError, TaskNotFound
 from selfplay.store.protocol import TaskStore
 from selfplay.store.records import (
@@ -25,7 +27,9 @@ from selfplay.store.records import (
     TaskStats,
 )
 from selfplay.store.sampling import SampleResult, SamplingConfig, sample
-from selfplay.store.store import SqlStore, open_store
+
+if TYPE_CHECKING:
+    from selfplay.store.store import SqlStore, open_store
 
 __all__ = [
     "ArtifactRecord",
@@ -46,3 +50,13 @@ __all__ = [
     "open_store",
     "sample",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # SqlStore brings in SQLAlchemy (~0.5 s of import): loaded when first asked for, so that importing the
+    # package for its records, errors or protocol (every `selfplay` command does) stays cheap.
+    if name in ("SqlStore", "open_store"):
+        from selfplay.store import store
+
+        return getattr(store, name)
+    raise AttributeError(f"module 'selfplay.store' has no attribute {name!r}")
