@@ -9,6 +9,7 @@ import typer
 
 from selfplay.store import ImportFormatError, TaskNotFound
 from selfplay.store.export import FORMATS, export_swebench, import_swebench, parse_export
+from selfplay.store.records import STATUSES
 
 STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfplay.db)."
 tasks_app = typer.Typer(help="Inspect, export and import the curriculum store.", no_args_is_help=True)
@@ -35,8 +36,6 @@ def list_tasks(
     """One row per task: origin, order, status, attempts and solve rates."""
     from rich.console import Console
     from rich.table import Table
-
-    from selfplay.store.rows import STATUSES  # lazy: SQLAlchemy, off `selfplay --help`
 
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(

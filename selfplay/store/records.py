@@ -7,6 +7,9 @@ from datetime import datetime
 
 from selfplay.artifact import BugArtifact
 
+STATUSES = ("active", "retired", "invalid")
+"""A task's lifecycle states (TaskRow.status)."""
+
 
 @dataclass(frozen=True)
 class RepoRecord:

@@ -13,10 +13,9 @@ from sqlalchemy.orm import Session
 from selfplay.artifact import ARTIFACT_FILES, BugArtifact
 from selfplay.store.errors import StoreError
 from selfplay.store.models import ArtifactRow, CheckResultRow, TaskRow, TaskStatsRow, utcnow
-from selfplay.store.records import CheckRecord
+from selfplay.store.records import STATUSES, CheckRecord
 
 ORIGINS = ("injector", "procedural", "higher_order", "imported")
-STATUSES = ("active", "retired", "invalid")
 
 
 def check_origin(origin: str) -> None:
