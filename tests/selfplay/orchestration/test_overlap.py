@@ -130,3 +130,105 @@ def test_overlap_is_off_by_default_and_on_in_the_default_preset():
     assert not RolloutConfig().overlap_injectors
     cfg = load_config("default")
     assert cfg.rollout.overlap_injectors and cfg.rollout.workers == cfg.policy.max_batch == 18
+
+
+def tail_config(tmp_path, **rollout):
+    """`overlap_config` with two more tasks in the store for tail rounds to draw."""
+    cfg = overlap_config(tmp_path, **rollout)
+    with open_store(cfg.store_url) as store:
+        for n in (102, 103):
+            store.record_validation(artifact(n), "toolz", make_report(True, n), origin="injector")
+    return cfg
+
+
+class InjectorsWaitForATailRound(TableRunner):
+    """Each injector episode waits (at most 5 s) for an attempt of the iteration's second task to have started."""
+
+    def __init__(self, *args, **kw):  # args: `StopAt`'s, in a subclass of both
+        super().__init__(*args, **kw)
+        self.tail_started = threading.Event()
+
+    def __call__(self, request):
+        if request.role == "solver" and int(request.episode_id.rsplit("-", 1)[1]) >= G:
+            self.tail_started.set()
+        elif request.role == "injector":
+            assert self.tail_started.wait(5.0), "no tail round started beside the injector episodes"
+        return super().__call__(request)
+
+
+class DrawnRoundOutlastsTheInjectors(TableRunner):
+    """The drawn round's attempts wait (at most 5 s) for both injector episodes to have ended, and 0.5 s more
+    for their verdicts to be recorded."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.injectors_left = 2
+        self.injectors_done = threading.Event()
+
+    def __call__(self, request):
+        if request.role == "solver" and int(request.episode_id.rsplit("-", 1)[1]) < G:
+            assert self.injectors_done.wait(5.0)
+            time.sleep(0.5)
+        result = super().__call__(request)
+        if request.role == "injector":
+            with self._lock:
+                self.injectors_left -= 1
+                if not self.injectors_left:
+                    self.injectors_done.set()
+        return result
+
+
+def groups(path) -> dict[int, str]:
+    """Each solver group's task by the group's index in the iteration."""
+    trajs = read_trajectories(RunDir(path).trajectory_file(0, "solver"))
+    return {int(t.metadata["id"].rsplit("-", 1)[1]) // G: t.metadata["task_id"] for t in trajs}
+
+
+def test_a_tail_round_of_new_tasks_runs_beside_the_injectors(tmp_path):
+    cfg = tail_config(tmp_path, tail_rounds=2)
+    runner = InjectorsWaitForATailRound(group_size=G, solved_per_group=1)
+    path = run_selfplay(cfg, runner=runner)
+    by_group = groups(path)
+    # drawn task 0, the tail round's task 1 (noted while the injectors waited), the valid bug's task 2; a
+    # second tail round only if the injectors were still running once the first ended (timing)
+    assert sorted(by_group)[:3] == [0, 1, 2] and len(set(by_group.values())) == len(by_group)
+    with open_store(cfg.store_url) as store:
+        fresh = {a.task_id for a in store.attempts(run_id=path.name) if a.role == "injector" and a.reward > 0}
+    assert len(fresh) == 1 and fresh <= set(by_group.values())  # the valid bug got its attempts and reward
+    state_tasks = json.loads(RunDir(path).summary.read_text())["solver_attempts"]
+    assert state_tasks == G * len(by_group)
+    rounds = [json.loads(line) for line in RunDir(path).metrics.read_text().splitlines()]
+    assert any(r.get("rollout/solver_rounds") == len(by_group) - 1 for r in rounds)  # the fresh round is not one
+
+
+def test_no_tail_round_starts_once_the_injectors_have_ended(tmp_path):
+    path = run_selfplay(tail_config(tmp_path, tail_rounds=1),
+                        runner=DrawnRoundOutlastsTheInjectors(group_size=G, solved_per_group=1))
+    assert sorted(groups(path)) == [0, 1]  # the drawn task and the valid bug's
+
+
+@pytest.mark.parametrize("stop_at", ["-it0-injector-0", f"-it0-solver-{G + 1}"], ids=["injector", "tail-attempt"])
+def test_a_stopped_tail_round_resumes_without_replaying_anything(tmp_path, stop_at):
+    cfg = tail_config(tmp_path, tail_rounds=1)
+
+    class Stopping(InjectorsWaitForATailRound, StopAt):
+        pass
+
+    with pytest.raises(Stop):
+        run_selfplay(cfg, runner=Stopping(stop_at, group_size=G, solved_per_group=1))
+    (path,) = (tmp_path / "runs").iterdir()
+    with open_store(cfg.store_url) as store:
+        done = {a.trajectory_path.rsplit("#", 1)[1] for a in store.attempts(run_id=path.name)}
+    again = TableRunner(group_size=G, solved_per_group=1)
+    run_selfplay(cfg, resume=path, runner=again)
+    assert not done & set(again.calls)
+    assert json.loads(RunDir(path).summary.read_text())["solver_attempts"] == 3 * G
+    with open_store(cfg.store_url) as store:
+        paths = [a.trajectory_path for a in store.attempts(run_id=path.name)]
+    assert len(paths) == len(set(paths)) == 3 * G + 2
+    assert sorted(groups(path)) == [0, 1, 2]
+
+
+def test_tail_rounds_need_overlapping_injectors(tmp_path):
+    with pytest.raises(ValueError, match="tail_rounds.*overlap_injectors"):
+        overlap_config(tmp_path, overlap=False, tail_rounds=1)
