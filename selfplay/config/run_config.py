@@ -116,12 +116,6 @@ class RolloutConfig:
     few long injector episodes no longer sample alone (a decode batch of 2 in the `default` preset). The
     iteration's valid bugs then get their G attempts in a round of their own once the injectors end, on top
     of the `solver_tasks` drawn (sequentially they take drawn slots). A resumed iteration plays sequentially."""
-    tail_rounds: int = 0
-    """With `overlap_injectors`: while the injector episodes still run after the drawn tasks' attempts have
-    ended, play up to this many more rounds of `solver_tasks` newly drawn tasks (G attempts each) beside
-    them, so the decode batch does not shrink to the injectors' few rows. They are on-policy like every
-    other round (same version, same update) and count as rollout rounds, not as dynamic-sampling redraws.
-    Whether a round starts depends on timing (the injectors may end first). 0: the injectors' tail runs alone."""
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
     temperature: float = 1.0
@@ -317,10 +311,6 @@ class RunConfig:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
         if self.rollout.workers < 1 or self.rollout.sandboxes_per_repo < 1:
             raise ValueError("rollout.workers and rollout.sandboxes_per_repo must be >= 1")
-        if self.rollout.tail_rounds < 0 or (self.rollout.tail_rounds and not self.rollout.overlap_injectors):
-            raise ValueError(f"rollout.tail_rounds must be >= 0 and needs rollout.overlap_injectors: true (the rounds "
-                             f"fill the injector episodes' tail), got tail_rounds={self.rollout.tail_rounds} and "
-                             f"overlap_injectors={self.rollout.overlap_injectors}")
         if self.rollout.redraw_rounds < 0 or self.rollout.min_signal_groups < 1:
             raise ValueError(f"rollout.redraw_rounds must be >= 0 and rollout.min_signal_groups >= 1, got "
                              f"{self.rollout.redraw_rounds} and {self.rollout.min_signal_groups}")

@@ -9,10 +9,8 @@ iteration, and the injector trajectories and attempts are written.
 
 With `rollout.overlap_injectors` the drawn tasks (drawn before the injectors, without them) are attempted
 beside the injector episodes, on a helper thread's second executor call, and the iteration's valid bugs get
-their attempts in a round of their own as soon as the injectors end (seeds from their own stream). With
-`rollout.tail_rounds`, rounds of newly drawn tasks fill the injectors' tail once the drawn round has ended.
-Every round's tasks are noted in the loop state before they are played and numbered by their place there,
-so a resumed overlapped iteration plays what is left sequentially, with the same episode ids.
+their attempts in a round of their own as soon as the injectors end (tasks numbered after the drawn ones,
+seeds from their own stream). A resumed overlapped iteration plays what is left sequentially.
 
 Episode ids are deterministic (`<run>-it<i>-<role>-<k>`), and a store attempt's `trajectory_path` is
 `<file>#<episode id>`, so a resume knows from the store which episodes are done and finds their
@@ -205,23 +203,18 @@ class IterationRollouts:
         fresh_rng = random.Random(f"{self.config.seed}:{prog.iteration}:fresh")  # rng is the main thread's
 
         stopped = threading.Event()  # the drawn round raised (an error, Ctrl-C): start no fresh round
-        injected = threading.Event()  # the injector episodes have ended: no tail round starts after
 
         def injectors_then_fresh() -> None:
-            try:
-                self._play_injectors(prog, todo, side)
-            finally:
-                injected.set()
-            start, fresh = self._note_fresh(prog)
+            self._play_injectors(prog, todo, side)
+            fresh = self._note_fresh(prog)
             side.tasks = list(fresh)
             if fresh and not stopped.is_set():  # else a resume plays them (they are noted in prog.tasks)
-                self._solver_round(prog, fresh, start, fresh_rng, side)
+                self._solver_round(prog, fresh, len(tasks), fresh_rng, side)
 
         with ThreadPoolExecutor(1, thread_name_prefix="injectors") as helper:
             injectors = helper.submit(injectors_then_fresh)
             try:
                 self._solver_round(prog, tasks, 0, rng, out)
-                self._tail_rounds(prog, injected, rng, out)
             except BaseException:
                 stopped.set()
                 raise
@@ -230,58 +223,43 @@ class IterationRollouts:
         out.merge(side)
         self._redraw_rounds(prog, rng, out)
 
-    def _note_fresh(self, prog: IterationProgress) -> tuple[int, list[Task]]:
-        """The iteration's valid bugs that are not drawn tasks already, noted after the tasks noted so far;
-        returns the first one's index in the iteration and the tasks."""
-        with self.ledger.change():  # the main thread may note a tail round meanwhile
-            drawn = set(prog.tasks or ())
-            fresh = list(dict.fromkeys(v.task_id for v in prog.injectors.values()
-                                       if v.valid and v.task_id and v.task_id not in drawn))
-            start = len(prog.tasks or ())
+    def _note_fresh(self, prog: IterationProgress) -> list[Task]:
+        """The iteration's valid bugs that are not drawn tasks already, noted after the drawn tasks."""
+        drawn = set(prog.tasks or ())
+        fresh = list(dict.fromkeys(v.task_id for v in prog.injectors.values()
+                                   if v.valid and v.task_id and v.task_id not in drawn))
+        with self.ledger.change():
             prog.fresh = fresh
             prog.tasks = [*(prog.tasks or ()), *fresh]
-        return start, self.store.get_tasks(fresh)
-
-    def _tail_rounds(self, prog: IterationProgress, injected: threading.Event, rng: random.Random,
-                     out: IterationOutcome) -> None:
-        """`rollout.tail_rounds`: rounds of new tasks while the injector episodes still run, one after another."""
-        while prog.tail_rounds < self.config.rollout.tail_rounds and not injected.is_set():
-            start, more = self._draw_more(prog, rng, "tail_rounds")
-            if not more:
-                break
-            out.tasks.extend(more)
-            self.ledger.emit("phase", prog.iteration, f"tail round {prog.tail_rounds}: {len(more)} tasks beside "
-                                                      "the injector episodes")
-            self._solver_round(prog, more, start, rng, out)
+        return self.store.get_tasks(fresh)
 
     def _redraw_rounds(self, prog: IterationProgress, rng: random.Random, out: IterationOutcome) -> None:
         cfg, it = self.config, prog.iteration
         while prog.redraws < cfg.rollout.redraw_rounds and \
                 (found := signal_groups(out.trajectories)) < cfg.rollout.min_signal_groups:
-            start, more = self._draw_more(prog, rng, "redraws")
+            more = self._redraw(prog, rng)
             if not more:
                 log.info("iteration %d: no further task to redraw; training on %d signal groups", it, found)
                 break
+            start = len(out.tasks)
             out.tasks.extend(more)
             self.ledger.emit("phase", it, f"redraw {prog.redraws}: {found} of {cfg.rollout.min_signal_groups} "
                                           "groups with reward variance so far")
             self._solver_round(prog, more, start, rng, out)
-        out.solver_rounds = 1 + prog.redraws + prog.tail_rounds
+        out.solver_rounds = 1 + prog.redraws
 
-    def _draw_more(self, prog: IterationProgress, rng: random.Random, rounds: str) -> tuple[int, list[Task]]:
-        """`solver_tasks` tasks not yet drawn in this iteration, noted before they are played, with the round
-        counted in `prog.<rounds>`; returns the first one's index in the iteration and the tasks."""
+    def _redraw(self, prog: IterationProgress, rng: random.Random) -> list[Task]:
+        """`solver_tasks` tasks not yet drawn in this iteration, noted (with the round) before they are played."""
         cfg = self.config
+        used = set(prog.tasks or ())
         n = cfg.rollout.solver_tasks
-        with self.ledger.change():  # under the lock: the injectors' thread may note their fresh round meanwhile
-            used = set(prog.tasks or ())
-            pool = draw_tasks(self.store, [], n + len(used), cfg.curriculum, rng)
-            more = [t for t in pool if t.task_id not in used][:n]
-            start = len(prog.tasks or ())
-            if more:
+        pool = draw_tasks(self.store, [], n + len(used), cfg.curriculum, rng)
+        more = [t for t in pool if t.task_id not in used][:n]
+        if more:
+            with self.ledger.change():
                 prog.tasks = [*(prog.tasks or ()), *(t.task_id for t in more)]
-                setattr(prog, rounds, getattr(prog, rounds) + 1)
-        return start, more
+                prog.redraws += 1
+        return more
 
     def _solver_round(self, prog: IterationProgress, tasks: list[Task], start: int, rng: random.Random,
                       out: IterationOutcome) -> None:

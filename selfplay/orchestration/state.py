@@ -58,8 +58,6 @@ class IterationProgress:
     """Task ids drawn for solver attempts, every round's (None: not drawn yet)."""
     redraws: int = 0
     """Dynamic-sampling rounds drawn after the first (their tasks are in `tasks`)."""
-    tail_rounds: int = 0
-    """`rollout.tail_rounds` rounds drawn while the injector episodes ran (their tasks are in `tasks`)."""
     fresh: list[str] | None = None
     """`rollout.overlap_injectors`: the iteration's own valid bugs, played in a round after the drawn tasks
     (also in `tasks`, after them); None until the injectors have ended."""
