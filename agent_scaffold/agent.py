@@ -107,7 +107,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
             model_s += time.monotonic() - t0
             batch_sizes.update(completion.batch_sizes)
             engine.update(prefill_tokens=completion.prefill_tokens, prefill_s=completion.prefill_s,
-                          decode_s=completion.decode_s)
+                          decode_s=completion.decode_s, drafted=completion.drafted,
+                          drafts_kept=completion.drafts_kept)
             content = tr.add_completion(completion)
             turns += 1
             try:

@@ -89,6 +89,10 @@ class Completion:
     decode_s: float = field(default=0.0, compare=False)
     """This call's share of the engine's decode steps: each step's seconds divided by the rows in it, so
     the shares of all calls add up to the engine's decoding time."""
+    drafted: int = field(default=0, compare=False)
+    """Tokens the engine drafted for this call by prompt lookup (speculative decoding; 0 when off)."""
+    drafts_kept: int = field(default=0, compare=False)
+    """Of those, the tokens its verification kept (each kept token saved the call a decode step)."""
 
     def __post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):

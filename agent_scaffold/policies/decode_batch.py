@@ -13,6 +13,11 @@ Each row keeps its own `torch.Generator` (one uniform per token, `inverse_cdf`),
 max_new_tokens, so its sample is the one it gets alone; batch shape and padding move logits by float
 rounding only (~1e-5 in logprobs in fp32). Position ids count each row's own tokens, so left padding shifts no row's RoPE positions.
 
+With `lookup_tokens` > 0 a step also feeds each row's prompt-lookup draft (`lookup.py`) after its sampled
+token, through `LlamaStep.many`, and the row keeps the drafted tokens its verification accepts: several
+tokens for one forward, with the distribution unchanged. The columns of drafts it did not keep stay in the
+batch, masked out, and leave its KV when it is stored.
+
 With a `PrefixKVStore`, a row's prefill starts from the stored KV of the longest prefix it shares with an
 earlier generation (the previous turn of its episode, or a group mate's prompt) and computes only the rest;
 a finished row's KV (prompt + sampled ids) is stored for the episode's next turn.
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
+from agent_scaffold.policies.lookup import NgramIndex, accepted
 from agent_scaffold.policies.sampling import import_torch, inverse_cdf, process_logits
 from agent_scaffold.policies.slot_kv import SlotKV
 from agent_scaffold.policy import Completion, SamplingParams
@@ -52,15 +58,24 @@ class _Row:
     prefill_tokens: int = 0  # prompt positions computed (not served by the store)
     prefill_s: float = 0.0
     decode_s: float = 0.0  # share of each decode step: its seconds / the rows in it
+    index: NgramIndex | None = None  # prompt + ids, for lookup drafts (None: this row drafts nothing)
+    exclude: int | None = None  # a drafted token its verification rejected: its next draw leaves it out
+    drafted: int = 0  # lookup tokens drafted for this row, and kept by their verification
+    kept: int = 0
 
 
 class DecodeBatch:
     """Rows of one `HFPolicy` decoding together. Not thread-safe: one scheduler thread drives it while it holds
     the policy's lock (weights never change under a running batch)."""
 
-    def __init__(self, policy: Any, store: PrefixKVStore | None = None) -> None:
+    def __init__(self, policy: Any, store: PrefixKVStore | None = None, lookup_tokens: int = 0,
+                 lookup_rows: int = 0) -> None:
+        """`lookup_tokens`: the most tokens a row drafts a step (prompt lookup, `lookup.py`; 0: off).
+        `lookup_rows`: the most positions one step feeds, all rows' sampled and drafted tokens together:
+        at B rows a row drafts min(lookup_tokens, lookup_rows // B - 1)."""
         self.torch = import_torch()
         self.policy, self.store = policy, store
+        self.lookup_tokens, self.lookup_rows = lookup_tokens, lookup_rows
         self.rows: list[_Row] = []  # in batch-slot order
         self.kv = SlotKV(self.torch)
         self.logits: Any = None  # (B, V): each row's next-token logits
@@ -105,9 +120,11 @@ class DecodeBatch:
     def _new_row(self, req: tuple, version: int) -> _Row:
         torch, dev = self.torch, self.policy.device
         prompt, params, seed, tag = req
+        # A repetition penalty changes each position's distribution with the tokens before it: no drafts.
+        index = NgramIndex(prompt) if self.lookup_tokens and params.repetition_penalty == 1.0 else None
         return _Row(tag, list(prompt), params, torch.Generator(device=dev).manual_seed(seed),
                     self.policy.eos_ids | frozenset(params.stop_token_ids),
-                    torch.tensor(prompt, dtype=torch.long, device=dev), version)
+                    torch.tensor(prompt, dtype=torch.long, device=dev), version, index=index)
 
     def _prefill_one(self, req: tuple, hit: Any) -> None:
         """Prefill one prompt after the stored KV of its prefix (`hit`, or none)."""
@@ -181,10 +198,14 @@ class DecodeBatch:
             self._leave(done)
         if self.rows:
             t1 = time.perf_counter()
-            self._forward()
+            drafts = self._drafts()
+            done = self._forward_drafts(drafts) if drafts else self._forward()
             share = (time.perf_counter() - t1) / len(self.rows)
             for row in self.rows:
                 row.decode_s += share
+            if done:
+                finished += [(self.rows[s].tag, self._completion(self.rows[s])) for s in done]
+                self._leave(done)
         return finished
 
     def _leave(self, slots: list[int]) -> None:
@@ -192,13 +213,14 @@ class DecodeBatch:
             for s in slots:
                 row = self.rows[s]
                 # The cache holds prompt + ids[:-1]: the last sampled id was never fed back.
-                self.store.put(row.prompt + row.ids[:-1], self.kv.row_kv(s), row.version)
+                self.store.put(row.prompt + row.ids[:-1], self.kv.row_kv(s, len(row.prompt) + len(row.ids) - 1),
+                               row.version)
         order = self.kv.leave(slots)
         self.rows = [self.rows[s] for s in order]
         self.logits = self.logits[self.torch.tensor(order, device=self.logits.device)] if order else None
 
-    def _forward(self) -> None:
-        """Feed every row's last sampled token: one batched decode step."""
+    def _forward(self) -> list[int]:
+        """Feed every row's last sampled token: one batched decode step. No row finishes in it ([])."""
         torch, dev = self.torch, self.logits.device
         step = torch.tensor([r.ids[-1] for r in self.rows], device=dev)  # (B,)
         pos = torch.tensor([len(r.prompt) + len(r.ids) - 1 for r in self.rows], device=dev)  # (B,)
@@ -212,6 +234,72 @@ class DecodeBatch:
                                position_ids=pos[:, None], past_key_values=cache, use_cache=True).logits[:, -1]
         self.kv.advanced()
         self.logits = logits.float()  # (B, V)
+        return []
+
+    def _drafts(self) -> list[list[int]] | None:
+        """Each row's lookup draft for this step (bounded by `lookup_rows` and the row's max_new_tokens), or
+        None when no row drafts anything (or the policy decodes through the HF forward)."""
+        per_row = min(self.lookup_tokens, self.lookup_rows // len(self.rows) - 1)
+        if per_row <= 0 or getattr(self.policy, "llama_step", lambda: None)() is None:
+            return None
+        drafts = [row.index.draft(min(per_row, row.params.max_new_tokens - len(row.ids)))
+                  if row.index is not None else [] for row in self.rows]
+        return drafts if any(drafts) else None
+
+    def _forward_drafts(self, drafts: list[list[int]]) -> list[int]:
+        """Feed every row's last sampled token and its draft in one forward (`LlamaStep.many`), keep the drafted
+        tokens each row's verification accepts (`lookup.accepted`), and mask the columns of the rest out of
+        the batch's KV. Returns the slots of rows that finished on a kept token."""
+        torch, dev = self.torch, self.logits.device
+        rows, width = self.rows, 1 + max(len(d) for d in drafts)
+        ids = torch.tensor([[r.ids[-1], *d, *[r.ids[-1]] * (width - 1 - len(d))] for r, d in zip(rows, drafts)],
+                           device=dev)  # (B, T): padding repeats the fed token and is masked out below
+        first = torch.tensor([len(r.prompt) + len(r.ids) - 1 for r in rows], device=dev)
+        pos = first[:, None] + torch.arange(width, device=dev)[None]  # (B, T)
+        mask = self.kv.step_mask(width).bool()  # (B, W + T)
+        old = mask.shape[1] - width
+        causal = torch.ones(width, width, dtype=torch.bool, device=dev).tril()
+        attend = torch.cat([mask[:, None, :old].expand(-1, width, -1),
+                            causal[None].expand(len(rows), -1, -1)], -1)[:, None]  # (B, 1, T, W + T)
+        logits = self._run(self.policy.llama_step().many, ids, pos, self.kv, attend).float()  # (B, T, V)
+        end = self.kv.end
+        self.kv.advanced(width)
+        done, nxt = [], []
+        verify = self._draft_logprobs(logits, drafts)
+        for slot, (row, draft) in enumerate(zip(rows, drafts)):
+            kept = 0
+            if draft:
+                logp = verify[slot]  # (>= len(draft), V)
+                kept = accepted(logp, draft, lambda g=row.gen: float(torch.rand(1, generator=g, device=dev)),
+                                greedy=row.params.temperature == 0)
+                row.drafted, row.kept = row.drafted + len(draft), row.kept + kept
+                for j in range(kept):
+                    if not self._record(row, draft[j], float(logp[j, draft[j]]), len(rows)):
+                        kept = j + 1
+                        done.append(slot)
+                        break
+                else:
+                    if kept < len(draft) and row.params.temperature > 0:
+                        row.exclude = draft[kept]
+            self.kv.mask[slot, end + 1 + kept:end + width] = 0  # the unkept drafts' columns, and padding
+            nxt.append(logits[slot, kept])
+        self.logits = torch.stack(nxt)  # (B, V)
+        return done
+
+    def _draft_logprobs(self, logits: Any, drafts: list[list[int]]) -> dict[int, Any]:
+        """Per slot with a draft, the distributions (T - 1, V) its drafted tokens are tested against: rows that
+        share their sampling settings are processed as one tensor."""
+        groups: dict[Any, list[int]] = {}
+        for slot, (row, draft) in enumerate(zip(self.rows, drafts)):
+            if draft:
+                p = row.params
+                groups.setdefault((p.temperature, p.top_p, p.top_k, p.min_p), []).append(slot)
+        out = {}
+        for slots in groups.values():
+            picked = logits[self.torch.tensor(slots, device=logits.device), :-1]  # (b, T - 1, V)
+            logp = process_logits(picked.reshape(-1, picked.shape[-1]), self.rows[slots[0]].params)
+            out.update(zip(slots, logp.view(picked.shape).unbind(0)))
+        return out
 
     def _model(self, **inputs: Any) -> Any:
         """One forward of the policy's model."""
@@ -233,7 +321,8 @@ class DecodeBatch:
         groups: dict[Any, list[int]] = {}
         for slot, row in enumerate(self.rows):
             p = row.params
-            key = (p.temperature, p.top_p, p.top_k, p.min_p) if p.repetition_penalty == 1.0 else slot
+            shared = p.repetition_penalty == 1.0 and row.exclude is None
+            key = (p.temperature, p.top_p, p.top_k, p.min_p) if shared else slot
             groups.setdefault(key, []).append(slot)
         tokens, logps = [0] * len(self.rows), [0.0] * len(self.rows)
         for slots in groups.values():
@@ -243,11 +332,16 @@ class DecodeBatch:
             else:
                 logits = self.logits if len(slots) == len(self.rows) else self.logits[torch.tensor(slots)]
                 logp = process_logits(logits, params)  # (b, V)
+            pick = logp
+            if rows[0].exclude is not None:  # the rest of the distribution its rejected draft came from
+                pick = logp.clone()
+                pick[0, rows[0].exclude] = float("-inf")
+                rows[0].exclude = None
             if params.temperature == 0:
-                tok = logp.argmax(-1)
+                tok = pick.argmax(-1)
             else:
                 uniform = torch.cat([torch.rand(1, generator=r.gen, device=logp.device) for r in rows])
-                tok = inverse_cdf(logp, uniform)
+                tok = inverse_cdf(pick, uniform)
             for s, t, lp in zip(slots, tok.tolist(), logp.gather(-1, tok[:, None]).squeeze(-1).tolist()):
                 tokens[s], logps[s] = t, lp
         return tokens, logps
@@ -258,6 +352,8 @@ class DecodeBatch:
         row.ids.append(tok)
         row.logps.append(logp)
         row.sizes.append(size)
+        if row.index is not None:
+            row.index.extend((tok,))
         if params.repetition_penalty != 1.0:
             row.seen = self.torch.cat([row.seen, self.torch.tensor([tok], device=row.seen.device)])
         if tok in row.stop_ids or (params.stop and any(
@@ -273,4 +369,5 @@ class DecodeBatch:
                 text = text[: text.index(s)]
         return Completion(tuple(row.ids), tuple(row.logps), text, row.finish, row.version,  # type: ignore[arg-type]
                           batch_sizes=tuple(row.sizes), prefill_tokens=row.prefill_tokens,
-                          prefill_s=row.prefill_s, decode_s=row.decode_s)
+                          prefill_s=row.prefill_s, decode_s=row.decode_s, drafted=row.drafted,
+                          drafts_kept=row.kept)

@@ -37,13 +37,16 @@ class HFPolicy:
 
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None,
                  version: int = 0, kv_cache_mb: int = 0, cpu_threads: int = 0, adapt_threads: bool = False,
-                 fast_decode: bool = True) -> None:
+                 fast_decode: bool = True, lookup_tokens: int = 0, lookup_rows: int = 24) -> None:
         """`version`: the weights version of `model_dir` (checkpoint N of a run is version N), which every
         completion reports; a resumed run that reported 0 would see all its rollouts as stale.
         `kv_cache_mb`: memory cap of the prefix KV store reused across an episode's turns (0: off).
         `cpu_threads`: on CPU, torch threads per forward (0: torch's count). `adapt_threads`: lower them before
         each forward to the cores other processes leave free (`ThreadGovernor`). `fast_decode`: decode a Llama
-        model through `LlamaStep` (others, or False, through the HF forward)."""
+        model through `LlamaStep` (others, or False, through the HF forward). `lookup_tokens`: speculative
+        decoding with prompt-lookup drafts, up to this many tokens a row a step (`lookup.py`; 0: off; Llama
+        models through `LlamaStep` only); `lookup_rows`: the most positions such a step feeds, all rows
+        together."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
         torch = import_torch()
@@ -67,7 +70,14 @@ class HFPolicy:
         self.threads = (ThreadGovernor(cpu_threads or None, adapt=bool(adapt_threads))
                         if str(device).startswith("cpu") else None)
         """Sets the sampling thread's torch thread count before each forward (CPU only)."""
+        for name, value, top in (("lookup_tokens", lookup_tokens, 32), ("lookup_rows", lookup_rows, 4096)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
+                raise ValueError(f"{name} must be an int in [0, {top}], got {value!r}")
+        self.lookup_tokens, self.lookup_rows = lookup_tokens, lookup_rows
         self._fast_decode = bool(fast_decode) and self._writes_out()
+        if lookup_tokens and not self._fast_decode:
+            log.warning("lookup_tokens=%d has no effect: %s decodes through the HF forward, and lookup drafts "
+                        "are verified by LlamaStep only", lookup_tokens, self.model_dir)
         self._llama_step: Any = None
         log.info("loaded %s on %s", self.model_dir, device)
 
@@ -153,7 +163,7 @@ class HFPolicy:
 
     def decode_batch(self) -> Any:
         """A fresh `DecodeBatch` on this model and its KV store; drive it only while holding `_lock`."""
-        return DecodeBatch(self, self.kv_store)
+        return DecodeBatch(self, self.kv_store, self.lookup_tokens, self.lookup_rows)
 
     def check_prompts(self, prompts: Sequence[Sequence[int]]) -> None:
         """Raise a ValueError naming the first prompt that is empty or holds ids outside the vocabulary."""

@@ -71,31 +71,41 @@ class LlamaStep:
     def __call__(self, ids: Any, positions: Any, kv: Any, mask: Any) -> Any:
         """Logits (B, V) after feeding `ids` (B,) at `positions` (B,); writes each layer's new key and value
         at column `kv.end` of the batch's buffers. `mask` (B, W + 1): 1 where a row attends."""
+        attend = mask.bool()[:, None, None, :]  # (B, 1, 1, W + 1), shared by every head and layer
+        return self.many(ids[:, None], positions[:, None], kv, attend)[:, 0]
+
+    def many(self, ids: Any, positions: Any, kv: Any, attend: Any) -> Any:
+        """Logits (B, T, V) after feeding `ids` (B, T) at `positions` (B, T) (a row's sampled token and its
+        drafts, `selfplay`'s lookup decoding); writes each layer's new keys and values at columns
+        `kv.end`..`kv.end` + T - 1. `attend` (B, 1, T, W + T) bool: where each new position attends."""
         torch, F = self.torch, self.torch.nn.functional
         q_dim, kv_dim, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
         rows, start, end = kv.rows, kv.start, kv.end
-        x = self.inner.embed_tokens(ids)  # (B, hidden)
-        b = x.shape[0]
+        x = self.inner.embed_tokens(ids)  # (B, T, hidden)
+        b, t = ids.shape
+        groups = self.heads // self.kv_heads
         rotary = self.inner.rotary_emb
-        freqs = positions[:, None].float() * rotary.inv_freq[None].float()  # (B, D/2)
+        freqs = positions[..., None].float() * rotary.inv_freq.float()  # (B, T, D/2)
         emb = torch.cat((freqs, freqs), -1)
         scale = getattr(rotary, "attention_scaling", 1.0)
-        cos, sin = (emb.cos() * scale).to(x.dtype)[:, None], (emb.sin() * scale).to(x.dtype)[:, None]  # (B, 1, D)
-        attend = mask.bool()[:, None, None, :]  # (B, 1, 1, W + 1), shared by every head and layer
+        cos, sin = (emb.cos() * scale).to(x.dtype)[:, :, None], (emb.sin() * scale).to(x.dtype)[:, :, None]  # (B, T, 1, D)
+        if t > 1:  # each key/value head's query heads x positions as its "query positions", in that order
+            attend = attend.repeat(1, 1, groups, 1)
         for layer, (qkv_t, o_t, gate_up_t, down_t), (kbuf, vbuf) in zip(self.inner.layers, self.layers, kv.kv):
-            qkv = self._norm(x, layer.input_layernorm.weight) @ qkv_t  # (B, q + 2 kv)
-            qk = _rope(torch, qkv[:, :q_dim + kv_dim].view(b, self.heads + self.kv_heads, d), cos, sin)  # one pass for both
-            q = qk[:, :self.heads]
-            kbuf[:rows, :, end] = qk[:, self.heads:]
-            vbuf[:rows, :, end] = qkv[:, q_dim + kv_dim:].view(b, self.kv_heads, d)
-            # GQA: each key/value head's query heads as its "query positions" (one query token a row).
+            qkv = self._norm(x, layer.input_layernorm.weight) @ qkv_t  # (B, T, q + 2 kv)
+            qk = _rope(torch, qkv[..., :q_dim + kv_dim].view(b, t, self.heads + self.kv_heads, d), cos, sin)  # one pass for both
+            kbuf[:rows, :, end:end + t] = qk[:, :, self.heads:].transpose(1, 2)
+            vbuf[:rows, :, end:end + t] = qkv[..., q_dim + kv_dim:].view(b, t, self.kv_heads, d).transpose(1, 2)
+            # GQA: each key/value head's query heads (times positions) as its "query positions".
+            q = qk[:, :, :self.heads].view(b, t, self.kv_heads, groups, d).permute(0, 2, 3, 1, 4)
             out = F.scaled_dot_product_attention(
-                q.view(b, self.kv_heads, self.heads // self.kv_heads, d),
-                kbuf[:rows, :, start:end + 1], vbuf[:rows, :, start:end + 1], attn_mask=attend)
-            x = x + out.reshape(b, q_dim) @ o_t
+                q.reshape(b, self.kv_heads, groups * t, d),
+                kbuf[:rows, :, start:end + t], vbuf[:rows, :, start:end + t], attn_mask=attend)
+            out = out.view(b, self.kv_heads, groups, t, d).permute(0, 3, 1, 2, 4).reshape(b, t, q_dim)
+            x = x + out @ o_t
             gate_up = self._norm(x, layer.post_attention_layernorm.weight) @ gate_up_t
             half = gate_up.shape[-1] // 2
-            x = x + (F.silu(gate_up[:, :half]) * gate_up[:, half:]) @ down_t
+            x = x + (F.silu(gate_up[..., :half]) * gate_up[..., half:]) @ down_t
         return self.model.lm_head(self._norm(x, self.inner.norm.weight))
 
     def _norm(self, x: Any, weight: Any) -> Any:
@@ -107,7 +117,7 @@ class LlamaStep:
 
 
 def _rope(torch: Any, x: Any, cos: Any, sin: Any) -> Any:
-    """Rotary embedding of (B, heads, D) at each row's position (HF's rotate_half convention)."""
+    """Rotary embedding of (B, T, heads, D) at each position (HF's rotate_half convention)."""
     half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
 

@@ -121,20 +121,28 @@ class SlotKV:
         self.start = min(self.first)  # padding that every row left shares is no longer the batch's
         return order[:new_rows]
 
-    def row_kv(self, slot: int) -> list[tuple[Any, Any]]:
-        """A copy of one row's KV, per layer (1, H, its length, D)."""
+    def row_kv(self, slot: int, length: int | None = None) -> list[tuple[Any, Any]]:
+        """A copy of one row's KV, per layer (1, H, its length, D): its first `length` positions (None: all).
+        Columns masked out inside the row (a lookup step's rejected drafts) are left out."""
         first = self.first[slot]
-        return [(k[slot:slot + 1, :, first:self.end].clone(), v[slot:slot + 1, :, first:self.end].clone())
-                for k, v in self.kv]
+        live = self.mask[slot, first:self.end]
+        if bool(live.all()):
+            stop = self.end if length is None else first + length
+            return [(k[slot:slot + 1, :, first:stop].clone(), v[slot:slot + 1, :, first:stop].clone())
+                    for k, v in self.kv]
+        cols = live.nonzero().squeeze(-1)[:length] + first
+        return [(k[slot:slot + 1, :, cols], v[slot:slot + 1, :, cols]) for k, v in self.kv]  # indexing copies
 
-    def step_mask(self) -> Any:
-        """Make room for one decode step's column `end`; the attention mask (B, W + 1) of that step. A
-        step writes every layer's keys and values at `end` (through `step_inputs`' cache, or directly), then
-        calls `advanced`."""
-        if self.end + 1 > self.mask.shape[1]:
+    def step_mask(self, columns: int = 1) -> Any:
+        """Make room for a decode step's `columns` columns from `end` (one token a row, or a lookup step's
+        sampled token and drafts); the attention mask (B, W + columns) of that step. A step writes every
+        layer's keys and values there (through `step_inputs`' cache, or directly), then calls `advanced`."""
+        if not 1 <= columns <= _room(0):
+            raise ValueError(f"a decode step feeds 1..{_room(0)} columns a row, not {columns}")
+        if self.end + columns > self.mask.shape[1]:
             self._reallocate(self.rows, self.width)
-        self.mask[:self.rows, self.end] = 1
-        return self.mask[:self.rows, self.start:self.end + 1]
+        self.mask[:self.rows, self.end:self.end + columns] = 1
+        return self.mask[:self.rows, self.start:self.end + columns]
 
     def step_inputs(self) -> tuple[Any, Any]:
         """A transformers cache over the batch and the attention mask (B, W + 1), for one decode step of the
@@ -147,9 +155,9 @@ class SlotKV:
         cache.layers = [layer(k, v, self.rows, self.start, self.end) for k, v in self.kv]
         return cache, mask
 
-    def advanced(self) -> None:
-        """The decode step wrote column `end` of every row."""
-        self.end += 1
+    def advanced(self, columns: int = 1) -> None:
+        """The decode step wrote `columns` columns from `end` in every row."""
+        self.end += columns
 
     def _allocate(self, layers: list[tuple[Any, Any]], rows: int, width: int) -> None:
         """Empty buffers shaped like `layers`' for `rows` rows of `width` columns, `start` = `end` where a

@@ -63,6 +63,15 @@ class PolicyConfig:
     """hf: decode Llama-architecture models through `LlamaStep` (the decoder written out over the batch's
     KV buffers, 1.05-1.19x faster a step on CPU, logits equal to float rounding); other models, or false,
     decode through the HF forward."""
+    lookup_tokens: int = 0
+    """hf: speculative decoding with prompt-lookup drafts: a step feeds each row's sampled token and up to
+    this many tokens that followed the latest earlier occurrence of its last 3, 2 or 1 tokens, and keeps
+    the drafted tokens its verification accepts (the sampled distribution is unchanged;
+    agent_scaffold/policies/lookup.py). 0 is off. Llama models decoding through `LlamaStep` only."""
+    lookup_rows: int = 24
+    """hf: the most positions a lookup step feeds, all rows together: at B rows each drafts
+    min(lookup_tokens, lookup_rows // B - 1), so large batches, where a position costs as much as a
+    sampled token, draft little or nothing."""
     gil_switch_ms: float = 0.5
     """hf: Python's GIL switch interval (ms) while the in-process sampler runs; its decode thread re-takes the
     GIL after every torch op, and at Python's default (5 ms) the episode threads keep it waiting. 0 leaves
@@ -331,5 +340,8 @@ class RunConfig:
         if self.policy.max_batch < 1 or self.policy.kv_cache_mb < 0:
             raise ValueError(f"policy.max_batch must be >= 1 and policy.kv_cache_mb >= 0 (MiB; 0 is off), got "
                              f"{self.policy.max_batch} and {self.policy.kv_cache_mb}")
+        if not 0 <= self.policy.lookup_tokens <= 32 or self.policy.lookup_rows < 0:
+            raise ValueError(f"policy.lookup_tokens must be in [0, 32] (0 is off) and policy.lookup_rows >= 0, got "
+                             f"{self.policy.lookup_tokens} and {self.policy.lookup_rows}")
         if self.policy.backend in ("openai", "vllm") and not self.policy.endpoints:
             raise ValueError(f"policy.endpoints: the {self.policy.backend} backend needs at least one base URL")

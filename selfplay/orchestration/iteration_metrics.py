@@ -72,7 +72,8 @@ def engine_metrics(trajectories: list[Any]) -> dict[str, float]:
     the backend does not report it): `rollout/prefill_s` and `rollout/decode_s` (engine seconds: a shared
     forward's time is split between its rows, so the sums are the engine's busy time), their tokens,
     `rollout/prefill_share` of that time, and the rates `rollout/prefill_tok_per_s` (prompt positions
-    computed) and `rollout/decode_tok_per_s` (tokens sampled, over the decode time)."""
+    computed) and `rollout/decode_tok_per_s` (tokens sampled, over the decode time); with prompt-lookup
+    decoding, `rollout/lookup_drafted`, `rollout/lookup_kept` and their ratio `rollout/lookup_keep_rate`."""
     total: Counter[str] = Counter()
     sampled = 0
     for t in trajectories:
@@ -90,6 +91,10 @@ def engine_metrics(trajectories: list[Any]) -> dict[str, float]:
         out["rollout/prefill_tok_per_s"] = total["prefill_tokens"] / total["prefill_s"]
     if total["decode_s"]:
         out["rollout/decode_tok_per_s"] = sampled / total["decode_s"]
+    if total["drafted"]:  # prompt-lookup decoding (policy.lookup_tokens)
+        out["rollout/lookup_drafted"] = total["drafted"]
+        out["rollout/lookup_kept"] = total["drafts_kept"]
+        out["rollout/lookup_keep_rate"] = total["drafts_kept"] / total["drafted"]
     return out
 
 

@@ -327,7 +327,12 @@ def test_engine_metrics_split_the_engine_time_and_rate_each_phase():
     m = engine_metrics(trajs)
     assert m["rollout/prefill_share"] == 0.5 and m["rollout/prefill_tok_per_s"] == 300.0
     assert m["rollout/sampled_tokens"] == 40.0 and m["rollout/decode_tok_per_s"] == 10.0
+    assert "rollout/lookup_keep_rate" not in m  # no drafts: no lookup metrics
     assert engine_metrics([SimpleNamespace(metadata={}, loss_mask=(1,))]) == {}
+    trajs[0].metadata["engine"].update(drafted=40, drafts_kept=10)
+    trajs[1].metadata["engine"].update(drafted=0, drafts_kept=0)
+    m = engine_metrics(trajs)
+    assert (m["rollout/lookup_drafted"], m["rollout/lookup_kept"], m["rollout/lookup_keep_rate"]) == (40, 10, 0.25)
 
 
 def test_batch_size_metrics_are_token_weighted():
