@@ -264,7 +264,7 @@ class DecodeBatch:
         logits = self._run(self.policy.llama_step().many, ids, pos, self.kv, attend).float()  # (B, T, V)
         end = self.kv.end
         self.kv.advanced(width)
-        done, nxt = [], []
+        done, nxt, most = [], [], 0
         verify = self._draft_logprobs(logits, drafts)
         for slot, (row, draft) in enumerate(zip(rows, drafts)):
             kept = 0
@@ -283,6 +283,8 @@ class DecodeBatch:
                         row.exclude = draft[kept]
             self.kv.mask[slot, end + 1 + kept:end + width] = 0  # the unkept drafts' columns, and padding
             nxt.append(logits[slot, kept])
+            most = max(most, kept)
+        self.kv.drop_after(end + 1 + most)  # columns no row kept: the batch need not grow by them
         self.logits = torch.stack(nxt)  # (B, V)
         return done
 

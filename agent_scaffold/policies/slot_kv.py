@@ -159,6 +159,13 @@ class SlotKV:
         """The decode step wrote `columns` columns from `end` in every row."""
         self.end += columns
 
+    def drop_after(self, end: int) -> None:
+        """Give back the columns from `end` on, which no row keeps (a lookup step's trailing drafts that every
+        row rejected); the next step writes over them."""
+        if not self.start <= end <= self.end:
+            raise ValueError(f"drop_after({end}) outside the batch's columns [{self.start}, {self.end}]")
+        self.end = end
+
     def _allocate(self, layers: list[tuple[Any, Any]], rows: int, width: int) -> None:
         """Empty buffers shaped like `layers`' for `rows` rows of `width` columns, `start` = `end` where a
         join of that width leaves `LEFT_ROOM` columns on the left."""
