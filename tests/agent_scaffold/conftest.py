@@ -20,6 +20,15 @@ def tokenizer(hf_policy):
     return hf_policy.tokenizer
 
 
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory):
+    """A 2-layer random Llama with the embedded tokenizer (`save_tiny_model`): decode steps cost milliseconds."""
+    pytest.importorskip("transformers")
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
+
+
 @pytest.fixture
 def local_sandbox(tmp_path):
     return LocalSandbox(tmp_path, {"pkg/mod.py": "def add(a, b):\n    return a - b\n\n\ndef one():\n    return 1\n",

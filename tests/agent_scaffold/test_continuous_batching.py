@@ -24,13 +24,6 @@ from agent_scaffold.policy import SamplingParams
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from selfplay.learner.tiny_model import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
 def tiny(tiny_dir):
     return HFPolicy(tiny_dir)
 

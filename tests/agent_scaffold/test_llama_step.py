@@ -14,13 +14,6 @@ from agent_scaffold.policies.llama_step import LlamaStep, unsupported  # noqa: E
 from agent_scaffold.policy import SamplingParams  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from selfplay.learner.tiny_model import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
-
-
 def _rows(policy):
     """Prompts of 3 lengths, each with its own token budget (so rows leave the batch at different steps),
     greedy and sampled with fixed seeds."""

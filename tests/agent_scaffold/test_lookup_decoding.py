@@ -55,13 +55,6 @@ def test_keeping_a_draft_with_probability_p_and_drawing_the_rest_otherwise_sampl
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from selfplay.learner.tiny_model import save_tiny_model
-
-    return save_tiny_model(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
 def plain(tiny_dir):
     return HFPolicy(tiny_dir)
 
