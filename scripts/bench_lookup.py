@@ -80,11 +80,7 @@ def cost(model: str | None, batches: list[int], widths: list[int], context: int,
         for width in widths:
             times = []
             for _ in range(repeats + 1):  # the first is a warm-up at this shape
-                mask = kv.step_mask(width).bool()
-                old = mask.shape[1] - width
-                attend = torch.cat([mask[:, None, :old].expand(-1, width, -1),
-                                    torch.ones(width, width, dtype=torch.bool).tril()[None].expand(b, -1, -1)],
-                                   -1)[:, None]
+                attend = kv.step_attend(width)
                 ids = torch.randint(0, 40000, (b, width), generator=gen)
                 pos = torch.arange(context, context + width)[None].expand(b, -1)
                 t0 = time.perf_counter()

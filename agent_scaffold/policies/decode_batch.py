@@ -256,11 +256,7 @@ class DecodeBatch:
                            device=dev)  # (B, T): padding repeats the fed token and is masked out below
         first = torch.tensor([len(r.prompt) + len(r.ids) - 1 for r in rows], device=dev)
         pos = first[:, None] + torch.arange(width, device=dev)[None]  # (B, T)
-        mask = self.kv.step_mask(width).bool()  # (B, W + T)
-        old = mask.shape[1] - width
-        causal = torch.ones(width, width, dtype=torch.bool, device=dev).tril()
-        attend = torch.cat([mask[:, None, :old].expand(-1, width, -1),
-                            causal[None].expand(len(rows), -1, -1)], -1)[:, None]  # (B, 1, T, W + T)
+        attend = self.kv.step_attend(width)  # (B, 1, T, W + T)
         logits = self._run(self.policy.llama_step().many, ids, pos, self.kv, attend).float()  # (B, T, V)
         end = self.kv.end
         self.kv.advanced(width)

@@ -144,6 +144,16 @@ class SlotKV:
         self.mask[:self.rows, self.end:self.end + columns] = 1
         return self.mask[:self.rows, self.start:self.end + columns]
 
+    def step_attend(self, columns: int) -> Any:
+        """`step_mask(columns)` as the (B, 1, T, W + T) bool mask of a step that feeds T = `columns` positions a
+        row: each new position attends to the row's live columns and, causally, to the new ones."""
+        torch = self.torch
+        mask = self.step_mask(columns).bool()  # (B, W + T)
+        old = mask.shape[1] - columns
+        causal = torch.ones(columns, columns, dtype=torch.bool, device=mask.device).tril()
+        return torch.cat([mask[:, None, :old].expand(-1, columns, -1),
+                          causal[None].expand(self.rows, -1, -1)], -1)[:, None]
+
     def step_inputs(self) -> tuple[Any, Any]:
         """A transformers cache over the batch and the attention mask (B, W + 1), for one decode step of the
         HF forward; call `advanced` after it."""
