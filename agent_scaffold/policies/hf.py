@@ -126,9 +126,9 @@ class HFPolicy:
 
     def save_pretrained(self, target: str | Path) -> None:
         """Write the policy's weights, config and tokenizer as a HF checkpoint (what `load_weights` reads).
-        Once `LlamaStep` is built the model's projection weights are strided views into its fused
-        buffers, which `model.save_pretrained` refuses (and would read as shared tensors), so each weight
-        is written from a contiguous copy."""
+        Once `LlamaStep` is built the model's projection weights are views into its fused buffers; each
+        is passed as a contiguous tensor of its own (no copy when it already is one), whatever layout the
+        step's buffers take."""
         with self._lock:
             state = {k: v.contiguous() for k, v in self.model.state_dict().items()}  # no copy when already so
             self.model.save_pretrained(str(target), state_dict=state, safe_serialization=True)

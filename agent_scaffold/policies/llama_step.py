@@ -5,18 +5,23 @@ is framework work rather than arithmetic: the HF forward calls 67 top-level aten
 (projections one by one, cache bookkeeping, dtype round trips). This step calls 38: the query, key and
 value projections are one matmul, the gate and up projections another, RoPE rotates queries and keys in
 one pass, RMSNorm is one fused op in float32, the mask is built once per step, and the new key and value
-columns are written straight into the batch's buffers. Every projection's weight is stored transposed,
-(in, out) contiguous, which BLAS multiplies by a few rows much faster than the (out, in) layout. On the
-2-core box a step takes 0.70-0.83x the HF forward's time at 1-4 rows and 0.77-1.04x at 12 (medians of two
-invocations, per-pair scatter 0.57-1.13; docs/benchmarks.md); logits agree to float
-rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences `DecodeBatch` already has); in
-bf16 its logprobs are as close to a full HF forward as the HF decode path's (tested on CPU, and on CUDA
-where a GPU is present).
+columns are written straight into the batch's buffers.
 
-The transposed, fused projections are built once, and the model's own projection weights become (out, in)
-views into them (the HF forward, prefill included, then multiplies by the same layout), so every way
-weights change in place (`HFPolicy.load_weights`, an in-memory weight sync, a test editing a parameter)
-changes what this step computes too: it can never decode with stale weights.
+Most of a step's time is then its matrix products, and on CPU those are memory-bound: every weight is read
+once per step. MKL streams a weight fastest when the product is written weight-first, (out, in) @ (in,
+rows), and then for any 2-32 rows about as fast as for two; the usual rows-first forms, `F.linear` and
+`x @ w.T`, read each weight at a third of that speed from 2 rows on (the 30 layers' projections at 4
+rows: 39 against 121-151 ms; the head at 4 rows: 13 against 38 ms; docs/benchmarks.md). One row is fed
+as two (the same row twice): one-row products take the slower matrix-vector path. So on CPU in float32
+every product here is weight-first; on other devices and dtypes it is `F.linear`. Logits agree with the
+HF forward's to float rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences
+`DecodeBatch` already has); in bf16 its logprobs are as close to a full HF forward as the HF decode path's
+(tested on CPU, and on CUDA where a GPU is present).
+
+The fused projections are built once, and the model's own projection weights become row views into them
+(the HF forward, prefill included, then multiplies by the same storage), so every way weights change in
+place (`HFPolicy.load_weights`, an in-memory weight sync, a test editing a parameter) changes what this step
+computes too: it can never decode with stale weights.
 
 Only plain Llama decoders qualify (`unsupported`: no biases, SiLU MLP, default RoPE, no hooks); others
 decode through the HF forward, which stays the reference (prefill always uses it).
@@ -60,7 +65,7 @@ class LlamaStep:
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
         self.inner = model.model
-        # Per layer, transposed (in, out) weights: (q;k;v), o, (gate;up), down.
+        # Per layer, (out, in) weights: (q;k;v), o, (gate;up), down.
         self.layers: list[tuple[Any, Any, Any, Any]] = []
         with torch.no_grad():
             for layer in self.inner.layers:
@@ -91,8 +96,8 @@ class LlamaStep:
         cos, sin = (emb.cos() * scale).to(x.dtype)[:, :, None], (emb.sin() * scale).to(x.dtype)[:, :, None]  # (B, T, 1, D)
         if t > 1:  # each key/value head's query heads x positions as its "query positions", in that order
             attend = attend.repeat(1, 1, groups, 1)
-        for layer, (qkv_t, o_t, gate_up_t, down_t), (kbuf, vbuf) in zip(self.inner.layers, self.layers, kv.kv):
-            qkv = self._norm(x, layer.input_layernorm.weight) @ qkv_t  # (B, T, q + 2 kv)
+        for layer, (qkv_w, o_w, gate_up_w, down_w), (kbuf, vbuf) in zip(self.inner.layers, self.layers, kv.kv):
+            qkv = self._product(self._norm(x, layer.input_layernorm.weight), qkv_w)  # (B, T, q + 2 kv)
             qk = _rope(torch, qkv[..., :q_dim + kv_dim].view(b, t, self.heads + self.kv_heads, d), cos, sin)  # one pass for both
             kbuf[:rows, :, end:end + t] = qk[:, :, self.heads:].transpose(1, 2)
             vbuf[:rows, :, end:end + t] = qkv[..., q_dim + kv_dim:].view(b, t, self.kv_heads, d).transpose(1, 2)
@@ -102,11 +107,28 @@ class LlamaStep:
                 q.reshape(b, self.kv_heads, groups * t, d),
                 kbuf[:rows, :, start:end + t], vbuf[:rows, :, start:end + t], attn_mask=attend)
             out = out.view(b, self.kv_heads, groups, t, d).permute(0, 3, 1, 2, 4).reshape(b, t, q_dim)
-            x = x + out @ o_t
-            gate_up = self._norm(x, layer.post_attention_layernorm.weight) @ gate_up_t
+            x = x + self._product(out, o_w)
+            gate_up = self._product(self._norm(x, layer.post_attention_layernorm.weight), gate_up_w)
             half = gate_up.shape[-1] // 2
-            x = x + (F.silu(gate_up[..., :half]) * gate_up[..., half:]) @ down_t
-        return self.model.lm_head(self._norm(x, self.inner.norm.weight))
+            x = x + self._product(F.silu(gate_up[..., :half]) * gate_up[..., half:], down_w)
+        return self._head(self._norm(x, self.inner.norm.weight))
+
+    def _head(self, x: Any) -> Any:
+        head = self.model.lm_head
+        return head(x) if head.bias is not None else self._product(x, head.weight)
+
+    def _product(self, x: Any, weight: Any) -> Any:
+        """`x` (B, T, in) times `weight` (out, in) transposed: (B, T, out). Weight-first on CPU in float32
+        (see the module docstring)."""
+        torch = self.torch
+        if weight.device.type != "cpu" or weight.dtype != torch.float32:
+            return torch.nn.functional.linear(x, weight)
+        flat = x.reshape(-1, x.shape[-1])
+        rows = flat.shape[0]
+        if rows == 1:
+            flat = flat.repeat(2, 1)
+        out = torch.mm(weight, flat.t())[:, :rows].t().contiguous()  # (rows, out)
+        return out.view(*x.shape[:-1], weight.shape[0])
 
     def _norm(self, x: Any, weight: Any) -> Any:
         """LlamaRMSNorm: normalised in float32, scaled in the model's dtype (one fused op in float32)."""
@@ -123,14 +145,12 @@ def _rope(torch: Any, x: Any, cos: Any, sin: Any) -> Any:
 
 
 def _fuse(torch: Any, linears: list[Any]) -> Any:
-    """One transposed weight (in, sum of outputs), contiguous, holding `linears`' weights; each linear's
-    weight becomes an (out, in) view into it. Stored this way, a product with a few rows runs at 0.3-0.9x
-    the time of the (out, in) layout on the 2-core box (B = 1-12; prefill sizes 0.83-1.0x), for this
-    step and for the HF forward that shares the weights."""
-    fused = torch.cat([lin.weight.detach() for lin in linears]).t().contiguous()
-    col = 0
+    """One (sum of outputs, in) contiguous weight holding `linears`' weights, stacked; each linear's weight
+    becomes a row view into it."""
+    fused = torch.cat([lin.weight.detach() for lin in linears]).contiguous()
+    row = 0
     for lin in linears:
         n = lin.weight.shape[0]
-        lin.weight.data = fused[:, col:col + n].t()
-        col += n
+        lin.weight.data = fused[row:row + n]
+        row += n
     return fused

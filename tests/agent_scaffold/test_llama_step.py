@@ -84,20 +84,18 @@ def test_weights_changed_in_place_reach_the_step(tiny_dir, tmp_path):
     cfg = fast.model.config
     q_rows = cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
     k_proj = fast.model.model.layers[0].self_attn.k_proj.weight
-    qkv_t = fast.llama_step().layers[0][0]  # (in, q + 2 kv), the transposed fused weight
-    assert k_proj.data_ptr() == qkv_t[:, q_rows:].data_ptr() and k_proj.stride() == (1, qkv_t.shape[1])
+    qkv = fast.llama_step().layers[0][0]  # (q + 2 kv, in), the fused weight
+    assert k_proj.data_ptr() == qkv[q_rows:].data_ptr() and k_proj.stride() == (qkv.shape[1], 1)
 
 
 def test_a_policy_whose_weights_it_holds_saves_a_checkpoint_that_loads_back(tiny_dir, tmp_path):
-    """Once the step is built the model's projections are strided views into its fused buffers, which HF's
-    own `save_pretrained` refuses; `HFPolicy.save_pretrained` writes contiguous copies, and what it wrote
-    loads back into a fresh policy with every weight equal."""
+    """Once the step is built the model's projections are views into its fused buffers (shared storage);
+    `HFPolicy.save_pretrained` writes each as its own tensor, and what it wrote loads back into a fresh
+    policy with every weight equal."""
     policy = HFPolicy(tiny_dir)
     assert policy.llama_step() is not None
     with torch.no_grad():
         policy.model.model.layers[0].self_attn.v_proj.weight.add_(0.25)  # not the weights of tiny_dir
-    with pytest.raises(RuntimeError):  # what the method exists for; if HF learns strided views, drop it
-        policy.model.save_pretrained(tmp_path / "hf")
     policy.save_pretrained(tmp_path / "ckpt")
     fresh = HFPolicy(tiny_dir, fast_decode=False)
     fresh.load_weights(tmp_path / "ckpt", 1)

@@ -1,0 +1,93 @@
+"""The decode step's matrix products written three ways, paired in one process.
+
+For each batch size B: B rows of `--context` random tokens are prefilled, then one-token `LlamaStep` steps
+are timed with every projection and the head computed
+- `weight_first`: as `LlamaStep` computes them on CPU, (out, in) @ (in, rows), one row fed as two;
+- `linear`: `F.linear(x, w)` over the same (out, in) weights (the HF forward's form);
+- `transposed`: `x @ w_t` over (in, out) contiguous copies, the head by `F.linear` (the step before
+  weight-first products),
+alternating within each repeat. Prints and writes each arm's median step time, the median of the per-pair
+ratios to `transposed` with their range, and the largest |logit difference| to `transposed`.
+
+Usage: .venv/bin/python scripts/bench_step_products.py --model DIR [--batches 1,2,3,4,6,8,12,16] [--repeats 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def measure(model: str | None, batches: list[int], context: int, repeats: int) -> list[dict]:
+    import torch
+
+    from agent_scaffold.policies.decode_batch import DecodeBatch
+    from agent_scaffold.policies.hf import HFPolicy
+    from agent_scaffold.policy import SamplingParams
+
+    policy = HFPolicy(model)
+    step = policy.llama_step()
+    if step is None:
+        raise SystemExit(f"{policy.model_dir} does not decode through LlamaStep (see the log for the reason)")
+    head = policy.model.lm_head.weight
+    transposed = {id(w): w.t().contiguous() for layer in step.layers for w in layer}
+    arms = {
+        "weight_first": type(step)._product.__get__(step),
+        "linear": torch.nn.functional.linear,
+        "transposed": lambda x, w: torch.nn.functional.linear(x, w) if w is head else x @ transposed[id(w)],
+    }
+    gen = torch.Generator().manual_seed(0)
+    rows = []
+    for b in batches:
+        batch = DecodeBatch(policy)
+        batch.admit_many([(torch.randint(0, 40000, (context,), generator=gen).tolist(), SamplingParams(), i, i)
+                          for i in range(b)])
+        kv = batch.kv
+        ids = torch.randint(0, 40000, (b, 1), generator=gen)
+        pos = torch.full((b, 1), context)
+        times: dict[str, list[float]] = {arm: [] for arm in arms}
+        logits = {}
+        for _ in range(repeats + 1):  # the first round is a warm-up at this shape
+            for arm, product in arms.items():
+                step._product = product
+                attend = kv.step_attend(1)
+                t0 = time.perf_counter()
+                with torch.inference_mode():
+                    logits[arm] = step.many(ids, pos, kv, attend)
+                times[arm].append(time.perf_counter() - t0)
+                kv.mask[:kv.rows, kv.end:kv.end + 1] = 0  # the batch never advanced: the column is free
+        del step._product
+        row: dict = {"batch": b}
+        for arm in arms:
+            ratios = [t / base for t, base in zip(times[arm][1:], times["transposed"][1:])]
+            row[arm] = {"ms": statistics.median(times[arm][1:]) * 1e3, "vs_transposed": statistics.median(ratios),
+                        "vs_transposed_range": [min(ratios), max(ratios)],
+                        "max_abs_dlogit": float((logits[arm] - logits["transposed"]).abs().max())}
+        rows.append(row)
+        print(f"B={b}: " + ", ".join(f"{arm} {row[arm]['ms']:.0f} ms ({row[arm]['vs_transposed']:.2f}x, "
+                                     f"{row[arm]['vs_transposed_range'][0]:.2f}-{row[arm]['vs_transposed_range'][1]:.2f})"
+                                     for arm in arms), flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--batches", default="1,2,3,4,6,8,12,16")
+    ap.add_argument("--context", type=int, default=1500)
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    out = measure(args.model, [int(b) for b in args.batches.split(",")], args.context, args.repeats)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
