@@ -9,14 +9,14 @@ columns are written straight into the batch's buffers.
 
 Most of a step's time is then its matrix products, and on CPU those are memory-bound: every weight is read
 once per step. MKL streams a weight fastest when the product is written weight-first, (out, in) @ (in,
-rows), and then for any 2-32 rows about as fast as for two; the usual rows-first forms, `F.linear` and
-`x @ w.T`, read each weight at a third of that speed from 2 rows on (the 30 layers' projections at 4
-rows: 39 against 121-151 ms; the head at 4 rows: 13 against 38 ms; docs/benchmarks.md). One row is fed
-as two (the same row twice): one-row products take the slower matrix-vector path. So on CPU in float32
-every product here is weight-first; on other devices and dtypes it is `F.linear`. Logits agree with the
-HF forward's to float rounding (|dlogit| ~5e-5 in fp32, the order of the batch-shape differences
-`DecodeBatch` already has); in bf16 its logprobs are as close to a full HF forward as the HF decode path's
-(tested on CPU, and on CUDA where a GPU is present).
+rows); the rows-first forms, `F.linear` and `x @ w_t` over transposed copies, read it at a half to a third
+of that speed from 2 rows on. One row is fed as two (the same row twice), since a one-row product takes
+the slower matrix-vector path. So on CPU in float32 every product here is weight-first; on other devices
+and dtypes it is `F.linear`. On the 2-core box a step with weight-first products takes 0.46-0.75x the time
+of one with transposed copies at 2-16 rows (0.97x at 12) and 0.92x at 1 row (`scripts/bench_step_products.py`,
+docs/benchmarks.md). Logits agree with the HF forward's to float rounding (|dlogit| ~5e-5 in fp32, the
+order of the batch-shape differences `DecodeBatch` already has); in bf16 its logprobs are as close to a
+full HF forward as the HF decode path's (tested on CPU, and on CUDA where a GPU is present).
 
 The fused projections are built once, and the model's own projection weights become row views into them
 (the HF forward, prefill included, then multiplies by the same storage), so every way weights change in
