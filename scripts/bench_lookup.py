@@ -59,24 +59,38 @@ def replay(run_dir: Path, ks: list[int]) -> dict[str, dict[int, dict[str, float]
                        "steps": a[2]} for k, a in by_k.items()} for role, by_k in sums.items()}
 
 
-def cost(model: str | None, batches: list[int], widths: list[int], context: int, repeats: int) -> list[dict]:
-    import torch
-
-    from agent_scaffold.policies.decode_batch import DecodeBatch
+def step_policy(model: str | None) -> tuple[object, object]:
+    """The `HFPolicy` of `model` and its `LlamaStep`; exits when the model does not decode through one."""
     from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import SamplingParams
 
     policy = HFPolicy(model)
     step = policy.llama_step()
     if step is None:
         raise SystemExit(f"{policy.model_dir} does not decode through LlamaStep (see the log for the reason)")
+    return policy, step
+
+
+def random_rows(policy: object, b: int, context: int, gen: object) -> object:
+    """The `SlotKV` of a `DecodeBatch` holding `b` prefilled rows of `context` random tokens."""
+    import torch
+
+    from agent_scaffold.policies.decode_batch import DecodeBatch
+    from agent_scaffold.policy import SamplingParams
+
+    batch = DecodeBatch(policy)
+    batch.admit_many([(torch.randint(0, 40000, (context,), generator=gen).tolist(), SamplingParams(), i, i)
+                      for i in range(b)])
+    return batch.kv
+
+
+def cost(model: str | None, batches: list[int], widths: list[int], context: int, repeats: int) -> list[dict]:
+    import torch
+
+    policy, step = step_policy(model)
     gen = torch.Generator().manual_seed(0)
     rows = []
     for b in batches:
-        batch = DecodeBatch(policy)
-        batch.admit_many([(torch.randint(0, 40000, (context,), generator=gen).tolist(), SamplingParams(), i, i)
-                          for i in range(b)])
-        kv, ms = batch.kv, {}
+        kv, ms = random_rows(policy, b, context, gen), {}
         for width in widths:
             times = []
             for _ in range(repeats + 1):  # the first is a warm-up at this shape

@@ -23,18 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_lookup import random_rows, step_policy  # scripts/ is on the path as the script's folder
+
 
 def measure(model: str | None, batches: list[int], context: int, repeats: int) -> list[dict]:
     import torch
 
-    from agent_scaffold.policies.decode_batch import DecodeBatch
-    from agent_scaffold.policies.hf import HFPolicy
-    from agent_scaffold.policy import SamplingParams
-
-    policy = HFPolicy(model)
-    step = policy.llama_step()
-    if step is None:
-        raise SystemExit(f"{policy.model_dir} does not decode through LlamaStep (see the log for the reason)")
+    policy, step = step_policy(model)
     head = policy.model.lm_head.weight
     transposed = {id(w): w.t().contiguous() for layer in step.layers for w in layer}
     arms = {
@@ -45,10 +40,7 @@ def measure(model: str | None, batches: list[int], context: int, repeats: int) -
     gen = torch.Generator().manual_seed(0)
     rows = []
     for b in batches:
-        batch = DecodeBatch(policy)
-        batch.admit_many([(torch.randint(0, 40000, (context,), generator=gen).tolist(), SamplingParams(), i, i)
-                          for i in range(b)])
-        kv = batch.kv
+        kv = random_rows(policy, b, context, gen)
         ids = torch.randint(0, 40000, (b, 1), generator=gen)
         pos = torch.full((b, 1), context)
         times: dict[str, list[float]] = {arm: [] for arm in arms}
