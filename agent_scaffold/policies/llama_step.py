@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent_scaffold.policies.attention_segments import attention_segments
+
 
 def unsupported(model: Any) -> str | None:
     """Why `model` cannot decode through `LlamaStep`, or None when it can."""
@@ -85,7 +87,7 @@ class LlamaStep:
         `kv.end`..`kv.end` + T - 1. `attend` (B, 1, T, W + T) bool: where each new position attends."""
         torch, F = self.torch, self.torch.nn.functional
         q_dim, kv_dim, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
-        rows, start, end = kv.rows, kv.start, kv.end
+        rows, end = kv.rows, kv.end
         x = self.inner.embed_tokens(ids)  # (B, T, hidden)
         b, t = ids.shape
         groups = self.heads // self.kv_heads
@@ -96,6 +98,7 @@ class LlamaStep:
         cos, sin = (emb.cos() * scale).to(x.dtype)[:, :, None], (emb.sin() * scale).to(x.dtype)[:, :, None]  # (B, T, 1, D)
         if t > 1:  # each key/value head's query heads x positions as its "query positions", in that order
             attend = attend.repeat(1, 1, groups, 1)
+        segments = self._segments(kv, attend, t)
         for layer, (qkv_w, o_w, gate_up_w, down_w), (kbuf, vbuf) in zip(self.inner.layers, self.layers, kv.kv):
             qkv = self._product(self._norm(x, layer.input_layernorm.weight), qkv_w)  # (B, T, q + 2 kv)
             qk = _rope(torch, qkv[..., :q_dim + kv_dim].view(b, t, self.heads + self.kv_heads, d), cos, sin)  # one pass for both
@@ -103,15 +106,36 @@ class LlamaStep:
             vbuf[:rows, :, end:end + t] = qkv[..., q_dim + kv_dim:].view(b, t, self.kv_heads, d).transpose(1, 2)
             # GQA: each key/value head's query heads (times positions) as its "query positions".
             q = qk[:, :, :self.heads].view(b, t, self.kv_heads, groups, d).permute(0, 2, 3, 1, 4)
-            out = F.scaled_dot_product_attention(
-                q.reshape(b, self.kv_heads, groups * t, d),
-                kbuf[:rows, :, start:end + t], vbuf[:rows, :, start:end + t], attn_mask=attend)
+            q = q.reshape(b, self.kv_heads, groups * t, d)
+            parts = [F.scaled_dot_product_attention(q[a:e], kbuf[a:e, :, lo:end + t], vbuf[a:e, :, lo:end + t],
+                                                    attn_mask=mask) for a, e, lo, mask in segments]
+            out = parts[0] if len(parts) == 1 else torch.cat(parts)
             out = out.view(b, self.kv_heads, groups, t, d).permute(0, 3, 1, 2, 4).reshape(b, t, q_dim)
             x = x + self._product(out, o_w)
             gate_up = self._product(self._norm(x, layer.post_attention_layernorm.weight), gate_up_w)
             half = gate_up.shape[-1] // 2
             x = x + self._product(F.silu(gate_up[..., :half]) * gate_up[..., half:], down_w)
         return self._head(self._norm(x, self.inner.norm.weight))
+
+    def _segments(self, kv: Any, attend: Any, t: int) -> list[tuple[int, int, int, Any]]:
+        """The step's attention calls, the same in every layer: (first slot, end slot, first column, mask) each.
+        On CPU the rows attend in contiguous runs over the columns each run reaches (`attention_segments`);
+        elsewhere, and for a batch of equal rows, in one call over the batch's columns."""
+        rows, start = kv.rows, kv.start
+        if rows < 2 or attend.device.type != "cpu":
+            return [(0, rows, start, attend)]
+        firsts = kv.first[:rows]
+        runs = attention_segments(firsts, kv.end + t, self.kv_heads, self.torch.get_num_threads())
+        if len(runs) == 1:
+            return [(0, rows, start, attend)]
+        out = []
+        for a, e in runs:
+            lo = min(firsts[a:e])
+            mask = attend[a:e, :, :, lo - start:]
+            # A run of one position a row that attends to every column it reads needs no mask: SDPA's
+            # unmasked kernel skips converting and adding one.
+            out.append((a, e, lo, None if t == 1 and bool(mask.all()) else mask))
+        return out
 
     def _head(self, x: Any) -> Any:
         head = self.model.lm_head

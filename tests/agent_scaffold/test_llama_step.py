@@ -55,6 +55,25 @@ def test_decode_steps_match_the_hf_forward_as_rows_join_and_leave(tiny_dir, monk
     assert calls and max(calls) == 6 and min(calls) < 6  # every step ran it, at shrinking batch sizes
 
 
+def test_rows_attending_in_separate_runs_decode_the_same(tiny_dir, monkeypatch):
+    """Rows of different lengths attend in contiguous runs, each over its own columns (free calls make
+    every length change a run of its own here): samples and logprobs equal the HF forward's."""
+    import agent_scaffold.policies.llama_step as llama_step
+    from agent_scaffold.policies.attention_segments import attention_segments
+
+    splits = []
+
+    def free_calls(*args, **kwargs):
+        runs = attention_segments(*args, **kwargs, call_cost=0.0)
+        splits.append(len(runs))
+        return runs
+
+    monkeypatch.setattr(llama_step, "attention_segments", free_calls)
+    fast, reference = HFPolicy(tiny_dir), HFPolicy(tiny_dir, fast_decode=False)
+    _same_samples(fast, reference, 1e-5)
+    assert max(splits) > 1
+
+
 def test_the_embedded_smollm2_decodes_the_same_through_it(monkeypatch):
     from agent_scaffold.embedded import default_model_dir
 
