@@ -18,6 +18,12 @@ docs/benchmarks.md). Logits agree with the HF forward's to float rounding (|dlog
 order of the batch-shape differences `DecodeBatch` already has); in bf16 its logprobs are as close to a
 full HF forward as the HF decode path's (tested on CPU, and on CUDA where a GPU is present).
 
+Attention is the rest, and it reads every row's keys and values over the batch's width, padding
+included. On CPU the rows attend in contiguous runs of slots, each over the columns its own rows reach
+(`attention_segments` picks the runs): a batch that mixes 3,000-token injector rows with 600-2,000-token
+solver rows holds half the columns it would read in one call, and the step takes 0.82x the time of one call
+there (`scripts/bench_attention_segments.py`); a batch of equal rows stays one call.
+
 The fused projections are built once, and the model's own projection weights become row views into them
 (the HF forward, prefill included, then multiplies by the same storage), so every way weights change in
 place (`HFPolicy.load_weights`, an in-memory weight sync, a test editing a parameter) changes what this step
