@@ -177,7 +177,7 @@ def _rope(torch: Any, x: Any, cos: Any, sin: Any) -> Any:
 def _fuse(torch: Any, linears: list[Any]) -> Any:
     """One (sum of outputs, in) contiguous weight holding `linears`' weights, stacked; each linear's weight
     becomes a row view into it."""
-    fused = torch.cat([lin.weight.detach() for lin in linears]).contiguous()
+    fused = torch.cat([lin.weight.detach() for lin in linears])  # cat makes a new contiguous tensor
     row = 0
     for lin in linears:
         n = lin.weight.shape[0]

@@ -23,6 +23,11 @@ def check_origin(origin: str) -> None:
         raise StoreError(f"unknown origin {origin!r}; use one of {', '.join(ORIGINS)}")
 
 
+def check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise StoreError(f"unknown task status {status!r}; use one of {', '.join(STATUSES)}")
+
+
 def artifact_files(artifact: BugArtifact) -> tuple[str, ...]:
     test_files = "".join(f"{p}\n" for p in artifact.test_files)
     return (artifact.test_script, test_files, artifact.test_parser, artifact.bug_inject, artifact.test_weaken)
@@ -123,8 +128,7 @@ def put_task(
     """Insert a task and its (empty) statistics; returns (task id, created). An existing task with the
     same normalised diff hash in the same repo wins: its id comes back with created=False."""
     check_origin(origin)
-    if status not in STATUSES:
-        raise StoreError(f"unknown task status {status!r}; use one of {', '.join(STATUSES)}")
+    check_status(status)
     existing = find_task(s, repo, diff_hash)
     if existing is not None:
         return existing, False

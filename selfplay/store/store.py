@@ -278,8 +278,7 @@ class SqlStore(StoreBase):
 
     def set_status(self, task_ids: Iterable[str], status: str, reason: str | None = None) -> int:
         """Move tasks to `status` (active, retired, invalid); returns how many changed."""
-        if status not in rows.STATUSES:
-            raise StoreError(f"unknown task status {status!r}; use one of {', '.join(rows.STATUSES)}")
+        rows.check_status(status)
         ids = list(task_ids)
         stmt = (
             update(TaskRow)
