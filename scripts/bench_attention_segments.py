@@ -21,12 +21,11 @@ import json
 import random
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_lookup import step_policy  # scripts/ is on the path as the script's folder
+from bench_lookup import paired_steps, step_policy  # scripts/ is on the path as the script's folder
 
 
 def lengths(mix: str, rng: random.Random) -> list[int]:
@@ -59,22 +58,14 @@ def measure(model: str | None, mixes: list[str], repeats: int) -> list[dict]:
         pos = torch.tensor(lens)[:, None]
         runs = [e - a for a, e, _, _ in segmented(kv, kv.step_attend(1), 1)]
         kv.mask[:kv.rows, kv.end:kv.end + 1] = 0
-        times: dict[str, list[float]] = {"segmented": [], "one_call": []}
-        logits = {}
-        for _ in range(repeats + 1):  # the first round is a warm-up at this shape
-            for arm, fn in (("segmented", segmented), ("one_call", one_call)):
-                step._segments = fn
-                attend = kv.step_attend(1)
-                t0 = time.perf_counter()
-                with torch.inference_mode():
-                    logits[arm] = step.many(ids, pos, kv, attend)
-                times[arm].append(time.perf_counter() - t0)
-                kv.mask[:kv.rows, kv.end:kv.end + 1] = 0  # the batch never advanced: the column is free
+        times, logits = paired_steps(step, kv, ids, pos, {arm: lambda f=fn: setattr(step, "_segments", f)
+                                                          for arm, fn in (("segmented", segmented), ("one_call", one_call))},
+                                     repeats)
         del step._segments
-        ratios = [s / o for s, o in zip(times["segmented"][1:], times["one_call"][1:])]
+        ratios = [s / o for s, o in zip(times["segmented"], times["one_call"])]
         row = {"mix": mix, "rows": b, "lengths": lens, "fill": sum(lens) / (b * max(lens)), "runs": runs,
-               "segmented_ms": statistics.median(times["segmented"][1:]) * 1e3,
-               "one_call_ms": statistics.median(times["one_call"][1:]) * 1e3,
+               "segmented_ms": statistics.median(times["segmented"]) * 1e3,
+               "one_call_ms": statistics.median(times["one_call"]) * 1e3,
                "ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
                "max_abs_dlogit": float((logits["segmented"] - logits["one_call"]).abs().max())}
         out.append(row)

@@ -83,6 +83,26 @@ def random_rows(policy: object, b: int, context: int, gen: object) -> object:
     return batch.kv
 
 
+def paired_steps(step: object, kv: object, ids: object, pos: object, arms: dict, repeats: int) -> tuple[dict, dict]:
+    """One-token `step.many` forwards over `kv`, the arms (name -> a function that sets the step up for that
+    arm) alternating within each repeat, the first round a warm-up at this shape. Per arm, the step times
+    (warm-up dropped) and the last logits."""
+    import torch
+
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    logits = {}
+    for _ in range(repeats + 1):
+        for arm, setup in arms.items():
+            setup()
+            attend = kv.step_attend(1)
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                logits[arm] = step.many(ids, pos, kv, attend)
+            times[arm].append(time.perf_counter() - t0)
+            kv.mask[:kv.rows, kv.end:kv.end + 1] = 0  # the batch never advanced: the column is free
+    return {arm: t[1:] for arm, t in times.items()}, logits
+
+
 def cost(model: str | None, batches: list[int], widths: list[int], context: int, repeats: int) -> list[dict]:
     import torch
 

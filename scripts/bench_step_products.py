@@ -18,12 +18,15 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_lookup import random_rows, step_policy  # scripts/ is on the path as the script's folder
+from bench_lookup import (  # scripts/ is on the path as the script's folder
+    paired_steps,
+    random_rows,
+    step_policy,
+)
 
 
 def measure(model: str | None, batches: list[int], context: int, repeats: int) -> list[dict]:
@@ -43,22 +46,13 @@ def measure(model: str | None, batches: list[int], context: int, repeats: int) -
         kv = random_rows(policy, b, context, gen)
         ids = torch.randint(0, 40000, (b, 1), generator=gen)
         pos = torch.full((b, 1), context)
-        times: dict[str, list[float]] = {arm: [] for arm in arms}
-        logits = {}
-        for _ in range(repeats + 1):  # the first round is a warm-up at this shape
-            for arm, product in arms.items():
-                step._product = product
-                attend = kv.step_attend(1)
-                t0 = time.perf_counter()
-                with torch.inference_mode():
-                    logits[arm] = step.many(ids, pos, kv, attend)
-                times[arm].append(time.perf_counter() - t0)
-                kv.mask[:kv.rows, kv.end:kv.end + 1] = 0  # the batch never advanced: the column is free
+        times, logits = paired_steps(step, kv, ids, pos, {arm: lambda p=product: setattr(step, "_product", p)
+                                                          for arm, product in arms.items()}, repeats)
         del step._product
         row: dict = {"batch": b}
         for arm in arms:
-            ratios = [t / base for t, base in zip(times[arm][1:], times["transposed"][1:])]
-            row[arm] = {"ms": statistics.median(times[arm][1:]) * 1e3, "vs_transposed": statistics.median(ratios),
+            ratios = [t / base for t, base in zip(times[arm], times["transposed"])]
+            row[arm] = {"ms": statistics.median(times[arm]) * 1e3, "vs_transposed": statistics.median(ratios),
                         "vs_transposed_range": [min(ratios), max(ratios)],
                         "max_abs_dlogit": float((logits[arm] - logits["transposed"]).abs().max())}
         rows.append(row)
