@@ -72,6 +72,10 @@ def warm_start(
     seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
     epochs: int | None = typer.Option(None, "--epochs", min=1, help="Passes over the demonstrations "
                                       "(default: the size's, else the SFT preset's)."),
+    injector_epochs: int | None = typer.Option(None, "--injector-epochs", min=1, help="Passes over the injector "
+                                               "demonstrations, the first of --epochs (default: the size's)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Demonstrations per SFT step "
+                                          "(default: the size's, else the SFT preset's)."),
     preset: str | None = typer.Option(None, "--preset", help="SFT preset: cpu or nebius."),
     model: Path | None = typer.Option(None, "--model", help="Base checkpoint to fine-tune (an HF model directory, "
                                                             "e.g. a larger model on a GPU machine); the "
@@ -92,7 +96,8 @@ def warm_start(
                              "that holds the checkpoint's config.json and tokenizer")
         ops = None if injector_operators is None else tuple(o.strip() for o in injector_operators.split(",") if o.strip())
         cfg = warm_start_size(size, n_per_repo=n, injector_per_repo=injector_n, injector_operators=ops, seed=seed,
-                              epochs=epochs, preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
+                              epochs=epochs, injector_epochs=injector_epochs, batch_size=batch_size,
+                              preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     path = warm_start_checkpoint(cfg, force=force)

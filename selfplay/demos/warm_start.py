@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_KEYED_WHEN_SET = {"injector_operators": ()}
+_KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None}
 """Fields added after FORMAT 11, with their defaults: they enter the key only when set, so the configs
 that predate them keep their keys (and their cached checkpoints)."""
 
@@ -120,7 +120,8 @@ def warm_start_checkpoint(config: WarmStartConfig = WarmStartConfig(), *, force:
 
 
 def _sft_config(config: WarmStartConfig) -> Any:
-    return sft_preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr)
+    return sft_preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr,
+                      injector_epochs=config.injector_epochs, batch_size=config.batch_size)
 
 
 def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any]]:

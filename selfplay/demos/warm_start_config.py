@@ -67,8 +67,17 @@ class WarmStartConfig:
     """Seeding rounds per repo (each a new SeedConfig seed) before giving up on reaching `n_per_repo`."""
     preset: str = "cpu"
     """SFT preset (selfplay/config/presets/sft/: cpu or nebius)."""
-    epochs: int | None = 8
-    """Passes over the demonstrations; None is the SFT preset's (cpu: 1)."""
+    epochs: int | None = 5
+    """Passes over the demonstrations; None is the SFT preset's (cpu: 1). 5 for the default: 8 (24 steps
+    of 4) memorised the demonstrated repairs as well, but its SFT alone took 26 min on an AVX2-only 2-core
+    box, over the first run's 30-minute budget (docs/benchmarks.md, the embedded default)."""
+    injector_epochs: int | None = 2
+    """Passes over the injector demonstrations (the first ones of `epochs`); None is every epoch. An
+    injector demonstration is about twice a solver one's length, so at 8 epochs they took 48% of the SFT
+    time; the default run's injector made no valid bug at 8 epochs either."""
+    batch_size: int | None = 2
+    """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 keeps the default's step count near
+    the 24 that memorised its repairs (19 steps) with under half the tokens."""
     lr: float | None = None
     """Peak SFT learning rate; None is the preset's."""
     loss_turns: Literal["valid", "edit"] = "valid"
@@ -108,6 +117,9 @@ class WarmStartConfig:
         if unknown:
             raise ValueError(f"warm_start.config.injector_operators: unknown operator {', '.join(unknown)}; "
                              f"choose from {', '.join(OPERATORS_BY_NAME)}")
+        if any(v is not None and v < 1 for v in (self.injector_epochs, self.batch_size)):
+            raise ValueError("warm_start.config: injector_epochs and batch_size must be >= 1 or null (the "
+                             f"preset's), got {self.injector_epochs} and {self.batch_size}")
         if self.loss_turns not in LOSS_TURNS:
             raise ValueError(f"warm_start.config.loss_turns must be one of {LOSS_TURNS}, got {self.loss_turns!r}")
 

@@ -41,6 +41,10 @@ class SFTConfig:
     """Trajectories (segments) per optimizer step (Nebius: 64)."""
     epochs: int = 1
     """Passes over the data (Nebius: 1)."""
+    injector_epochs: int | None = None
+    """Passes over the injector samples when fewer than `epochs`: they join the first `injector_epochs`
+    epochs only. An injector demonstration is about twice a solver one's length, so on a CPU they take
+    most of the SFT time; None trains them every epoch."""
     token_budget: int = 8192
     """Tokens per packed micro-batch."""
     gradient_checkpointing: bool = True
@@ -51,6 +55,8 @@ class SFTConfig:
     def __post_init__(self) -> None:
         if self.lr < 0 or self.batch_size < 1 or self.epochs < 1 or self.warmup_steps < 1:
             raise ValueError("SFTConfig needs lr >= 0, batch_size >= 1, epochs >= 1 and warmup_steps >= 1")
+        if self.injector_epochs is not None and self.injector_epochs < 1:
+            raise ValueError(f"SFTConfig.injector_epochs must be >= 1 or None (every epoch), got {self.injector_epochs}")
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -63,11 +69,13 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
 
 
 def batches(samples: Sequence[Sample], config: SFTConfig) -> list[list[Sample]]:
-    """The optimizer steps' batches: each epoch a fresh seeded shuffle cut into batch_size pieces."""
+    """The optimizer steps' batches: each epoch a fresh seeded shuffle cut into batch_size pieces. Injector
+    samples join only the first `injector_epochs` epochs."""
     out: list[list[Sample]] = []
     rng = random.Random(config.seed)
-    for _ in range(config.epochs):
-        order = list(range(len(samples)))
+    injector_epochs = config.epochs if config.injector_epochs is None else config.injector_epochs
+    for epoch in range(config.epochs):
+        order = [i for i, s in enumerate(samples) if epoch < injector_epochs or s.role != "injector"]
         rng.shuffle(order)
         out.extend([samples[i] for i in order[k:k + config.batch_size]]
                    for k in range(0, len(order), config.batch_size))

@@ -120,12 +120,12 @@ def test_other_content_gets_another_content_key_and_checkpoint(fake_build):
     assert first == Path(info.model_dir) == ws.cache_dir(config) / f"model-{info.content_key}"
     assert info.config_key == ws.config_key(config) and ws.cache_dir(config).name == info.config_key
     assert info.demonstrations == {"solver": 2, "injector": 1} and info.samples == 3
-    assert info.steps == 1  # the cpu preset: batch 4, one epoch
+    assert info.steps == 2  # the default batch of 2 (the cpu preset has 4), one epoch
     assert info.operators == {"DropStatement": 1, "FlipComparison": 1}
     assert set(info.budgets) == {"solver", "injector"} and info.budgets["solver"]["turns"] == 3
     assert 0 < info.budgets["solver"]["action_tokens"] < info.budgets["solver"]["tokens"] <= 2048
     assert info.record() == {"config_key": info.config_key, "content_key": info.content_key,
-                             "demonstrations": {"solver": 2, "injector": 1}, "steps": 1, "model_dir": str(first)}
+                             "demonstrations": {"solver": 2, "injector": 1}, "steps": 2, "model_dir": str(first)}
     sft = json.loads((first / "sft.json").read_text())
     assert sft["content_key"] == info.content_key and sft["warm_start"]["injector_per_repo"] == 1
     timings = json.loads((ws.cache_dir(config) / "timings.json").read_text())

@@ -102,6 +102,24 @@ def test_batches_cover_every_sample_once_per_epoch(trajectory):
     assert [len(b) for b in plan] == [2, 2, 1, 2, 2, 1]
 
 
+def test_injector_samples_join_only_the_first_injector_epochs(trajectory):
+    from dataclasses import replace
+
+    solver = sft_samples([trajectory] * 3)
+    injector = [replace(s, role="injector", input_ids=(*s.input_ids, 7)) for s in solver[:2]]
+    samples = solver + injector
+    plan = batches(samples, SFTConfig(batch_size=2, epochs=3, injector_epochs=1))
+    epochs = [plan[:3], plan[3:5], plan[5:]]  # 5 samples, then 3, then 3
+    assert [len(b) for b in plan] == [2, 2, 1, 2, 1, 2, 1]
+    assert [sum(s.role == "injector" for b in e for s in b) for e in epochs] == [2, 0, 0]
+    assert all(sum(s.role == "solver" for b in e for s in b) == 3 for e in epochs)
+    # None trains them every epoch, as before the field existed
+    assert batches(samples, SFTConfig(batch_size=2, epochs=3)) == batches(
+        samples, SFTConfig(batch_size=2, epochs=3, injector_epochs=3))
+    with pytest.raises(ValueError, match="injector_epochs"):
+        SFTConfig(injector_epochs=0)
+
+
 def _demo_store(tmp_path, trajectory, reward: float):
     from selfplay.store import open_store
 
