@@ -87,7 +87,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     notes: dict[str, Any] = {}
     compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
     batch_sizes: Counter[int] = Counter()  # sampled tokens by the decode batch size they were sampled in
-    engine: Counter[str] = Counter()  # prefill_tokens, prefill_s, decode_s, from backends that report them
+    engine: Counter[str] = Counter()  # prefill_tokens, prefill_s, decode_s, batch_fill, from backends that report them
     try:
         while True:
             if turns >= limits.max_turns:
@@ -107,7 +107,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
             model_s += time.monotonic() - t0
             batch_sizes.update(completion.batch_sizes)
             engine.update(prefill_tokens=completion.prefill_tokens, prefill_s=completion.prefill_s,
-                          decode_s=completion.decode_s, drafted=completion.drafted,
+                          decode_s=completion.decode_s, batch_fill=completion.batch_fill, drafted=completion.drafted,
                           drafts_kept=completion.drafts_kept)
             content = tr.add_completion(completion)
             turns += 1

@@ -81,6 +81,9 @@ class Completion:
     batch_sizes: tuple[int, ...] = field(default=(), compare=False)
     """How many rows were decoding together when each token was sampled (empty when the backend does not
     say); the run's batch-size metrics come from these."""
+    batch_fill: float = field(default=0.0, compare=False)
+    """Sum over the sampled tokens of the decode batch's KV fill when each was sampled (the share of the
+    attended columns that were the rows' own, not another row's padding; 0 when the backend does not say)."""
     prefill_tokens: int = field(default=0, compare=False)
     """Prompt positions the engine computed for this call (the rest came from its KV store); 0 when the
     backend does not say."""

@@ -165,7 +165,9 @@ def embedded_run(tree: Path, out: Path, overrides: list[str], *, keep: bool = Fa
             "tok_per_s_rollout": round(tokens / rollout_s, 2) if rollout_s else None,
             "episodes_per_hour": round(episodes / run_s * 3600, 1), "solved": summary.get("solved"),
             "valid_artifacts": summary.get("valid_artifacts"), "learner_updates": summary.get("learner_updates"),
-            "batch_size_mean_p90": batch, "load_avg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
+            "batch_size_mean_p90": batch,
+            "batch_fill_mean": [round(r["rollout/batch_fill_mean"], 3) for r in records if "rollout/batch_fill_mean" in r],
+            "load_avg_1m": [round(load0, 2), round(os.getloadavg()[0], 2)],
             "time_s": phases, "iteration_wall_s": iteration_s,
             "run_dir": str(run_dir) if keep else None}
 

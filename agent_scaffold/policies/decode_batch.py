@@ -54,6 +54,7 @@ class _Row:
     ids: list[int] = field(default_factory=list)
     logps: list[float] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)  # decode batch size when each token was sampled
+    fill: float = 0.0  # sum over its sampled tokens of the batch's KV fill (`SlotKV.fill`) at that step
     finish: str = "length"
     prefill_tokens: int = 0  # prompt positions computed (not served by the store)
     prefill_s: float = 0.0
@@ -186,10 +187,11 @@ class DecodeBatch:
 
     def step(self) -> list[tuple[Any, Completion]]:
         """Sample one token per row; return the rows that finished (tag, completion), then advance the rest."""
-        size = len(self.rows)
+        size, fill = len(self.rows), self.kv.fill()
         t0 = time.perf_counter()
         tokens, logps = self._draw()
-        done = [slot for slot, row in enumerate(self.rows) if not self._record(row, tokens[slot], logps[slot], size)]
+        done = [slot for slot, row in enumerate(self.rows)
+                if not self._record(row, tokens[slot], logps[slot], size, fill)]
         sampled = time.perf_counter() - t0
         for row in self.rows:
             row.decode_s += sampled / size
@@ -257,6 +259,7 @@ class DecodeBatch:
         first = torch.tensor([len(r.prompt) + len(r.ids) - 1 for r in rows], device=dev)
         pos = first[:, None] + torch.arange(width, device=dev)[None]  # (B, T)
         attend = self.kv.step_attend(width)  # (B, 1, T, W + T)
+        fill = self.kv.fill()
         logits = self._run(self.policy.llama_step().many, ids, pos, self.kv, attend).float()  # (B, T, V)
         end = self.kv.end
         self.kv.advanced(width)
@@ -270,7 +273,7 @@ class DecodeBatch:
                                 greedy=row.params.temperature == 0)
                 row.drafted, row.kept = row.drafted + len(draft), row.kept + kept
                 for j in range(kept):
-                    if not self._record(row, draft[j], float(logp[j, draft[j]]), len(rows)):
+                    if not self._record(row, draft[j], float(logp[j, draft[j]]), len(rows), fill):
                         kept = j + 1
                         done.append(slot)
                         break
@@ -344,12 +347,14 @@ class DecodeBatch:
                 tokens[s], logps[s] = t, lp
         return tokens, logps
 
-    def _record(self, row: _Row, tok: int, logp: float, size: int) -> bool:
-        """Append the row's sampled token; False once the row has finished."""
+    def _record(self, row: _Row, tok: int, logp: float, size: int, fill: float) -> bool:
+        """Append the row's sampled token (sampled in a batch of `size` rows whose KV was `fill` full); False
+        once the row has finished."""
         params = row.params
         row.ids.append(tok)
         row.logps.append(logp)
         row.sizes.append(size)
+        row.fill += fill
         if row.index is not None:
             row.index.extend((tok,))
         if params.repetition_penalty != 1.0:
@@ -366,6 +371,6 @@ class DecodeBatch:
             if s in text:
                 text = text[: text.index(s)]
         return Completion(tuple(row.ids), tuple(row.logps), text, row.finish, row.version,  # type: ignore[arg-type]
-                          batch_sizes=tuple(row.sizes), prefill_tokens=row.prefill_tokens,
+                          batch_sizes=tuple(row.sizes), batch_fill=row.fill, prefill_tokens=row.prefill_tokens,
                           prefill_s=row.prefill_s, decode_s=row.decode_s, drafted=row.drafted,
                           drafts_kept=row.kept)

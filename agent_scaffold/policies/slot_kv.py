@@ -67,6 +67,15 @@ class SlotKV:
     def width(self) -> int:
         return self.end - self.start
 
+    def fill(self) -> float:
+        """The share of the rows' attended span, from the earliest row's first column to `end`, that
+        holds each row's own columns: 1.0 when the rows are as long as each other, low when one long row
+        pads short ones (the cost `attention_segments` recovers)."""
+        if not self.first:
+            return 1.0
+        span = self.end - min(self.first)
+        return sum(self.end - f for f in self.first) / (len(self.first) * span) if span else 1.0
+
     def join(self, layers: list[tuple[Any, Any]], pads: list[int]) -> None:
         """Add rows from their own left-padded KV (b, H, W', D) per layer; row i's real positions are its
         last W' - pads[i] columns. They go in slots rows..rows+b-1, in order."""

@@ -73,14 +73,17 @@ def engine_metrics(trajectories: list[Any]) -> dict[str, float]:
     forward's time is split between its rows, so the sums are the engine's busy time), their tokens,
     `rollout/prefill_share` of that time, and the rates `rollout/prefill_tok_per_s` (prompt positions
     computed) and `rollout/decode_tok_per_s` (tokens sampled, over the decode time); with prompt-lookup
-    decoding, `rollout/lookup_drafted`, `rollout/lookup_kept` and their ratio `rollout/lookup_keep_rate`."""
+    decoding, `rollout/lookup_drafted`, `rollout/lookup_kept` and their ratio `rollout/lookup_keep_rate`;
+    `rollout/batch_fill_mean`, the token-weighted mean share of a decode batch's attended KV columns that
+    were its rows' own (1.0: rows as long as each other)."""
     total: Counter[str] = Counter()
-    sampled = 0
+    sampled = batched = 0
     for t in trajectories:
         engine = t.metadata.get("engine")
         if engine:
             total.update({k: float(v) for k, v in engine.items()})
             sampled += sum(t.loss_mask)
+            batched += sum((t.metadata.get("batch_sizes") or {}).values())
     busy = total["prefill_s"] + total["decode_s"]
     if not busy:
         return {}
@@ -91,6 +94,8 @@ def engine_metrics(trajectories: list[Any]) -> dict[str, float]:
         out["rollout/prefill_tok_per_s"] = total["prefill_tokens"] / total["prefill_s"]
     if total["decode_s"]:
         out["rollout/decode_tok_per_s"] = sampled / total["decode_s"]
+    if total["batch_fill"] and batched:
+        out["rollout/batch_fill_mean"] = total["batch_fill"] / batched
     if total["drafted"]:  # prompt-lookup decoding (policy.lookup_tokens)
         out["rollout/lookup_drafted"] = total["drafted"]
         out["rollout/lookup_kept"] = total["drafts_kept"]

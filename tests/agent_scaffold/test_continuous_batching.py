@@ -305,6 +305,10 @@ def test_concurrent_episodes_record_batch_sizes_and_stay_token_exact(tiny_dir, t
     assert engine["rollout/sampled_tokens"] == sum(sum(ep.trajectory.loss_mask) for ep in episodes)
     assert engine["rollout/prefill_s"] > 0 and engine["rollout/decode_s"] > 0
     assert 0 < engine["rollout/prefill_share"] < 1
+    # two rows of other lengths: some tokens were sampled beside the other row's padding
+    fills = [ep.trajectory.metadata["engine"]["batch_fill"] for ep in episodes]
+    assert all(0 < f <= sum(ep.trajectory.loss_mask) for f, ep in zip(fills, episodes))
+    assert 0.5 <= engine["rollout/batch_fill_mean"] <= 1.0
 
 
 def test_engine_metrics_split_the_engine_time_and_rate_each_phase():
@@ -326,6 +330,12 @@ def test_engine_metrics_split_the_engine_time_and_rate_each_phase():
     trajs[1].metadata["engine"].update(drafted=0, drafts_kept=0)
     m = engine_metrics(trajs)
     assert (m["rollout/lookup_drafted"], m["rollout/lookup_kept"], m["rollout/lookup_keep_rate"]) == (40, 10, 0.25)
+    assert "rollout/batch_fill_mean" not in m  # no fill reported
+    trajs[0].metadata.update(batch_sizes={"2": 10})
+    trajs[0].metadata["engine"].update(batch_fill=8.0)
+    trajs[1].metadata.update(batch_sizes={"1": 20, "2": 10})
+    trajs[1].metadata["engine"].update(batch_fill=26.0)
+    assert engine_metrics(trajs)["rollout/batch_fill_mean"] == pytest.approx(34 / 40)
 
 
 def test_batch_size_metrics_are_token_weighted():

@@ -93,6 +93,16 @@ def test_a_leave_copies_one_row_and_keeps_the_buffers():
     assert [k.data_ptr() for k, _ in kv.kv] == buffers
     _check(kv, [rows[0], rows[3], rows[2]])
     assert kv.width == 7  # the 9-position row's padding left with it
+    assert kv.fill() == pytest.approx((5 + 3 + 7) / (3 * 7))
+
+
+def test_fill_is_the_share_of_the_attended_columns_that_are_the_rows_own():
+    kv = SlotKV(torch)
+    assert kv.fill() == 1.0  # no rows
+    kv.join(*_left_padded([_row(4, 0)[0], _row(4, 1)[0]]))
+    assert kv.fill() == 1.0
+    kv.join(*_left_padded([_row(12, 2)[0]]))
+    assert kv.fill() == pytest.approx((4 + 4 + 12) / (3 * 12))
 
 
 def test_growing_past_the_buffers_keeps_every_row(monkeypatch):
