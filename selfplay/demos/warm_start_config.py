@@ -68,18 +68,19 @@ class WarmStartConfig:
     preset: str = "cpu"
     """SFT preset (selfplay/config/presets/sft/: cpu or nebius)."""
     epochs: int | None = 5
-    """Passes over the demonstrations; None is the SFT preset's (cpu: 1). 5 for the default: 8 (24 steps
-    of 4) memorised the demonstrated repairs as well, but its SFT alone took 26 min on an AVX2-only 2-core
-    box, over the first run's 30-minute budget (docs/benchmarks.md, the embedded default)."""
-    injector_epochs: int | None = 2
+    """Passes over the demonstrations; None is the SFT preset's (cpu: 1). 5 for the default, at `lr` 2e-4:
+    8 epochs of 4 at 1e-4 (24 steps, final loss 0.065) took 26 min of SFT on an AVX2-only 2-core box, over
+    the first run's 30-minute budget; 5 in steps of 2 at 1e-4 ended at loss 0.3 and its run solved
+    nothing (docs/benchmarks.md, the embedded default)."""
+    injector_epochs: int | None = 1
     """Passes over the injector demonstrations (the first ones of `epochs`); None is every epoch. An
     injector demonstration is about twice a solver one's length, so at 8 epochs they took 48% of the SFT
-    time; the default run's injector made no valid bug at 8 epochs either."""
+    time, and the default run's injector made no valid bug at 8 epochs either."""
     batch_size: int | None = 2
-    """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 keeps the default's step count near
-    the 24 that memorised its repairs (19 steps) with under half the tokens."""
-    lr: float | None = None
-    """Peak SFT learning rate; None is the preset's."""
+    """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 gives the default 17 steps with under
+    half the tokens of 8 epochs of 4."""
+    lr: float | None = 2e-4
+    """Peak SFT learning rate; None is the preset's (cpu: 1e-4). 2e-4 for the default's few steps."""
     loss_turns: Literal["valid", "edit"] = "valid"
     """Which assistant turns carry loss: every valid action ("valid"), or only the `edit` actions (view,
     str_replace: the repair the expert's opening and closing turns drown out)."""

@@ -19,18 +19,18 @@ def test_the_shipped_presets_hold_the_documented_values():
     # the warm start's cache key hashes these values: a size read from YAML must equal the one it replaced
     assert warm_start_size("default") == WarmStartConfig()
     # medium and full train every demonstration every epoch in the SFT preset's steps, as before the
-    # default's injector_epochs and batch_size (so they keep their cache keys)
+    # default's injector_epochs, batch_size and lr (so they keep their cache keys)
     assert warm_start_size("medium") == WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3,
-                                                        injector_epochs=None, batch_size=None)
+                                                        injector_epochs=None, batch_size=None, lr=None)
     assert warm_start_size("full") == WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30,
-                                                      epochs=1, injector_epochs=None, batch_size=None)
+                                                      epochs=1, injector_epochs=None, batch_size=None, lr=None)
 
 
 def test_overrides_apply_and_none_keeps_the_preset():
     cfg = sft_preset("cpu", lr=3e-5, epochs=None, seed=7)
     assert (cfg.lr, cfg.epochs, cfg.seed, cfg.batch_size) == (3e-5, 1, 7, 4)
     assert warm_start_size("medium", n_per_repo=4, epochs=None) == WarmStartConfig(
-        n_per_repo=4, injector_per_repo=4, epochs=3, injector_epochs=None, batch_size=None)
+        n_per_repo=4, injector_per_repo=4, epochs=3, injector_epochs=None, batch_size=None, lr=None)
 
 
 def test_unknown_names_and_bad_values_are_refused_with_what_is_allowed(tmp_path, monkeypatch):
