@@ -44,8 +44,8 @@ class WarmStartConfig:
     repos: tuple[str, ...] = TRAIN_REPOS
     """Training repos; none of `heldout_repos` may be among them."""
     n_per_repo: int = 2
-    """Procedural tasks demonstrated per repo. 2 for `selfplay run`'s default: with 8 epochs its policy repeats
-    some demonstrated repairs at T = 0.7, so the run's groups on those tasks (`curriculum.demonstrated_tasks`)
+    """Procedural tasks demonstrated per repo. 2 for `selfplay run`'s default: trained long (`epochs`), its
+    policy repeats some demonstrated repairs at T = 0.5, so the run's groups on those tasks (`curriculum.demonstrated_tasks`)
     can have reward variance; 6 tasks at one epoch gave none (docs/benchmarks.md, the embedded default)."""
     per_task: int = 1
     """Solver demonstrations per task (each with other seeded choices of the expert)."""
