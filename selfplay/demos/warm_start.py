@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 
 
 _KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None}
-"""Fields added after FORMAT 11, with their defaults: they enter the key only when set, so the configs
-that predate them keep their keys (and their cached checkpoints)."""
+"""Fields added after FORMAT 11, each with the value that trains as before it existed (not its default):
+they enter the key only at another value, so the configs that predate them keep their keys (and their
+cached checkpoints)."""
 
 
 def config_key(config: WarmStartConfig) -> str:
