@@ -8,10 +8,13 @@ verification would have given those same tokens). Per role and k.
 
 `cost`: the time of one `LlamaStep.many` forward of T positions a row (the sampled token and T - 1 drafts)
 at B rows of `--context` tokens, against the one-token step, on the model given (the median of
-`--repeats` timings each).
+`--repeats` timings each). With `--drafting 1,2`, also the step where only that many rows feed T positions
+and the rest one (the rest is padding no product computes: how `DecodeBatch` spends a few drafted
+positions in a large batch).
 
 Usage: .venv/bin/python scripts/bench_lookup.py replay runs/<run_id> [--k 1,2,3,5,8]
        .venv/bin/python scripts/bench_lookup.py cost --model DIR [--batches 1,2,4,8,12,16] [--widths 1,2,3,4,6]
+           [--drafting 1,2]
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ def paired_steps(step: object, kv: object, ids: object, pos: object, arms: dict,
     return {arm: t[1:] for arm, t in times.items()}, logits
 
 
-def cost(model: str | None, batches: list[int], widths: list[int], context: int, repeats: int) -> list[dict]:
+def cost(model: str | None, batches: list[int], widths: list[int], context: int, repeats: int,
+         drafting: list[int] = ()) -> list[dict]:
     import torch
 
     policy, step = step_policy(model)
@@ -111,7 +115,9 @@ def cost(model: str | None, batches: list[int], widths: list[int], context: int,
     rows = []
     for b in batches:
         kv, ms = random_rows(policy, b, context, gen), {}
-        for width in widths:
+        shapes = [(str(w), w, None) for w in widths]  # (label, T, lengths)
+        shapes += [(f"{w} x {r} rows", w, [w] * r + [1] * (b - r)) for w in widths if w > 1 for r in drafting if r < b]
+        for label, width, lengths in shapes:
             times = []
             for _ in range(repeats + 1):  # the first is a warm-up at this shape
                 attend = kv.step_attend(width)
@@ -119,13 +125,13 @@ def cost(model: str | None, batches: list[int], widths: list[int], context: int,
                 pos = torch.arange(context, context + width)[None].expand(b, -1)
                 t0 = time.perf_counter()
                 with torch.inference_mode():
-                    step.many(ids, pos, kv, attend)
+                    step.many(ids, pos, kv, attend, lengths)
                 times.append(time.perf_counter() - t0)
                 kv.mask[:kv.rows, kv.end:kv.end + width] = 0  # the batch never advanced: the columns are free
-            ms[width] = statistics.median(times[1:]) * 1e3
-        row = {"batch": b, "ms": ms, "vs_one": {w: ms[w] / ms[1] for w in widths}}
+            ms[label] = statistics.median(times[1:]) * 1e3
+        row = {"batch": b, "ms": ms, "vs_one": {k: v / ms["1"] for k, v in ms.items()}}
         rows.append(row)
-        print(f"B={b}: " + ", ".join(f"T={w} {ms[w]:.0f} ms ({ms[w] / ms[1]:.2f}x)" for w in widths), flush=True)
+        print(f"B={b}: " + ", ".join(f"T={k} {v:.0f} ms ({v / ms['1']:.2f}x)" for k, v in ms.items()), flush=True)
     return rows
 
 
@@ -141,6 +147,7 @@ def main() -> None:
     c.add_argument("--widths", default="1,2,3,4,6")
     c.add_argument("--context", type=int, default=1500)
     c.add_argument("--repeats", type=int, default=7)
+    c.add_argument("--drafting", default="", help="rows that feed T positions while the rest feed one, e.g. 1,2")
     for p in (r, c):
         p.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -153,7 +160,8 @@ def main() -> None:
                                           for k, v in by_k.items()) + " tokens a step, match (expected)")
     else:
         widths = sorted({1, *(int(w) for w in args.widths.split(","))})
-        out = cost(args.model, [int(b) for b in args.batches.split(",")], widths, args.context, args.repeats)
+        out = cost(args.model, [int(b) for b in args.batches.split(",")], widths, args.context, args.repeats,
+                   [int(r) for r in args.drafting.split(",") if r])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
 

@@ -15,8 +15,11 @@ rounding only (~1e-5 in logprobs in fp32). Position ids count each row's own tok
 
 With `lookup_tokens` > 0 a step also feeds each row's prompt-lookup draft (`lookup.py`) after its sampled
 token, through `LlamaStep.many`, and the row keeps the drafted tokens its verification accepts: several
-tokens for one forward, with the distribution unchanged. The columns of drafts it did not keep stay in the
-batch, masked out, and leave its KV when it is stored.
+tokens for one forward, with the distribution unchanged. A step feeds at most `lookup_rows` positions; the
+drafted ones go one at a time to the row whose next drafted token is likeliest kept (its keep rate so
+far), and a row feeds only its own positions (the others are padding no product computes), so a large
+batch can still give a few rows drafts. The columns of drafts it did not keep stay in the batch, masked
+out, and leave its KV when it is stored.
 
 With a `PrefixKVStore`, a row's prefill starts from the stored KV of the longest prefix it shares with an
 earlier generation (the previous turn of its episode, or a group mate's prompt) and computes only the rest;
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
-from agent_scaffold.policies.lookup import NgramIndex, accepted
+from agent_scaffold.policies.lookup import NgramIndex, accepted, draft_lengths
 from agent_scaffold.policies.sampling import import_torch, inverse_cdf, process_logits
 from agent_scaffold.policies.slot_kv import SlotKV
 from agent_scaffold.policy import Completion, SamplingParams
@@ -72,8 +75,8 @@ class DecodeBatch:
     def __init__(self, policy: Any, store: PrefixKVStore | None = None, lookup_tokens: int = 0,
                  lookup_rows: int = 0) -> None:
         """`lookup_tokens`: the most tokens a row drafts a step (prompt lookup, `lookup.py`; 0: off).
-        `lookup_rows`: the most positions one step feeds, all rows' sampled and drafted tokens together:
-        at B rows a row drafts min(lookup_tokens, lookup_rows // B - 1)."""
+        `lookup_rows`: the most positions one step feeds, all rows' sampled and drafted tokens together;
+        the lookup_rows - B drafted positions go to the rows likeliest to keep them (`draft_lengths`)."""
         self.torch = import_torch()
         self.policy, self.store = policy, store
         self.lookup_tokens, self.lookup_rows = lookup_tokens, lookup_rows
@@ -239,13 +242,20 @@ class DecodeBatch:
         return []
 
     def _drafts(self) -> list[list[int]] | None:
-        """Each row's lookup draft for this step (bounded by `lookup_rows` and the row's max_new_tokens), or
-        None when no row drafts anything (or the policy decodes through the HF forward)."""
-        per_row = min(self.lookup_tokens, self.lookup_rows // len(self.rows) - 1)
-        if per_row <= 0 or getattr(self.policy, "llama_step", lambda: None)() is None:
+        """Each row's lookup draft for this step, or None when no row drafts anything (or the policy decodes
+        through the HF forward). A step feeds at most `lookup_rows` positions: the B sampled tokens, and
+        drafted tokens given out one at a time to the row whose next drafted token is likeliest kept
+        (`draft_lengths`)."""
+        budget = self.lookup_rows - len(self.rows)
+        if self.lookup_tokens <= 0 or budget <= 0 or getattr(self.policy, "llama_step", lambda: None)() is None:
             return None
-        drafts = [row.index.draft(min(per_row, row.params.max_new_tokens - len(row.ids)))
-                  if row.index is not None else [] for row in self.rows]
+        candidates = [row.index.draft(min(self.lookup_tokens, budget, row.params.max_new_tokens - len(row.ids)))
+                      if row.index is not None else [] for row in self.rows]
+        if not any(candidates):
+            return None
+        lengths = draft_lengths([len(c) for c in candidates], [(r.kept + 1) / (r.drafted + 2) for r in self.rows],
+                                budget)
+        drafts = [c[:n] for c, n in zip(candidates, lengths)]
         return drafts if any(drafts) else None
 
     def _forward_drafts(self, drafts: list[list[int]]) -> list[int]:
@@ -260,7 +270,8 @@ class DecodeBatch:
         pos = first[:, None] + torch.arange(width, device=dev)[None]  # (B, T)
         attend = self.kv.step_attend(width)  # (B, 1, T, W + T)
         fill = self.kv.fill()
-        logits = self._run(self.policy.llama_step().many, ids, pos, self.kv, attend).float()  # (B, T, V)
+        lengths = [1 + len(d) for d in drafts]  # rows with shorter drafts feed only their own positions
+        logits = self._run(self.policy.llama_step().many, ids, pos, self.kv, attend, lengths).float()  # (B, T, V)
         end = self.kv.end
         self.kv.advanced(width)
         done, nxt, most = [], [], 0

@@ -17,6 +17,7 @@ decoding; only the random stream differs. Greedy rows accept a drafted token whe
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
 
 NGRAMS = (3, 2, 1)
@@ -67,3 +68,21 @@ def accepted(logp: object, draft: Sequence[int], uniform: Callable[[], float], g
         elif not uniform() < float(row[tok].exp()):
             return j
     return len(draft)
+
+
+def draft_lengths(available: Sequence[int], keep_rates: Sequence[float], budget: int) -> list[int]:
+    """How many drafted tokens each row feeds, `budget` in all: one at a time to the row whose next token
+    is likeliest kept, modelling a row's j-th drafted token as kept with probability rate**j (each is tested
+    only if the ones before it were kept). Rows at equal rates share the budget evenly; a row that copies
+    its context (an injector writing a patch of lines it viewed) gets more than one that does not.
+    `available`: each row's draft length; `keep_rates`: each row's share of drafted tokens kept so far."""
+    lengths = [0] * len(available)
+    heap = [(-rate, i) for i, (n, rate) in enumerate(zip(available, keep_rates)) if n > 0 and rate > 0]
+    heapq.heapify(heap)
+    while budget > 0 and heap:
+        neg, i = heapq.heappop(heap)
+        lengths[i] += 1
+        budget -= 1
+        if lengths[i] < available[i]:
+            heapq.heappush(heap, (neg * keep_rates[i], i))
+    return lengths

@@ -69,9 +69,10 @@ class PolicyConfig:
     the drafted tokens its verification accepts (the sampled distribution is unchanged;
     agent_scaffold/policies/lookup.py). 0 is off. Llama models decoding through `LlamaStep` only."""
     lookup_rows: int = 24
-    """hf: the most positions a lookup step feeds, all rows together: at B rows each drafts
-    min(lookup_tokens, lookup_rows // B - 1), so large batches, where a position costs as much as a
-    sampled token, draft little or nothing."""
+    """hf: the most positions a lookup step feeds, all rows together: at B rows, lookup_rows - B drafted
+    positions, given one at a time to the row whose next drafted token is likeliest kept (its keep rate so
+    far); a row's product rows are only the positions it feeds. So a batch of B >= lookup_rows drafts
+    nothing."""
     gil_switch_ms: float = 0.5
     """hf: Python's GIL switch interval (ms) while the in-process sampler runs; its decode thread re-takes the
     GIL after every torch op, and at Python's default (5 ms) the episode threads keep it waiting. 0 leaves

@@ -84,6 +84,28 @@ def test_the_embedded_smollm2_decodes_the_same_through_it(monkeypatch):
     assert calls
 
 
+def test_products_padded_to_a_multiple_of_rows_give_the_rows_alone(tiny_dir):
+    """Row counts that `PRODUCT_ROWS` pads (and those it does not) multiply to what `F.linear` gives."""
+    step = HFPolicy(tiny_dir).llama_step()
+    weight = step.layers[0][2]  # the fused gate and up projections, (out, in)
+    gen = torch.Generator().manual_seed(0)
+    for rows in (1, 2, 8, 9, 10, 13, 15, 16, 18, 23):
+        x = torch.randn(rows, 1, weight.shape[1], generator=gen)
+        got = step._product(x, weight)
+        assert got.shape == (rows, 1, weight.shape[0])
+        assert torch.allclose(got, torch.nn.functional.linear(x, weight), atol=1e-5), rows
+
+
+def test_a_batch_of_padded_products_decodes_as_the_hf_forward(tiny_dir):
+    """13 rows (products padded to 16) sample the tokens and logprobs of the HF forward."""
+    fast, reference = HFPolicy(tiny_dir), HFPolicy(tiny_dir, fast_decode=False)
+    prompts, params = _rows(fast)
+    prompts, params = prompts * 2 + prompts[:1], params * 2 + params[:1]
+    got, want = fast.generate_rows(prompts, params), reference.generate_rows(prompts, params)
+    for g, w in zip(got, want):
+        assert g.token_ids == w.token_ids and g.logprobs == pytest.approx(w.logprobs, abs=1e-5)
+
+
 def test_weights_changed_in_place_reach_the_step(tiny_dir, tmp_path):
     """Its fused projections are the model's own weights: a checkpoint load, and a parameter edited in place,
     change what it decodes exactly as they change the HF forward's."""
