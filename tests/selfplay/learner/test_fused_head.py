@@ -142,11 +142,13 @@ def test_engine_fused_and_checkpointed_paths_take_the_same_step():
     # Adam's first step is ~lr * sign(grad): where a gradient is near 0, float rounding of the two paths
     # can move a weight by up to ~lr. Without TIS, 3 of 28M weights differed by more than 1e-6 (none by 1e-5);
     # TIS weights shrink more gradients towards 0: 3 of 28M differed by more than 1e-5 (at most 0.3 lr) and
-    # 1.4e-5 of them by more than 1e-6.
+    # 1.4e-5 of them by more than 1e-6. With transformers 5.24 (torch 2.13, which `transformers>=4.56`
+    # installed on a fresh machine on 2026-11-29) the paths round differently: 33 of 28M (1.2e-6) differed
+    # by more than 1e-5 (at most 0.44 lr) and 4.1e-5 by more than 1e-6. The bounds leave room for both.
     diff = (w1 - w2).abs()
     assert float(diff.max()) <= 1e-3  # never more than one Adam step of lr
-    assert float(diff.gt(1e-5).float().mean()) < 1e-6
-    assert float(diff.gt(1e-6).float().mean()) < 5e-5
+    assert float(diff.gt(1e-5).float().mean()) < 5e-6
+    assert float(diff.gt(1e-6).float().mean()) < 1e-4
 
 
 def test_a_frozen_head_gets_no_weight_gradient_and_the_same_hidden_gradient():
