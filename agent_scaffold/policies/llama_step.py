@@ -129,7 +129,7 @@ class LlamaStep:
             qk = _rope(torch, qkv[..., :q_dim + kv_dim].unflatten(-1, (self.heads + self.kv_heads, d)), cos, sin)
             v = qkv[..., q_dim + kv_dim:].unflatten(-1, (self.kv_heads, d))
             if real is not None:  # back to (B, T, ...) with zeros at the padding
-                qk, v = _unflatten(torch, qk, real, b, t), _unflatten(torch, v, real, b, t)
+                qk, v = _unflatten(qk, real, b, t), _unflatten(v, real, b, t)
             kbuf[:rows, :, end:end + t] = qk[:, :, self.heads:].transpose(1, 2)
             vbuf[:rows, :, end:end + t] = v.transpose(1, 2)
             # GQA: each key/value head's query heads (times positions) as its "query positions".
@@ -149,7 +149,7 @@ class LlamaStep:
             half = gate_up.shape[-1] // 2
             x = x + self._product(F.silu(gate_up[..., :half]) * gate_up[..., half:], down_w)
         logits = self._head(self._norm(x, self.inner.norm.weight))
-        return logits if real is None else _unflatten(torch, logits, real, b, t)
+        return logits if real is None else _unflatten(logits, real, b, t)
 
     def _segments(self, kv: Any, attend: Any, t: int, lengths: list[int] | None) -> list[tuple[int, int, int, int, Any]]:
         """The step's attention calls, the same in every layer: (first slot, end slot, first column, positions
@@ -219,7 +219,7 @@ def _split(lengths: list[int], a: int, e: int) -> list[tuple[int, int]]:
     return list(zip([a, *cuts], [*cuts, e]))
 
 
-def _unflatten(torch: Any, flat: Any, real: Any, b: int, t: int) -> Any:
+def _unflatten(flat: Any, real: Any, b: int, t: int) -> Any:
     """(N, ...) values of the fed positions `real` (flat row * T + position indices) as (B, T, ...), zeros at
     the padding."""
     out = flat.new_zeros(b * t, *flat.shape[1:])
