@@ -5,7 +5,7 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
 
   .venv/bin/python scripts/bench_learning.py --arm rl [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
-      [--control-learner off]
+      [--control-learner off] [--demonstrated] [--train-eval N]
 
 The arms run one after the other. To run them side by side, start one process per arm (`--arms rl --work A`,
 `--arms control --work B`, the same other options), then `--arm report --work A --merge B` writes the
@@ -155,6 +155,10 @@ def main() -> None:
                          "procedural seeds) at every stage, so the arms' training solve rates pair; 0: none.")
     ap.add_argument("--set", dest="overrides", action="append", default=[],
                     help="rl: KEY=VALUE override of both arms' run config (repeatable).")
+    ap.add_argument("--demonstrated", action="store_true",
+                    help="rl: the arms' stores start with the warm start's demonstrated tasks (an easier "
+                         "stratum: curriculum.demonstrated_tasks, read from the store.db beside --model), and "
+                         "the training stratum of --train-eval starts with them.")
     ap.add_argument("--svg-dir", type=Path, default=None, help="rl: also write the SVG charts here (e.g. docs/).")
     ap.add_argument("-n", type=int, default=4, help="Tasks per held-out repo.")
     ap.add_argument("--max-turns", type=int, default=6)
@@ -206,10 +210,18 @@ def run_rl(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     split = [r for r in (args.repos or ",".join(TRAIN_REPOS)).split(",") if r]
     heldout = [r for r in args.heldout.split(",") if r]
-    cfg = ExperimentConfig(model_dir=args.model or str(warm_start_checkpoint()), work=args.work,
+    model = args.model or str(warm_start_checkpoint())
+    shown: tuple[str, ...] = ()
+    if args.demonstrated:
+        store = Path(model).expanduser().resolve().parent / "store.db"
+        if not store.is_file():
+            raise SystemExit(f"--demonstrated: no warm-start store at {store}; --model must be a warm start's "
+                             "model directory (its cache directory holds the store.db of its demonstrations)")
+        shown = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={store}")
+    cfg = ExperimentConfig(model_dir=model, work=args.work,
                            repos=tuple(split), heldout=tuple(heldout), iterations=args.iterations,
                            eval_every=args.eval_every, lr=args.lr, seed=args.seed,
-                           overrides=(f"rollout.temperature={args.temperature}", *args.overrides),
+                           overrides=(f"rollout.temperature={args.temperature}", *shown, *args.overrides),
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature),

@@ -169,8 +169,12 @@ class CurriculumConfig:
     demonstrated_tasks: bool = False
     """Start the store with the warm start's demonstrated solver tasks (those its expert repaired in a kept
     demonstration), before any procedural seed: an easier training stratum, since the policy has seen their
-    repairs. Only when the policy starts from that warm start (no `policy.model_dir`). Held-out measurement
-    never uses it."""
+    repairs. Only when the policy starts from that warm start (no `policy.model_dir`), or from the one whose
+    store `demonstrated_store` names. Held-out measurement never uses it."""
+    demonstrated_store: str = ""
+    """The store.db of the warm start whose demonstrated tasks `demonstrated_tasks` imports, for a run that
+    starts from its checkpoint through `policy.model_dir` (the learning experiment's arms); only tasks of
+    this run's `repos` are imported. Empty: the store of `warm_start.config`'s warm start."""
     higher_order: HigherOrderConfig = field(default_factory=HigherOrderConfig)
     """Which failed attempts become higher-order tasks."""
 

@@ -16,15 +16,27 @@ import logging
 from typing import Any
 
 from repos.listfile import get_repo
-from selfplay.orchestration.curriculum import seed_repo
+from selfplay.orchestration.curriculum import run_demonstrated, seed_repo
 from selfplay.task import Task, make_task_id
 
 log = logging.getLogger(__name__)
 
 
 def training_tasks(config: Any, per_repo: int | None = None) -> list[tuple[Any, Task]]:
-    """(RepoSpec, Task) pairs: the first `per_repo` (default all) of the procedural seeds the loop of
-    `config` (a RunConfig) stores for each of its repos."""
+    """(RepoSpec, Task) pairs: the warm start's demonstrated tasks that the loop of `config` (a RunConfig)
+    stores first when `curriculum.demonstrated_tasks` and `curriculum.demonstrated_store` are set, then,
+    while they leave the store thin, the first `per_repo` (default all) of the procedural seeds it stores
+    for each of its repos."""
+    cur = config.curriculum
+    shown = run_demonstrated(config) if cur.demonstrated_tasks and cur.demonstrated_store else []
+    demonstrated = [(get_repo(t.repo, config.repo_list), t) for t in shown]
+    if len(shown) >= cur.min_active_tasks:  # the store is not thin: the loop seeds nothing procedural
+        return demonstrated
+    ids = {t.task_id for t in shown}
+    return demonstrated + [p for p in _procedural(config, per_repo) if p[1].task_id not in ids]
+
+
+def _procedural(config: Any, per_repo: int | None) -> list[tuple[Any, Task]]:
     k = config.curriculum.seed_per_repo
     if k <= 0:
         raise ValueError("the training stratum is the loop's procedural seeds, but curriculum.seed_per_repo is "

@@ -17,6 +17,7 @@ import logging
 import random
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from repos.listfile import get_repo
@@ -126,18 +127,31 @@ def demonstrated_tasks(warm_start_store: TaskStore) -> list[Task]:
     return warm_start_store.get_tasks(list(dict.fromkeys(ids)))
 
 
-def import_demonstrated(config: RunConfig, store: TaskStore) -> int:
-    """`curriculum.demonstrated_tasks`: copies the warm start's demonstrated solver tasks into `store`;
-    returns how many were new there."""
+def run_demonstrated(config: RunConfig) -> list[Task]:
+    """The demonstrated solver tasks `curriculum.demonstrated_tasks` gives the run of `config`: those of the
+    warm start's store (`curriculum.demonstrated_store`, or `warm_start.config`'s) on the run's repos."""
     from selfplay.demos.warm_start import cache_dir  # lazy: pulls the demonstration machinery
     from selfplay.store import open_store
 
-    path = cache_dir(config.warm_start.config) / "store.db"
+    named = config.curriculum.demonstrated_store
+    path = Path(named).expanduser() if named else cache_dir(config.warm_start.config) / "store.db"
     if not path.is_file():
-        raise FileNotFoundError(f"curriculum.demonstrated_tasks: no warm-start store at {path}; build the warm start "
-                                "of warm_start.config first (`selfplay warm-start`, or run with warm_start.enabled)")
+        hint = ("name an existing warm start's store.db (its cache directory holds one beside the model)" if named
+                else "build the warm start of warm_start.config first (`selfplay warm-start`, or run with "
+                     "warm_start.enabled)")
+        raise FileNotFoundError(f"curriculum.demonstrated_tasks: no warm-start store at {path}; {hint}")
     with open_store(str(path), create=False) as ws:
         tasks = demonstrated_tasks(ws)
+    other = sorted({t.repo for t in tasks} - set(config.repos))
+    if other:  # a held-out repo is never among `repos` (RunConfig refuses it), so it never gets in here
+        log.info("curriculum: demonstrated tasks of %s skipped (not among this run's repos)", ", ".join(other))
+    return [t for t in tasks if t.repo in config.repos]
+
+
+def import_demonstrated(config: RunConfig, store: TaskStore) -> int:
+    """`curriculum.demonstrated_tasks`: copies the warm start's demonstrated solver tasks into `store`;
+    returns how many were new there."""
+    tasks = run_demonstrated(config)
     new = [t for t in tasks if not store.has_task(t.task_id)]
     for task in new:
         store.add_task(task)
@@ -150,7 +164,7 @@ def seed_store(config: RunConfig, store: TaskStore, ledger: RunLedger) -> float:
     the store is thin (both counted in the ledger); returns the seconds it took."""
     cur = config.curriculum
     t0 = time.monotonic()
-    if cur.demonstrated_tasks and config.starts_from_warm_start:
+    if cur.demonstrated_tasks and (config.starts_from_warm_start or cur.demonstrated_store):
         ledger.count(demonstrated_tasks=import_demonstrated(config, store))
     if cur.seed_per_repo <= 0 or active_tasks(store) >= cur.min_active_tasks:
         return time.monotonic() - t0

@@ -121,3 +121,28 @@ def test_demonstrated_tasks_come_from_the_warm_start_store(store, tmp_path, monk
     assert import_demonstrated(config, store) == 0  # a resumed run imports nothing twice
     assert config.starts_from_warm_start
     assert not load_config("default", ["policy.model_dir=/some/checkpoint"]).starts_from_warm_start
+
+
+def test_a_named_warm_start_store_gives_its_demonstrated_tasks_on_the_runs_repos_only(store, tmp_path):
+    """A run that starts from a warm start's checkpoint (`policy.model_dir`, the learning experiment's arms)
+    imports that warm start's demonstrated tasks through `curriculum.demonstrated_store`: those of its own
+    repos only, and the training stratum the experiment evaluates is exactly them."""
+    from selfplay.experiment.stratum import training_tasks
+
+    path = tmp_path / "ws" / "store.db"
+    overrides = ["policy.model_dir=/some/checkpoint", "curriculum.demonstrated_tasks=true",
+                 f"curriculum.demonstrated_store={path}", "repos=[toolz, marshmallow]"]
+    config = load_config("default", overrides)
+    assert not config.starts_from_warm_start
+    with pytest.raises(FileNotFoundError, match="no warm-start store at .*name an existing warm start's store.db"):
+        import_demonstrated(config, store)
+    path.parent.mkdir()
+    with open_store(str(path)) as ws:
+        ids = [ws.record_validation(artifact(n), repo, make_report(True, n), origin="procedural")
+               for n, repo in ((1, "toolz"), (2, "boltons"), (3, "toolz"))]
+        for task_id in ids:
+            ws.record_attempt(task_id, role="solver", policy_version=0, reward=1.0, turns=4, tokens=100,
+                              termination="submitted", source="demo")
+    assert import_demonstrated(config, store) == 2  # boltons is not among this run's repos
+    assert sorted(t.task_id for t in store.list_tasks()) == sorted([ids[0], ids[2]])
+    assert [t.task_id for _, t in training_tasks(config)] == [ids[0], ids[2]]  # 2 >= min_active_tasks: no seeds
