@@ -134,9 +134,16 @@ def test_kill_9_then_resume(tmp_path, tiny_model, actions):
     from selfplay.orchestration.state import LoopState
     from selfplay.store import open_store
 
-    # one iteration, G = 2, no learner: the kill lands in iteration 0's solver attempts
-    cfg = run_config(tmp_path, tiny_model, actions, reward=RewardConfig(group_size=2), learner=replace(
-        run_config(tmp_path, tiny_model, actions).learner, enabled=False))
+    # one iteration, G = 2, no learner: the kill lands in iteration 0's solver attempts. The second solver
+    # list sleeps first, so the iteration is still open when the first attempt is recorded (with G = 2 and
+    # fast lists, a loaded CI machine once saw the run finish before the kill landed). A resumed process
+    # starts the lists again, so the attempt it replays gets the fast right fix.
+    script = json.loads(actions.read_text())
+    script["solver"] = [script["solver"][0], ["```bash\nsleep 45\n```", *script["solver"][1]]]
+    slow = tmp_path / "actions.json"
+    slow.write_text(json.dumps(script))
+    cfg = run_config(tmp_path, tiny_model, slow, reward=RewardConfig(group_size=2), learner=replace(
+        run_config(tmp_path, tiny_model, slow).learner, enabled=False))
     cfg_file = tmp_path / "run.yaml"
     cfg_file.write_text(dump_config(cfg))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -168,10 +175,8 @@ def test_kill_9_then_resume(tmp_path, tiny_model, actions):
     with open_store(str(run.store_db)) as store:
         before = {a.trajectory_path for a in store.attempts(run_id=run_dir.name)}
         tasks_before = {t.task_id for t in store.task_stats()}
-    # Under load the kill can land after iteration 0 completed, while the run closes its sandboxes (CI saw it
-    # once); the resume below is tested either way, the leftover sandboxes only when the kill was mid-iteration.
-    if LoopState.load(run.state).completed == 0:
-        assert run_containers(run_dir.name), "the killed run's sandboxes should still be there"
+    assert LoopState.load(run.state).completed == 0
+    assert run_containers(run_dir.name), "the killed run's sandboxes should still be there"
 
     resumed = subprocess.run([*cli, "--resume", str(run_dir)], cwd=tmp_path, env=env, capture_output=True,
                              text=True, timeout=400)
