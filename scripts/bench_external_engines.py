@@ -9,8 +9,8 @@ Engines, all on the same weights (an HF checkpoint, the learner's format) and th
   decodes the B rows as one batch.
 
 For each engine and batch size B: B rows of the prompt, `--tokens` greedy steps each (EOS ignored);
-decode tokens/s = B * tokens / decode time, prefill timed apart (llama-server: decode time is the longest
-row's `predicted_ms`, prefill the rest of the wall time). Engines alternate within each repeat; medians and
+decode tokens/s = B * tokens / decode time, prefill timed apart (llama-server: the wall time of B concurrent
+requests for 1 token is the prefill; for `tokens` tokens, the difference is tokens - 1 decode steps). Engines alternate within each repeat; medians and
 ranges over `--repeats`. Every engine uses `--threads` threads.
 
 Weight sync, as a rollout engine would need it after every learner update: the checkpoint is saved
@@ -89,21 +89,23 @@ class LlamaServer:
         with urllib.request.urlopen(req, timeout=600) as r:
             return json.loads(r.read())
 
-    def rate(self, prompt: list[int], batch: int, tokens: int) -> tuple[float, float]:
-        results: list[dict] = [{}] * batch
-
-        def one(i: int) -> None:
-            results[i] = self.complete(prompt, tokens)
-
-        threads = [threading.Thread(target=one, args=(i,)) for i in range(batch)]
+    def wall(self, prompt: list[int], batch: int, tokens: int) -> float:
+        """Seconds for `batch` concurrent requests of `tokens` tokens each."""
+        threads = [threading.Thread(target=self.complete, args=(prompt, tokens)) for _ in range(batch)]
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        wall = time.perf_counter() - t0
-        decode = max(r["timings"]["predicted_ms"] for r in results) / 1000
-        return batch * len(prompt) / max(wall - decode, 1e-9), batch * tokens / decode
+        return time.perf_counter() - t0
+
+    def rate(self, prompt: list[int], batch: int, tokens: int) -> tuple[float, float]:
+        # The server mixes one slot's prompt chunks into the batches that decode another's, so a request's
+        # own predicted_ms counts other slots' prefill. Differential instead: the same requests for 1 token
+        # (prefill and the first token) and for `tokens`; the difference is tokens - 1 decode steps of B rows.
+        first = self.wall(prompt, batch, 1)
+        full = self.wall(prompt, batch, tokens)
+        return batch * len(prompt) / first, batch * (tokens - 1) / max(full - first, 1e-9)
 
     def greedy(self, prompt: list[int], tokens: int) -> tuple[list[int], list[float]]:
         r = self.complete(prompt, tokens, probs=True)
