@@ -233,6 +233,16 @@ def main() -> None:
     args = ap.parse_args()
     if bool(args.llama_server) != bool(args.llama_convert):
         ap.error("--llama-server and --llama-convert go together")
+    for flag, path in (("--llama-server", args.llama_server), ("--llama-convert", args.llama_convert)):
+        if path and not Path(path).is_file():
+            ap.error(f"{flag} {path}: no such file (build llama.cpp as docs/benchmarks.md shows)")
+    if args.ort:
+        try:
+            import onnx_ir  # noqa: F401  (the model builder's)
+            import onnxruntime_genai  # noqa: F401
+        except ImportError as exc:
+            ap.error(f"--ort needs onnxruntime-genai and onnx-ir importable ({exc}); install them beside the venv "
+                     "as docs/benchmarks.md shows and put that folder on PYTHONPATH")
 
     import torch
 
