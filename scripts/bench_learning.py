@@ -164,6 +164,9 @@ def main() -> None:
     ap.add_argument("--max-turns", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eval-seed", type=int, default=0,
+                    help="rl: moves the evaluations' sampled episodes (0: the fixed seeds of earlier runs); give "
+                         "each replicate its own so their evaluations are independent.")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_learning"))
     ap.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
     ap.add_argument("--phase", choices=("before", "after", "both"), default="both",
@@ -224,7 +227,7 @@ def run_rl(args: argparse.Namespace) -> None:
                            overrides=(f"rollout.temperature={args.temperature}", *shown, *args.overrides),
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
-                                             temperature=args.temperature),
+                                             temperature=args.temperature, sample_seed=args.eval_seed),
                            arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
                            control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())

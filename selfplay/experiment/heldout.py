@@ -78,6 +78,10 @@ class EvalSettings:
     """Also play each task once greedily."""
     workers: int = 4
     """Episodes in flight at once."""
+    sample_seed: int = 0
+    """Varies the sampled episodes' seeds (`episode_seed`). 0 keeps the seeds every earlier evaluation used,
+    so a checkpoint evaluated twice plays the same episodes; give each replicate of an experiment its own,
+    and its evaluations are independent samples of the same checkpoints."""
 
 
 def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any) -> list[tuple[Any, Any]]:
@@ -151,13 +155,20 @@ def _observations(trajectory: Any) -> tuple[str, ...]:
     return tuple(str(m.get("content", "")) for m in trajectory.messages[2:] if m.get("role") != "assistant")
 
 
+def episode_seed(task_id: str, sample: int, sample_seed: int = 0) -> int:
+    """The sampling seed of a task's `sample`-th episode: fixed by task and sample, so two checkpoints are
+    compared on the same draws; `sample_seed` (`EvalSettings.sample_seed`) moves every draw at once."""
+    key = f"{task_id}:{sample}" if sample_seed == 0 else f"{task_id}:{sample}:{sample_seed}"
+    return zlib.crc32(key.encode())
+
+
 def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
     """One held-out episode in a fresh buggy sandbox, graded when it submits."""
     t0 = time.monotonic()
     limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
                            max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
                            max_observation_chars=1500)
-    seed = zlib.crc32(f"{task.task_id}:{sample}".encode())
+    seed = episode_seed(task.task_id, sample, settings.sample_seed)
     sampling = GREEDY if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
         build_buggy_state(sb, task.artifact)

@@ -266,3 +266,18 @@ def test_separation_interval_brackets_the_point_and_tells_noise_from_a_shift():
     assert separation_interval(noise[:10], noise[10:]) == same  # seeded
     with pytest.raises(ValueError, match="both classes"):
         separation_interval([], noise)
+
+
+def test_episode_seeds_are_fixed_by_task_and_sample_and_moved_by_the_sample_seed():
+    import zlib
+
+    from selfplay.experiment.heldout import EvalSettings, episode_seed
+
+    assert EvalSettings().sample_seed == 0
+    # the default keeps the seeds of every earlier evaluation, so old results still pair with new ones
+    assert episode_seed("toolz-f81cfb03b7f9bad0", 3) == zlib.crc32(b"toolz-f81cfb03b7f9bad0:3")
+    assert episode_seed("toolz-f81cfb03b7f9bad0", 3, 0) == episode_seed("toolz-f81cfb03b7f9bad0", 3)
+    seeds = {s: [episode_seed(t, k, s) for t in ("a-1", "b-2") for k in range(4)] for s in (0, 1, 2)}
+    assert all(len(set(v)) == 8 for v in seeds.values())  # distinct per task and sample
+    assert not set(seeds[0]) & set(seeds[1]) and not set(seeds[1]) & set(seeds[2])  # every draw moves
+    assert seeds[1] == [episode_seed(t, k, 1) for t in ("a-1", "b-2") for k in range(4)]  # and replays
