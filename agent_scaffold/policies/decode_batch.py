@@ -7,7 +7,8 @@ freed), and runs one batched forward for the rows that remain. A row never waits
 row, and a request arriving mid-batch starts at the next step.
 
 A decode step runs the policy's `llama_step` when it has one (`LlamaStep`, a Llama decoder written out
-over the batch's buffers, 1.05-1.19x faster a step on CPU), else the HF forward; prefills always run the HF forward.
+over the batch's buffers, 1.05-1.19x faster a step on CPU, or `OrtStep`, the same step as an ONNX Runtime
+graph), else the HF forward; prefills always run the HF forward.
 
 Each row keeps its own `torch.Generator` (one uniform per token, `inverse_cdf`), stop ids, stop strings and
 max_new_tokens, so its sample is the one it gets alone; batch shape and padding move logits by float
@@ -81,7 +82,8 @@ class DecodeBatch:
         self.policy, self.store = policy, store
         self.lookup_tokens, self.lookup_rows = lookup_tokens, lookup_rows
         self.rows: list[_Row] = []  # in batch-slot order
-        self.kv = SlotKV(self.torch)
+        # An ONNX Runtime step reads the buffers whole, headroom included: they must hold finite numbers.
+        self.kv = SlotKV(self.torch, zeroed=getattr(policy, "decode_engine", "torch") == "onnxruntime")
         self.logits: Any = None  # (B, V): each row's next-token logits
         self.prefilled_tokens = 0
         """Prompt positions computed by prefills (the rest came from the store)."""

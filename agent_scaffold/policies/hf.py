@@ -37,7 +37,8 @@ class HFPolicy:
 
     def __init__(self, model_dir: str | Path | None = None, device: str = "cpu", dtype: Any = None,
                  version: int = 0, kv_cache_mb: int = 0, cpu_threads: int = 0, adapt_threads: bool = False,
-                 fast_decode: bool = True, lookup_tokens: int = 0, lookup_rows: int = 24) -> None:
+                 fast_decode: bool = True, lookup_tokens: int = 0, lookup_rows: int = 24,
+                 decode_engine: str = "torch") -> None:
         """`version`: the weights version of `model_dir` (checkpoint N of a run is version N), which every
         completion reports; a resumed run that reported 0 would see all its rollouts as stale.
         `kv_cache_mb`: memory cap of the prefix KV store reused across an episode's turns (0: off).
@@ -46,7 +47,8 @@ class HFPolicy:
         model through `LlamaStep` (others, or False, through the HF forward). `lookup_tokens`: speculative
         decoding with prompt-lookup drafts, up to this many tokens a row a step (`lookup.py`; 0: off; Llama
         models through `LlamaStep` only); `lookup_rows`: the most positions such a step feeds, all rows
-        together."""
+        together. `decode_engine`: what runs a decode step of a model `fast_decode` writes out: "torch"
+        (`LlamaStep`) or "onnxruntime" (`OrtStep`, CPU float32 only, rebuilt after every weight change)."""
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ValueError(f"HFPolicy version must be a non-negative int (the checkpoint's), got {version!r}")
         torch = import_torch()
@@ -59,6 +61,9 @@ class HFPolicy:
         self.dtype = dtype if dtype is not None else torch.float32
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=self.dtype).to(device).eval()
+        self.weights_epoch = 0
+        """Moved by every weight load and version change: a decode engine holding its own copy of the
+        weights (`OrtStep`) rebuilds when it differs from the epoch it was built from."""
         self.version = version
         self._lock = DrainLock()  # weight swaps never interleave with a generation
         self.eos_ids = self._eos_ids()
@@ -79,7 +84,39 @@ class HFPolicy:
             log.warning("lookup_tokens=%d has no effect: %s decodes through the HF forward, and lookup drafts "
                         "are verified by LlamaStep only", lookup_tokens, self.model_dir)
         self._llama_step: Any = None
+        self.decode_engine = decode_engine
+        self.engine_sync_s: list[float] = []
+        """Seconds each rebuild of the `OrtStep` took (its weight sync), in order."""
+        self._check_engine()
         log.info("loaded %s on %s", self.model_dir, device)
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        # Every writer of the version (a load, an in-memory weight sync) has just changed the weights.
+        self._version = value
+        self.weights_epoch += 1
+
+    def _check_engine(self) -> None:
+        """Raise a ValueError naming `decode_engine` when it is unknown, not installed, or cannot decode
+        this model as asked."""
+        if self.decode_engine not in ("torch", "onnxruntime"):
+            raise ValueError(f"decode_engine must be 'torch' or 'onnxruntime', got {self.decode_engine!r}")
+        if self.decode_engine == "torch":
+            return
+        from agent_scaffold.policies.ort_step import import_ort, ort_unsupported
+
+        import_ort()
+        reason = ort_unsupported(self.model) if self._fast_decode else "fast_decode is off"
+        if reason is not None:
+            raise ValueError(f"decode_engine 'onnxruntime' cannot decode {self.model_dir}: {reason}; use "
+                             "decode_engine 'torch'")
+        if self.lookup_tokens:
+            raise ValueError("decode_engine 'onnxruntime' feeds one position a row a step, so lookup_tokens must "
+                             f"be 0 (got {self.lookup_tokens}); use decode_engine 'torch' for lookup drafts")
 
     def _writes_out(self) -> bool:
         from agent_scaffold.policies.llama_step import unsupported
@@ -90,16 +127,33 @@ class HFPolicy:
         return reason is None
 
     def llama_step(self) -> Any:
-        """The hand-written decode step `DecodeBatch` uses (`LlamaStep`), or None (the HF forward). Built on
+        """The hand-written decode step `DecodeBatch` uses (`LlamaStep`, or `OrtStep` when `decode_engine` is
+        "onnxruntime", rebuilt from the current weights whenever `weights_epoch` moved), or None (the HF
+        forward). Built on
         first use, in the thread that decodes: fused weights allocated by another thread made every forward
         in the decoding thread 1.2-1.8x slower on the 2-core box (HF's own prefill too, through the weights
         that became views), built there they are faster. Call it under the policy's lock, as `DecodeBatch`
         runs."""
+        if self.decode_engine == "onnxruntime":
+            return self._ort_step()
         if self._fast_decode and self._llama_step is None:
             from agent_scaffold.policies.llama_step import LlamaStep
 
             self._llama_step = LlamaStep(self.model, import_torch())
         return self._llama_step
+
+    def _ort_step(self) -> Any:
+        step = self._llama_step
+        if step is None or step.epoch != self.weights_epoch:
+            from agent_scaffold.policies.ort_step import OrtStep
+
+            self._llama_step = None  # the old session's packed weights go before the new ones are made
+            torch = import_torch()
+            step = OrtStep(self.model, torch, threads=self.threads.ceiling if self.threads else 0,
+                           epoch=self.weights_epoch)
+            self._llama_step = step
+            self.engine_sync_s.append(step.build_s)
+        return step
 
     def _eos_ids(self) -> frozenset[int]:
         ids = {self.tokenizer.eos_token_id}

@@ -15,6 +15,8 @@ box, once per turn of every episode.
 Columns outside a row's own positions are masked out, but attention still reads them (a masked score is
 added to -inf and its value weighted by 0), so they must hold finite numbers: the buffers are allocated
 uninitialised and every column that becomes part of the batch's view is either written or zeroed first.
+A step that reads the buffers whole, headroom included (`OrtStep`), needs `zeroed=True`: buffers
+allocated zero-filled.
 """
 
 from __future__ import annotations
@@ -55,8 +57,10 @@ class SlotKV:
     """The batch's KV: rows in slots 0..`rows`-1, columns [`start`, `end`). Not thread-safe (the batch's
     scheduler thread owns it)."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, zeroed: bool = False) -> None:
+        """`zeroed`: allocate the buffers zero-filled, so every column holds finite numbers."""
         self.torch = torch
+        self._new = torch.zeros if zeroed else torch.empty
         self.kv: list[tuple[Any, Any]] = []  # per layer (keys, values), each (slots, H, capacity, D)
         self.mask: Any = None  # (slots, capacity) long: 1 where a row has a real position
         self.rows = 0
@@ -191,8 +195,8 @@ class SlotKV:
         torch, like = self.torch, layers[0][0]
         slots, capacity = _slots(rows), LEFT_ROOM + width + _room(width)
         shape = (slots, like.shape[1], capacity, like.shape[3])
-        self.kv = [(torch.empty(shape, dtype=like.dtype, device=like.device),
-                    torch.empty(shape, dtype=like.dtype, device=like.device)) for _ in layers]
+        self.kv = [(self._new(shape, dtype=like.dtype, device=like.device),
+                    self._new(shape, dtype=like.dtype, device=like.device)) for _ in layers]
         self.mask = torch.zeros(slots, capacity, dtype=torch.long, device=like.device)
         self.start = self.end = LEFT_ROOM + width
 
@@ -207,7 +211,7 @@ class SlotKV:
         shape = (slots, old_k.shape[1], capacity, old_k.shape[3])
         kv = []
         for k, v in self.kv:
-            nk, nv = torch.empty(shape, dtype=k.dtype, device=k.device), torch.empty(shape, dtype=v.dtype, device=v.device)
+            nk, nv = self._new(shape, dtype=k.dtype, device=k.device), self._new(shape, dtype=v.dtype, device=v.device)
             nk[:self.rows, :, begin:begin + self.width] = k[:self.rows, :, self.start:self.end]
             nv[:self.rows, :, begin:begin + self.width] = v[:self.rows, :, self.start:self.end]
             kv.append((nk, nv))

@@ -1,0 +1,205 @@
+"""`OrtStep`: the decode step of a Llama model as one ONNX Runtime graph over a `SlotKV` batch's buffers.
+
+`LlamaStep` spends a large share of a CPU decode step on framework work: 38 aten ops a layer, each a
+dispatch, and MKL's small-row products. The same step as an ONNX graph, run by ONNX Runtime's CPU
+provider (MLAS products on weights it packs once, a few microseconds an op), took 0.46-0.67x the time
+of `LlamaStep` at 1-16 rows of 600 tokens on the 2-core box (`scripts/bench_decode_step.py --arms
+torch,onnxruntime`, docs/benchmarks.md), with logprobs equal to float rounding (|dlogp| < 1e-4).
+
+The graph takes the step's token ids, each row's RoPE cos/sin, an additive mask over the buffer's
+columns and every layer's key and value buffers of the live slots (`kbuf[:rows]`, contiguous, so
+ONNX Runtime reads the torch memory without a copy), and returns the logits and each layer's new key and
+value column, which this step writes at `kv.end` as `LlamaStep` does. The new position attends to
+itself apart from the buffers (its score is concatenated before the softmax), so no buffer is copied.
+Attention reads every column of the buffers, padding and headroom included, masked out: the buffers of
+a `SlotKV(zeroed=True)` hold finite numbers everywhere, which a masked column needs (its score is
+added to -1e30 and its value weighted by 0).
+
+ONNX Runtime holds its own copy of the weights (packed for its products), so unlike `LlamaStep` it can
+decode stale weights: `HFPolicy` rebuilds the step whenever its weights change (`HFPolicy.weights_epoch`,
+moved by every load and version change), which takes a few seconds for SmolLM2-135M (graph, session and
+packing) and is timed as the engine's weight sync. One position a row a step: prompt-lookup drafts
+(`LlamaStep.many`) are not written out here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from agent_scaffold.policies.llama_step import unsupported
+
+log = logging.getLogger(__name__)
+
+MASKED = -1e30
+"""Additive score of a column a row does not attend to: finite, so a fully padded buffer region never
+turns a row's softmax into NaN."""
+
+INSTALL_HINT = ("policy.decode_engine = 'onnxruntime' needs the onnxruntime and onnx packages: "
+                "pip install -e '.[ort]' (or set policy.decode_engine = 'torch')")
+
+
+def import_ort() -> tuple[Any, Any]:
+    """(onnxruntime, onnx), or an ImportError that names the setting and the extra to install."""
+    try:
+        import onnx
+        import onnxruntime
+    except ImportError as e:
+        raise ImportError(f"{INSTALL_HINT} ({e})") from e
+    return onnxruntime, onnx
+
+
+def ort_unsupported(model: Any) -> str | None:
+    """Why `model` cannot decode through `OrtStep`, or None when it can: `LlamaStep`'s conditions, on CPU,
+    in float32."""
+    reason = unsupported(model)
+    if reason is not None:
+        return reason
+    weight = model.get_input_embeddings().weight
+    if weight.device.type != "cpu":
+        return f"the model is on {weight.device} (ONNX Runtime decodes CPU models here)"
+    if str(weight.dtype) != "torch.float32":
+        return f"dtype {weight.dtype} (ONNX Runtime decodes float32 models here)"
+    return None
+
+
+class OrtStep:
+    """Decode steps of one Llama model's weights (as of `epoch`) through ONNX Runtime; see the module
+    docstring. Call it like `LlamaStep`."""
+
+    def __init__(self, model: Any, torch: Any, threads: int = 0, epoch: int = 0) -> None:
+        """`threads`: ONNX Runtime's intra-op threads (0: torch's count). `epoch`: the weights' epoch this
+        step was built from (`HFPolicy.weights_epoch`)."""
+        reason = ort_unsupported(model)
+        if reason is not None:
+            raise ValueError(f"OrtStep cannot decode this model: {reason}; set policy.decode_engine = 'torch'")
+        ort, onnx = import_ort()
+        self.torch, self.model, self.epoch = torch, model, epoch
+        rotary = model.model.rotary_emb
+        self.inv_freq = rotary.inv_freq.float()
+        self.rope_scale = getattr(rotary, "attention_scaling", 1.0)
+        self.layers = len(model.model.layers)
+        began = time.perf_counter()
+        graph = decode_graph(model, onnx)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
+        # Spinning pool threads would hold the cores between steps, while the same thread prefills in torch
+        # and the sandboxes run tests.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(graph.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        self.build_s = time.perf_counter() - began
+        """Seconds to write the graph and load it (ONNX Runtime packs the weights then): the weight sync."""
+        log.info("built the ONNX Runtime decode step in %.1f s (%d threads)", self.build_s,
+                 options.intra_op_num_threads)
+
+    def __call__(self, ids: Any, positions: Any, kv: Any, mask: Any) -> Any:
+        """Logits (B, V) after feeding `ids` (B,) at `positions` (B,); writes each layer's new key and value
+        at column `kv.end` of the batch's buffers, which must be zero-filled (`SlotKV(zeroed=True)`).
+        `mask` is `kv.step_mask()`'s (it marked column `kv.end`); the buffers' own mask is read whole."""
+        torch = self.torch
+        rows, end = kv.rows, kv.end
+        freqs = positions[:, None].float() * self.inv_freq  # (B, D/2)
+        emb = torch.cat((freqs, freqs), -1)
+        bias = torch.full(kv.mask[:rows].shape, MASKED)
+        bias[:, :end].masked_fill_(kv.mask[:rows, :end].bool(), 0.0)  # column `end` is the new position's
+        feed = {"ids": ids.numpy(), "cos": (emb.cos() * self.rope_scale)[:, None].numpy(),
+                "sin": (emb.sin() * self.rope_scale)[:, None].numpy(), "bias": bias[:, None, None].numpy()}
+        for i, (k, v) in enumerate(kv.kv):
+            feed[f"past_key.{i}"], feed[f"past_value.{i}"] = k[:rows].numpy(), v[:rows].numpy()
+        logits, *new = self.session.run(None, feed)
+        for i, (k, v) in enumerate(kv.kv):
+            k[:rows, :, end:end + 1] = torch.from_numpy(new[2 * i])
+            v[:rows, :, end:end + 1] = torch.from_numpy(new[2 * i + 1])
+        return torch.from_numpy(logits)
+
+    def many(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("the ONNX Runtime decode step feeds one position a row: prompt-lookup drafts need "
+                         "policy.decode_engine = 'torch' (or policy.lookup_tokens = 0)")
+
+
+def decode_graph(model: Any, onnx: Any) -> Any:
+    """The ONNX model of one decode step of `model` (a plain Llama decoder, float32), its weights inline.
+
+    Inputs: ids (B,) int64; cos, sin (B, 1, D) float; bias (B, 1, 1, C) float, 0 where a row attends to a
+    buffer column and `MASKED` elsewhere; past_key.i, past_value.i (B, KV, C, D) per layer. Outputs: logits
+    (B, V); key.i, value.i (B, KV, 1, D), the new position's, per layer."""
+    import numpy as np
+
+    helper, tp = onnx.helper, onnx.TensorProto
+    cfg = model.config
+    heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+    groups, eps = heads // kv_heads, float(cfg.rms_norm_eps)
+    nodes: list[Any] = []
+    inits: list[Any] = []
+
+    def tensor(name: str, array: Any) -> str:
+        inits.append(onnx.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def weight(name: str, *parts: Any) -> str:
+        """Projection weights (out, in), stacked by rows, stored (in, out) for MatMul."""
+        import torch
+
+        return tensor(name, torch.cat([p.detach() for p in parts]).float().numpy().T)
+
+    def op(kind: str, inputs: list[str], outputs: int | list[str] = 1, **attrs: Any) -> Any:
+        names = outputs if isinstance(outputs, list) else [f"n{len(nodes)}_{j}" for j in range(outputs)]
+        domain = "com.microsoft" if kind == "FusedMatMul" else ""
+        nodes.append(helper.make_node(kind, inputs, names, domain=domain, **attrs))
+        return names[0] if len(names) == 1 else names
+
+    ints = {name: tensor(name, np.array(value, np.int64)) for name, value in {
+        "qkv_shape": [0, heads + kv_heads, d], "q_shape": [0, kv_heads, groups, d], "kv_shape": [0, kv_heads, 1, d],
+        "out_shape": [0, heads * d], "rope_halves": [d // 2, d // 2], "last_axis": [-1], "one": [1],
+        "qk_v": [(heads + kv_heads) * d, kv_heads * d], "q_k": [heads, kv_heads],
+        "gate_up": [cfg.intermediate_size] * 2}.items()}
+    scale = 1.0 / float(np.sqrt(d))
+    scale_name = tensor("scale", np.array(scale, np.float32))
+    columns = op("Shape", ["bias"], start=3)
+    score_split = op("Concat", [columns, ints["one"]], axis=0)  # (C, 1): buffer columns, the new position
+    inner = model.model
+    x = op("Gather", [tensor("embed", inner.embed_tokens.weight.detach().float().numpy()), "ids"])
+    inputs = [helper.make_tensor_value_info("ids", tp.INT64, ["B"]),
+              helper.make_tensor_value_info("cos", tp.FLOAT, ["B", 1, d]),
+              helper.make_tensor_value_info("sin", tp.FLOAT, ["B", 1, d]),
+              helper.make_tensor_value_info("bias", tp.FLOAT, ["B", 1, 1, "C"])]
+    outputs = [helper.make_tensor_value_info("logits", tp.FLOAT, ["B", cfg.vocab_size])]
+
+    def norm(h: str, w: Any, name: str) -> str:
+        return op("SimplifiedLayerNormalization", [h, tensor(name, w.detach().float().numpy())], axis=-1, epsilon=eps)
+
+    for i, layer in enumerate(inner.layers):
+        attn, mlp = layer.self_attn, layer.mlp
+        past_k, past_v, new_k, new_v = f"past_key.{i}", f"past_value.{i}", f"key.{i}", f"value.{i}"
+        inputs += [helper.make_tensor_value_info(n, tp.FLOAT, ["B", kv_heads, "C", d]) for n in (past_k, past_v)]
+        outputs += [helper.make_tensor_value_info(n, tp.FLOAT, ["B", kv_heads, 1, d]) for n in (new_k, new_v)]
+        qkv = op("MatMul", [norm(x, layer.input_layernorm.weight, f"ln_in.{i}"),
+                            weight(f"qkv.{i}", attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)])
+        qk, v = op("Split", [qkv, ints["qk_v"]], 2, axis=-1)
+        qk = op("Reshape", [qk, ints["qkv_shape"]])  # (B, H + KV, D): queries and keys rotate together
+        lo, hi = op("Split", [qk, ints["rope_halves"]], 2, axis=-1)
+        rotated = op("Concat", [op("Neg", [hi]), lo], axis=-1)
+        qk = op("Add", [op("Mul", [qk, "cos"]), op("Mul", [rotated, "sin"])])
+        q, k = op("Split", [qk, ints["q_k"]], 2, axis=1)
+        q = op("Reshape", [q, ints["q_shape"]])  # (B, KV, G, D): each key/value head's query heads
+        k = op("Reshape", [k, ints["kv_shape"]], [new_k])
+        v = op("Reshape", [v, ints["kv_shape"]], [new_v])
+        old = op("Add", [op("FusedMatMul", [q, past_k], transB=1, alpha=scale), "bias"])  # (B, KV, G, C)
+        own = op("Mul", [op("ReduceSum", [op("Mul", [q, k]), ints["last_axis"]], keepdims=1), scale_name])
+        p_old, p_own = op("Split", [op("Softmax", [op("Concat", [old, own], axis=-1)], axis=-1), score_split], 2,
+                          axis=-1)
+        out = op("Add", [op("MatMul", [p_old, past_v]), op("Mul", [p_own, v])])  # (B, KV, G, D)
+        out = op("Reshape", [out, ints["out_shape"]])
+        x = op("Add", [x, op("MatMul", [out, weight(f"o.{i}", attn.o_proj.weight)])])
+        gate, up = op("Split", [op("MatMul", [norm(x, layer.post_attention_layernorm.weight, f"ln_post.{i}"),
+                                              weight(f"gate_up.{i}", mlp.gate_proj.weight, mlp.up_proj.weight)]),
+                                ints["gate_up"]], 2, axis=-1)
+        act = op("Mul", [op("Mul", [gate, op("Sigmoid", [gate])]), up])
+        x = op("Add", [x, op("MatMul", [act, weight(f"down.{i}", mlp.down_proj.weight)])])
+    op("MatMul", [norm(x, inner.norm.weight, "ln_final"), weight("lm_head", model.lm_head.weight)], ["logits"])
+    graph = helper.make_graph(nodes, "llama_decode_step", inputs, outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8)
