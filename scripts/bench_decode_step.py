@@ -1,13 +1,16 @@
-"""The decode step alone: `LlamaStep` (`fast_decode`) against the HF forward, both in one process.
+"""The decode step alone: `LlamaStep` (`fast_decode`) against the HF forward, or against `OrtStep`
+(`decode_engine="onnxruntime"`), all in one process.
 
-Two `HFPolicy` instances of one model (`--model`, default the embedded one), one decoding through
-`LlamaStep`, one through the HF forward. For each batch size B, B greedy rows of 400-token prompts (slices
+One `HFPolicy` of one model (`--model`, default the embedded one) per arm of `--arms` (first against
+second): torch (decoding through `LlamaStep`), hf (through the HF forward), onnxruntime (through
+`OrtStep`; its build, the weight sync, is timed too). For each batch size B, B greedy rows of 400-token prompts (slices
 of a source file) decode `--long` and `--short` new tokens; the difference of the two calls' wall times over
 `long - short` steps is the time of one decode step, with the prefill cancelled out. The paths alternate
-`--repeats` times; the ratio is taken per adjacent pair, then the median (the machine's load drifts hit
-both paths alike).
+`--repeats` times; the ratio (first / second) is taken per adjacent pair, then the median (the machine's
+load drifts hit both paths alike).
 
-Usage: .venv/bin/python scripts/bench_decode_step.py [--model DIR] [--batches 1,4,12] [--repeats 5] [--json F]
+Usage: .venv/bin/python scripts/bench_decode_step.py [--model DIR] [--arms torch,hf] [--batches 1,4,12]
+       [--repeats 5] [--json F]
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def step_ms(policy, prompts: list[list[int]], long: int, short: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=None)
+    ap.add_argument("--arms", default="torch,hf", help="two of torch, hf, onnxruntime: first / second")
     ap.add_argument("--batches", default="1,4,12")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--long", type=int, default=48)
@@ -49,9 +53,14 @@ def main() -> None:
 
     from agent_scaffold.policies.hf import HFPolicy
 
-    fast, hf = HFPolicy(args.model), HFPolicy(args.model, fast_decode=False)
-    if fast.llama_step() is None:
-        raise SystemExit(f"{fast.model_dir} does not decode through LlamaStep (see the log for the reason)")
+    settings = {"torch": {}, "hf": {"fast_decode": False}, "onnxruntime": {"decode_engine": "onnxruntime"}}
+    arms = args.arms.split(",")
+    if len(arms) != 2 or not set(arms) <= settings.keys() or arms[0] == arms[1]:
+        raise SystemExit(f"--arms takes two of {', '.join(settings)}, got {args.arms!r}")
+    fast, hf = (HFPolicy(args.model, **settings[a]) for a in arms)
+    for arm, policy in zip(arms, (fast, hf)):
+        if arm != "hf" and policy.llama_step() is None:
+            raise SystemExit(f"{policy.model_dir} does not decode through LlamaStep (see the log for the reason)")
     source = Path(__file__).resolve().parents[1] / "agent_scaffold" / "policies" / "decode_batch.py"
     ids = fast.tokenizer.encode(source.read_text())
     rows = []
@@ -67,12 +76,16 @@ def main() -> None:
         row = {"batch": b, "fast_ms": times["fast"], "hf_ms": times["hf"], "ratios": ratios,
                "median_ratio": statistics.median(ratios)}
         rows.append(row)
-        print(f"B={b}: LlamaStep {statistics.median(times['fast']):.1f} ms, HF forward "
+        print(f"B={b}: {arms[0]} {statistics.median(times['fast']):.1f} ms, {arms[1]} "
               f"{statistics.median(times['hf']):.1f} ms, per-pair ratio median {row['median_ratio']:.2f} "
               f"({', '.join(f'{r:.2f}' for r in ratios)})", flush=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"model": fast.model_dir, "long": args.long, "short": args.short,
-                                               "rows": rows}, indent=1))
+    syncs = {arm: p.engine_sync_s for arm, p in zip(arms, (fast, hf)) if p.engine_sync_s}
+    if syncs:
+        print(f"engine builds (weight sync), s: {syncs}")
+    if args.json:  # "fast" is the first arm and "hf" the second
+        Path(args.json).write_text(json.dumps({"model": fast.model_dir, "arms": arms, "long": args.long,
+                                               "short": args.short, "rows": rows, "engine_sync_s": syncs},
+                                              indent=1))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ draw differs from the `torch.multinomial` of trees before it).
 Sides (each measurement in a fresh subprocess, old and new alternating within each repeat):
 - old:  `BatchingPolicy(HFPolicy)` imported from `--base` (e.g. a `git worktree` of an older commit);
 - new:  the same from this tree (continuous batching; KV reuse across turns with `--kv-cache-mb`);
-- serial (with `--serial`): this tree's plain `HFPolicy`, one call at a time.
+- serial (with `--serial`): this tree's plain `HFPolicy`, one call at a time;
+- ort (with `--ort`): the new side with `decode_engine="onnxruntime"` (`OrtStep` decode steps).
 
 Reported per N: sampled tokens / wall time, median and range over `--repeats`, the mean decode batch size
 (token-weighted where the side reports it), and prompt tokens served from the KV store. `--json F` writes
@@ -87,6 +88,8 @@ def measure(args) -> dict:
     data = json.loads(Path(args.prompts).read_text())
     # Any tree whose HFPolicy has a KV store gets one (the old, gathered tree has none).
     kwargs = {"kv_cache_mb": args.kv_cache_mb} if "kv_cache_mb" in inspect.signature(HFPolicy).parameters else {}
+    if args.side == "ort":
+        kwargs["decode_engine"] = "onnxruntime"
     hf = HFPolicy(**kwargs)
     policy = hf if args.side == "serial" else BatchingPolicy(hf, max_batch=args.max_batch)
     counts = [0] * args.n
@@ -136,6 +139,7 @@ def main() -> None:
     ap.add_argument("--new", default=str(ROOT), help="tree of the new side (default: this one; pass a git worktree "
                     "to keep measuring one commit while this tree changes)")
     ap.add_argument("--serial", action="store_true", help="also measure this tree's plain HFPolicy, one call at a time")
+    ap.add_argument("--ort", action="store_true", help="also measure this tree with decode_engine onnxruntime")
     ap.add_argument("--callers", default="4,8", help="comma-separated numbers of concurrent episodes")
     ap.add_argument("--calls", type=int, default=3, help="generate calls per episode")
     ap.add_argument("--tokens", type=int, default=64, help="max new tokens per call")
@@ -166,7 +170,7 @@ def main() -> None:
     prompts_file.write_text(json.dumps({"prompt": prompt, "obs": obs}))
     new = str(Path(args.new).resolve())
     sides = ([("old", str(Path(args.base).resolve()))] if args.base else []) + [("new", new)] + \
-        ([("serial", new)] if args.serial else [])
+        ([("serial", new)] if args.serial else []) + ([("ort", new)] if args.ort else [])
     print(f"SmolLM2-135M fp32 CPU, {args.calls} calls x <= {args.tokens} tokens per episode on a {len(prompt)}-token "
           f"prompt, +{min(args.obs, len(obs))} observation tokens and ~{args.sandbox_s}s tool time per turn, "
           f"{args.repeats} repeats, load {os.getloadavg()[0]:.1f}", flush=True)
@@ -180,9 +184,10 @@ def main() -> None:
                 print(f"  N={n} repeat {rep} {side}: {r['tok_s']:.1f} tok/s, {r['tokens']} tokens, "
                       f"{r['wall_s']:.1f} s, batch {r.get('batch_mean_steps', 1):.2f}, load {r['load_1m']:.1f}",
                       flush=True)
-    print(f"\n{'N':>3} {'side':>7} {'median tok/s':>13} {'range':>15} {'vs old':>7} {'mean batch':>11} {'tokens':>7}")
+    first = sides[0][0]  # the side the others are compared with: old when there is one, else new
+    print(f"\n{'N':>3} {'side':>7} {'median tok/s':>13} {'range':>15} {'vs ' + first:>7} {'mean batch':>11} {'tokens':>7}")
     for n in sorted({r["n"] for r in rows}):
-        base = [r["tok_s"] for r in rows if r["n"] == n and r["side"] == "old"]
+        base = [r["tok_s"] for r in rows if r["n"] == n and r["side"] == first]
         for side, _ in sides:
             rs = [r for r in rows if r["n"] == n and r["side"] == side]
             rates = [r["tok_s"] for r in rs]

@@ -1,24 +1,24 @@
 """`OrtStep`: the decode step of a Llama model as one ONNX Runtime graph over a `SlotKV` batch's buffers.
 
-`LlamaStep` spends a large share of a CPU decode step on framework work: 38 aten ops a layer, each a
-dispatch, and MKL's small-row products. The same step as an ONNX graph, run by ONNX Runtime's CPU
-provider (MLAS products on weights it packs once, a few microseconds an op), took 0.46-0.67x the time
-of `LlamaStep` at 1-16 rows of 600 tokens on the 2-core box (`scripts/bench_decode_step.py --arms
+`LlamaStep` spends much of a CPU decode step on framework work (38 aten ops a layer, each a dispatch) and
+on MKL's small-row products. The same step as an ONNX graph run by ONNX Runtime's CPU provider (MLAS
+products on weights it packs once, attention in its `GroupQueryAttention` kernel, ~13 ops a layer) took
+0.72-0.92x the time of `LlamaStep` at 1-16 rows on the 2-core box (`scripts/bench_decode_step.py --arms
 torch,onnxruntime`, docs/benchmarks.md), with logprobs equal to float rounding (|dlogp| < 1e-4).
 
-The graph takes the step's token ids, each row's RoPE cos/sin, an additive mask over the buffer's
-columns and every layer's key and value buffers of the live slots (`kbuf[:rows]`, contiguous, so
-ONNX Runtime reads the torch memory without a copy), and returns the logits and each layer's new key and
-value column, which this step writes at `kv.end` as `LlamaStep` does. The new position attends to
-itself apart from the buffers (its score is concatenated before the softmax), so no buffer is copied.
-Attention reads every column of the buffers, padding and headroom included, masked out: the buffers of
-a `SlotKV(zeroed=True)` hold finite numbers everywhere, which a masked column needs (its score is
-added to -1e30 and its value weighted by 0).
+The graph takes the step's token ids, each row's RoPE cos/sin (rotated in the graph, before attention,
+so left padding shifts no row's positions), an additive mask over the batch's columns and every layer's
+key and value buffers of the live slots, and returns the logits. Buffers are bound in place (I/O
+binding on the torch memory of `kbuf[:rows]`, contiguous): `GroupQueryAttention` sees its past and
+present caches share one buffer, writes the new key and value at column `kv.end` of every row (its
+`seqlens_k`) and attends over columns [0, `kv.end`], so nothing of the cache is copied. Columns before a
+row's own are masked out but still read (a masked score is added to -1e30 and its value weighted by 0),
+so the buffers must hold finite numbers there: `SlotKV(zeroed=True)`.
 
 ONNX Runtime holds its own copy of the weights (packed for its products), so unlike `LlamaStep` it can
 decode stale weights: `HFPolicy` rebuilds the step whenever its weights change (`HFPolicy.weights_epoch`,
-moved by every load and version change), which takes a few seconds for SmolLM2-135M (graph, session and
-packing) and is timed as the engine's weight sync. One position a row a step: prompt-lookup drafts
+moved by every load and version change), which takes about 4 s for SmolLM2-135M (graph, session and
+packing) and is the engine's weight sync. One position a row a step: prompt-lookup drafts
 (`LlamaStep.many`) are not written out here.
 """
 
@@ -85,6 +85,7 @@ class OrtStep:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or torch.get_num_threads()
         options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # its own warnings go to stderr, past the logging setup; errors raise
         # Spinning pool threads would hold the cores between steps, while the same thread prefills in torch
         # and the sandboxes run tests.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -97,22 +98,29 @@ class OrtStep:
     def __call__(self, ids: Any, positions: Any, kv: Any, mask: Any) -> Any:
         """Logits (B, V) after feeding `ids` (B,) at `positions` (B,); writes each layer's new key and value
         at column `kv.end` of the batch's buffers, which must be zero-filled (`SlotKV(zeroed=True)`).
-        `mask` is `kv.step_mask()`'s (it marked column `kv.end`); the buffers' own mask is read whole."""
+        `mask` is `kv.step_mask()`'s: it marked column `kv.end`, which the buffers' own mask now holds."""
+        import numpy as np
+
         torch = self.torch
         rows, end = kv.rows, kv.end
         freqs = positions[:, None].float() * self.inv_freq  # (B, D/2)
         emb = torch.cat((freqs, freqs), -1)
-        bias = torch.full(kv.mask[:rows].shape, MASKED)
-        bias[:, :end].masked_fill_(kv.mask[:rows, :end].bool(), 0.0)  # column `end` is the new position's
-        feed = {"ids": ids.numpy(), "cos": (emb.cos() * self.rope_scale)[:, None].numpy(),
-                "sin": (emb.sin() * self.rope_scale)[:, None].numpy(), "bias": bias[:, None, None].numpy()}
+        bias = torch.full((rows, end + 1), MASKED)
+        bias.masked_fill_(kv.mask[:rows, :end + 1].bool(), 0.0)
+        bind = self.session.io_binding()
+        bind.bind_output("logits", "cpu")
+        for name, value in (("ids", ids.numpy()), ("cos", (emb.cos() * self.rope_scale)[:, None].numpy()),
+                            ("sin", (emb.sin() * self.rope_scale)[:, None].numpy()),
+                            ("bias", bias[:, None, None].numpy()), ("seqlens_k", np.full(rows, end, np.int32)),
+                            ("total_length", np.array(end + 1, np.int32))):
+            bind.bind_cpu_input(name, value)
         for i, (k, v) in enumerate(kv.kv):
-            feed[f"past_key.{i}"], feed[f"past_value.{i}"] = k[:rows].numpy(), v[:rows].numpy()
-        logits, *new = self.session.run(None, feed)
-        for i, (k, v) in enumerate(kv.kv):
-            k[:rows, :, end:end + 1] = torch.from_numpy(new[2 * i])
-            v[:rows, :, end:end + 1] = torch.from_numpy(new[2 * i + 1])
-        return torch.from_numpy(logits)
+            shape = list(k[:rows].shape)  # (B, KV, capacity, D): the same memory in and out
+            for past, present, buf in ((f"past_key.{i}", f"key.{i}", k), (f"past_value.{i}", f"value.{i}", v)):
+                bind.bind_input(past, "cpu", 0, np.float32, shape, buf.data_ptr())
+                bind.bind_output(present, "cpu", 0, np.float32, shape, buf.data_ptr())
+        self.session.run_with_iobinding(bind)
+        return torch.from_numpy(bind.get_outputs()[0].numpy())
 
     def many(self, *args: Any, **kwargs: Any) -> Any:
         raise ValueError("the ONNX Runtime decode step feeds one position a row: prompt-lookup drafts need "
@@ -122,16 +130,18 @@ class OrtStep:
 def decode_graph(model: Any, onnx: Any) -> Any:
     """The ONNX model of one decode step of `model` (a plain Llama decoder, float32), its weights inline.
 
-    Inputs: ids (B,) int64; cos, sin (B, 1, D) float; bias (B, 1, 1, C) float, 0 where a row attends to a
-    buffer column and `MASKED` elsewhere; past_key.i, past_value.i (B, KV, C, D) per layer. Outputs: logits
-    (B, V); key.i, value.i (B, KV, 1, D), the new position's, per layer."""
+    Inputs: ids (B,) int64; cos, sin (B, 1, D) float; bias (B, 1, 1, T) float, 0 where a row attends to a
+    column and `MASKED` elsewhere, over the T = end + 1 columns attended; seqlens_k (B,) int32, the column
+    the new position is written at (end); total_length () int32, T; past_key.i, past_value.i (B, KV, C, D)
+    per layer, C the buffers' capacity. Outputs: logits (B, V); key.i, value.i, the same buffers with the
+    new position's column written (bind them to the inputs' memory)."""
     import numpy as np
 
     helper, tp = onnx.helper, onnx.TensorProto
     cfg = model.config
     heads, kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
     d = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
-    groups, eps = heads // kv_heads, float(cfg.rms_norm_eps)
+    eps = float(cfg.rms_norm_eps)
     nodes: list[Any] = []
     inits: list[Any] = []
 
@@ -147,25 +157,23 @@ def decode_graph(model: Any, onnx: Any) -> Any:
 
     def op(kind: str, inputs: list[str], outputs: int | list[str] = 1, **attrs: Any) -> Any:
         names = outputs if isinstance(outputs, list) else [f"n{len(nodes)}_{j}" for j in range(outputs)]
-        domain = "com.microsoft" if kind == "FusedMatMul" else ""
+        domain = "com.microsoft" if kind == "GroupQueryAttention" else ""
         nodes.append(helper.make_node(kind, inputs, names, domain=domain, **attrs))
         return names[0] if len(names) == 1 else names
 
     ints = {name: tensor(name, np.array(value, np.int64)) for name, value in {
-        "qkv_shape": [0, heads + kv_heads, d], "q_shape": [0, kv_heads, groups, d], "kv_shape": [0, kv_heads, 1, d],
-        "out_shape": [0, heads * d], "rope_halves": [d // 2, d // 2], "last_axis": [-1], "one": [1],
+        "qkv_shape": [0, heads + kv_heads, d], "out_shape": [0, heads * d], "rope_halves": [d // 2, d // 2],
         "qk_v": [(heads + kv_heads) * d, kv_heads * d], "q_k": [heads, kv_heads],
-        "gate_up": [cfg.intermediate_size] * 2}.items()}
+        "gate_up": [cfg.intermediate_size] * 2, "seq_q": [0, 1, heads * d], "seq_kv": [0, 1, kv_heads * d]}.items()}
     scale = 1.0 / float(np.sqrt(d))
-    scale_name = tensor("scale", np.array(scale, np.float32))
-    columns = op("Shape", ["bias"], start=3)
-    score_split = op("Concat", [columns, ints["one"]], axis=0)  # (C, 1): buffer columns, the new position
     inner = model.model
     x = op("Gather", [tensor("embed", inner.embed_tokens.weight.detach().float().numpy()), "ids"])
     inputs = [helper.make_tensor_value_info("ids", tp.INT64, ["B"]),
               helper.make_tensor_value_info("cos", tp.FLOAT, ["B", 1, d]),
               helper.make_tensor_value_info("sin", tp.FLOAT, ["B", 1, d]),
-              helper.make_tensor_value_info("bias", tp.FLOAT, ["B", 1, 1, "C"])]
+              helper.make_tensor_value_info("bias", tp.FLOAT, ["B", 1, 1, "T"]),
+              helper.make_tensor_value_info("seqlens_k", tp.INT32, ["B"]),
+              helper.make_tensor_value_info("total_length", tp.INT32, [])]
     outputs = [helper.make_tensor_value_info("logits", tp.FLOAT, ["B", cfg.vocab_size])]
 
     def norm(h: str, w: Any, name: str) -> str:
@@ -175,7 +183,7 @@ def decode_graph(model: Any, onnx: Any) -> Any:
         attn, mlp = layer.self_attn, layer.mlp
         past_k, past_v, new_k, new_v = f"past_key.{i}", f"past_value.{i}", f"key.{i}", f"value.{i}"
         inputs += [helper.make_tensor_value_info(n, tp.FLOAT, ["B", kv_heads, "C", d]) for n in (past_k, past_v)]
-        outputs += [helper.make_tensor_value_info(n, tp.FLOAT, ["B", kv_heads, 1, d]) for n in (new_k, new_v)]
+        outputs += [helper.make_tensor_value_info(n, tp.FLOAT, ["B", kv_heads, "C", d]) for n in (new_k, new_v)]
         qkv = op("MatMul", [norm(x, layer.input_layernorm.weight, f"ln_in.{i}"),
                             weight(f"qkv.{i}", attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)])
         qk, v = op("Split", [qkv, ints["qk_v"]], 2, axis=-1)
@@ -184,14 +192,11 @@ def decode_graph(model: Any, onnx: Any) -> Any:
         rotated = op("Concat", [op("Neg", [hi]), lo], axis=-1)
         qk = op("Add", [op("Mul", [qk, "cos"]), op("Mul", [rotated, "sin"])])
         q, k = op("Split", [qk, ints["q_k"]], 2, axis=1)
-        q = op("Reshape", [q, ints["q_shape"]])  # (B, KV, G, D): each key/value head's query heads
-        k = op("Reshape", [k, ints["kv_shape"]], [new_k])
-        v = op("Reshape", [v, ints["kv_shape"]], [new_v])
-        old = op("Add", [op("FusedMatMul", [q, past_k], transB=1, alpha=scale), "bias"])  # (B, KV, G, C)
-        own = op("Mul", [op("ReduceSum", [op("Mul", [q, k]), ints["last_axis"]], keepdims=1), scale_name])
-        p_old, p_own = op("Split", [op("Softmax", [op("Concat", [old, own], axis=-1)], axis=-1), score_split], 2,
-                          axis=-1)
-        out = op("Add", [op("MatMul", [p_old, past_v]), op("Mul", [p_own, v])])  # (B, KV, G, D)
+        q = op("Reshape", [q, ints["seq_q"]])  # (B, 1, H * D): one position a row
+        k = op("Reshape", [k, ints["seq_kv"]])
+        v = op("Reshape", [v, ints["seq_kv"]])
+        out = op("GroupQueryAttention", [q, k, v, past_k, past_v, "seqlens_k", "total_length", "", "", "", "bias"],
+                 [f"attn.{i}", new_k, new_v], num_heads=heads, kv_num_heads=kv_heads, scale=scale)[0]
         out = op("Reshape", [out, ints["out_shape"]])
         x = op("Add", [x, op("MatMul", [out, weight(f"o.{i}", attn.o_proj.weight)])])
         gate, up = op("Split", [op("MatMul", [norm(x, layer.post_attention_layernorm.weight, f"ln_post.{i}"),

@@ -20,6 +20,8 @@ def serve_policy(
                                     "turns, so a growing context prefills only its new tokens (0: off)."),
     cpu_threads: int = typer.Option(0, "--cpu-threads", min=0, help="On CPU, torch threads per forward "
                                     "(0: torch's count)."),
+    decode_engine: str = typer.Option("torch", "--decode-engine", help="What runs a decode step: torch "
+                                      "(LlamaStep) or onnxruntime (CPU float32; pip install -e '.[ort]')."),
 ) -> None:
     """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
     /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""
@@ -27,8 +29,8 @@ def serve_policy(
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy_server import PolicyServer
 
-    server = PolicyServer(HFPolicy(model, device=device, kv_cache_mb=kv_cache_mb,
-                                   cpu_threads=cpu_threads), host=host, port=port,
+    server = PolicyServer(HFPolicy(model, device=device, kv_cache_mb=kv_cache_mb, cpu_threads=cpu_threads,
+                                   decode_engine=decode_engine), host=host, port=port,
                           max_batch=max_batch)
     logging.getLogger(__name__).info("policy server on %s (Ctrl-C stops it)", server.url)
     try:

@@ -137,7 +137,8 @@ def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int =
     policy = HFPolicy(model_dir or config.model_dir, device=resolve_device(config.device), version=int(version),
                       kv_cache_mb=config.kv_cache_mb, cpu_threads=config.cpu_threads,
                       adapt_threads=config.adapt_threads, fast_decode=config.fast_decode,
-                      lookup_tokens=config.lookup_tokens, lookup_rows=config.lookup_rows)
+                      lookup_tokens=config.lookup_tokens, lookup_rows=config.lookup_rows,
+                      decode_engine=config.decode_engine)
     return BatchingPolicy(policy, max_batch=config.max_batch, max_wait_s=config.batch_wait_s,
                           switch_interval_s=config.gil_switch_ms / 1e3 or None)
 

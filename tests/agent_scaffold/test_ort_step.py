@@ -144,3 +144,27 @@ def test_bad_engine_settings_get_errors_that_name_them(tiny_dir, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_onnxruntime)
     with pytest.raises(ImportError, match=r"policy.decode_engine = 'onnxruntime' needs .*pip install -e '.\[ort\]'"):
         HFPolicy(tiny_dir, **ORT)
+
+
+def test_run_config_refuses_a_bad_decode_engine_by_its_key(monkeypatch):
+    import importlib.util
+
+    from selfplay.config.run_config import PolicyConfig, RunConfig
+
+    with pytest.raises(ValueError, match="policy.decode_engine must be 'torch' or 'onnxruntime', got 'llama.cpp'"):
+        RunConfig(policy=PolicyConfig(decode_engine="llama.cpp"))
+    with pytest.raises(ValueError, match="policy.decode_engine = 'onnxruntime' feeds one position.*lookup_tokens = 0"):
+        RunConfig(policy=PolicyConfig(decode_engine="onnxruntime", lookup_tokens=4))
+    assert RunConfig(policy=PolicyConfig(decode_engine="onnxruntime")).policy.decode_engine == "onnxruntime"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    with pytest.raises(ValueError, match=r"needs onnxruntime, not installed: pip install -e '.\[ort\]'"):
+        RunConfig(policy=PolicyConfig(decode_engine="onnxruntime"))
+
+
+def test_the_run_policy_factory_builds_the_engine_it_is_asked_for(tiny_dir):
+    from selfplay.config.run_config import PolicyConfig
+    from selfplay.rollout.policy_factory import hf_policy
+
+    batching = hf_policy(PolicyConfig(decode_engine="onnxruntime", device="cpu"), model_dir=str(tiny_dir))
+    assert isinstance(batching.policy.llama_step(), OrtStep)
