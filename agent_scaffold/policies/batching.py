@@ -123,6 +123,11 @@ class BatchingPolicy:
         with self._lock:
             self.policy.load_weights(checkpoint_dir, version)
 
+    def sync_engine(self) -> float:
+        """The wrapped policy's `sync_engine` (0.0 when it has none)."""
+        sync = getattr(self.policy, "sync_engine", None)
+        return sync() if sync is not None else 0.0
+
     def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams) -> list[Completion]:
         if not prompts:
             return []

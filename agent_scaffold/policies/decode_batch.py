@@ -83,7 +83,8 @@ class DecodeBatch:
         self.lookup_tokens, self.lookup_rows = lookup_tokens, lookup_rows
         self.rows: list[_Row] = []  # in batch-slot order
         # An ONNX Runtime step reads the buffers whole, headroom included: they must hold finite numbers.
-        self.kv = SlotKV(self.torch, zeroed=getattr(policy, "decode_engine", "torch") == "onnxruntime")
+        self.onnxruntime = getattr(policy, "decode_engine", "torch") == "onnxruntime"
+        self.kv = SlotKV(self.torch, zeroed=self.onnxruntime)
         self.logits: Any = None  # (B, V): each row's next-token logits
         self.prefilled_tokens = 0
         """Prompt positions computed by prefills (the rest came from the store)."""
@@ -325,7 +326,14 @@ class DecodeBatch:
         if governor is not None:
             governor.update()
         with self.torch.inference_mode():
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+        if self.onnxruntime and governor is not None:
+            # The draws between forwards run on one torch thread: after a parallel op torch's OpenMP workers
+            # spin for a while, on the cores ONNX Runtime's next step needs (with them made to sleep at
+            # once, OMP_WAIT_POLICY=PASSIVE, a step at 8 rows took 42.6 ms instead of 46.9). The next
+            # prefill's `update` gives torch its threads back.
+            self.torch.set_num_threads(1)
+        return out
 
     def _draw(self) -> tuple[list[int], list[float]]:
         """Each row's next token and its logprob. Rows that share a distribution (temperature, top-p, top-k,

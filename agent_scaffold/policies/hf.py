@@ -142,6 +142,17 @@ class HFPolicy:
             self._llama_step = LlamaStep(self.model, import_torch())
         return self._llama_step
 
+    def sync_engine(self) -> float:
+        """Bring a decode engine that holds its own copy of the weights (`OrtStep`) up to the current ones
+        now, rather than at the next generation; the seconds it took (0.0 when nothing was rebuilt). A
+        weight sync calls it, so the rebuild is counted as the sync's time."""
+        if self.decode_engine != "onnxruntime":
+            return 0.0
+        with self._lock:
+            built = len(self.engine_sync_s)
+            self._ort_step()
+            return self.engine_sync_s[-1] if len(self.engine_sync_s) > built else 0.0
+
     def _ort_step(self) -> Any:
         step = self._llama_step
         if step is None or step.epoch != self.weights_epoch:

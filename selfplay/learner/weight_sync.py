@@ -63,6 +63,9 @@ class HFPolicySync:
             self._copy(state_dict, version)
         if self.policy.version != version:
             raise WeightSyncError(f"policy reports version {self.policy.version} after loading {version}")
+        sync_engine = getattr(self.policy, "sync_engine", None)
+        if sync_engine is not None:  # an engine with its own copy of the weights rebuilds now, inside the sync
+            sync_engine()
 
     def _copy(self, state: Mapping[str, Any], version: int) -> None:
         import torch

@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
+from agent_scaffold.policies.batching import BatchingPolicy  # noqa: E402
 from agent_scaffold.policies.hf import HFPolicy  # noqa: E402
 from agent_scaffold.policies.ort_step import OrtStep  # noqa: E402
 from agent_scaffold.policy import SamplingParams  # noqa: E402
@@ -110,6 +111,7 @@ def test_after_a_weight_sync_its_greedy_output_is_the_synced_models(tiny_dir, tm
     start = engine.generate_rows(prompt, greedy)[0].token_ids
 
     HFPolicySync(engine).push(1, checkpoint_dir=other_dir)
+    assert len(engine.engine_sync_s) == 2  # rebuilt inside the sync, before any generation
     learner = HFPolicy(other_dir, fast_decode=False)
     assert engine.llama_step() is not before and len(engine.engine_sync_s) == 2
     synced = _same_samples(engine, learner, 1e-5, prompt, greedy)
@@ -118,8 +120,10 @@ def test_after_a_weight_sync_its_greedy_output_is_the_synced_models(tiny_dir, tm
     with torch.no_grad():
         for p in learner.model.parameters():
             p.mul_(1.5)
-    HFPolicySync(engine, mode="memory").push(2, state_dict=learner.model.state_dict())
-    assert engine.version == 2
+    batching = BatchingPolicy(engine, max_batch=4)  # as a run holds it: the sync goes through the wrapper
+    HFPolicySync(batching, mode="memory").push(2, state_dict=learner.model.state_dict())
+    assert engine.version == 2 and len(engine.engine_sync_s) == 3
+    batching.close()
     _same_samples(engine, learner, 1e-5, prompt, greedy)
 
 
