@@ -13,7 +13,8 @@ Sides (each measurement in a fresh subprocess, old and new alternating within ea
 - old:  `BatchingPolicy(HFPolicy)` imported from `--base` (e.g. a `git worktree` of an older commit);
 - new:  the same from this tree (continuous batching; KV reuse across turns with `--kv-cache-mb`);
 - serial (with `--serial`): this tree's plain `HFPolicy`, one call at a time;
-- ort (with `--ort`): the new side with `decode_engine="onnxruntime"` (`OrtStep` decode steps).
+- ort (with `--ort`): the new side with `decode_engine="onnxruntime"` (`OrtStep` decode steps), its engine
+  built with the policy, before the timed episodes, as a run builds it at start and in each weight sync.
 
 Reported per N: sampled tokens / wall time, median and range over `--repeats`, the mean decode batch size
 (token-weighted where the side reports it), and prompt tokens served from the KV store. `--json F` writes
@@ -90,7 +91,9 @@ def measure(args) -> dict:
     kwargs = {"kv_cache_mb": args.kv_cache_mb} if "kv_cache_mb" in inspect.signature(HFPolicy).parameters else {}
     if args.side == "ort":
         kwargs["decode_engine"] = "onnxruntime"
+    t_build = time.perf_counter()
     hf = HFPolicy(**kwargs)
+    build_s = time.perf_counter() - t_build  # model load, and the engine's build where it has one
     policy = hf if args.side == "serial" else BatchingPolicy(hf, max_batch=args.max_batch)
     counts = [0] * args.n
     threads = [threading.Thread(target=episode, args=(policy, data["prompt"], i, args, data["obs"], counts))
@@ -102,7 +105,8 @@ def measure(args) -> dict:
         t.join()
     wall = time.perf_counter() - t0
     out = {"side": args.side, "n": args.n, "tokens": sum(counts), "wall_s": wall, "tok_s": sum(counts) / wall,
-           "load_1m": os.getloadavg()[0], "torch_threads": torch.get_num_threads(),
+           "load_1m": os.getloadavg()[0], "torch_threads": torch.get_num_threads(), "policy_build_s": build_s,
+           "engine_sync_s": list(getattr(hf, "engine_sync_s", [])),
            "module": sys.modules[HFPolicy.__module__].__file__}
     sizes = getattr(policy, "sizes", None)
     if sizes:  # continuous: decode steps by size; token-weighted mean = sum(b^2 n) / sum(b n)

@@ -88,6 +88,7 @@ class HFPolicy:
         self.engine_sync_s: list[float] = []
         """Seconds each rebuild of the `OrtStep` took (its weight sync), in order."""
         self._check_engine()
+        self.sync_engine()  # an ONNX Runtime step is built now, not in the first batch's first step
         log.info("loaded %s on %s", self.model_dir, device)
 
     @property

@@ -15,8 +15,9 @@ box, once per turn of every episode.
 Columns outside a row's own positions are masked out, but attention still reads them (a masked score is
 added to -inf and its value weighted by 0), so they must hold finite numbers: the buffers are allocated
 uninitialised and every column that becomes part of the batch's view is either written or zeroed first.
-A step that reads the buffers whole, headroom included (`OrtStep`), needs `zeroed=True`: buffers
-allocated zero-filled.
+A step that reads every column left of `end` (`OrtStep`) needs `zeroed=True`: the columns left of
+`start` are zeroed whenever buffers are allocated (the ones between `start` and a row's first column
+already are), and the headroom right of `end`, which no step reads, is left as allocated.
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ class SlotKV:
     scheduler thread owns it)."""
 
     def __init__(self, torch: Any, zeroed: bool = False) -> None:
-        """`zeroed`: allocate the buffers zero-filled, so every column holds finite numbers."""
+        """`zeroed`: keep every column left of `end` finite, the ones left of `start` included."""
         self.torch = torch
-        self._new = torch.zeros if zeroed else torch.empty
+        self.zeroed = zeroed
         self.kv: list[tuple[Any, Any]] = []  # per layer (keys, values), each (slots, H, capacity, D)
         self.mask: Any = None  # (slots, capacity) long: 1 where a row has a real position
         self.rows = 0
@@ -195,10 +196,11 @@ class SlotKV:
         torch, like = self.torch, layers[0][0]
         slots, capacity = _slots(rows), LEFT_ROOM + width + _room(width)
         shape = (slots, like.shape[1], capacity, like.shape[3])
-        self.kv = [(self._new(shape, dtype=like.dtype, device=like.device),
-                    self._new(shape, dtype=like.dtype, device=like.device)) for _ in layers]
+        self.kv = [(torch.empty(shape, dtype=like.dtype, device=like.device),
+                    torch.empty(shape, dtype=like.dtype, device=like.device)) for _ in layers]
         self.mask = torch.zeros(slots, capacity, dtype=torch.long, device=like.device)
         self.start = self.end = LEFT_ROOM + width
+        self._zero_left()
 
     def _reallocate(self, rows: int, width: int) -> None:
         """New buffers for `rows` slots and `width` columns with headroom, the live rows copied over and
@@ -211,7 +213,7 @@ class SlotKV:
         shape = (slots, old_k.shape[1], capacity, old_k.shape[3])
         kv = []
         for k, v in self.kv:
-            nk, nv = self._new(shape, dtype=k.dtype, device=k.device), self._new(shape, dtype=v.dtype, device=v.device)
+            nk, nv = torch.empty(shape, dtype=k.dtype, device=k.device), torch.empty(shape, dtype=v.dtype, device=v.device)
             nk[:self.rows, :, begin:begin + self.width] = k[:self.rows, :, self.start:self.end]
             nv[:self.rows, :, begin:begin + self.width] = v[:self.rows, :, self.start:self.end]
             kv.append((nk, nv))
@@ -221,6 +223,14 @@ class SlotKV:
         self.kv, self.mask = kv, mask
         self.first = [f + shift for f in self.first]
         self.start, self.end = begin, begin + self.width
+        self._zero_left()
+
+    def _zero_left(self) -> None:
+        """With `zeroed`, zero every slot's columns left of `start` in fresh buffers."""
+        if self.zeroed:
+            for k, v in self.kv:
+                k[:, :, :self.start] = 0
+                v[:, :, :self.start] = 0
 
 
 def _slots(rows: int) -> int:
