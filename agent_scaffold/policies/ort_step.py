@@ -2,9 +2,10 @@
 
 `LlamaStep` spends much of a CPU decode step on framework work (38 aten ops a layer, each a dispatch) and
 on MKL's small-row products. The same step as an ONNX graph run by ONNX Runtime's CPU provider (MLAS
-products on weights it packs once, attention in its `GroupQueryAttention` kernel, ~13 ops a layer) took
-0.72-0.92x the time of `LlamaStep` at 1-16 rows on the 2-core box (`scripts/bench_decode_step.py --arms
-torch,onnxruntime`, docs/benchmarks.md), with logprobs equal to float rounding (|dlogp| < 1e-4).
+products on weights it packs once, attention in its `GroupQueryAttention` kernel, ~13 ops a layer) ran
+a step 1.20-1.80x as fast as `LlamaStep` at 1-16 rows on the 2-core box (medians of per-pair ratios,
+`scripts/bench_decode_step.py --arms torch,onnxruntime`), and rollouts 1.18-1.25x as fast
+(`scripts/bench_rollouts.py --ort`; docs/benchmarks.md), with logprobs equal to float rounding.
 
 The graph takes the step's token ids, each row's RoPE cos/sin (rotated in the graph, before attention,
 so left padding shifts no row's positions), an additive mask over the batch's columns and every layer's
@@ -17,8 +18,8 @@ so the buffers must hold finite numbers there: `SlotKV(zeroed=True)`.
 
 ONNX Runtime holds its own copy of the weights (packed for its products), so unlike `LlamaStep` it can
 decode stale weights: `HFPolicy` rebuilds the step whenever its weights change (`HFPolicy.weights_epoch`,
-moved by every load and version change), which takes about 4 s for SmolLM2-135M (graph, session and
-packing) and is the engine's weight sync. One position a row a step: prompt-lookup drafts
+moved by every load and version change), which takes 3.4-3.8 s for SmolLM2-135M (graph, session and
+packing): the engine's weight sync, run inside `HFPolicySync` (`HFPolicy.sync_engine`). One position a row a step: prompt-lookup drafts
 (`LlamaStep.many`) are not written out here.
 """
 

@@ -65,9 +65,11 @@ class PolicyConfig:
     decode through the HF forward."""
     decode_engine: str = "torch"
     """hf: what runs a decode step of a model `fast_decode` writes out: "torch" (`LlamaStep`) or
-    "onnxruntime" (`OrtStep`: the same step as one ONNX Runtime graph, 0.46-0.67x the time a step at 1-16
-    rows on the 2-core box, logprobs equal to float rounding; CPU float32 only, lookup_tokens 0; rebuilt
-    from the weights after every sync, in a few seconds). Needs the `ort` extra: pip install -e '.[ort]'."""
+    "onnxruntime" (`OrtStep`: the same step as one ONNX Runtime graph, 1.2-1.8x as fast a step at 1-16
+    rows on the 2-core box and 1.18-1.25x the rollout tokens/s, logprobs equal to float rounding; CPU
+    float32 only and one position a row, so lookup_tokens must be 0; rebuilt from the weights in every
+    sync, 3.4-3.8 s). Needs the `ort` extra: pip install -e '.[ort]'. Not the default: the default's
+    lookup drafts gain as much at T = 0.5 and are torch-only (docs/benchmarks.md)."""
     lookup_tokens: int = 0
     """hf: speculative decoding with prompt-lookup drafts: a step feeds each row's sampled token and up to
     this many tokens that followed the latest earlier occurrence of its last 3, 2 or 1 tokens, and keeps
