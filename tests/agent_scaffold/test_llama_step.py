@@ -26,20 +26,24 @@ def _rows(policy):
     return prompts, params
 
 
-def _calls(monkeypatch):
+def _calls(monkeypatch, step_class=LlamaStep):
+    """The batch size of every call of `step_class` from now on (a list that fills as steps run)."""
     calls = []
-    original = LlamaStep.__call__
+    original = step_class.__call__
 
     def counted(self, *args, **kwargs):
         calls.append(len(args[0]))
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(LlamaStep, "__call__", counted)
+    monkeypatch.setattr(step_class, "__call__", counted)
     return calls
 
 
-def _same_samples(fast, reference, abs_logp):
-    prompts, params = _rows(fast)
+def _same_samples(fast, reference, abs_logp, prompts=None, params=None):
+    """`fast` samples what `reference` does (tokens, finish reasons; logprobs to `abs_logp`) on `prompts`
+    (default: `_rows`)."""
+    if prompts is None:
+        prompts, params = _rows(fast)
     got, want = fast.generate_rows(prompts, params), reference.generate_rows(prompts, params)
     for g, w in zip(got, want):
         assert g.token_ids == w.token_ids and g.finish_reason == w.finish_reason

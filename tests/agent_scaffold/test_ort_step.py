@@ -16,48 +16,15 @@ from agent_scaffold.policies.batching import BatchingPolicy  # noqa: E402
 from agent_scaffold.policies.hf import HFPolicy  # noqa: E402
 from agent_scaffold.policies.ort_step import OrtStep  # noqa: E402
 from agent_scaffold.policy import SamplingParams  # noqa: E402
+from tests.agent_scaffold.test_llama_step import _calls, _rows, _same_samples  # noqa: E402
 
 ORT = {"decode_engine": "onnxruntime"}
-
-
-def _rows(policy):
-    """Prompts of 3 lengths, each with its own token budget (rows leave the batch at different steps),
-    greedy and sampled with fixed seeds."""
-    tok = policy.tokenizer
-    texts = ["Hi", "List the files in the repository, then run the tests.", "Write a function that merges two "
-             "sorted lists and returns the merged list without duplicates."]
-    prompts = [tok.encode(t) for t in texts] * 2
-    params = [SamplingParams(temperature=0, max_new_tokens=n, seed=i) for i, n in enumerate((5, 12, 8))] + \
-             [SamplingParams(temperature=1.0, max_new_tokens=n, seed=10 + i) for i, n in enumerate((9, 4, 12))]
-    return prompts, params
-
-
-def _same_samples(engine, reference, abs_logp, prompts=None, params=None):
-    if prompts is None:
-        prompts, params = _rows(engine)
-    got, want = engine.generate_rows(prompts, params), reference.generate_rows(prompts, params)
-    for g, w in zip(got, want):
-        assert g.token_ids == w.token_ids and g.finish_reason == w.finish_reason
-        assert g.logprobs == pytest.approx(w.logprobs, abs=abs_logp)
-    return got
-
-
-def _counted(monkeypatch):
-    calls = []
-    original = OrtStep.__call__
-
-    def counted(self, *args, **kwargs):
-        calls.append(len(args[0]))
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(OrtStep, "__call__", counted)
-    return calls
 
 
 def test_decode_steps_match_the_hf_forward_as_rows_join_and_leave(tiny_dir, monkeypatch):
     engine, reference = HFPolicy(tiny_dir, **ORT), HFPolicy(tiny_dir, fast_decode=False)
     assert isinstance(engine.llama_step(), OrtStep)
-    calls = _counted(monkeypatch)
+    calls = _calls(monkeypatch, OrtStep)
     _same_samples(engine, reference, 1e-5)
     assert calls and max(calls) == 6 and min(calls) < 6  # every step ran it, at shrinking batch sizes
 
@@ -91,7 +58,7 @@ def test_the_embedded_smollm2_decodes_the_same_through_it(monkeypatch):
 
     model_dir = default_model_dir()
     engine, reference = HFPolicy(model_dir, **ORT), HFPolicy(model_dir, fast_decode=False)
-    calls = _counted(monkeypatch)
+    calls = _calls(monkeypatch, OrtStep)
     _same_samples(engine, reference, 1e-4)
     assert calls
 
