@@ -82,7 +82,7 @@ class DecodeBatch:
         self.policy, self.store = policy, store
         self.lookup_tokens, self.lookup_rows = lookup_tokens, lookup_rows
         self.rows: list[_Row] = []  # in batch-slot order
-        # An ONNX Runtime step reads the buffers whole, headroom included: they must hold finite numbers.
+        # An ONNX Runtime step reads every column left of the batch's end: they must hold finite numbers.
         self.onnxruntime = getattr(policy, "decode_engine", "torch") == "onnxruntime"
         self.kv = SlotKV(self.torch, zeroed=self.onnxruntime)
         self.logits: Any = None  # (B, V): each row's next-token logits

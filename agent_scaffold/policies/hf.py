@@ -150,9 +150,8 @@ class HFPolicy:
         if self.decode_engine != "onnxruntime":
             return 0.0
         with self._lock:
-            built = len(self.engine_sync_s)
-            self._ort_step()
-            return self.engine_sync_s[-1] if len(self.engine_sync_s) > built else 0.0
+            before = self._llama_step
+            return self.engine_sync_s[-1] if self._ort_step() is not before else 0.0
 
     def _ort_step(self) -> Any:
         step = self._llama_step

@@ -19,8 +19,8 @@ so the buffers must hold finite numbers there: `SlotKV(zeroed=True)`.
 ONNX Runtime holds its own copy of the weights (packed for its products), so unlike `LlamaStep` it can
 decode stale weights: `HFPolicy` rebuilds the step whenever its weights change (`HFPolicy.weights_epoch`,
 moved by every load and version change), which takes 3.4-3.8 s for SmolLM2-135M (graph, session and
-packing): the engine's weight sync, run inside `HFPolicySync` (`HFPolicy.sync_engine`). One position a row a step: prompt-lookup drafts
-(`LlamaStep.many`) are not written out here.
+packing): the engine's weight sync, run inside `HFPolicySync` (`HFPolicy.sync_engine`). One position a
+row a step: prompt-lookup drafts (`LlamaStep.many`) are not written out here.
 """
 
 from __future__ import annotations
