@@ -25,6 +25,8 @@ def serve_policy(
 ) -> None:
     """Serve /v1/completions (token ids in and out), /v1/chat/completions, /v1/models, /health,
     /reload_weights and /weight_info. On GPUs prefer `vllm serve --generation-config vllm`."""
+    if decode_engine not in ("torch", "onnxruntime"):
+        raise typer.BadParameter(f"must be torch or onnxruntime, got {decode_engine!r}", param_hint="--decode-engine")
     # lazy: keeps `selfplay --help` fast
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy_server import PolicyServer

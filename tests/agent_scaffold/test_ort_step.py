@@ -139,3 +139,13 @@ def test_the_run_policy_factory_builds_the_engine_it_is_asked_for(tiny_dir):
 
     batching = hf_policy(PolicyConfig(decode_engine="onnxruntime", device="cpu"), model_dir=str(tiny_dir))
     assert isinstance(batching.policy.llama_step(), OrtStep)
+
+
+def test_serve_policy_refuses_an_unknown_engine_before_loading_a_model():
+    from typer.testing import CliRunner
+
+    from selfplay.cli import app
+
+    result = CliRunner().invoke(app, ["serve-policy", "--decode-engine", "bogus"])
+    assert result.exit_code == 2
+    assert "--decode-engine" in result.output and "must be torch or onnxruntime" in result.output
