@@ -6,6 +6,8 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
   .venv/bin/python scripts/bench_learning.py --arm rl [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
       [--control-learner off] [--demonstrated] [--train-eval N]
+  .venv/bin/python scripts/bench_learning.py --arm recheck --recheck DIR [--recheck DIR ...] [--eval-seed S]
+      [--samples k] [--stratum train|heldout] [--out F.json]
 
 The arms run one after the other. To run them side by side, start one process per arm (`--arms rl --work A`,
 `--arms control --work B`, the same other options), then `--arm report --work A --merge B` writes the
@@ -125,9 +127,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")
-    ap.add_argument("--arm", choices=("rft", "rl", "report"), default="rft",
+    ap.add_argument("--arm", choices=("rft", "rl", "report", "recheck"), default="rft",
                     help="rft: before/after the warm start; rl: the two-arm learning experiment; report: rewrite "
-                         "the rl outputs from <--work>/results.json and the arms' run directories.")
+                         "the rl outputs from <--work>/results.json and the arms' run directories; recheck: "
+                         "play the final checkpoints of the --recheck experiments again with fresh seeds.")
     ap.add_argument("--repos", default=None,
                     help="rft: held-out repos (default parse,inflection,humanize); rl: training repos "
                          "(default: the warm start's).")
@@ -150,6 +153,11 @@ def main() -> None:
                     help="report: add the arms of another experiment's --work directory (an arm run in a "
                          "process of its own with --arms), after checking that it used the same held-out tasks.")
     ap.add_argument("--arms", default="rl,control", help="rl: which arms to run.")
+    ap.add_argument("--recheck", type=Path, action="append", default=[],
+                    help="recheck: a finished experiment's --work directory (repeatable); the i-th is played "
+                         "with sample seed --eval-seed + i, --samples episodes per task.")
+    ap.add_argument("--stratum", choices=("train", "heldout"), default="train",
+                    help="recheck: the training-stratum tasks (train) or the held-out ones.")
     ap.add_argument("--train-eval", type=int, default=0,
                     help="rl: also evaluate this many training-stratum tasks per training repo (the loop's own "
                          "procedural seeds) at every stage, so the arms' training solve rates pair; 0: none.")
@@ -176,6 +184,8 @@ def main() -> None:
         return run_rl(args)
     if args.arm == "report":
         return report_rl(args)
+    if args.arm == "recheck":
+        return recheck_rl(args)
     args.repos = args.repos or ",".join(HELDOUT_REPOS)
     from transformers import AutoTokenizer
 
@@ -266,6 +276,54 @@ def report_rl(args: argparse.Namespace) -> None:
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), heldout_table(results, "train_evals"), paired_line(results),
           training_table(results), injector_table(results), turns_table(results), sep="\n\n")
+
+
+def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
+    """The tasks an experiment evaluated: the held-out ones from its tasks.json, the training stratum from its
+    rl arm's store (the loop stored every one of them before its first iteration)."""
+    if stratum == "heldout":
+        if not (work / "tasks.json").is_file():
+            raise SystemExit(f"--recheck {work}: no tasks.json there; is it an experiment's --work directory?")
+        return interleave(heldout_tasks((), 0, 0, work, None))
+    ids = results.get("train_tasks") or []
+    if not ids:
+        raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0)")
+    from repos.listfile import get_repo
+    from selfplay.store import open_store
+
+    store = Path(results["arms"]["rl"]["run_dir"]) / "store.db"
+    with open_store(str(store), create=False) as s:
+        tasks = s.get_tasks(ids)
+    return interleave([(get_repo(t.repo), t) for t in tasks])
+
+
+def recheck_rl(args: argparse.Namespace) -> None:
+    """`--arm recheck`: see `selfplay.experiment.recheck`. Writes --out (default <first --recheck>/recheck.json)
+    after every experiment, so a stopped recheck keeps what it played."""
+    from selfplay.experiment.recheck import pooled, recheck_experiment, recheck_settings, recheck_table
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if not args.recheck:
+        raise SystemExit("--arm recheck needs at least one --recheck DIR (a finished experiment's --work)")
+    out = args.out or args.recheck[0] / "recheck.json"
+    kind = "train_evals" if args.stratum == "train" else "evals"
+    done: list[dict] = []
+    for i, work in enumerate(args.recheck):
+        results = json.loads((work / "results.json").read_text())
+        tasks = recheck_tasks(work, results, args.stratum)
+        try:
+            settings = recheck_settings(results, samples=args.samples, sample_seed=args.eval_seed + i,
+                                        workers=args.workers)
+            print(f"{work}: {len(tasks)} tasks x {settings.samples} samples, sample seed {settings.sample_seed}",
+                  flush=True)
+            done.append({"work": str(work), **recheck_experiment(results, tasks, settings, kind)})
+        except ValueError as e:
+            raise SystemExit(f"--recheck {work}: {e}") from None
+        total = pooled(done)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": total,
+                                   "experiments": done}, indent=1) + "\n")
+        print(recheck_table(done, total), flush=True)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,20 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
     return {"only_a": float(only_a), "only_b": float(only_b), "p_value": min(1.0, 2 * tail) if n else 1.0}
 
 
+def sign_test(only_a: int, only_b: int) -> dict[str, float]:
+    """Exact sign test of discordant pairs (a solved and b did not: `only_a`; the reverse: `only_b`): the
+    one-sided p-value that a is the better arm (`p_greater`, P(X >= only_a) for X ~ Binomial(n, 1/2)) and
+    the two-sided one (`p_value`, as `mcnemar_exact`). 1.0 with no discordant pair."""
+    if only_a < 0 or only_b < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {only_a} and {only_b}")
+    n = only_a + only_b
+    if n == 0:
+        return {"p_greater": 1.0, "p_value": 1.0}
+    upper = sum(math.comb(n, i) for i in range(only_a, n + 1)) / 2 ** n
+    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n
+    return {"p_greater": min(1.0, upper), "p_value": min(1.0, 2 * tail)}
+
+
 def pass_at_k(successes: Sequence[bool]) -> bool:
     """Solved by at least one of the k samples of a task."""
     return any(successes)

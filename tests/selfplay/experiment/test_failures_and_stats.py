@@ -281,3 +281,57 @@ def test_episode_seeds_are_fixed_by_task_and_sample_and_moved_by_the_sample_seed
     assert all(len(set(v)) == 8 for v in seeds.values())  # distinct per task and sample
     assert not set(seeds[0]) & set(seeds[1]) and not set(seeds[1]) & set(seeds[2])  # every draw moves
     assert seeds[1] == [episode_seed(t, k, 1) for t in ("a-1", "b-2") for k in range(4)]  # and replays
+
+
+def test_sign_test_against_hand_computed_tails():
+    from selfplay.experiment.stats import sign_test
+
+    # 13 vs 4 discordant pairs: P(X >= 13 | n = 17) = (C(17,13) + ... + C(17,17)) / 2^17 = 3214 / 131072
+    p = sign_test(13, 4)
+    assert p["p_greater"] == pytest.approx(3214 / 2 ** 17)
+    assert p["p_value"] == pytest.approx(2 * 3214 / 2 ** 17)  # the same tail on the other side
+    assert sign_test(4, 13)["p_greater"] == pytest.approx(1 - (3214 - 2380) / 2 ** 17)  # P(X >= 4) = 1 - P(X <= 3)
+    assert sign_test(0, 0) == {"p_greater": 1.0, "p_value": 1.0}
+    assert sign_test(3, 0)["p_greater"] == pytest.approx(1 / 8)
+    with pytest.raises(ValueError, match=">= 0"):
+        sign_test(-1, 2)
+
+
+def _rows(items):
+    return [{"task": t, "mode": m, "sample": k, "reward": r, "failure": f} for t, m, k, r, f in items]
+
+
+def test_recheck_pairs_by_task_and_sample_and_pools_experiments():
+    from selfplay.experiment.recheck import pair_episodes, pooled, recheck_table
+
+    rl = _rows([("a", "sample", 0, 1, "solved"), ("a", "sample", 1, 1, "solved"), ("b", "sample", 0, -1, "no_edit"),
+                ("b", "sample", 1, 1, "solved"), ("b", "greedy", 0, 1, "solved")])
+    control = _rows([("a", "sample", 0, -1, "no_edit"), ("a", "sample", 1, 1, "solved"),
+                     ("b", "sample", 0, 1, "solved"), ("b", "sample", 1, -1, "infra"),
+                     ("b", "greedy", 0, -1, "no_edit")])
+    p = pair_episodes(rl, control)
+    # greedy rows never pair (their seed is not the recheck's) and an infra row drops its pair
+    assert (p["pairs"], p["only_rl"], p["only_control"], p["rl_solved"], p["control_solved"]) == (3, 1, 1, 2, 2)
+    total = pooled([{"paired": p, "sample_seed": 1}, {"paired": {**p, "only_rl": 5, "only_control": 0}, "sample_seed": 2}])
+    assert (total["pairs"], total["only_rl"], total["only_control"]) == (6, 6, 1)
+    assert total["p_greater"] == pytest.approx(8 / 128)  # P(X >= 6 | n = 7) = (7 + 1) / 2^7
+    table = recheck_table([{"work": "runs/a", "sample_seed": 1, "paired": p}], total)
+    assert "| runs/a | 1 | 3 |" in table and "**pooled**" in table
+
+
+def test_recheck_needs_a_finished_experiment_and_fresh_seeds():
+    from selfplay.experiment.recheck import final_checkpoints, recheck_settings
+
+    results = {"config": {"iterations": "3", "eval": str({"max_turns": 12, "max_new_tokens": 256,
+                                                          "max_context_tokens": 2048, "samples": 4,
+                                                          "temperature": 0.5, "greedy": True, "workers": 8})},
+               "train_evals": {"start": {"model": "W"}, "rl@3": {"model": "R"}}}
+    with pytest.raises(ValueError, match="control@3"):
+        final_checkpoints(results)
+    results["train_evals"]["control@3"] = {"model": "W"}
+    assert final_checkpoints(results) == {"rl": "R", "control": "W"}
+    s = recheck_settings(results, samples=8, sample_seed=5, workers=2)
+    assert (s.max_turns, s.max_new_tokens, s.temperature, s.samples, s.greedy, s.sample_seed) == (12, 256, 0.5, 8,
+                                                                                                   False, 5)
+    with pytest.raises(ValueError, match="replay"):
+        recheck_settings(results, samples=8, sample_seed=0, workers=2)

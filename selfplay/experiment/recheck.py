@@ -1,0 +1,110 @@
+"""A confirmatory evaluation of finished experiments: each one's final rl and control checkpoints played
+again on the same tasks with a fresh `sample_seed` and as many samples per task as wanted, paired per
+(task, sample), then pooled over experiments.
+
+Why it exists: an experiment's own evaluations seed their sampled episodes by task and sample only, so
+every replicate from the same warm start replays the same start (and control) episodes, and their paired
+tests share those episodes: pooled, they are not independent samples. A recheck gives each experiment its
+own `sample_seed` (`base_seed + index`), so its control episodes are drawn afresh and the pooled
+discordant pairs are independent; with more samples per task it also has more of them. The analysis is
+fixed before it runs: one-sided exact sign test over the discordant pairs (rl solved, control did not;
+and the reverse), per experiment and pooled.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
+from selfplay.experiment.stats import sign_test
+
+log = logging.getLogger(__name__)
+
+ARMS = ("rl", "control")
+
+
+def final_checkpoints(results: Mapping[str, Any], kind: str = "train_evals") -> dict[str, str]:
+    """Arm -> the checkpoint an experiment evaluated after its last iteration (`kind`: "train_evals" or
+    "evals"). A control run without its learner evaluated the warm start itself there."""
+    last = int(results["config"]["iterations"])
+    evals = results.get(kind) or {}
+    missing = [a for a in ARMS if f"{a}@{last}" not in evals]
+    if missing:
+        raise ValueError(f"the experiment has no {kind} entry for {', '.join(f'{a}@{last}' for a in missing)}: "
+                         "only a finished experiment (both arms, every iteration) can be rechecked; finish it or "
+                         "merge the other arm's --work with `--arm report --merge`")
+    return {a: evals[f"{a}@{last}"]["model"] for a in ARMS}
+
+
+def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: int, workers: int) -> EvalSettings:
+    """The experiment's own evaluation budgets (turns, tokens, context, temperature), sampled episodes only
+    (the greedy ones do not depend on the seed: they would replay), `samples` of them per task."""
+    if sample_seed < 1:
+        raise ValueError(f"sample_seed {sample_seed} would replay the experiments' own draws (0); give 1 or more")
+    if samples < 1:
+        raise ValueError(f"samples must be >= 1, got {samples}")
+    saved = results["config"]["eval"]
+    if isinstance(saved, str):  # results.json keeps the config's values as their str(): a dict's repr
+        saved = ast.literal_eval(saved)
+    base = EvalSettings(**{k: saved[k] for k in ("max_turns", "max_new_tokens", "max_context_tokens",
+                                                 "temperature") if k in saved})
+    return replace(base, samples=samples, greedy=False, workers=workers, sample_seed=sample_seed)
+
+
+def pair_episodes(rl: Sequence[Mapping[str, Any]], control: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sampled episodes of two checkpoints paired by (task, sample), which share their seed; an episode lost
+    to infrastructure on either side drops its pair."""
+    def by(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], bool]:
+        return {(r["task"], r["sample"]): r["reward"] > 0 for r in rows
+                if r["mode"] == "sample" and r["failure"] != "infra"}
+
+    a, b = by(rl), by(control)
+    keys = sorted(set(a) & set(b))
+    only_rl = sum(a[k] and not b[k] for k in keys)
+    only_control = sum(b[k] and not a[k] for k in keys)
+    return {"pairs": len(keys), "rl_solved": sum(a[k] for k in keys), "control_solved": sum(b[k] for k in keys),
+            "only_rl": only_rl, "only_control": only_control, **sign_test(only_rl, only_control)}
+
+
+def pooled(rechecks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The experiments' paired counts summed, and the sign test of the sums (the experiments' episodes are
+    independent when each had its own `sample_seed`)."""
+    keys = ("pairs", "rl_solved", "control_solved", "only_rl", "only_control")
+    total = {k: sum(int(r["paired"][k]) for r in rechecks) for k in keys}
+    return {**total, **sign_test(total["only_rl"], total["only_control"])}
+
+
+def recheck_experiment(results: Mapping[str, Any], tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
+                       kind: str = "train_evals",
+                       play: Callable[[str, Sequence[tuple[Any, Any]], EvalSettings], list[EpisodeRow]] = evaluate,
+                       ) -> dict[str, Any]:
+    """Both final checkpoints of one experiment on `tasks` under `settings`, and their pairing."""
+    out: dict[str, Any] = {"sample_seed": settings.sample_seed, "samples": settings.samples, "kind": kind,
+                           "tasks": [t.task_id for _, t in tasks], "arms": {}}
+    for arm, model in final_checkpoints(results, kind).items():
+        t0 = time.monotonic()
+        rows = play(model, tasks, settings)
+        out["arms"][arm] = {"model": model, "wall_s": round(time.monotonic() - t0, 1),
+                            "summary": summarize(rows), "rows": [row_dict(r) for r in rows]}
+        log.info("recheck %s (%s): %s", arm, model, out["arms"][arm]["summary"].get("sample"))
+    out["paired"] = pair_episodes(out["arms"]["rl"]["rows"], out["arms"]["control"]["rows"])
+    return out
+
+
+def recheck_table(rechecks: Sequence[Mapping[str, Any]], total: Mapping[str, Any]) -> str:
+    """Markdown: per experiment and pooled, each arm's solved sampled episodes and the paired sign test."""
+    lines = ["| experiment | sample_seed | pairs | rl solved | control solved | only rl | only control | "
+             "p (one-sided) | p (two-sided) |", "|---|---|---|---|---|---|---|---|---|"]
+
+    def row(name: str, seed: Any, p: Mapping[str, Any]) -> str:
+        return (f"| {name} | {seed} | {p['pairs']} | {p['rl_solved']} | {p['control_solved']} | {p['only_rl']} | "
+                f"{p['only_control']} | {p['p_greater']:.3g} | {p['p_value']:.3g} |")
+
+    lines += [row(r.get("work", str(i)), r["sample_seed"], r["paired"]) for i, r in enumerate(rechecks)]
+    lines.append(row("**pooled**", "-", total))
+    return "\n".join(lines)
