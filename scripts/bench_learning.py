@@ -3,7 +3,7 @@ the warm start; `--arm rl` runs the learning experiment (the self-play loop from
 and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-every` iterations; see
 `selfplay.experiment`), writing results.json, a table (table.md), a page (index.html) and SVG charts.
 
-  .venv/bin/python scripts/bench_learning.py --arm rl [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
+  .venv/bin/python scripts/bench_learning.py --arm rl [--policy hf|vllm] [--preset P] [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
       [--control-learner off] [--demonstrated] [--train-eval N]
   .venv/bin/python scripts/bench_learning.py --arm recheck --recheck DIR [--recheck DIR ...] [--eval-seed S]
@@ -137,6 +137,12 @@ def main() -> None:
     ap.add_argument("--heldout", default=",".join(HELDOUT_REPOS), help="rl: held-out repos, comma-separated.")
     ap.add_argument("--model", default=None, help="rl: the warm start both arms start from (default: the cached "
                                                   "default warm start, built if missing).")
+    ap.add_argument("--policy", choices=("hf", "vllm"), default=None,
+                    help="rl: the arms' rollout backend (policy.backend; default: the --preset's): hf samples in "
+                         "process (on a GPU when there is one); vllm through the preset's endpoints (gpu-1node). "
+                         "The evaluations load --model and its successors with the hf backend either way.")
+    ap.add_argument("--preset", default="default",
+                    help="rl: the `selfplay run` preset the arms start from (e.g. gpu-1node on a GPU node).")
     ap.add_argument("--iterations", type=int, default=4, help="rl: loop iterations per arm.")
     ap.add_argument("--eval-every", type=int, default=2, help="rl: held-out evaluation every K iterations.")
     ap.add_argument("--lr", type=float, default=1e-5, help="rl: the RL arm's learning rate (control: 0).")
@@ -233,8 +239,9 @@ def run_rl(args: argparse.Namespace) -> None:
         shown = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={store}")
     cfg = ExperimentConfig(model_dir=model, work=args.work,
                            repos=tuple(split), heldout=tuple(heldout), iterations=args.iterations,
-                           eval_every=args.eval_every, lr=args.lr, seed=args.seed,
-                           overrides=(f"rollout.temperature={args.temperature}", *shown, *args.overrides),
+                           eval_every=args.eval_every, lr=args.lr, seed=args.seed, preset=args.preset,
+                           overrides=(*([f"policy.backend={args.policy}"] if args.policy else []),
+                                      f"rollout.temperature={args.temperature}", *shown, *args.overrides),
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature, sample_seed=args.eval_seed),

@@ -96,3 +96,16 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
         assert text.startswith("<svg") and 'data-series="rl"' in text and 'data-series="control"' in text
     saved = json.loads((tmp_path / "exp" / "results.json").read_text())
     assert saved["evals"]["rl@2"]["weights"] == evals["rl@2"]["weights"]
+
+    # the recheck: both final checkpoints played again (real evaluation, Docker, grader) with a fresh sample
+    # seed, on what results.json saved (its config as strings, as read back from disk)
+    from selfplay.experiment.recheck import recheck_experiment, recheck_settings
+
+    settings = recheck_settings(saved, samples=2, sample_seed=7, workers=1)
+    again = recheck_experiment(saved, [(toolz_spec, task)], settings)
+    assert again["arms"]["rl"]["model"] == evals["rl@2"]["model"] and again["arms"]["control"]["model"] == evals["control@2"]["model"]
+    for arm in ("rl", "control"):
+        rows = again["arms"][arm]["rows"]
+        assert [(r["mode"], r["sample"]) for r in rows] == [("sample", 0), ("sample", 1)]  # no greedy episode
+        assert all(r["task"] == task.task_id and r["turns"] == 1 for r in rows)
+    assert again["paired"]["pairs"] == 2 and again["sample_seed"] == 7
