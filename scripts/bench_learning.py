@@ -294,38 +294,58 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
         return interleave(heldout_tasks((), 0, 0, work, None))
     ids = results.get("train_tasks") or []
     if not ids:
-        raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0)")
+        raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0); "
+                         "recheck its held-out tasks with --stratum heldout")
     from repos.listfile import get_repo
     from selfplay.store import open_store
 
     store = Path(results["arms"]["rl"]["run_dir"]) / "store.db"
+    if not store.is_file():
+        raise SystemExit(f"--recheck {work}: its rl arm's store {store} is gone; the training stratum's tasks are read there")
     with open_store(str(store), create=False) as s:
         tasks = s.get_tasks(ids)
     return interleave([(get_repo(t.repo), t) for t in tasks])
 
 
 def recheck_rl(args: argparse.Namespace) -> None:
-    """`--arm recheck`: see `selfplay.experiment.recheck`. Writes --out (default <first --recheck>/recheck.json)
-    after every experiment, so a stopped recheck keeps what it played."""
-    from selfplay.experiment.recheck import pooled, recheck_experiment, recheck_settings, recheck_table
+    """`--arm recheck`: see `selfplay.experiment.recheck`. Every experiment is read and checked before any
+    episode is played; --out (default <first --recheck>/recheck.json) is written after every experiment, so
+    a stopped recheck keeps what it played."""
+    from selfplay.experiment.recheck import (
+        final_checkpoints,
+        pooled,
+        recheck_experiment,
+        recheck_settings,
+        recheck_table,
+    )
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if not args.recheck:
         raise SystemExit("--arm recheck needs at least one --recheck DIR (a finished experiment's --work)")
-    out = args.out or args.recheck[0] / "recheck.json"
+    if args.eval_seed < 1:
+        raise SystemExit(f"--arm recheck: --eval-seed {args.eval_seed} would replay the experiments' own draws; "
+                         "give 1 or more (the i-th --recheck plays with --eval-seed + i)")
     kind = "train_evals" if args.stratum == "train" else "evals"
-    done: list[dict] = []
+    checked = []  # the cheap checks of every experiment first, then their tasks, then any episode
     for i, work in enumerate(args.recheck):
-        results = json.loads((work / "results.json").read_text())
-        tasks = recheck_tasks(work, results, args.stratum)
+        path = work / "results.json"
+        if not path.is_file():
+            raise SystemExit(f"--recheck {work}: no results.json there; name an experiment's --work directory")
+        results = json.loads(path.read_text())
         try:
+            final_checkpoints(results, kind)
             settings = recheck_settings(results, samples=args.samples, sample_seed=args.eval_seed + i,
                                         workers=args.workers)
-            print(f"{work}: {len(tasks)} tasks x {settings.samples} samples, sample seed {settings.sample_seed}",
-                  flush=True)
-            done.append({"work": str(work), **recheck_experiment(results, tasks, settings, kind)})
         except ValueError as e:
             raise SystemExit(f"--recheck {work}: {e}") from None
+        checked.append((work, results, settings))
+    plans = [(work, results, recheck_tasks(work, results, args.stratum), settings) for work, results, settings in checked]
+    out = args.out or args.recheck[0] / "recheck.json"
+    done: list[dict] = []
+    for work, results, tasks, settings in plans:
+        print(f"{work}: {len(tasks)} tasks x {settings.samples} samples, sample seed {settings.sample_seed}",
+              flush=True)
+        done.append({"work": str(work), **recheck_experiment(results, tasks, settings, kind)})
         total = pooled(done)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": total,
