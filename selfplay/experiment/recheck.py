@@ -20,12 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from selfplay.experiment.arms import ARMS
 from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
 from selfplay.experiment.stats import sign_test
 
 log = logging.getLogger(__name__)
 
-ARMS = ("rl", "control")
+NAMES = tuple(name for name, _ in ARMS)
 
 
 def final_checkpoints(results: Mapping[str, Any], kind: str = "train_evals") -> dict[str, str]:
@@ -33,12 +34,12 @@ def final_checkpoints(results: Mapping[str, Any], kind: str = "train_evals") -> 
     "evals"). A control run without its learner evaluated the warm start itself there."""
     last = int(results["config"]["iterations"])
     evals = results.get(kind) or {}
-    missing = [a for a in ARMS if f"{a}@{last}" not in evals]
+    missing = [a for a in NAMES if f"{a}@{last}" not in evals]
     if missing:
         raise ValueError(f"the experiment has no {kind} entry for {', '.join(f'{a}@{last}' for a in missing)}: "
                          "only a finished experiment (both arms, every iteration) can be rechecked; finish it or "
                          "merge the other arm's --work with `--arm report --merge`")
-    return {a: evals[f"{a}@{last}"]["model"] for a in ARMS}
+    return {a: evals[f"{a}@{last}"]["model"] for a in NAMES}
 
 
 def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: int, workers: int) -> EvalSettings:

@@ -27,15 +27,13 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
         raise ValueError(f"paired test needs the same tasks in both arms, got {len(a)} and {len(b)}")
     only_a = sum(x and not y for x, y in zip(a, b))
     only_b = sum(y and not x for x, y in zip(a, b))
-    n = only_a + only_b
-    tail = sum(math.comb(n, i) for i in range(min(only_a, only_b) + 1)) / 2 ** n if n else 1.0
-    return {"only_a": float(only_a), "only_b": float(only_b), "p_value": min(1.0, 2 * tail) if n else 1.0}
+    return {"only_a": float(only_a), "only_b": float(only_b), "p_value": sign_test(only_a, only_b)["p_value"]}
 
 
 def sign_test(only_a: int, only_b: int) -> dict[str, float]:
     """Exact sign test of discordant pairs (a solved and b did not: `only_a`; the reverse: `only_b`): the
     one-sided p-value that a is the better arm (`p_greater`, P(X >= only_a) for X ~ Binomial(n, 1/2)) and
-    the two-sided one (`p_value`, as `mcnemar_exact`). 1.0 with no discordant pair."""
+    the two-sided one (`p_value`, what `mcnemar_exact` reports). 1.0 with no discordant pair."""
     if only_a < 0 or only_b < 0:
         raise ValueError(f"discordant counts must be >= 0, got {only_a} and {only_b}")
     n = only_a + only_b
