@@ -8,6 +8,12 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
       [--control-learner off] [--demonstrated] [--train-eval N]
   .venv/bin/python scripts/bench_learning.py --arm recheck --recheck DIR [--recheck DIR ...] [--eval-seed S]
       [--samples k] [--stratum train|heldout] [--out F.json]
+  .venv/bin/python scripts/bench_learning.py --arm compare --before DIR --after DIR [-n 4] [--samples k]
+      [--temperature T] [--max-turns N] [--max-new-tokens N] [--eval-seed S] [--phase before|after|both] --out F.json
+
+`--arm compare` (`selfplay.experiment.compare`) plays two checkpoints (two warm starts, say) on the same
+held-out tasks and draws, greedy once and `--samples` times a task, and pairs them (sign test); `--phase`
+plays one checkpoint and reads the other's rows back from `--out`.
 
 The arms run one after the other. To run them side by side, start one process per arm (`--arms rl --work A`,
 `--arms control --work B`, the same other options), then `--arm report --work A --merge B` writes the
@@ -38,6 +44,7 @@ import json
 import logging
 import random
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from agent_scaffold.agent import run_episode
@@ -127,7 +134,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")
-    ap.add_argument("--arm", choices=("rft", "rl", "report", "recheck"), default="rft",
+    ap.add_argument("--arm", choices=("rft", "rl", "report", "recheck", "compare"), default="rft",
                     help="rft: before/after the warm start; rl: the two-arm learning experiment; report: rewrite "
                          "the rl outputs from <--work>/results.json and the arms' run directories; recheck: "
                          "play the final checkpoints of the --recheck experiments again with fresh seeds.")
@@ -192,6 +199,8 @@ def main() -> None:
         return report_rl(args)
     if args.arm == "recheck":
         return recheck_rl(args)
+    if args.arm == "compare":
+        return compare_checkpoints(args)
     args.repos = args.repos or ",".join(HELDOUT_REPOS)
     from transformers import AutoTokenizer
 
@@ -351,6 +360,59 @@ def recheck_rl(args: argparse.Namespace) -> None:
         out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": total,
                                    "experiments": done}, indent=1) + "\n")
         print(recheck_table(done, total), flush=True)
+
+
+def compare_checkpoints(args: argparse.Namespace) -> None:
+    """`--arm compare`: see `selfplay.experiment.compare`. --out is written after every episode, so a stopped
+    comparison keeps what it played, and a later --phase reads the other checkpoint's rows from it."""
+    from transformers import AutoTokenizer
+
+    from selfplay.experiment.compare import PHASES, by_repo, compare_rows, compare_table
+    from selfplay.experiment.heldout import evaluate, row_dict
+    from selfplay.experiment.heldout import summarize as summarize_rows
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    if args.out is None:
+        raise SystemExit("--arm compare needs --out F.json: both phases' episodes are kept there")
+    models = {"before": args.before, "after": args.after}
+    for phase in PHASES:
+        if args.phase in (phase, "both") and not models[phase]:
+            raise SystemExit(f"--arm compare: --{phase} DIR is needed to play the {phase} phase")
+        if models[phase] and not Path(models[phase]).expanduser().is_dir():
+            raise SystemExit(f"--{phase} {models[phase]}: no such checkpoint directory")
+    if args.samples < 0:
+        raise SystemExit(f"--samples must be >= 0, got {args.samples}")
+    saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    repos = [r for r in (args.repos or ",".join(HELDOUT_REPOS)).split(",") if r]
+    tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok))
+    print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
+    settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
+                            temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed)
+
+    def save() -> dict:
+        from selfplay.experiment.heldout import EpisodeRow
+
+        summaries = {p: summarize_rows([EpisodeRow(**{**r, "actions": tuple(r["actions"])}) for r in rows[p]])
+                     for p in PHASES if rows[p]}
+        out = {"args": {k: str(v) for k, v in vars(args).items()}, "models": models, "settings": asdict(settings),
+               "tasks": [t.task_id for _, t in tasks], "summaries": summaries,
+               "by_repo": {p: by_repo(rows[p]) for p in PHASES if rows[p]}, "rows": rows}
+        if rows["before"] and rows["after"]:
+            out["paired"] = compare_rows(rows["after"], rows["before"])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1) + "\n")
+        return out
+
+    for phase in PHASES:
+        if args.phase in (phase, "both"):
+            t0 = time.monotonic()
+            rows[phase] = []
+            evaluate(models[phase], tasks, settings, on_row=lambda r, p=phase: (rows[p].append(row_dict(r)), save()))
+            print(f"{phase}: {len(rows[phase])} episodes in {time.monotonic() - t0:.0f} s", flush=True)
+    out = save()
+    print(compare_table(out["summaries"], out.get("paired", {})), flush=True)
 
 
 if __name__ == "__main__":

@@ -17,3 +17,8 @@ class DiffError(SelfPlayError, ValueError):
 
 class ValidationInfraError(SelfPlayError):
     """Validation or grading could not run (sandbox or engine failure), so no verdict was reached."""
+
+
+class NotDemonstrable(SelfPlayError):
+    """A scripted expert's plan cannot demonstrate this task or artifact (the demonstration is skipped, not
+    failed)."""

@@ -69,6 +69,10 @@ def warm_start(
     injector_operators: str | None = typer.Option(None, "--injector-operators", help="Comma-separated "
                                                   "procedural operators whose bugs the injector demonstrations "
                                                   "write, e.g. drop_statement (default: the size's; every one)."),
+    locate: str | None = typer.Option(None, "--locate", help="any: the solver demonstrations grep the bug's "
+                                      "function whether or not the spec names it; visible: only tasks whose "
+                                      "spec names it are demonstrated, quoting that call first (default: the "
+                                      "size's)."),
     seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
     epochs: int | None = typer.Option(None, "--epochs", min=1, help="Passes over the demonstrations "
                                       "(default: the size's, else the SFT preset's)."),
@@ -96,6 +100,7 @@ def warm_start(
                              "that holds the checkpoint's config.json and tokenizer")
         ops = None if injector_operators is None else tuple(o.strip() for o in injector_operators.split(",") if o.strip())
         cfg = warm_start_size(size, n_per_repo=n, injector_per_repo=injector_n, injector_operators=ops, seed=seed,
+                              locate=locate,
                               epochs=epochs, injector_epochs=injector_epochs, batch_size=batch_size,
                               preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:

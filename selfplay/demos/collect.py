@@ -24,7 +24,7 @@ from agent_scaffold.roles import EpisodeLimits
 from agent_scaffold.trajectory import save_jsonl
 from repos.spec import RepoSpec
 from sandboxes.images import repo_image
-from selfplay.demos.injector import INJECTOR_LIMITS, NotDemonstrable, run_injector_demo
+from selfplay.demos.injector import INJECTOR_LIMITS, run_injector_demo
 from selfplay.demos.seed_cache import cached_seed
 from selfplay.demos.solver import (
     DEMO_LIMITS,
@@ -35,7 +35,7 @@ from selfplay.demos.solver import (
     fits_key,
     run_solver_demo,
 )
-from selfplay.errors import DiffError
+from selfplay.errors import DiffError, NotDemonstrable
 from selfplay.procedural.seed import SeedConfig
 from selfplay.procedural.seed import seed as run_seed
 from selfplay.store.rows import artifact_id_for
@@ -49,6 +49,9 @@ SEED_VALIDATION_RUNS = 1
 """`ValidationConfig.original_runs` when seeding demonstration tasks (the default is 2)."""
 RETRIES = 2
 """Extra attempts, with other seeded choices, for a demonstration that ran out of its token budget."""
+VISIBLE_OVERSEED = 3
+"""With `visible_only`, tasks seeded per wanted demonstrated task: about half of the seeded tasks' specs
+never name the bug's function (3 of the FORMAT 11 default's 6 demonstrated tasks)."""
 
 
 @dataclass
@@ -60,6 +63,8 @@ class DemoReport:
     """Task ids that got a demonstration attempt."""
     skipped_long: int = 0
     """Seeded tasks skipped because their spec does not fit a short demonstration."""
+    skipped_hidden: int = 0
+    """Tasks skipped because their spec never names the bug's function (`visible_only`)."""
     kept: list[str] = field(default_factory=list)
     """Trajectory files of the demonstrations graded +1."""
     dropped: list[str] = field(default_factory=list)
@@ -80,7 +85,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
                injector: int = 0, injector_max_context_tokens: int = INJECTOR_LIMITS.max_context_tokens,
                short_share: float = 0.0, seed_cache: bool | Path = True,
-               injector_operators: Sequence[str] = ()) -> DemoReport:
+               injector_operators: Sequence[str] = (), visible_only: bool = False) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
     artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates;
@@ -88,7 +93,9 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     procedural operators (empty: every operator, from the solver's seeds); `short_share`: the share of solver
     demonstrations (a seeded draw each) that follow the 4-turn plan (`solver_plan.SolverTask.short`); `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
-    `out_dir`/seeds."""
+    `out_dir`/seeds; `visible_only`: only tasks whose spec names the bug's function are demonstrated
+    (`solver_plan.SolverTask.visible_only`), so `VISIBLE_OVERSEED` times `n` tasks are seeded and
+    demonstrated in order until `n` are."""
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     if tokenizer is None:
@@ -118,8 +125,9 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
         report.seed_time += time.monotonic() - t0
         return seeded
 
+    wanted = n * (VISIBLE_OVERSEED if visible_only else 1)
     for rnd in range(max_rounds):
-        solver_need, injector_need = n - len(tasks), injector - len(report.injector_kept)
+        solver_need, injector_need = wanted - len(tasks), injector - len(report.injector_kept)
         if solver_need <= 0 and injector_need <= 0:
             break
         # without injector_operators the injector demonstrations draw on the solver's seeded artifacts too,
@@ -144,16 +152,27 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                                      injector_need):
                 _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits,
                                wanted=injector)
-    for task in tasks[:n]:
+    for task in tasks:
+        if len(report.tasks) >= n:
+            break
+        demos: list[SolverDemo] = []
+        try:
+            for j in range(per_task):
+                short = random.Random(f"short:{seed}:{task.task_id}:{j}").random() < short_share
+                for retry in range(RETRIES + 1):
+                    # a variant that ran out of context is retried with other choices (shorter views, no reproduction)
+                    rng = random.Random(f"{seed}:{task.task_id}:{j}" + (f":{retry}" if retry else ""))
+                    demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image, short=short,
+                                           visible_only=visible_only)
+                    if demo.termination != "context_exhausted":
+                        break
+                demos.append(demo)
+        except NotDemonstrable as exc:
+            report.skipped_hidden += 1
+            log.info("task %s not demonstrated: %s", task.task_id, exc)
+            continue
         report.tasks.append(task.task_id)
-        for j in range(per_task):
-            short = random.Random(f"short:{seed}:{task.task_id}:{j}").random() < short_share
-            for retry in range(RETRIES + 1):
-                # a variant that ran out of context is retried with other choices (shorter views, no reproduction)
-                rng = random.Random(f"{seed}:{task.task_id}:{j}" + (f":{retry}" if retry else ""))
-                demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image, short=short)
-                if demo.termination != "context_exhausted":
-                    break
+        for j, demo in enumerate(demos):
             if on_demo:
                 on_demo(demo)
             if not demo.kept:

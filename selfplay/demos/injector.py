@@ -39,7 +39,7 @@ from selfplay.artifact import BugArtifact
 from selfplay.demos.bug import enclosing_function, parse_hunks, repair, reversed_hunk
 from selfplay.demos.solver_plan import FENCE, _pick, block
 from selfplay.demos.warm_start_config import WarmStartConfig
-from selfplay.errors import DiffError, SelfPlayError
+from selfplay.errors import DiffError, NotDemonstrable, SelfPlayError
 from selfplay.validation import validate
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,6 @@ VIEW_AFTER = 20
 VIEW_MAX_CHARS = 1100
 """Longest listing or view the expert shows: under the demonstrations' 1,200-character observation cap
 (`INJECTOR_LIMITS`), so no line the policy copies is cut out of its context."""
-
-
-class NotDemonstrable(SelfPlayError):
-    """The expert's plan cannot demonstrate this artifact (the demonstration is skipped, not failed)."""
 
 
 def list_functions_command(module: str) -> str:

@@ -90,9 +90,10 @@ def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> Epi
 
 def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                     limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None,
-                    short: bool = False) -> SolverDemo:
+                    short: bool = False, visible_only: bool = False) -> SolverDemo:
     """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
-    `short`: the 4-turn plan (`SolverTask.short`)."""
+    `short`: the 4-turn plan (`SolverTask.short`); `visible_only`: `SolverTask.visible_only` (NotDemonstrable
+    for a task whose spec never names the bug's function)."""
     start = time.monotonic()
     image = image or repo_image(spec)
     role = load_role("solver")
@@ -103,7 +104,8 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
         sources = {p: sb.read_file(p).decode() for p in paths}
         plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
                           buggy_sources=sources,
-                          reproduce=spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS, short=short)
+                          reproduce=spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS, short=short,
+                          visible_only=visible_only)
         actions = solver_actions(plan, rng)
         policy = ScriptedPolicy(actions, tokenizer=tokenizer)
         ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)

@@ -10,17 +10,22 @@ Nothing the policy must type comes from the expert's privileged knowledge alone,
 show it first: the expert locates a function with a repo-wide `git grep` for its definition, whose output
 names the file and the `def` line, and then views that file from that line. A policy imitating it copies
 the path and the line from its context, which a small model can learn; a path written from memory is a
-path of some training repo on a held-out task. The function's name is still the expert's knowledge: the
-spec's tests often name it, not always.
+path of some training repo on a held-out task. With `visible_only` (the warm start's default since FORMAT
+12) the function's name comes from the spec too: the expert first quotes the call the new test makes
+(`inflection.singularize`), then greps the bare name, and a task whose spec never names the bug's
+function is not demonstrated (`NotDemonstrable`): FORMAT 11 demonstrations grepped names the spec did not
+show (3 of the default's 6), and on held-out repos its policy grepped names it made up or qualified
+(`def inflections.singularize(`), found nothing, and never reached the code.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 
 from selfplay.demos.bug import Function, enclosing_function, other_functions, parse_hunks, repair
-from selfplay.errors import DiffError
+from selfplay.errors import DiffError, NotDemonstrable
 
 FENCE = "```"
 
@@ -45,6 +50,9 @@ class SolverTask:
     """The shortest plan: find the function named by the spec's test (grep), view it, repair it, submit.
     One turn per step and no action quoting the spec, for runs whose solver budget is a few turns of
     ~100 tokens (the default run: 4 turns of 96), where the full plan (6-9 turns) runs out of turns."""
+    visible_only: bool = False
+    """Locate only by a name the spec shows (`spec_call`): NotDemonstrable when the spec's added lines never
+    name the bug's function, and a wrong first look only at another name they show."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -53,6 +61,41 @@ def block(tool: str, body: str = "") -> str:
 
 def _pick(rng: random.Random, options: list[str], **values: str) -> str:
     return rng.choice(options).format(**values)
+
+
+def spec_call(spec: str, name: str) -> str | None:
+    """How the spec's added lines name `name`: the dotted expression that ends in it as a whole word
+    (`inflection.singularize`, `oneof.options`, `itemfilter`), first occurrence; None when they never do."""
+    pattern = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*" + re.escape(name) + r")(?![\w])")
+    for line in spec.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            m = pattern.search(line[1:])
+            if m:
+                return m.group(1)
+    return None
+
+
+def spec_names(spec: str) -> list[str]:
+    """Names the spec's added lines call (`x.name(` or `name(`), bare, in order of first appearance."""
+    found: dict[str, None] = {}
+    for line in spec.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            for m in re.finditer(r"(?<![\w])([A-Za-z_]\w*)\(", line[1:]):
+                found.setdefault(m.group(1), None)
+    return list(found)
+
+
+def _find_thought(rng: random.Random, name: str, call: str | None) -> str:
+    """The thought before `locate(name)`: with `call` (`spec_call`), the spec's words quoted first, then the
+    bare name, so the name the policy greps is one it has just copied."""
+    if call is None:
+        return _pick(rng, ["The failure points at `{f}`. Let me find it.", "Let me locate `{f}`.",
+                           "Where is `{f}` defined?"], f=name)
+    if call == name:
+        return _pick(rng, ["The new test calls `{f}`. Let me find where it is defined.",
+                           "The test uses `{f}`. Where is `{f}` defined?"], f=name)
+    return _pick(rng, ["The new test calls `{c}`. Let me find where `{f}` is defined.",
+                       "The test uses `{c}`, so I look for `def {f}`."], c=call, f=name)
 
 
 def locate(name: str) -> str:
@@ -85,6 +128,9 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     source = task.buggy_sources[h0.path]
     fn = enclosing_function(source, h0.first_changed_line) or Function("", max(1, h0.first_changed_line - 5),
                                                                           h0.first_changed_line + 5)
+    if task.visible_only and (not fn.name or spec_call(task.spec, fn.name) is None):
+        raise NotDemonstrable(f"the spec's added lines never name `{fn.name or '(no function)'}`, the function "
+                              "the bug is in, so its locate step would be a name the policy cannot read")
     test_id = rng.choice(sorted(task.fail_to_pass))
     test_path = test_id.partition("::")[0]
     spec_files = sorted({line[6:].strip() for line in task.spec.splitlines() if line.startswith("+++ b/")})
@@ -97,7 +143,10 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
         actions.append(_pick(rng, ["Let me look at the repository first.", "First, the layout of the repo."])
                        + "\n" + block("bash", rng.choice(["ls", "git status --short && ls"])))
     elif r < 0.35 and fn.name:
-        others = other_functions(source, fn.name)
+        if task.visible_only:  # a wrong first look at another function the new test calls
+            others = [n for n in spec_names(task.spec) if n != fn.name and n in other_functions(source, fn.name)]
+        else:
+            others = other_functions(source, fn.name)
         if others:  # a wrong first look: a plausible but unrelated function
             other = rng.choice(others)
             actions.append(_pick(rng, ["Maybe `{o}` is involved; let me check where it is defined.",
@@ -126,8 +175,8 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
     h0 = hunks[0]
     actions: list[str] = []
     if fn.name:
-        actions.append(_pick(rng, ["The failure points at `{f}`. Let me find it.", "Let me locate `{f}`.",
-                                   "Where is `{f}` defined?"], f=fn.name) + "\n" + block("bash", locate(fn.name)))
+        call = spec_call(task.spec, fn.name) if task.visible_only else None
+        actions.append(_find_thought(rng, fn.name, call) + "\n" + block("bash", locate(fn.name)))
     where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
     start, end = view_window(fn, h0.first_changed_line, rng.choice((3, 4, 6)))
     actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
@@ -158,7 +207,10 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
     where = f"`{fn.name}`" if fn.name else h0.path
     grep = locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
     start, end = view_window(fn, h0.first_changed_line, 4)
-    actions = [_pick(rng, ["The test calls {w}. Find it.", "Locate {w}."], w=where) + "\n" + block("bash", grep),
+    call = spec_call(task.spec, fn.name) if task.visible_only and fn.name else None
+    find = _find_thought(rng, fn.name, call) if call else _pick(rng, ["The test calls {w}. Find it.", "Locate {w}."],
+                                                                 w=where)
+    actions = [find + "\n" + block("bash", grep),
                _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", f"view {h0.path} {start} {end}")]
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=0)

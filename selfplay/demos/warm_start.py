@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None}
+_KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None, "locate": "any"}
 """Fields added after FORMAT 11, each with the value that trains as before it existed (not its default):
 they enter the key only at another value, so the configs that predate them keep their keys (and their
 cached checkpoints)."""
@@ -141,6 +141,7 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
                              per_task=config.per_task, max_context_tokens=config.max_context_tokens,
                              max_rounds=config.max_rounds, injector=config.injector_per_repo,
                              short_share=config.short_share, injector_operators=config.injector_operators,
+                             visible_only=config.locate == "visible",
                              injector_max_context_tokens=config.injector_max_context_tokens)
             timings[f"seed/{repo}_s"] = rep.seed_time
             timings[f"seed/{repo}_cached_rounds"] = rep.seed_rounds_cached

@@ -257,3 +257,51 @@ def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_pat
     assert sum(info.operators.values()) == info.demonstrations["solver"]
     assert info.budgets["injector"]["tokens"] <= config.injector_max_context_tokens
     assert info.budgets["injector"]["turns"] == 8
+
+
+def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_function(demos, demo_root):
+    """`visible_only` (`warm_start.config.locate: visible`): a stored task whose spec names the function its
+    demonstration grepped is demonstrated again, graded +1, with the spec's call quoted before the grep; one
+    whose spec never names it is NotDemonstrable. Then make_demos skips the latter and still stores +1
+    demonstrations of the former."""
+    import re
+
+    from transformers import AutoTokenizer
+
+    from agent_scaffold.embedded import default_model_dir
+    from agent_scaffold.trajectory import load_jsonl
+    from selfplay.demos.collect import make_demos
+    from selfplay.demos.solver import run_solver_demo
+    from selfplay.demos.solver_plan import spec_call
+    from selfplay.errors import NotDemonstrable
+    from selfplay.store import open_store
+
+    spec, store, _ = demos
+    tok = AutoTokenizer.from_pretrained(default_model_dir())
+    for attempt in [a for a in store.attempts(source="demo") if a.role == "solver"]:
+        task = store.get_task(attempt.task_id)
+        (traj,) = load_jsonl(attempt.trajectory_path)
+        said = "\n".join(str(m["content"]) for m in traj.messages if m["role"] == "assistant")
+        name = re.search(r'git grep -n "def (\w+)\(', said).group(1)
+        call = spec_call(task.spec, name)
+        if call is None:
+            with pytest.raises(NotDemonstrable, match=f"never name `{name}`"):
+                run_solver_demo(task, spec, tok, random.Random(0), visible_only=True)
+            continue
+        demo = run_solver_demo(task, spec, tok, random.Random(0), visible_only=True)
+        replies = [str(m["content"]) for m in demo.trajectory.messages if m["role"] == "assistant"]
+        grep = next(r for r in replies if f'git grep -n "def {name}(' in r)
+        assert demo.kept and f"`{call}`" in grep.split("```")[0], (demo.reason, grep)
+
+    visible = open_store(str(demo_root / "visible.db"))
+    try:
+        report = make_demos(spec, 1, visible, demo_root / "visible", seed=3, seed_cache=demo_root / "seeds",
+                            visible_only=True)
+    finally:
+        visible.close()
+    assert len(report.tasks) + report.skipped_hidden >= 1
+    for path in report.kept:
+        (traj,) = load_jsonl(path)
+        said = "\n".join(str(m["content"]) for m in traj.messages if m["role"] == "assistant")
+        names = re.findall(r'git grep -n "def (\w+)\(', said)
+        assert names and all(spec_call(traj.messages[1]["content"], n) for n in names), said

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -118,3 +119,46 @@ def test_the_expert_finds_the_file_before_it_names_it(short):
             assert locates and locates[0] < first_path, actions
             if short:
                 assert "view m.py 6 " in actions[1]  # `def count` is line 6; the bug is line 9
+
+
+def test_spec_call_quotes_how_the_added_lines_name_a_function():
+    from selfplay.demos.solver_plan import spec_call, spec_names
+
+    assert spec_call(SPEC, "count") == "m.count"
+    assert spec_call(SPEC, "same") is None  # named nowhere
+    assert spec_call(SPEC, "coun") is None  # a whole word only
+    context_only = SPEC.replace("+    assert m.count", "+    assert m.total") + " m.count([1])\n"
+    assert spec_call(context_only, "count") is None  # a context line is not what the new test adds
+    header = "+++ b/count.py\n" + SPEC.replace("m.count", "m.total")
+    assert spec_call(header, "count") is None  # nor is a file header
+    nested = SPEC.replace("m.count(", "pkg.m.count(")
+    assert spec_call(nested, "count") == "pkg.m.count"
+    assert spec_names(SPEC) == ["test_count", "count"]
+
+
+@pytest.mark.parametrize("short", [True, False])
+def test_visible_only_quotes_the_spec_then_greps_the_bare_name(short):
+    """With `visible_only` the thought before the grep quotes the spec's call (`m.count`) and the grep names
+    `count` alone; no locate step greps a name the spec does not show."""
+    from dataclasses import replace
+
+    from selfplay.demos.solver_plan import spec_names
+
+    for reproduce in (True, False):
+        for seed in range(20):
+            actions = solver_actions(replace(task(reproduce), short=short, visible_only=True), random.Random(seed))
+            grep = next(a for a in actions if 'git grep -n "def count(' in a)
+            assert "`m.count`" in grep.split("```")[0], grep
+            grepped = [m for a in actions for m in re.findall(r'git grep -n "def (\w+)\(', a)]
+            assert grepped and set(grepped) <= set(spec_names(SPEC)), actions
+
+
+def test_visible_only_refuses_a_task_whose_spec_never_names_the_function():
+    from dataclasses import replace
+
+    from selfplay.errors import NotDemonstrable
+
+    hidden = replace(task(), spec=SPEC.replace("m.count", "m.total"), visible_only=True)
+    with pytest.raises(NotDemonstrable, match="never name `count`"):
+        solver_actions(hidden, random.Random(0))
+    assert solver_actions(replace(hidden, visible_only=False), random.Random(0))  # the old expert still plays it

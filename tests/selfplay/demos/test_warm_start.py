@@ -170,7 +170,7 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     """A field added after FORMAT 11 keeps the older configs' keys (so their cached checkpoints) at its
     default, and names another checkpoint when set, in any order a list gives it."""
     base = WarmStartConfig()
-    legacy = {k: v for k, v in asdict(base).items() if k != "injector_operators"}
+    legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate")}
     assert ws.config_key(base) == hashlib.sha256(
         json.dumps({**legacy, "format": ws.FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
     drop = WarmStartConfig(injector_operators=("drop_statement",))
@@ -178,6 +178,9 @@ def test_injector_operators_enter_the_config_key_only_when_set():
         injector_operators=("drop_statement", "flip_comparison")))}
     with pytest.raises(ValueError, match=r"injector_operators: unknown operator drop; choose from .*drop_statement"):
         WarmStartConfig(injector_operators=("drop",))
+    assert ws.config_key(WarmStartConfig(locate="visible")) != ws.config_key(base)
+    with pytest.raises(ValueError, match=r"locate must be any or visible, got 'hidden'"):
+        WarmStartConfig(locate="hidden")
 
 
 # --- no held-out repo, task or seed feeds demonstrations, SFT or RL ----------------------------------------
