@@ -374,22 +374,33 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.out is None:
         raise SystemExit("--arm compare needs --out F.json: both phases' episodes are kept there")
-    models = {"before": args.before, "after": args.after}
+    given = {"before": args.before, "after": args.after}
     for phase in PHASES:
-        if args.phase in (phase, "both") and not models[phase]:
+        if args.phase in (phase, "both") and not given[phase]:
             raise SystemExit(f"--arm compare: --{phase} DIR is needed to play the {phase} phase")
-        if models[phase] and not Path(models[phase]).expanduser().is_dir():
-            raise SystemExit(f"--{phase} {models[phase]}: no such checkpoint directory")
+        if given[phase] and not Path(given[phase]).expanduser().is_dir():
+            raise SystemExit(f"--{phase} {given[phase]}: no such checkpoint directory")
     if args.samples < 0:
         raise SystemExit(f"--samples must be >= 0, got {args.samples}")
     saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    models = {p: given[p] if args.phase in (p, "both") else saved.get("models", {}).get(p) for p in PHASES}
     rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
+    settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
+                            temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed)
+    # the other phase's rows pair with this one's only on the same budgets and draws (workers aside)
+    differ = sorted(k for k, v in saved.get("settings", {}).items() if k != "workers" and asdict(settings).get(k) != v)
+    if differ:
+        was = ", ".join(f"{k}={saved['settings'][k]}" for k in differ)
+        raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
+                         "the same options, "
+                         "or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     repos = [r for r in (args.repos or ",".join(HELDOUT_REPOS)).split(",") if r]
     tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
-    settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
-                            temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed)
+    if saved.get("tasks") and saved["tasks"] != [t.task_id for _, t in tasks]:
+        raise SystemExit(f"--out {args.out} holds episodes of other held-out tasks than --work {args.work} lists; "
+                         "give the --work (and -n, --seed, --repos) it was played with, or another --out")
 
     def save() -> dict:
         from selfplay.experiment.heldout import EpisodeRow
