@@ -24,7 +24,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from selfplay.demos.bug import Function, enclosing_function, other_functions, parse_hunks, repair
+from selfplay.demos.bug import Function, Hunk, enclosing_function, other_functions, parse_hunks, repair
 from selfplay.errors import DiffError, NotDemonstrable
 
 FENCE = "```"
@@ -52,7 +52,9 @@ class SolverTask:
     ~100 tokens (the default run: 4 turns of 96), where the full plan (6-9 turns) runs out of turns."""
     visible_only: bool = False
     """Locate only by a name the spec shows (`spec_call`): NotDemonstrable when the spec's added lines never
-    name the bug's function, and a wrong first look only at another name they show."""
+    name the bug's function, and a wrong first look only at another name they show. The view then starts at
+    the `def` line the grep printed (`def_view`), so NotDemonstrable too when that view would be over
+    `VIEW_MAX_CHARS`."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -103,6 +105,33 @@ def locate(name: str) -> str:
     return f"git grep -n \"def {name}(\" -- '*.py'"
 
 
+VIEW_MAX_CHARS = 1400
+"""Longest view the `visible_only` expert shows: under the 1,500 characters past which an episode shortens
+an observation in its middle (`DEMO_LIMITS.max_observation_chars`), so the bug's line is never cut out."""
+
+
+def numbered_chars(source: str, start: int, end: int) -> int:
+    """Characters of `view PATH start end` on `source` (`editor.numbered`: a 6-wide number and a tab)."""
+    return sum(7 + len(line) + 1 for line in source.split("\n")[start - 1:end]) - 1
+
+
+def def_view(fn: Function, last_line: int, pad: int) -> tuple[int, int]:
+    """The `visible_only` view: from the `def` line the grep printed (copied, never computed) to `pad` lines
+    past the bug's `last_line` (any END at or past the bug shows it, so a policy's END need not be exact)."""
+    return fn.start, min(fn.end, max(last_line + pad, fn.start + 6))
+
+
+def _last_line(h: Hunk) -> int:
+    """1-based line in the buggy file of the hunk's last changed line (for a pure deletion, the one before)."""
+    return h.new_start + len(h.side(" +", 0, h.changed[1] + 1)) - 1
+
+
+def _view(task: SolverTask, source: str, path: str, fn: Function, line: int, last: int, pad: int) -> str:
+    """The view command: from the `def` line with `visible_only`, else a window around the bug."""
+    start, end = def_view(fn, last, pad) if task.visible_only and fn.name else view_window(fn, line, pad)
+    return f"view {path} {start} {end}"
+
+
 def view_window(fn: Function, line: int, pad: int) -> tuple[int, int]:
     """Lines to view around the bug at `line`: from the `def` line (the one `locate` printed) when the bug
     is near it, else from a few lines above the bug."""
@@ -131,6 +160,10 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     if task.visible_only and (not fn.name or spec_call(task.spec, fn.name) is None):
         raise NotDemonstrable(f"the spec's added lines never name `{fn.name or '(no function)'}`, the function "
                               "the bug is in, so its locate step would be a name the policy cannot read")
+    last = _last_line(h0)
+    if task.visible_only and numbered_chars(source, *def_view(fn, last, 6)) > VIEW_MAX_CHARS:
+        raise NotDemonstrable(f"a view from `def {fn.name}` (line {fn.start}) to the bug (line {last}) is over "
+                              f"{VIEW_MAX_CHARS} characters, so the episode would cut it")
     test_id = rng.choice(sorted(task.fail_to_pass))
     test_path = test_id.partition("::")[0]
     spec_files = sorted({line[6:].strip() for line in task.spec.splitlines() if line.startswith("+++ b/")})
@@ -178,9 +211,9 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
         call = spec_call(task.spec, fn.name) if task.visible_only else None
         actions.append(_find_thought(rng, fn.name, call) + "\n" + block("bash", locate(fn.name)))
     where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
-    start, end = view_window(fn, h0.first_changed_line, rng.choice((3, 4, 6)))
+    view = _view(task, source, h0.path, fn, h0.first_changed_line, _last_line(h0), rng.choice((3, 4, 6)))
     actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
-                         w=where) + "\n" + block("edit", f"view {h0.path} {start} {end}"))
+                         w=where) + "\n" + block("edit", view))
 
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=2)
@@ -206,12 +239,12 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
     h0 = hunks[0]
     where = f"`{fn.name}`" if fn.name else h0.path
     grep = locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
-    start, end = view_window(fn, h0.first_changed_line, 4)
+    view = _view(task, task.buggy_sources[h0.path], h0.path, fn, h0.first_changed_line, _last_line(h0), 4)
     call = spec_call(task.spec, fn.name) if task.visible_only and fn.name else None
     find = _find_thought(rng, fn.name, call) if call else _pick(rng, ["The test calls {w}. Find it.", "Locate {w}."],
                                                                  w=where)
     actions = [find + "\n" + block("bash", grep),
-               _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", f"view {h0.path} {start} {end}")]
+               _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", view)]
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=0)
         actions.append(_pick(rng, ["Fix it.", "This line is wrong."])

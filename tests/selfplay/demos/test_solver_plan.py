@@ -151,6 +151,9 @@ def test_visible_only_quotes_the_spec_then_greps_the_bare_name(short):
             assert "`m.count`" in grep.split("```")[0], grep
             grepped = [m for a in actions for m in re.findall(r'git grep -n "def (\w+)\(', a)]
             assert grepped and set(grepped) <= set(spec_names(SPEC)), actions
+            # the view starts at the `def` line the grep printed (line 6), and its END is past the bug (line 9)
+            views = [re.search(r"view m.py (\d+) (\d+)", a) for a in actions]
+            assert [(int(v[1]), int(v[2]) >= 9) for v in views if v] == [(6, True)], actions
 
 
 def test_visible_only_refuses_a_task_whose_spec_never_names_the_function():
@@ -162,3 +165,18 @@ def test_visible_only_refuses_a_task_whose_spec_never_names_the_function():
     with pytest.raises(NotDemonstrable, match="never name `count`"):
         solver_actions(hidden, random.Random(0))
     assert solver_actions(replace(hidden, visible_only=False), random.Random(0))  # the old expert still plays it
+
+
+def test_visible_only_refuses_a_view_the_episode_would_cut():
+    from dataclasses import replace
+
+    from selfplay.demos.solver_plan import VIEW_MAX_CHARS, numbered_chars
+    from selfplay.errors import NotDemonstrable
+
+    padded = ORIGINAL.replace("    n = 0\n", "    n = 0\n" + "    # a long comment line that pads the view past the characters one observation shows\n" * 20)
+    buggy = padded.replace("        if x == value:\n            n += 1", "        if x != value:\n            n += 1")
+    far = replace(task(), bug_inject=file_diff("m.py", padded, buggy), buggy_sources={"m.py": buggy},
+                  visible_only=True)
+    assert numbered_chars(BUGGY, 6, 15) <= VIEW_MAX_CHARS < numbered_chars(buggy, 6, 35)
+    with pytest.raises(NotDemonstrable, match=r"to the bug \(line 29\) is over 1400 characters"):
+        solver_actions(far, random.Random(0))
