@@ -50,8 +50,9 @@ SEED_VALIDATION_RUNS = 1
 RETRIES = 2
 """Extra attempts, with other seeded choices, for a demonstration that ran out of its token budget."""
 VISIBLE_OVERSEED = 3
-"""With `visible_only`, tasks seeded per wanted demonstrated task: about half of the seeded tasks' specs
-never name the bug's function (3 of the FORMAT 11 default's 6 demonstrated tasks)."""
+"""With `visible_only`, tasks seeded in a round per demonstrated task still wanted: in the default warm
+start's first FORMAT 12 rounds, 6 of 14 seeded tasks' specs never named the bug's function and 4 more had
+it too far from its `def` to view whole; a round short of `n` is made up by the next."""
 
 
 @dataclass
@@ -94,8 +95,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     demonstrations (a seeded draw each) that follow the 4-turn plan (`solver_plan.SolverTask.short`); `seed_cache`: True
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds; `visible_only`: only tasks whose spec names the bug's function are demonstrated
-    (`solver_plan.SolverTask.visible_only`), so `VISIBLE_OVERSEED` times `n` tasks are seeded and
-    demonstrated in order until `n` are."""
+    (`solver_plan.SolverTask.visible_only`), so each round seeds `VISIBLE_OVERSEED` tasks for every one still
+    wanted."""
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     if tokenizer is None:
@@ -125,36 +126,9 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
         report.seed_time += time.monotonic() - t0
         return seeded
 
-    wanted = n * (VISIBLE_OVERSEED if visible_only else 1)
-    for rnd in range(max_rounds):
-        solver_need, injector_need = wanted - len(tasks), injector - len(report.injector_kept)
-        if solver_need <= 0 and injector_need <= 0:
-            break
-        # without injector_operators the injector demonstrations draw on the solver's seeded artifacts too,
-        # so seed for whichever wants more; with them the injector's bugs are seeded on their own
-        need = solver_need if injector_operators else max(solver_need, injector_need)
-        if need > 0:
-            for result in seed_round(SeedConfig(seed=seed * 1000 + rnd), need):
-                task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
-                                                  strategy=result.operator)
-                if task_id is None or any(t.task_id == task_id for t in tasks):
-                    continue
-                task = store.get_task(task_id)
-                if fits(task, tokenizer, limits):
-                    tasks.append(task)
-                else:
-                    report.skipped_long += 1
-                if not injector_operators:
-                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report,
-                                   injector_limits, wanted=injector)
-        if injector_operators and injector_need > 0:
-            for result in seed_round(SeedConfig(seed=seed * 1000 + rnd, operators=tuple(injector_operators)),
-                                     injector_need):
-                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits,
-                               wanted=injector)
-    for task in tasks:
-        if len(report.tasks) >= n:
-            break
+    def demonstrate(task: Any) -> None:
+        """`per_task` demonstrations of `task`, the +1 ones stored; none (and the task not counted) when the
+        expert cannot demonstrate it."""
         demos: list[SolverDemo] = []
         try:
             for j in range(per_task):
@@ -170,7 +144,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
         except NotDemonstrable as exc:
             report.skipped_hidden += 1
             log.info("task %s not demonstrated: %s", task.task_id, exc)
-            continue
+            return
         report.tasks.append(task.task_id)
         for j, demo in enumerate(demos):
             if on_demo:
@@ -188,6 +162,42 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                                  wall_time=demo.wall_time, source="demo")
             report.kept.append(str(path))
             report.tokens.append(len(traj.input_ids))
+
+    # each round seeds for what is still wanted, then demonstrates its new tasks, so a round whose tasks the
+    # expert cannot demonstrate (visible_only) is made up by the next one
+    for rnd in range(max_rounds):
+        solver_need = (n - len(report.tasks)) * (VISIBLE_OVERSEED if visible_only else 1)
+        injector_need = injector - len(report.injector_kept)
+        if solver_need <= 0 and injector_need <= 0:
+            break
+        # without injector_operators the injector demonstrations draw on the solver's seeded artifacts too,
+        # so seed for whichever wants more; with them the injector's bugs are seeded on their own
+        need = solver_need if injector_operators else max(solver_need, injector_need)
+        fresh = []
+        if need > 0:
+            for result in seed_round(SeedConfig(seed=seed * 1000 + rnd), need):
+                task_id = store.record_validation(result.artifact, spec.name, result.report, origin="procedural",
+                                                  strategy=result.operator)
+                if task_id is None or any(t.task_id == task_id for t in tasks):
+                    continue
+                task = store.get_task(task_id)
+                if fits(task, tokenizer, limits):
+                    tasks.append(task)
+                    fresh.append(task)
+                else:
+                    report.skipped_long += 1
+                if not injector_operators:
+                    _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report,
+                                   injector_limits, wanted=injector)
+        if injector_operators and injector_need > 0:
+            for result in seed_round(SeedConfig(seed=seed * 1000 + rnd, operators=tuple(injector_operators)),
+                                     injector_need):
+                _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits,
+                               wanted=injector)
+        for task in fresh:
+            if len(report.tasks) >= n:
+                break
+            demonstrate(task)
     report.wall_time = time.monotonic() - start
     return report
 
