@@ -14,32 +14,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from selfplay.experiment.recheck import pair_episodes
-from selfplay.experiment.stats import sign_test
 
 PHASES = ("before", "after")
-
-
-def pair_greedy(after: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Greedy episodes of the two checkpoints paired by task (an infrastructure loss drops its pair)."""
-    def by(rows: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
-        return {r["task"]: r["reward"] > 0 for r in rows if r["mode"] == "greedy" and r["failure"] != "infra"}
-
-    a, b = by(after), by(before)
-    keys = sorted(set(a) & set(b))
-    only_after = sum(a[k] and not b[k] for k in keys)
-    only_before = sum(b[k] and not a[k] for k in keys)
-    return {"pairs": len(keys), "after_solved": sum(a[k] for k in keys), "before_solved": sum(b[k] for k in keys),
-            "only_after": only_after, "only_before": only_before, **sign_test(only_after, only_before)}
 
 
 def compare_rows(after: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The paired tests of two checkpoints' rows (`heldout.row_dict`): sampled by (task, sample), greedy by
     task; keys name the checkpoints `after` and `before`."""
-    s = pair_episodes(after, before)
-    sampled = {"pairs": s["pairs"], "after_solved": s["rl_solved"], "before_solved": s["control_solved"],
-               "only_after": s["only_rl"], "only_before": s["only_control"],
-               "p_greater": s["p_greater"], "p_value": s["p_value"]}
-    return {"sampled": sampled, "greedy": pair_greedy(after, before)}
+    out = {}
+    for kind, mode in (("sampled", "sample"), ("greedy", "greedy")):
+        p = pair_episodes(after, before, mode)
+        out[kind] = {"pairs": p["pairs"], "after_solved": p["rl_solved"], "before_solved": p["control_solved"],
+                     "only_after": p["only_rl"], "only_before": p["only_control"],
+                     "p_greater": p["p_greater"], "p_value": p["p_value"]}
+    return out
 
 
 def by_repo(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:

@@ -57,12 +57,13 @@ def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: i
     return replace(base, samples=samples, greedy=False, workers=workers, sample_seed=sample_seed)
 
 
-def pair_episodes(rl: Sequence[Mapping[str, Any]], control: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Sampled episodes of two checkpoints paired by (task, sample), which share their seed; an episode lost
-    to infrastructure on either side drops its pair."""
+def pair_episodes(rl: Sequence[Mapping[str, Any]], control: Sequence[Mapping[str, Any]],
+                  mode: str = "sample") -> dict[str, Any]:
+    """Episodes of `mode` (sample, or greedy: one a task) of two checkpoints paired by (task, sample), which
+    share their seed; an episode lost to infrastructure on either side drops its pair."""
     def by(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], bool]:
         return {(r["task"], r["sample"]): r["reward"] > 0 for r in rows
-                if r["mode"] == "sample" and r["failure"] != "infra"}
+                if r["mode"] == mode and r["failure"] != "infra"}
 
     a, b = by(rl), by(control)
     keys = sorted(set(a) & set(b))

@@ -3,16 +3,11 @@ and by task, and the script's refusals of bad input before any episode plays."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 from selfplay.experiment.compare import by_repo, compare_rows, compare_table
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def row(task: str, mode: str, sample: int, solved: bool, failure: str | None = None) -> dict:
@@ -41,33 +36,18 @@ def test_sampled_pairs_by_task_and_sample_and_greedy_by_task():
     assert "only after 2, only before 0" in table
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "scripts" / "bench_learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _run(bench, monkeypatch, *argv):
-    monkeypatch.setattr(sys, "argv", ["bench_learning.py", "--arm", "compare", *argv])
-    with pytest.raises(SystemExit) as exc:
-        bench.main()
-    return str(exc.value)
-
-
-def test_compare_refuses_bad_input_before_playing(bench, monkeypatch, tmp_path):
+def test_compare_refuses_bad_input_before_playing(refused, tmp_path):
     out = str(tmp_path / "c.json")
-    assert "needs --out" in _run(bench, monkeypatch, "--before", str(tmp_path))
-    assert "--before DIR is needed" in _run(bench, monkeypatch, "--out", out, "--after", str(tmp_path))
+    assert "needs --out" in refused("--arm", "compare", "--before", str(tmp_path))
+    assert "--before DIR is needed" in refused("--arm", "compare", "--out", out, "--after", str(tmp_path))
     gone = str(tmp_path / "gone")
-    assert f"--after {gone}: no such checkpoint directory" in _run(bench, monkeypatch, "--out", out, "--phase",
+    assert f"--after {gone}: no such checkpoint directory" in refused("--arm", "compare", "--out", out, "--phase",
                                                                      "after", "--after", gone)
-    assert "--samples must be >= 0" in _run(bench, monkeypatch, "--out", out, "--before", str(tmp_path),
+    assert "--samples must be >= 0" in refused("--arm", "compare", "--out", out, "--before", str(tmp_path),
                                             "--phase", "before", "--samples", "-1")
     assert not (tmp_path / "c.json").exists()
     # a phase played with other draws cannot be paired with the saved one
     (tmp_path / "c.json").write_text(json.dumps({"settings": {"sample_seed": 3, "temperature": 0.5, "workers": 1}}))
-    msg = _run(bench, monkeypatch, "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
+    msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
                "--temperature", "0.5")
     assert "played with other sample_seed (sample_seed=3)" in msg and "another --out" in msg

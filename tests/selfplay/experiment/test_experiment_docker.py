@@ -111,12 +111,10 @@ def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_repo
     assert again["paired"]["pairs"] == 2 and again["sample_seed"] == 7
 
 
-def test_compare_plays_two_checkpoints_on_the_same_draws(tmp_path, tiny_model, toolz_spec, valid_report, monkeypatch):
+def test_compare_plays_two_checkpoints_on_the_same_draws(tmp_path, tiny_model, valid_report, bench, monkeypatch):
     """`scripts/bench_learning.py --arm compare` for real (Docker sandboxes, the real grader), one phase a
     call as a user would run it: the second call reads the first's rows back from --out and pairs them."""
-    import importlib.util
     import sys
-    from pathlib import Path
 
     from selfplay.artifact import load_artifact
     from selfplay.task import make_task_id
@@ -128,10 +126,6 @@ def test_compare_plays_two_checkpoints_on_the_same_draws(tmp_path, tiny_model, t
     (work / "tasks.json").write_text(json.dumps([{  # the held-out split, as heldout_tasks lists it
         "repo": "toolz", "task_id": make_task_id("toolz", artifact), "dir": str(ARTIFACTS / "valid"),
         "f2p": list(valid_report.fail_to_pass), "p2p": list(valid_report.pass_to_pass)}]))
-    root = Path(__file__).resolve().parents[3]
-    spec = importlib.util.spec_from_file_location("bench_learning", root / "scripts" / "bench_learning.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
     common = ["--arm", "compare", "--samples", "1", "--max-turns", "1", "--max-new-tokens", "4", "--workers", "1",
               "--eval-seed", "3", "--work", str(work), "--out", str(out)]
     for phase in ("before", "after"):

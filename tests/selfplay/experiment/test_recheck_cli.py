@@ -3,35 +3,13 @@ the flag or directory to fix."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
-
-import pytest
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "scripts" / "bench_learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _run(bench, monkeypatch, *argv):
-    monkeypatch.setattr(sys, "argv", ["bench_learning.py", "--arm", "recheck", *argv])
-    with pytest.raises(SystemExit) as exc:
-        bench.main()
-    return str(exc.value)
-
-
-def test_recheck_refuses_bad_input_before_playing(bench, monkeypatch, tmp_path):
-    assert "at least one --recheck" in _run(bench, monkeypatch)
-    assert "--eval-seed 0 would replay" in _run(bench, monkeypatch, "--recheck", str(tmp_path))
-    assert "no results.json" in _run(bench, monkeypatch, "--recheck", str(tmp_path), "--eval-seed", "5")
+def test_recheck_refuses_bad_input_before_playing(refused, tmp_path):
+    assert "at least one --recheck" in refused("--arm", "recheck")
+    assert "--eval-seed 0 would replay" in refused("--arm", "recheck", "--recheck", str(tmp_path))
+    assert "no results.json" in refused("--arm", "recheck", "--recheck", str(tmp_path), "--eval-seed", "5")
     # a finished experiment first, then one whose control never ran: the second is refused before the first plays
     done, cut = tmp_path / "done", tmp_path / "cut"
     config = {"iterations": "2", "eval": str({"max_turns": 4, "max_new_tokens": 32, "temperature": 0.5})}
@@ -40,10 +18,10 @@ def test_recheck_refuses_bad_input_before_playing(bench, monkeypatch, tmp_path):
         (work / "results.json").write_text(json.dumps({
             "config": config, "train_tasks": ["t"], "arms": {"rl": {"run_dir": str(work / "arms" / "rl")}},
             "train_evals": {e: {"model": "M"} for e in entries}}))
-    msg = _run(bench, monkeypatch, "--recheck", str(done), "--recheck", str(cut), "--eval-seed", "5")
+    msg = refused("--arm", "recheck", "--recheck", str(done), "--recheck", str(cut), "--eval-seed", "5")
     assert str(cut) in msg and "control@2" in msg
     # the finished one alone gets as far as its tasks: its rl arm's store is gone
-    msg = _run(bench, monkeypatch, "--recheck", str(done), "--eval-seed", "5")
+    msg = refused("--arm", "recheck", "--recheck", str(done), "--eval-seed", "5")
     assert "store" in msg and "is gone" in msg
     assert "no training stratum" not in msg
     assert not (done / "recheck.json").exists()  # nothing played, nothing written
