@@ -88,16 +88,20 @@ def spec_names(spec: str) -> list[str]:
 
 
 def _find_thought(rng: random.Random, name: str, call: str | None) -> str:
-    """The thought before `locate(name)`: with `call` (`spec_call`), the spec's words quoted first, then the
-    bare name, so the name the policy greps is one it has just copied."""
+    """The thought before the locate command: with `call` (`spec_call`), the spec's words quoted, which the
+    command then copies (`locate_call`); else the bare name."""
     if call is None:
         return _pick(rng, ["The failure points at `{f}`. Let me find it.", "Let me locate `{f}`.",
                            "Where is `{f}` defined?"], f=name)
-    if call == name:
-        return _pick(rng, ["The new test calls `{f}`. Let me find where it is defined.",
-                           "The test uses `{f}`. Where is `{f}` defined?"], f=name)
-    return _pick(rng, ["The new test calls `{c}`. Let me find where `{f}` is defined.",
-                       "The test uses `{c}`, so I look for `def {f}`."], c=call, f=name)
+    return _pick(rng, ["The new test calls `{c}`. Let me find where it is defined.",
+                       "The test uses `{c}`. Where is it defined?"], c=call)
+
+
+def locate_call(call: str) -> str:
+    """`locate` for a call as the spec writes it (`inflection.singularize`): the shell strips the qualifier
+    (`${n##*.}`), so a policy copies the call whole and never has to cut it (FORMAT 12 policies grepped
+    `def humanize.natural_list(`)."""
+    return f"n={call}; git grep -n \"def ${{n##*.}}(\" -- '*.py'"
 
 
 def locate(name: str) -> str:
@@ -182,9 +186,10 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
             others = other_functions(source, fn.name)
         if others:  # a wrong first look: a plausible but unrelated function
             other = rng.choice(others)
+            said = (spec_call(task.spec, other) or other) if task.visible_only else other
             actions.append(_pick(rng, ["Maybe `{o}` is involved; let me check where it is defined.",
-                                       "Let me start by looking for `{o}`."], o=other)
-                           + "\n" + block("bash", locate(other)))
+                                       "Let me start by looking for `{o}`."], o=said)
+                           + "\n" + block("bash", locate_call(said) if task.visible_only else locate(other)))
 
     run = _pytest(rng, test_id)
     if not task.reproduce:
@@ -209,7 +214,8 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
     actions: list[str] = []
     if fn.name:
         call = spec_call(task.spec, fn.name) if task.visible_only else None
-        actions.append(_find_thought(rng, fn.name, call) + "\n" + block("bash", locate(fn.name)))
+        actions.append(_find_thought(rng, fn.name, call) + "\n"
+                       + block("bash", locate_call(call) if call else locate(fn.name)))
     where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
     view = _view(task, source, h0.path, fn, h0.first_changed_line, _last_line(h0), rng.choice((3, 4, 6)))
     actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
@@ -238,9 +244,9 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
     short."""
     h0 = hunks[0]
     where = f"`{fn.name}`" if fn.name else h0.path
-    grep = locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
-    view = _view(task, task.buggy_sources[h0.path], h0.path, fn, h0.first_changed_line, _last_line(h0), 4)
     call = spec_call(task.spec, fn.name) if task.visible_only and fn.name else None
+    grep = locate_call(call) if call else locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
+    view = _view(task, task.buggy_sources[h0.path], h0.path, fn, h0.first_changed_line, _last_line(h0), 4)
     find = _find_thought(rng, fn.name, call) if call else _pick(rng, ["The test calls {w}. Find it.", "Locate {w}."],
                                                                  w=where)
     actions = [find + "\n" + block("bash", grep),

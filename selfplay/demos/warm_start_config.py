@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 12
+FORMAT = 13
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -36,7 +36,9 @@ in 10 turns and 3,072 tokens. 10: that listing finds the code file by the oracle
 episode. 11: the expert names the change before its bug edit ("`<` becomes `>=`", `change_note`), because
 FORMAT 10 policies copied SEARCH into REPLACE unchanged. 12: `locate: visible` views from the `def` line the
 grep printed to a few lines past the bug (`solver_plan.def_view`), where its first build (FORMAT 11) viewed a
-window whose first line the policy had to compute; the `any` expert is unchanged."""
+window whose first line the policy had to compute; the `any` expert is unchanged. 13: the `visible` locate
+command copies the spec's call whole and lets the shell strip its qualifier (`solver_plan.locate_call`),
+because FORMAT 12 policies grepped `def humanize.natural_list(`."""
 
 
 @dataclass(frozen=True)

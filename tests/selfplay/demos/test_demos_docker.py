@@ -290,7 +290,7 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
             continue
         demo = run_solver_demo(task, spec, tok, random.Random(0), visible_only=True)
         replies = [str(m["content"]) for m in demo.trajectory.messages if m["role"] == "assistant"]
-        grep = next(r for r in replies if f'git grep -n "def {name}(' in r)
+        grep = next(r for r in replies if f"n={call}; git grep" in r)  # the call copied whole
         assert demo.kept and f"`{call}`" in grep.split("```")[0], (demo.reason, grep)
 
     visible = open_store(str(demo_root / "visible.db"))
@@ -303,5 +303,5 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
     for path in report.kept:
         (traj,) = load_jsonl(path)
         said = "\n".join(str(m["content"]) for m in traj.messages if m["role"] == "assistant")
-        names = re.findall(r'git grep -n "def (\w+)\(', said)
-        assert names and all(spec_call(traj.messages[1]["content"], n) for n in names), said
+        calls = re.findall(r"n=([\w.]+); git grep", said)
+        assert calls and all(spec_call(traj.messages[1]["content"], c.rsplit(".", 1)[-1]) for c in calls), said

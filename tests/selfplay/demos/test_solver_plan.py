@@ -137,9 +137,9 @@ def test_spec_call_quotes_how_the_added_lines_name_a_function():
 
 
 @pytest.mark.parametrize("short", [True, False])
-def test_visible_only_quotes_the_spec_then_greps_the_bare_name(short):
-    """With `visible_only` the thought before the grep quotes the spec's call (`m.count`) and the grep names
-    `count` alone; no locate step greps a name the spec does not show."""
+def test_visible_only_copies_the_spec_call_into_the_grep(short):
+    """With `visible_only` the thought quotes the spec's call (`m.count`), the locate command copies it whole
+    and the shell strips the qualifier; no locate step names a function the spec does not show."""
     from dataclasses import replace
 
     from selfplay.demos.solver_plan import spec_names
@@ -147,13 +147,25 @@ def test_visible_only_quotes_the_spec_then_greps_the_bare_name(short):
     for reproduce in (True, False):
         for seed in range(20):
             actions = solver_actions(replace(task(reproduce), short=short, visible_only=True), random.Random(seed))
-            grep = next(a for a in actions if 'git grep -n "def count(' in a)
+            grep = next(a for a in actions if "git grep" in a and "m.count" in a)
             assert "`m.count`" in grep.split("```")[0], grep
-            grepped = [m for a in actions for m in re.findall(r'git grep -n "def (\w+)\(', a)]
-            assert grepped and set(grepped) <= set(spec_names(SPEC)), actions
+            assert 'n=m.count; git grep -n "def ${n##*.}(" -- \'*.py\'' in grep, grep
+            called = [m for a in actions for m in re.findall(r"n=([\w.]+); git grep", a)]
+            assert all(c.rsplit(".", 1)[-1] in spec_names(SPEC) for c in called), actions
             # the view starts at the `def` line the grep printed (line 6), and its END is past the bug (line 9)
             views = [re.search(r"view m.py (\d+) (\d+)", a) for a in actions]
             assert [(int(v[1]), int(v[2]) >= 9) for v in views if v] == [(6, True)], actions
+
+
+def test_the_shell_strips_the_qualifier_of_a_copied_call():
+    import subprocess
+
+    from selfplay.demos.solver_plan import locate_call
+
+    for call, bare in (("m.count", "count"), ("pkg.m.count", "count"), ("count", "count")):
+        echoed = subprocess.run(["bash", "-c", locate_call(call).replace("git grep -n", "echo")],
+                                capture_output=True, text=True, check=True).stdout
+        assert echoed.startswith(f"def {bare}( -- "), echoed
 
 
 def test_visible_only_refuses_a_task_whose_spec_never_names_the_function():
