@@ -368,7 +368,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer
 
     from selfplay.experiment.compare import PHASES, by_repo, compare_rows, compare_table
-    from selfplay.experiment.heldout import evaluate, row_dict
+    from selfplay.experiment.heldout import EpisodeRow, evaluate, row_dict
     from selfplay.experiment.heldout import summarize as summarize_rows
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -392,8 +392,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     if differ:
         was = ", ".join(f"{k}={saved['settings'][k]}" for k in differ)
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
-                         "the same options, "
-                         "or another --out")
+                         "the same options, or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     repos = [r for r in (args.repos or ",".join(HELDOUT_REPOS)).split(",") if r]
     tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok))
@@ -403,8 +402,6 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                          "give the --work (and -n, --seed, --repos) it was played with, or another --out")
 
     def save() -> dict:
-        from selfplay.experiment.heldout import EpisodeRow
-
         summaries = {p: summarize_rows([EpisodeRow(**{**r, "actions": tuple(r["actions"])}) for r in rows[p]])
                      for p in PHASES if rows[p]}
         out = {"args": {k: str(v) for k, v in vars(args).items()}, "models": models, "settings": asdict(settings),

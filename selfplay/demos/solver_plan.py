@@ -69,22 +69,18 @@ def spec_call(spec: str, name: str) -> str | None:
     """How the spec's added lines name `name`: the dotted expression that ends in it as a whole word
     (`inflection.singularize`, `oneof.options`, `itemfilter`), first occurrence; None when they never do."""
     pattern = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*" + re.escape(name) + r")(?![\w])")
-    for line in spec.splitlines():
-        if line.startswith("+") and not line.startswith("+++"):
-            m = pattern.search(line[1:])
-            if m:
-                return m.group(1)
-    return None
+    return next((m.group(1) for line in _added_lines(spec) if (m := pattern.search(line))), None)
 
 
 def spec_names(spec: str) -> list[str]:
     """Names the spec's added lines call (`x.name(` or `name(`), bare, in order of first appearance."""
-    found: dict[str, None] = {}
-    for line in spec.splitlines():
-        if line.startswith("+") and not line.startswith("+++"):
-            for m in re.finditer(r"(?<![\w])([A-Za-z_]\w*)\(", line[1:]):
-                found.setdefault(m.group(1), None)
-    return list(found)
+    found = (m.group(1) for line in _added_lines(spec) for m in re.finditer(r"(?<![\w])([A-Za-z_]\w*)\(", line))
+    return list(dict.fromkeys(found))
+
+
+def _added_lines(spec: str) -> list[str]:
+    """The lines the spec's diff adds, without their `+` (file headers left out)."""
+    return [line[1:] for line in spec.splitlines() if line.startswith("+") and not line.startswith("+++")]
 
 
 def _find_thought(rng: random.Random, name: str, call: str | None) -> str:
