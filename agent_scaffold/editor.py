@@ -18,6 +18,8 @@ SNIPPET_CONTEXT = 4
 """Lines shown around an edit in its confirmation."""
 VIEW_MAX_LINES = 400
 """A view without an END shows at most this many lines."""
+PAGE_NOTE_CHARS = 120
+"""Room a paged view keeps for its "more lines" note within `max_chars`."""
 
 
 class EditError(ValueError):
@@ -27,6 +29,22 @@ class EditError(ValueError):
 def numbered(lines: list[str], start: int) -> str:
     """`cat -n` style lines, numbered from `start` (1-based)."""
     return "\n".join(f"{i:6d}\t{line}" for i, line in enumerate(lines, start))
+
+
+def page_last(lines: list[str], first: int, max_chars: int | None) -> int:
+    """Last line (1-based) of a view from `first` without an END: whole lines up to `VIEW_MAX_LINES` whose
+    numbered text, with room for the "more lines" note, fits `max_chars` (at least `first` itself). Paging
+    instead of cutting the text in its middle keeps every shown line whole and the page from `first` on,
+    so `view PATH N` with N copied from a grep shows the function that starts there."""
+    last = min(len(lines), first + VIEW_MAX_LINES - 1)
+    if max_chars is None:
+        return last
+    used = 0
+    for i in range(first, last + 1):
+        used += 7 + len(lines[i - 1]) + (i > first)
+        if used > max_chars - PAGE_NOTE_CHARS and i > first:
+            return i - 1
+    return last
 
 
 def replace_once(content: str, old: str, new: str, path: str) -> str:
@@ -96,7 +114,10 @@ class Editor:
         hi = min(len(lines), line + SNIPPET_CONTEXT)
         return f"{note}\n{numbered(lines[lo - 1:hi], lo)}"
 
-    def view(self, path: str, start: int | None = None, end: int | None = None) -> str:
+    def view(self, path: str, start: int | None = None, end: int | None = None, *,
+             max_chars: int | None = None) -> str:
+        """Numbered lines `start`..`end` of a file, or a directory's listing. Without `end`, a page from
+        `start` (`page_last`: bounded by `max_chars`, the observation limit, when given)."""
         res = self.sandbox.exec(f"test -d {shlex.quote(self._abs(path))}", user="agent")
         if res.exit_code == 0:
             listing = self.sandbox.exec(f"find {shlex.quote(self._abs(path))} -maxdepth 2 -not -path '*/.*' "
@@ -105,7 +126,7 @@ class Editor:
         content = self._must_read(path)
         lines = content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
         first = start or 1
-        last = end if end is not None else min(len(lines), first + VIEW_MAX_LINES - 1)
+        last = end if end is not None else page_last(lines, first, max_chars)
         if last == -1:
             last = len(lines)
         if not 1 <= first <= len(lines) or last < first:

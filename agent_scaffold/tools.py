@@ -67,7 +67,7 @@ class Toolbox:
         ed = self.editor
         try:
             if a.command == "view":
-                text = ed.view(a.path, *a.args)
+                text = ed.view(a.path, *a.args, max_chars=self.max_observation_chars)
             elif a.command == "create":
                 text = ed.create(a.path, a.body)
             elif a.command == "str_replace":

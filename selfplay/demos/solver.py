@@ -22,7 +22,7 @@ from repos.spec import RepoSpec
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.demos.bug import parse_hunks
-from selfplay.demos.solver_plan import SolverTask, solver_actions
+from selfplay.demos.solver_plan import OBSERVATION_CHARS, SolverTask, solver_actions
 from selfplay.diffs import reverse_diff
 from selfplay.errors import SelfPlayError
 from selfplay.judge.grader import build_buggy_state, grade
@@ -31,7 +31,7 @@ from selfplay.task import Task
 log = logging.getLogger(__name__)
 
 DEMO_LIMITS = EpisodeLimits(max_turns=14, max_new_tokens=768, max_context_tokens=2048, command_timeout=60.0,
-                            wall_clock=600.0, max_observation_chars=1500)
+                            wall_clock=600.0, max_observation_chars=OBSERVATION_CHARS)
 """Budgets of a demonstration: at most 2,048 tokens in all (SmolLM2 tokenizer and chat template), so a
 2-core CPU can train on it; a demonstration that does not fit ends `context_exhausted` and is dropped."""
 

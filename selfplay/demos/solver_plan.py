@@ -10,10 +10,11 @@ Nothing the policy must type comes from the expert's privileged knowledge alone,
 show it first: the expert locates a function with a repo-wide `git grep` for its definition, whose output
 names the file and the `def` line, and then views that file from that line. A policy imitating it copies
 the path and the line from its context, which a small model can learn; a path written from memory is a
-path of some training repo on a held-out task. With `visible_only` (the warm start's default since FORMAT
-12) the function's name comes from the spec too: the expert first quotes the call the new test makes
-(`inflection.singularize`), then greps the bare name, and a task whose spec never names the bug's
-function is not demonstrated (`NotDemonstrable`): FORMAT 11 demonstrations grepped names the spec did not
+path of some training repo on a held-out task. With `visible_only` (the warm start's `locate: visible`) the
+function's name comes from the spec too: the expert first quotes the call the new test makes
+(`inflection.singularize`), copies it into a grep that strips the qualifier, and views a page from the
+`def` line the grep printed (`view PATH N`: one copied number, no END to compute); a task whose spec
+never names the bug's function is not demonstrated (`NotDemonstrable`): FORMAT 11 demonstrations grepped names the spec did not
 show (3 of the default's 6), and on held-out repos its policy grepped names it made up or qualified
 (`def inflections.singularize(`), found nothing, and never reached the code.
 """
@@ -24,6 +25,7 @@ import random
 import re
 from dataclasses import dataclass
 
+from agent_scaffold.editor import page_last
 from selfplay.demos.bug import Function, Hunk, enclosing_function, other_functions, parse_hunks, repair
 from selfplay.errors import DiffError, NotDemonstrable
 
@@ -53,8 +55,8 @@ class SolverTask:
     visible_only: bool = False
     """Locate only by a name the spec shows (`spec_call`): NotDemonstrable when the spec's added lines never
     name the bug's function, and a wrong first look only at another name they show. The view then starts at
-    the `def` line the grep printed (`def_view`), so NotDemonstrable too when that view would be over
-    `VIEW_MAX_CHARS`."""
+    the `def` line the grep printed, as a page (`view PATH N`, `def_page`), so NotDemonstrable too when that
+    page would end before the bug."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -105,20 +107,17 @@ def locate(name: str) -> str:
     return f"git grep -n \"def {name}(\" -- '*.py'"
 
 
-VIEW_MAX_CHARS = 1400
-"""Longest view the `visible_only` expert shows: under the 1,500 characters past which an episode shortens
-an observation in its middle (`DEMO_LIMITS.max_observation_chars`), so the bug's line is never cut out."""
+OBSERVATION_CHARS = 1500
+"""Longest observation of a demonstration (`solver.DEMO_LIMITS.max_observation_chars`, the held-out bench's
+too): the page a `visible_only` view shows (`editor.page_last`) and so whether the bug's line is on it."""
 
 
-def numbered_chars(source: str, start: int, end: int) -> int:
-    """Characters of `view PATH start end` on `source` (`editor.numbered`: a 6-wide number and a tab)."""
-    return sum(7 + len(line) + 1 for line in source.split("\n")[start - 1:end]) - 1
-
-
-def def_view(fn: Function, last_line: int, pad: int) -> tuple[int, int]:
-    """The `visible_only` view: from the `def` line the grep printed (copied, never computed) to `pad` lines
-    past the bug's `last_line` (any END at or past the bug shows it, so a policy's END need not be exact)."""
-    return fn.start, min(fn.end, max(last_line + pad, fn.start + 6))
+def def_page(fn: Function, source: str, last_line: int) -> int | None:
+    """The `visible_only` view, `view PATH N`: N is the `def` line the grep printed (copied, never computed;
+    FORMAT 13 policies copied START and typed an END before it). Its page must show the bug's `last_line`
+    and the line after it; None when it would not."""
+    lines = source.split("\n")[:-1] if source.endswith("\n") else source.split("\n")
+    return fn.start if page_last(lines, fn.start, OBSERVATION_CHARS) >= min(fn.end, last_line + 1) else None
 
 
 def _last_line(h: Hunk) -> int:
@@ -126,9 +125,11 @@ def _last_line(h: Hunk) -> int:
     return h.new_start + len(h.side(" +", 0, h.changed[1] + 1)) - 1
 
 
-def _view(task: SolverTask, source: str, path: str, fn: Function, line: int, last: int, pad: int) -> str:
+def _view(task: SolverTask, path: str, fn: Function, line: int, pad: int) -> str:
     """The view command: from the `def` line with `visible_only`, else a window around the bug."""
-    start, end = def_view(fn, last, pad) if task.visible_only and fn.name else view_window(fn, line, pad)
+    if task.visible_only and fn.name:
+        return f"view {path} {fn.start}"
+    start, end = view_window(fn, line, pad)
     return f"view {path} {start} {end}"
 
 
@@ -161,9 +162,9 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
         raise NotDemonstrable(f"the spec's added lines never name `{fn.name or '(no function)'}`, the function "
                               "the bug is in, so its locate step would be a name the policy cannot read")
     last = _last_line(h0)
-    if task.visible_only and numbered_chars(source, *def_view(fn, last, 6)) > VIEW_MAX_CHARS:
-        raise NotDemonstrable(f"a view from `def {fn.name}` (line {fn.start}) to the bug (line {last}) is over "
-                              f"{VIEW_MAX_CHARS} characters, so the episode would cut it")
+    if task.visible_only and def_page(fn, source, last) is None:
+        raise NotDemonstrable(f"the page `view {h0.path} {fn.start}` shows (`def {fn.name}`, "
+                              f"{OBSERVATION_CHARS} characters) ends before the bug (line {last})")
     test_id = rng.choice(sorted(task.fail_to_pass))
     test_path = test_id.partition("::")[0]
     spec_files = sorted({line[6:].strip() for line in task.spec.splitlines() if line.startswith("+++ b/")})
@@ -213,7 +214,7 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
         actions.append(_find_thought(rng, fn.name, call) + "\n"
                        + block("bash", locate_call(call) if call else locate(fn.name)))
     where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
-    view = _view(task, source, h0.path, fn, h0.first_changed_line, _last_line(h0), rng.choice((3, 4, 6)))
+    view = _view(task, h0.path, fn, h0.first_changed_line, rng.choice((3, 4, 6)))
     actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
                          w=where) + "\n" + block("edit", view))
 
@@ -242,7 +243,7 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
     where = f"`{fn.name}`" if fn.name else h0.path
     call = spec_call(task.spec, fn.name) if task.visible_only and fn.name else None
     grep = locate_call(call) if call else locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
-    view = _view(task, task.buggy_sources[h0.path], h0.path, fn, h0.first_changed_line, _last_line(h0), 4)
+    view = _view(task, h0.path, fn, h0.first_changed_line, 4)
     find = _find_thought(rng, fn.name, call) if call else _pick(rng, ["The test calls {w}. Find it.", "Locate {w}."],
                                                                  w=where)
     actions = [find + "\n" + block("bash", grep),

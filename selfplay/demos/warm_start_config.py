@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 13
+FORMAT = 14
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -38,7 +38,9 @@ FORMAT 10 policies copied SEARCH into REPLACE unchanged. 12: `locate: visible` v
 grep printed to a few lines past the bug (`solver_plan.def_view`), where its first build (FORMAT 11) viewed a
 window whose first line the policy had to compute; the `any` expert is unchanged. 13: the `visible` locate
 command copies the spec's call whole and lets the shell strip its qualifier (`solver_plan.locate_call`),
-because FORMAT 12 policies grepped `def humanize.natural_list(`."""
+because FORMAT 12 policies grepped `def humanize.natural_list(`. 14: the `visible` view is `view PATH N`, N the
+`def` line the grep printed, and the editor shows a page of whole lines from it that fits the observation
+(`editor.page_last`), because FORMAT 13 policies copied START and typed an END before it (`view P 13 1`)."""
 
 
 @dataclass(frozen=True)

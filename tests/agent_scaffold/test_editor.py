@@ -56,3 +56,24 @@ def test_errors_name_the_problem(local_sandbox):
     with pytest.raises(EditError, match="line 99 is out of range"):
         ed.insert("pkg/mod.py", 99, "x\n")
     assert "mod.py" in ed.view("pkg")  # a directory lists its files
+
+
+def test_view_without_end_pages_whole_lines_within_the_observation_limit(local_sandbox):
+    from agent_scaffold.editor import PAGE_NOTE_CHARS, numbered, page_last
+    lines = [f"line_{i:03d} = {'x' * 40}" for i in range(1, 201)]
+    local_sandbox.write_file("pkg/long.py", "\n".join(lines) + "\n")
+    ed = Editor(local_sandbox)
+    page = ed.view("pkg/long.py", 50, max_chars=1500)
+    shown, note = page.rsplit("\n", 1)
+    last = page_last(lines, 50, 1500)
+    assert shown == numbered(lines[49:last], 50)  # whole lines from the copied START, none cut
+    assert len(shown) <= 1500 - PAGE_NOTE_CHARS and len(page) <= 1500
+    assert note == f"[... {200 - last} more lines; view pkg/long.py {last + 1} to see them]"
+    assert 50 < last < 200
+    # the next page starts where the note says; the last page has no note
+    assert ed.view("pkg/long.py", last + 1, max_chars=1500).startswith(f"{last + 1:6d}\tline_{last + 1:03d}")
+    assert "more lines" not in ed.view("pkg/long.py", 195, max_chars=1500)
+    # a single line longer than the page is still shown (the Toolbox's truncate cuts it)
+    assert page_last(["y" * 5000, "z"], 1, 1500) == 1
+    # without a limit, the old 400-line window
+    assert page_last(lines, 1, None) == 200

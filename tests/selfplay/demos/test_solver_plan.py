@@ -152,9 +152,9 @@ def test_visible_only_copies_the_spec_call_into_the_grep(short):
             assert 'n=m.count; git grep -n "def ${n##*.}(" -- \'*.py\'' in grep, grep
             called = [m for a in actions for m in re.findall(r"n=([\w.]+); git grep", a)]
             assert all(c.rsplit(".", 1)[-1] in spec_names(SPEC) for c in called), actions
-            # the view starts at the `def` line the grep printed (line 6), and its END is past the bug (line 9)
-            views = [re.search(r"view m.py (\d+) (\d+)", a) for a in actions]
-            assert [(int(v[1]), int(v[2]) >= 9) for v in views if v] == [(6, True)], actions
+            # the view is a page from the `def` line the grep printed (line 6): one copied number, no END
+            views = [m for a in actions for m in re.findall(r"view m.py ([\d ]+)\n", a)]
+            assert views == ["6"], actions
 
 
 def test_the_shell_strips_the_qualifier_of_a_copied_call():
@@ -179,16 +179,19 @@ def test_visible_only_refuses_a_task_whose_spec_never_names_the_function():
     assert solver_actions(replace(hidden, visible_only=False), random.Random(0))  # the old expert still plays it
 
 
-def test_visible_only_refuses_a_view_the_episode_would_cut():
+def test_visible_only_refuses_a_bug_past_the_page_its_view_shows():
     from dataclasses import replace
 
-    from selfplay.demos.solver_plan import VIEW_MAX_CHARS, numbered_chars
+    from agent_scaffold.editor import page_last
+    from selfplay.demos.solver_plan import OBSERVATION_CHARS, def_page
     from selfplay.errors import NotDemonstrable
 
     padded = ORIGINAL.replace("    n = 0\n", "    n = 0\n" + "    # a long comment line that pads the view past the characters one observation shows\n" * 20)
     buggy = padded.replace("        if x == value:\n            n += 1", "        if x != value:\n            n += 1")
     far = replace(task(), bug_inject=file_diff("m.py", padded, buggy), buggy_sources={"m.py": buggy},
                   visible_only=True)
-    assert numbered_chars(BUGGY, 6, 15) <= VIEW_MAX_CHARS < numbered_chars(buggy, 6, 35)
-    with pytest.raises(NotDemonstrable, match=r"to the bug \(line 29\) is over 1400 characters"):
+    assert page_last(BUGGY.splitlines(), 6, OBSERVATION_CHARS) >= 10  # the near bug (line 9) is on the page
+    assert page_last(buggy.splitlines(), 6, OBSERVATION_CHARS) < 29  # the far one is not
+    with pytest.raises(NotDemonstrable, match=r"ends before the bug \(line 29\)"):
         solver_actions(far, random.Random(0))
+    assert def_page(enclosing_function(BUGGY, 9), BUGGY, 9) == 6
