@@ -104,6 +104,11 @@ class LimitsOverride:
     """Seconds per bash command."""
     wall_clock: float | None = None
     """Seconds per episode."""
+    max_observation_chars: int | None = None
+    """Longest observation in characters (longer command output is cut in its middle; a view without END
+    shows a page that fits, `editor.page_last`). Keep it at the demonstrations' when a warm start's
+    policy plays (1,500 for the solver, 1,200 for the injector): at the role's default of 8,000 one
+    observation can fill a 2,048-token context."""
     refused_submits: int | None = None
     """Incomplete submits answered with what is missing before a submit ends the episode as it is
     (`EpisodeLimits.refused_submits`)."""

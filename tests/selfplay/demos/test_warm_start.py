@@ -220,6 +220,18 @@ def test_every_preset_and_warm_start_size_is_disjoint_from_the_heldout_repos():
         assert set(cfg.warm_start.config.heldout_repos) == set(HELDOUT_REPOS), name
 
 
+def test_the_default_run_shows_observations_as_long_as_the_demonstrations_did():
+    """A policy trained on 1,500-character observations plays with the same limit (at the role's 8,000, one
+    view filled most of a 2,048-token context)."""
+    from selfplay.config.loader import load_config
+    from selfplay.demos.injector import INJECTOR_LIMITS
+    from selfplay.demos.solver import DEMO_LIMITS
+
+    cfg = load_config("default", [])
+    assert cfg.rollout.solver_limits.max_observation_chars == DEMO_LIMITS.max_observation_chars
+    assert cfg.rollout.injector_limits.max_observation_chars == INJECTOR_LIMITS.max_observation_chars
+
+
 def _seeds_drawn_by_make_demos(monkeypatch, tmp_path, config: WarmStartConfig) -> list[int]:
     """The SeedConfig seeds the real `make_demos` asks the seed cache for (every round comes back empty)."""
     from repos.listfile import get_repo
