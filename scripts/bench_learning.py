@@ -417,7 +417,8 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
         if args.phase in (phase, "both"):
             t0 = time.monotonic()
             rows[phase] = []
-            evaluate(models[phase], tasks, settings, on_row=lambda r, p=phase: (rows[p].append(row_dict(r)), save()))
+            evaluate(models[phase], tasks, settings, on_row=lambda r, p=phase: (rows[p].append(row_dict(r)), save()),
+                     transcripts=args.work / "transcripts" / phase)
             print(f"{phase}: {len(rows[phase])} episodes in {time.monotonic() - t0:.0f} s", flush=True)
     out = save()
     print(compare_table(out["summaries"], out.get("paired", {})), flush=True)

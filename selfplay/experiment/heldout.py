@@ -36,6 +36,7 @@ from selfplay.artifact import load_artifact
 from selfplay.demos.collect import SEED_VALIDATION_RUNS
 from selfplay.demos.seed_cache import cached_seed
 from selfplay.demos.solver import artifact_fits, fits, fits_key
+from selfplay.demos.solver_plan import OBSERVATION_CHARS
 from selfplay.demos.warm_start_config import HELDOUT_SEED_OFFSET
 from selfplay.diffs import touched_files
 from selfplay.experiment.failures import (
@@ -162,12 +163,14 @@ def episode_seed(task_id: str, sample: int, sample_seed: int = 0) -> int:
     return zlib.crc32(key.encode())
 
 
-def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
-    """One held-out episode in a fresh buggy sandbox, graded when it submits."""
+def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings,
+         transcripts: Path | None = None) -> EpisodeRow:
+    """One held-out episode in a fresh buggy sandbox, graded when it submits; its messages written to
+    `transcripts/<task>-<mode><sample>.txt` when given (to read where it failed, turn by turn)."""
     t0 = time.monotonic()
     limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
                            max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
-                           max_observation_chars=1500)
+                           max_observation_chars=OBSERVATION_CHARS)  # the demonstrations'
     seed = episode_seed(task.task_id, sample, settings.sample_seed)
     sampling = GREEDY if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
@@ -182,17 +185,23 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     facts = EpisodeFacts(ep.termination, reward, ep.turns, ep.format_errors, submission,
                          _observations(ep.trajectory), touched_files(task.artifact.bug_inject),
                          tuple(task.artifact.test_files), ep.infra_failure)
-    return EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
-                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
-                      round(time.monotonic() - t0, 1), turn_kinds(ep.trajectory.messages))
+    row = EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
+                     classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
+                     round(time.monotonic() - t0, 1), turn_kinds(ep.trajectory.messages))
+    if transcripts is not None:
+        transcripts.mkdir(parents=True, exist_ok=True)
+        (transcripts / f"{task.task_id}-{mode}{sample}.txt").write_text(
+            f"# graded reward {reward:g}, failure {row.failure}\n{ep.trajectory.to_text()}")
+    return row
 
 
-def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings) -> EpisodeRow:
+def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings,
+                   transcripts: Path | None) -> EpisodeRow:
     """`play`, with an infrastructure failure (a dead sandbox, a grader error) kept as a row, not raised:
     one broken episode must not end an evaluation of dozens."""
     t0 = time.monotonic()
     try:
-        return play(policy, spec, task, mode, sample, settings)
+        return play(policy, spec, task, mode, sample, settings, transcripts)
     except Exception as exc:
         log.warning("held-out episode %s/%s/%d failed on infrastructure: %s", task.task_id, mode, sample, exc)
         return EpisodeRow(task.task_id, spec.name, mode, sample, "sandbox_error", -1.0, 0, 0, "infra", False, 0,
@@ -200,15 +209,16 @@ def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, se
 
 
 def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
-             on_row: Callable[[EpisodeRow], None] | None = None) -> list[EpisodeRow]:
-    """Every episode of `settings` on every task with the checkpoint `model_dir`."""
+             on_row: Callable[[EpisodeRow], None] | None = None, transcripts: Path | None = None) -> list[EpisodeRow]:
+    """Every episode of `settings` on every task with the checkpoint `model_dir` (each one's messages
+    under `transcripts` when given, `play`)."""
     jobs = [(spec, task, "greedy", 0) for spec, task in tasks if settings.greedy]
     jobs += [(spec, task, "sample", k) for k in range(settings.samples) for spec, task in tasks]
     policy = BatchingPolicy(HFPolicy(model_dir, kv_cache_mb=1024), max_batch=max(1, settings.workers))
     rows: list[EpisodeRow] = []
     try:
         with ThreadPoolExecutor(max(1, settings.workers), thread_name_prefix="heldout") as pool:
-            for row in pool.map(lambda j: _play_or_infra(policy, *j, settings), jobs):
+            for row in pool.map(lambda j: _play_or_infra(policy, *j, settings, transcripts), jobs):
                 rows.append(row)
                 log.info("held-out %d/%d: %s %s#%d %s, %d turns, %s (%.0f s)", len(rows), len(jobs), row.task,
                          row.mode, row.sample, row.termination, row.turns, row.failure, row.wall_s)

@@ -139,3 +139,9 @@ def test_compare_plays_two_checkpoints_on_the_same_draws(tmp_path, tiny_model, v
     assert strip[0] == strip[1]
     assert saved["paired"]["sampled"]["pairs"] == 1 and saved["paired"]["sampled"]["only_after"] == 0
     assert saved["paired"]["greedy"]["pairs"] == 1
+    # every episode's messages, to read where it failed
+    for phase in ("before", "after"):
+        written = sorted(p.name for p in (work / "transcripts" / phase).glob("*.txt"))
+        assert written == sorted(f"{r['task']}-{r['mode']}{r['sample']}.txt" for r in saved["rows"][phase])
+        text = (work / "transcripts" / phase / written[0]).read_text()
+        assert text.startswith("# graded reward -1, failure ") and "## [0] system" in text
