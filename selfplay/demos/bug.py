@@ -107,3 +107,43 @@ def other_functions(source: str, exclude: str) -> list[str]:
     """Names of the top-level functions of `source` except `exclude` (targets of a wrong first look)."""
     return [n.name for n in ast.parse(source).body
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != exclude]
+
+
+OPERATOR_CHARS = frozenset("=!<>+-*/%&|^~")
+
+
+def _kind(ch: str, operators: bool) -> str | None:
+    """The run a character belongs to when a note widens to whole tokens: a word, with `operators` an
+    operator (so `!=` -> `==` reads as such, not `!` -> `=`), else None."""
+    if ch.isalnum() or ch == "_":
+        return "word"
+    return "op" if operators and ch in OPERATOR_CHARS else None
+
+
+def change_note(search: str, replace: str, *, operators: bool = False) -> str | None:
+    """What the edit changes, in words, from the texts' differing middle widened to whole words (and, with
+    `operators`, whole operators): "`<` becomes `>=`", "delete `x += 1`", "add `return None`"; None when
+    there is no short one. The experts say it before their edit, so the policy names a change before it
+    writes one (FORMAT 10 injector policies copied SEARCH into REPLACE unchanged in 10 of 24 episodes;
+    the injector's notes keep `operators` off, so the default warm start's demonstrations are unchanged)."""
+    def joins(kind: str | None, *chars: str | None) -> bool:
+        return kind is not None and any(c is None or _kind(c, operators) == kind for c in chars)
+
+    def at(text: str, i: int) -> str | None:
+        return text[i] if 0 <= i < len(text) else None
+
+    p = 0
+    while p < min(len(search), len(replace)) and search[p] == replace[p]:
+        p += 1
+    while p > 0 and joins(_kind(search[p - 1], operators), at(search, p), at(replace, p)):
+        p -= 1
+    q = 0
+    while q < min(len(search), len(replace)) - p and search[-1 - q] == replace[-1 - q]:
+        q += 1
+    while q > 0 and joins(_kind(search[-q], operators), None if q >= len(search) - p else search[-1 - q],
+                          at(replace, len(replace) - 1 - q)):
+        q -= 1
+    old, new = search[p:len(search) - q].strip(), replace[p:len(replace) - q].strip()
+    if (not old and not new) or len(old) > 60 or len(new) > 60 or "`" in old + new or "\n" in old + new:
+        return None
+    return f"delete `{old}`" if not new else f"add `{new}`" if not old else f"`{old}` becomes `{new}`"

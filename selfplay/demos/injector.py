@@ -36,7 +36,7 @@ from repos.spec import RepoSpec
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.artifact import BugArtifact
-from selfplay.demos.bug import enclosing_function, parse_hunks, repair, reversed_hunk
+from selfplay.demos.bug import change_note, enclosing_function, parse_hunks, repair, reversed_hunk
 from selfplay.demos.solver_plan import FENCE, _pick, block
 from selfplay.demos.warm_start_config import WarmStartConfig
 from selfplay.errors import DiffError, NotDemonstrable, SelfPlayError
@@ -150,31 +150,6 @@ def located_function(source: str, search: str) -> str:
     if max(len(listing), len(window)) > VIEW_MAX_CHARS:
         raise NotDemonstrable(f"the listing or the view of {fn.name} is over {VIEW_MAX_CHARS} characters")
     return fn.name
-
-
-def _word(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def change_note(search: str, replace: str) -> str | None:
-    """What the edit changes, in words, from the texts' differing middle widened to whole words:
-    "`<` becomes `>=`", "delete `x += 1`", "add `return None`"; None when there is no short one. The
-    expert says it before its edit, so the policy names a change before it writes one (FORMAT 10
-    policies copied SEARCH into REPLACE unchanged in 10 of 24 episodes)."""
-    p = 0
-    while p < min(len(search), len(replace)) and search[p] == replace[p]:
-        p += 1
-    while p > 0 and _word(search[p - 1]) and (p >= len(search) or _word(search[p]) or p >= len(replace) or _word(replace[p])):
-        p -= 1
-    q = 0
-    while q < min(len(search), len(replace)) - p and search[-1 - q] == replace[-1 - q]:
-        q += 1
-    while q > 0 and _word(search[-q]) and (q >= len(search) - p or _word(search[-1 - q]) or _word(replace[-1 - q])):
-        q -= 1
-    old, new = search[p:len(search) - q].strip(), replace[p:len(replace) - q].strip()
-    if (not old and not new) or len(old) > 60 or len(new) > 60 or "`" in old + new or "\n" in old + new:
-        return None
-    return f"delete `{old}`" if not new else f"add `{new}`" if not old else f"`{old}` becomes `{new}`"
 
 
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random, *,

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from agent_scaffold.editor import page_last
-from selfplay.demos.bug import Function, Hunk, enclosing_function, other_functions, parse_hunks, repair
+from selfplay.demos.bug import Function, Hunk, change_note, enclosing_function, other_functions, parse_hunks, repair
 from selfplay.errors import DiffError, NotDemonstrable
 
 FENCE = "```"
@@ -220,8 +220,9 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
 
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=2)
-        actions.append(_pick(rng, ["This line is wrong; fix it.", "Here is the bug. Let me repair it.",
-                                   "The logic here is inverted from what the test expects. Fixing it."])
+        actions.append(_repair_thought(task, rng, h, search, replace,
+                                       ["This line is wrong; fix it.", "Here is the bug. Let me repair it.",
+                                        "The logic here is inverted from what the test expects. Fixing it."])
                        + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace}\n>>>>>>> REPLACE"))
     actions.append(_pick(rng, ["Re-run the test.", "Check that the tests pass now.", "Run the tests again."])
@@ -234,6 +235,18 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
                        + "\n" + block("bash", "git checkout -- " + " ".join(spec_files or [test_path])))
     actions.append(_pick(rng, ["The tests pass. Submitting.", "Done.", "Fixed; submitting."]) + "\n" + block("submit"))
     return actions
+
+
+def _repair_thought(task: SolverTask, rng: random.Random, h: Hunk, search: str, replace: str,
+                    plain: list[str]) -> str:
+    """The thought before a repair: with `visible_only`, the line the view showed and the change in words
+    ("Line 40: delete `+ 1`.", `bug.change_note`), so the policy names a change before it writes the
+    edit (FORMAT 14 policies read the buggy line on the page, then wrote a SEARCH copied into REPLACE
+    unchanged); else, or when the change has no short note, one of `plain`."""
+    note = change_note(search, replace, operators=True) if task.visible_only else None
+    if note is None:
+        return rng.choice(plain)
+    return _pick(rng, ["Line {n}: {c}.", "The bug is on line {n}: {c}."], n=str(h.first_changed_line), c=note)
 
 
 def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> list[str]:
@@ -250,7 +263,7 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
                _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", view)]
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=0)
-        actions.append(_pick(rng, ["Fix it.", "This line is wrong."])
+        actions.append(_repair_thought(task, rng, h, search, replace, ["Fix it.", "This line is wrong."])
                        + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace}\n>>>>>>> REPLACE"))
     return actions + [_pick(rng, ["Fixed.", "Done."]) + "\n" + block("submit")]

@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 14
+FORMAT = 15
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -40,7 +40,10 @@ window whose first line the policy had to compute; the `any` expert is unchanged
 command copies the spec's call whole and lets the shell strip its qualifier (`solver_plan.locate_call`),
 because FORMAT 12 policies grepped `def humanize.natural_list(`. 14: the `visible` view is `view PATH N`, N the
 `def` line the grep printed, and the editor shows a page of whole lines from it that fits the observation
-(`editor.page_last`), because FORMAT 13 policies copied START and typed an END before it (`view P 13 1`)."""
+(`editor.page_last`), because FORMAT 13 policies copied START and typed an END before it (`view P 13 1`). 15:
+the `visible` expert names the buggy line and the change before its repair ("Line 40: delete `+ 1`.",
+`solver_plan._repair_thought`), because FORMAT 14 policies read the buggy line on that page and then copied
+another line into SEARCH and REPLACE unchanged."""
 
 
 @dataclass(frozen=True)

@@ -195,3 +195,27 @@ def test_visible_only_refuses_a_bug_past_the_page_its_view_shows():
     with pytest.raises(NotDemonstrable, match=r"ends before the bug \(line 29\)"):
         solver_actions(far, random.Random(0))
     assert def_page(enclosing_function(BUGGY, 9), BUGGY, 9) == 6
+
+
+@pytest.mark.parametrize("short", [True, False])
+def test_visible_only_names_the_line_and_the_change_before_the_repair(short):
+    """The thought before the str_replace says which line of the page is wrong and how it changes; the
+    `any` expert's thought stays as it was, so its demonstrations are unchanged."""
+    from dataclasses import replace
+
+    for seed in range(10):
+        visible = solver_actions(replace(task(), short=short, visible_only=True), random.Random(seed))
+        edit = next(a for a in visible if "str_replace" in a)
+        assert edit.split("\n")[0] in ("Line 9: `!=` becomes `==`.", "The bug is on line 9: `!=` becomes `==`."), edit
+        hidden = solver_actions(replace(task(), short=short), random.Random(seed))
+        assert "`!=` becomes" not in "".join(hidden)
+
+
+def test_change_note_widens_to_whole_operators_when_asked():
+    from selfplay.demos.bug import change_note
+
+    assert change_note("if x != v:", "if x == v:", operators=True) == "`!=` becomes `==`"
+    assert change_note("if x != v:", "if x == v:") == "`!` becomes `=`"  # the injector's notes, unchanged
+    assert change_note("a < b", "a <= b", operators=True) == "`<` becomes `<=`"
+    assert change_note("x[:-1 + 1]", "x[:-1]", operators=True) == "delete `+ 1`"
+    assert change_note("if not a or b:", "if not a and b:", operators=True) == "`or` becomes `and`"
