@@ -26,7 +26,15 @@ import re
 from dataclasses import dataclass
 
 from agent_scaffold.editor import page_last
-from selfplay.demos.bug import Function, Hunk, change_note, enclosing_function, other_functions, parse_hunks, repair
+from selfplay.demos.bug import (
+    Function,
+    Hunk,
+    change_note,
+    enclosing_function,
+    other_functions,
+    parse_hunks,
+    repair,
+)
 from selfplay.errors import DiffError, NotDemonstrable
 
 FENCE = "```"
