@@ -9,6 +9,7 @@ sandbox's agent uid (`user="agent"`), never as the grader's root.
 
 from __future__ import annotations
 
+import ast
 import posixpath
 import shlex
 
@@ -33,10 +34,11 @@ def numbered(lines: list[str], start: int) -> str:
 
 def page_last(lines: list[str], first: int, max_chars: int | None) -> int:
     """Last line (1-based) of a view from `first` without an END: whole lines up to `VIEW_MAX_LINES` whose
-    numbered text, with room for the "more lines" note, fits `max_chars` (at least `first` itself). Paging
-    instead of cutting the text in its middle keeps every shown line whole and the page from `first` on,
-    so `view PATH N` with N copied from a grep shows the function that starts there."""
-    last = min(len(lines), first + VIEW_MAX_LINES - 1)
+    numbered text, with room for the "more lines" note, fits `max_chars` (at least `first` itself), and no
+    further than the end of the `def` or `class` that starts at `first` (`block_end`). Paging instead of
+    cutting the text in its middle keeps every shown line whole and the page from `first` on, so
+    `view PATH N` with N copied from a grep shows the function that starts there, and only it."""
+    last = min(len(lines), first + VIEW_MAX_LINES - 1, block_end(lines, first) or len(lines))
     if max_chars is None:
         return last
     used = 0
@@ -45,6 +47,31 @@ def page_last(lines: list[str], first: int, max_chars: int | None) -> int:
         if used > max_chars - PAGE_NOTE_CHARS and i > first:
             return i - 1
     return last
+
+
+def block_end(lines: list[str], first: int) -> int | None:
+    """Last line (1-based) of the `def`/`class` whose header starts at line `first`: its `end_lineno` when the
+    file parses as Python, else the last line before one indented no deeper than the header (a bracket
+    closing a signature aside); None when line `first` starts no such block."""
+    if not 1 <= first <= len(lines) or not lines[first - 1].lstrip().startswith(("def ", "async def ", "class ")):
+        return None
+    try:
+        tree = ast.parse("\n".join(lines))
+    except (SyntaxError, ValueError):
+        tree = None
+    if tree is not None:
+        kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+        return next((n.end_lineno for n in ast.walk(tree) if isinstance(n, kinds) and n.lineno == first), None)
+    head = lines[first - 1]
+    indent, end = len(head) - len(head.lstrip()), first
+    for i in range(first + 1, len(lines) + 1):
+        text = lines[i - 1]
+        if not text.strip():
+            continue
+        if len(text) - len(text.lstrip()) <= indent and not text.lstrip().startswith((")", "]", "}")):
+            break
+        end = i
+    return end
 
 
 def replace_once(content: str, old: str, new: str, path: str) -> str:

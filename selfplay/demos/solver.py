@@ -96,19 +96,12 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
     for a task whose spec never names the bug's function)."""
     start = time.monotonic()
     image = image or repo_image(spec)
-    role = load_role("solver")
-    with DockerSandbox.create(image, workdir=spec.workdir) as sb:
-        build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
-        paths = sorted({h.path for h in parse_hunks(task.artifact.bug_inject)})
-        # The expert's privileged knowledge of the buggy files: read before the episode, not as an action.
-        sources = {p: sb.read_file(p).decode() for p in paths}
-        plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
-                          buggy_sources=sources,
-                          reproduce=spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS, short=short,
-                          visible_only=visible_only)
-        actions = solver_actions(plan, rng)
-        policy = ScriptedPolicy(actions, tokenizer=tokenizer)
-        ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)
+    reproduce = spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS
+    ep = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only)
+    if visible_only and reproduce and not short and ep.termination == "context_exhausted":
+        # the `visible` view is a whole page (up to an observation), so quoting the spec a second time to
+        # reproduce can leave no room for the repair: the same task without that step (draws of its own)
+        ep = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short, True)
     if ep.infra_failure:
         raise SelfPlayError(f"demonstration on {task.task_id}: sandbox failure ({ep.error}); not a model failure, "
                             "check the Docker engine and retry")
@@ -122,3 +115,19 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
         **ep.trajectory.metadata, "task_id": task.task_id, "repo": task.repo, "source": "demo",
         "submission": ep.submission, "grade_reason": reason, "plan": "short" if short else "full"})
     return SolverDemo(task.task_id, traj, reward, ep.termination, reason, time.monotonic() - start)
+
+
+def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, limits: EpisodeLimits, image: str,
+               reproduce: bool, short: bool, visible_only: bool) -> Any:
+    """The expert's episode on `task` in a fresh sandbox of `image` (not graded)."""
+    role = load_role("solver")
+    with DockerSandbox.create(image, workdir=spec.workdir) as sb:
+        build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
+        paths = sorted({h.path for h in parse_hunks(task.artifact.bug_inject)})
+        # The expert's privileged knowledge of the buggy files: read before the episode, not as an action.
+        sources = {p: sb.read_file(p).decode() for p in paths}
+        plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
+                          buggy_sources=sources, reproduce=reproduce, short=short, visible_only=visible_only)
+        actions = solver_actions(plan, rng)
+        policy = ScriptedPolicy(actions, tokenizer=tokenizer)
+        return run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)

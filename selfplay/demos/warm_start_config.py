@@ -43,7 +43,9 @@ because FORMAT 12 policies grepped `def humanize.natural_list(`. 14: the `visibl
 (`editor.page_last`), because FORMAT 13 policies copied START and typed an END before it (`view P 13 1`). 15:
 the `visible` expert names the buggy line and the change before its repair ("Line 40: delete `+ 1`.",
 `solver_plan._repair_thought`), because FORMAT 14 policies read the buggy line on that page and then copied
-another line into SEARCH and REPLACE unchanged."""
+another line into SEARCH and REPLACE unchanged; and a page from a `def` line ends with that function
+(`editor.block_end`), because FORMAT 14 pages of the next functions overflowed 2,048 tokens in 5 of 20
+demonstrations."""
 
 
 @dataclass(frozen=True)

@@ -77,3 +77,18 @@ def test_view_without_end_pages_whole_lines_within_the_observation_limit(local_s
     assert page_last(["y" * 5000, "z"], 1, 1500) == 1
     # without a limit, the old 400-line window
     assert page_last(lines, 1, None) == 200
+
+
+def test_a_page_from_a_def_line_ends_with_that_function():
+    from agent_scaffold.editor import block_end, page_last
+    src = ["import os", "", "", "def f(a,", "      b):", '    """Doc.', "", 'text"""', "    if a:",
+           "        return b", "", "    return a", "", "", "class C:", "    def m(self):", "        return (",
+           "            1", "        )", "", "    x = 1", "", "y = 2"]
+    assert block_end(src, 4) == 12  # blank lines and a dedented docstring line inside the body do not end it
+    assert block_end(src, 16) == 19 and block_end(src, 15) == 21  # a method; a class with a `)` line inside
+    assert block_end(src, 1) is None and block_end(src, 99) is None  # not a def line
+    broken = src[:3] + ["def f(a:", "    x = 1", "", "def g():", "    pass"]  # no parse: by indentation
+    assert block_end(broken, 4) == 5
+    assert page_last(src, 4, 1500) == 12 and page_last(src, 4, None) == 12
+    assert page_last(src, 1, 1500) == len(src)  # not at a def: the page is bounded by characters only
+    assert page_last(src, 4, 150) < 12  # and the characters still bound a long function

@@ -278,6 +278,7 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
 
     spec, store, _ = demos
     tok = AutoTokenizer.from_pretrained(default_model_dir())
+    kept, exhausted = [], []
     for attempt in [a for a in store.attempts(source="demo") if a.role == "solver"]:
         task = store.get_task(attempt.task_id)
         (traj,) = load_jsonl(attempt.trajectory_path)
@@ -291,7 +292,14 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
         demo = run_solver_demo(task, spec, tok, random.Random(0), visible_only=True)
         replies = [str(m["content"]) for m in demo.trajectory.messages if m["role"] == "assistant"]
         grep = next(r for r in replies if f"n={call}; git grep" in r)  # the call copied whole
-        assert demo.kept and f"`{call}`" in grep.split("```")[0], (demo.reason, grep)
+        assert f"`{call}`" in grep.split("```")[0], grep
+        assert re.search(r"view \S+ \d+\n", "".join(replies)), replies  # a page from the copied `def` line
+        if demo.termination == "context_exhausted":  # a long spec and a whole page can overflow 2,048 tokens
+            assert sum(len(r) for r in replies) > 0 and not demo.kept
+            exhausted.append(task.task_id)
+            continue
+        assert demo.kept, (demo.reason, replies)
+        kept.append(task.task_id)
 
     visible = open_store(str(demo_root / "visible.db"))
     try:
@@ -300,8 +308,10 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
     finally:
         visible.close()
     assert len(report.tasks) + report.skipped_hidden >= 1
+    assert report.kept, (kept, exhausted, report)
     for path in report.kept:
         (traj,) = load_jsonl(path)
         said = "\n".join(str(m["content"]) for m in traj.messages if m["role"] == "assistant")
         calls = re.findall(r"n=([\w.]+); git grep", said)
         assert calls and all(spec_call(traj.messages[1]["content"], c.rsplit(".", 1)[-1]) for c in calls), said
+        assert re.search(r"view \S+ \d+\n", said) and traj.reward > 0, said
