@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from selfplay.config.loader import load_config
-from selfplay.experiment.failures import injector_outcome, turn_kinds, turn_table
+from selfplay.experiment.failures import injector_outcome, turn_kinds, turn_table, with_unsent
 from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
 from selfplay.experiment.stats import fisher_exact, mcnemar_exact
 from selfplay.learner.checkpoint import latest_checkpoint
@@ -144,7 +144,7 @@ def arm_turns(run_dir: Path) -> dict[str, Any]:
                 continue
             episodes += 1
             solved += bool((t.metadata.get("grade") or {}).get("resolved"))
-            kinds.append(turn_kinds(t.messages))
+            kinds.append(turn_kinds(with_unsent(t.messages, t.metadata)))
     return {"episodes": episodes, "solved": solved, "turns": turn_table(kinds),
             "submitted": sum(bool(k) and k[-1] == "submit" for k in kinds)}
 
@@ -172,7 +172,7 @@ def arm_injectors(run_dir: Path) -> dict[str, Any]:
             it[1] += 1
             if label == "valid":
                 bugs.append(str(t.metadata.get("task_id")))
-            kinds.append(turn_kinds(t.messages))
+            kinds.append(turn_kinds(with_unsent(t.messages, t.metadata)))
     return {"episodes": sum(n for _, n in by_iteration.values()), "valid": sum(v for v, _ in by_iteration.values()),
             "distinct_valid": distinct_bugs(run_dir / "store.db", bugs), "bugs": bugs, "by_iteration": by_iteration,
             "outcomes": outcomes, "turns": turn_table(kinds)}

@@ -124,6 +124,14 @@ def injector_outcome(termination: str, validation: Mapping[str, Any] | None, inf
     return "invalid"
 
 
+def with_unsent(messages: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """`messages` and, when the episode ended with no room for it, the last action's observation
+    (`unsent_observation` in the trajectory's metadata: the action ran, its output was not shown), so
+    `turn_kinds` labels that last turn by what it did, not as an edit that applied."""
+    unsent = (metadata or {}).get("unsent_observation")
+    return [*messages, {"role": "user", "content": str(unsent)}] if unsent else list(messages)
+
+
 def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """One label per assistant turn of a transcript (system and task prompt first): ``format_error``,
     ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,

@@ -46,6 +46,7 @@ from selfplay.experiment.failures import (
     search_refusals,
     turn_kinds,
     turn_table,
+    with_unsent,
 )
 from selfplay.experiment.stats import wilson
 from selfplay.judge.grader import build_buggy_state, grade
@@ -153,7 +154,8 @@ class EpisodeRow:
 
 
 def _observations(trajectory: Any) -> tuple[str, ...]:
-    return tuple(str(m.get("content", "")) for m in trajectory.messages[2:] if m.get("role") != "assistant")
+    messages = with_unsent(trajectory.messages, trajectory.metadata)
+    return tuple(str(m.get("content", "")) for m in messages[2:] if m.get("role") != "assistant")
 
 
 def episode_seed(task_id: str, sample: int, sample_seed: int = 0) -> int:
@@ -187,7 +189,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                          tuple(task.artifact.test_files), ep.infra_failure)
     row = EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
-                     round(time.monotonic() - t0, 1), turn_kinds(ep.trajectory.messages))
+                     round(time.monotonic() - t0, 1), turn_kinds(with_unsent(ep.trajectory.messages, ep.trajectory.metadata)))
     if transcripts is not None:
         transcripts.mkdir(parents=True, exist_ok=True)
         (transcripts / f"{task.task_id}-{mode}{sample}.txt").write_text(

@@ -122,6 +122,13 @@ def test_turn_kinds_and_the_turn_table():
     with pytest.raises(EditError) as err:
         replace_once("a\nb\n", "a", "a", "pkg/core.py")
     assert turn_kinds(messages[:2] + [noop, o(f"Error: {err.value}")]) == ("str_replace_noop",)
+    # a last edit whose output the context had no room for is labelled by that output, not as applied
+    from selfplay.experiment.failures import with_unsent
+
+    last = messages[:2] + [messages[8]]
+    assert turn_kinds(last) == ("str_replace",)
+    assert turn_kinds(with_unsent(last, {"unsent_observation": REFUSED})) == ("str_replace_refused",)
+    assert with_unsent(last, {}) == last and with_unsent(last, None) == last
     table = turn_table([kinds, ("format_error", "submit")])
     assert table[1] == {"run_tests": 1, "format_error": 1} and table[2] == {"format_error": 1, "submit": 1}
     assert table[7] == {"missing_file": 1} and table[8] == {"submit": 1}
