@@ -4,7 +4,8 @@ A turn is free text (reasoning) plus exactly one fenced block whose info string 
 
     ```bash            any shell command(s), run in the repo workdir
     ```edit            first line: `view PATH [START [END]]` | `create PATH` | `str_replace PATH` |
-                       `insert PATH LINE` | `undo PATH`; the rest of the block is the body
+                       `insert PATH LINE` | `undo PATH`; the rest of the block is the body (`view PATH:START`,
+                       a `grep -n` hit's prefix, is `view PATH START`)
     ```submit          empty block: end the episode
 
 A `str_replace` body is `<<<<<<< SEARCH`, the exact old text, `=======`, the new text, `>>>>>>> REPLACE`.
@@ -23,6 +24,8 @@ EDIT_COMMANDS = ("view", "create", "str_replace", "insert", "undo")
 _BLOCK = re.compile(r"^```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _REPLACE = re.compile(r"\A<<<<<<< SEARCH\n(.*?)^=======\n(.*?)^>>>>>>> REPLACE[ \t]*\n?\Z",
                       re.MULTILINE | re.DOTALL)
+
+_GREP_HIT = re.compile(r"(.+?):(\d+):?")
 
 FORMAT_HELP = """Each reply must contain exactly one action: one fenced block, for example
 
@@ -99,6 +102,9 @@ def _parse_edit(block: str) -> Action:
     if not rest:
         raise FormatError(f"edit {cmd} needs a path: `{cmd} PATH`.")
     path, extra = rest[0], rest[1:]
+    grep_hit = _GREP_HIT.fullmatch(path) if cmd == "view" and not extra else None
+    if grep_hit:  # `view PATH:LINE`, the prefix of a `grep -n` hit copied as is
+        path, extra = grep_hit.group(1), [grep_hit.group(2)]
     try:
         nums = tuple(int(x) for x in extra)
     except ValueError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import shlex
+from dataclasses import dataclass
 
 from sandboxes.sandbox import Sandbox
 
@@ -74,28 +75,88 @@ def block_end(lines: list[str], first: int) -> int | None:
     return end
 
 
-def replace_once(content: str, old: str, new: str, path: str) -> str:
-    """`content` with the single occurrence of `old` replaced; EditError for 0 or >1 occurrences."""
+@dataclass(frozen=True)
+class Replacement:
+    """A file's content after one str_replace."""
+
+    content: str
+    line: int
+    """First line (1-based) of the replaced text."""
+    reindented: bool
+    """The SEARCH text matched only up to its lines' leading whitespace (`match_reindented`), and the REPLACE
+    text was moved by the same indentation."""
+
+
+def replace_once(content: str, old: str, new: str, path: str) -> Replacement:
+    """`content` with the single occurrence of `old` replaced, else with the single run of whole lines that
+    `old` matches up to a uniform change of indentation (`match_reindented`); EditError for no match, several
+    matches or an edit that changes nothing."""
     if not old:
         raise EditError("str_replace: the SEARCH text is empty; copy the exact lines to replace.")
     count = content.count(old)
     if count == 1:
-        if new == old:  # a no-op "edit" would read as done (measured: 6 of 8 refused bug edits of one warm start)
-            raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
-                            "change; write the changed lines between ======= and >>>>>>> REPLACE.")
-        return content.replace(old, new, 1)
-    if count == 0:
-        hint = ""
-        if old.strip() and old.strip() in content:
-            hint = " The text appears with different leading/trailing whitespace or newlines; match it exactly."
-        raise EditError(f"str_replace: the SEARCH text was not found in {path}.{hint} View the file and copy "
-                        "the lines exactly (indentation matters).")
-    starts, pos = [], content.find(old)
-    while pos != -1:
-        starts.append(content.count("\n", 0, pos) + 1)
-        pos = content.find(old, pos + 1)
-    raise EditError(f"str_replace: the SEARCH text matches {count} times in {path} (lines "
-                    f"{', '.join(map(str, starts))}); include more surrounding lines so it matches once.")
+        updated = content.replace(old, new, 1)
+        line, reindented = content[: content.index(old)].count("\n") + 1, False
+    elif count == 0:
+        found = match_reindented(content, old, new, path)
+        if found is None:
+            hint = ""
+            if old.strip() and old.strip() in content:
+                hint = " The text appears with different leading/trailing whitespace or newlines; match it exactly."
+            raise EditError(f"str_replace: the SEARCH text was not found in {path}.{hint} View the file and copy "
+                            "the lines exactly (indentation matters).")
+        updated, line, reindented = found[0], found[1], True
+    else:
+        starts, pos = [], content.find(old)
+        while pos != -1:
+            starts.append(content.count("\n", 0, pos) + 1)
+            pos = content.find(old, pos + 1)
+        raise EditError(f"str_replace: the SEARCH text matches {count} times in {path} (lines "
+                        f"{', '.join(map(str, starts))}); include more surrounding lines so it matches once.")
+    if updated == content:  # a no-op "edit" would read as done (measured: 6 of 8 refused bug edits of one warm start)
+        raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
+                        "change; write the changed lines between ======= and >>>>>>> REPLACE.")
+    return Replacement(updated, line, reindented)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _dedented(lines: list[str]) -> tuple[list[str], int]:
+    """`lines` without their common leading whitespace and trailing whitespace (blank lines become ""), and
+    the width removed."""
+    width = min((_indent(x) for x in lines if x.strip()), default=0)
+    return [x[width:].rstrip() if x.strip() else "" for x in lines], width
+
+
+def match_reindented(content: str, old: str, new: str, path: str) -> tuple[str, int] | None:
+    """(updated content, first line) when the lines of `old` equal exactly one run of whole lines of `content`
+    once both drop their common indentation and trailing whitespace, so the relative indentation still
+    has to match; `new` is then moved by the same indentation. None when no run matches; EditError when
+    several do. A copied function often carries one level of indentation too many or too few (measured:
+    every refused SEARCH of one held-out evaluation), which no amount of looking at the file fixes."""
+    old_lines = (old[:-1] if old.endswith("\n") else old).split("\n")
+    want, old_width = _dedented(old_lines)
+    if not any(want):
+        return None
+    lines = content.split("\n")
+    n = len(old_lines)
+    hits = [i for i in range(len(lines) - n + 1)
+            if lines[i].strip() == old_lines[0].strip() and _dedented(lines[i:i + n])[0] == want]
+    if not hits:
+        return None
+    if len(hits) > 1:
+        raise EditError(f"str_replace: the SEARCH text matches {len(hits)} places in {path} up to indentation "
+                        f"(lines {', '.join(str(i + 1) for i in hits)}); copy the lines with their exact "
+                        "indentation, or include more surrounding lines so it matches once.")
+    start = hits[0]
+    _, width = _dedented(lines[start:start + n])
+    prefix = next(x for x in lines[start:start + n] if x.strip() and _indent(x) == width)[:width]
+    body = new[:-1] if new.endswith("\n") else new
+    moved = [] if new == "" else [prefix + x[min(old_width, _indent(x)):] if x.strip() else x
+                                  for x in body.split("\n")]
+    return "\n".join(lines[:start] + moved + lines[start + n:]), start + 1
 
 
 class Editor:
@@ -171,10 +232,11 @@ class Editor:
 
     def str_replace(self, path: str, old: str, new: str) -> str:
         content = self._must_read(path)
-        updated = replace_once(content, old, new, path)
-        self._write(path, updated, content)
-        line = content[: content.index(old)].count("\n") + 1
-        return self._snippet(path, updated, line, f"Edited {path}. Lines around the change:")
+        done = replace_once(content, old, new, path)
+        self._write(path, done.content, content)
+        how = (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "
+               "match." if done.reindented else "")
+        return self._snippet(path, done.content, done.line, f"Edited {path}.{how} Lines around the change:")
 
     def insert(self, path: str, line: int, text: str) -> str:
         content = self._must_read(path)

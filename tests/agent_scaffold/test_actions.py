@@ -15,6 +15,9 @@ def test_submit_block():
 def test_edit_commands():
     assert parse_action("```edit\nview a.py 3 9\n```") == Action("edit", "view", "a.py", (3, 9))
     assert parse_action("```edit\nview a.py\n```") == Action("edit", "view", "a.py", ())
+    # a grep hit's prefix, copied as is
+    assert parse_action("```edit\nview src/a.py:13:\n```") == Action("edit", "view", "src/a.py", (13,))
+    assert parse_action("```edit\nview src/a.py:13\n```") == Action("edit", "view", "src/a.py", (13,))
     assert parse_action("```edit\ncreate new.py\nx = 1\n```") == Action("edit", "create", "new.py", body="x = 1\n")
     assert parse_action("```edit\ninsert a.py 0\n# top\n```") == Action("edit", "insert", "a.py", (0,), body="# top\n")
     a = parse_action("```edit\nstr_replace a.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n"

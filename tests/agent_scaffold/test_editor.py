@@ -14,22 +14,54 @@ def test_replace_once_refuses_an_edit_that_changes_nothing():
 
 
 def test_replace_once_counts_matches():
-    assert replace_once("a b c", "b", "X", "f") == "a X c"
+    assert replace_once("a b c", "b", "X", "f").content == "a X c"
     with pytest.raises(EditError, match="not found"):
         replace_once("a b c", "z", "X", "f")
     with pytest.raises(EditError, match=r"matches 2 times in f \(lines 1, 3\)"):
         replace_once("x = 1\ny\nx = 1\n", "x = 1", "x = 2", "f")
     with pytest.raises(EditError, match="different leading/trailing whitespace"):
-        replace_once("    return 1\n", "return 1  \n\n", "", "f")
+        replace_once("    return 1\n", "return 1\n\n\n", "", "f")
     with pytest.raises(EditError, match="empty"):
         replace_once("abc", "", "x", "f")
+
+
+def test_replace_once_accepts_a_uniform_indentation_change_and_reindents_the_replacement():
+    src = "class A:\n    def f(self):\n        if x:\n            return 1\n        return 2\n"
+    # one level too deep (the held-out failure: 8 spaces for the file's 4), relative indentation kept
+    done = replace_once(src, "            if x:\n                return 1\n", "            if not x:\n"
+                        "                return 1\n", "f")
+    assert done.reindented and done.line == 3
+    assert done.content == src.replace("if x:", "if not x:")
+    # too shallow, trailing spaces, a replacement with more lines and a deeper block
+    done = replace_once(src, "return 2  ", "y = 2\nif y:\n    return y", "f")
+    assert done.content.endswith("        y = 2\n        if y:\n            return y\n") and done.line == 5
+    # an exact match is used as is, without moving anything
+    exact = replace_once(src, "return 1", "return 3", "f")
+    assert not exact.reindented and exact.content == src.replace("return 1", "return 3")
+    # deleting the matched lines
+    assert replace_once(src, "          return 2\n", "", "f").content == src.replace("        return 2\n", "")
+
+
+def test_replace_once_refuses_what_indentation_does_not_explain():
+    src = "def f():\n    if x:\n        return 1\n    if y:\n        return 1\n"
+    with pytest.raises(EditError, match="not found"):  # the relative indentation differs
+        replace_once(src, "if x:\nreturn 1\n", "if x:\nreturn 2\n", "f")
+    with pytest.raises(EditError, match=r"matches 2 places in f up to indentation \(lines 3, 5\)"):
+        replace_once(src, "            return 1\n", "            return 2\n", "f")
+    with pytest.raises(EditError, match="REPLACE text is the same"):  # the same text once re-indented
+        replace_once(src, "        if x:\n", "        if x:\n", "f")
+    with pytest.raises(EditError, match="not found"):  # blank lines alone match nothing
+        replace_once(src, "  \n\n", "x\n", "f")
 
 
 def test_str_replace_view_insert_undo(local_sandbox):
     ed = Editor(local_sandbox)
     out = ed.str_replace("pkg/mod.py", "    return a - b\n", "    return a + b\n")
     assert "Edited pkg/mod.py" in out and "return a + b" in out
-    assert "     2\t    return a + b" in ed.view("pkg/mod.py", 1, 2)
+    assert "     2\t    return a + b" in ed.view("pkg/mod.py", 1, 2) and "re-indented" not in out
+    out = ed.str_replace("pkg/mod.py", "        return a + b\n", "        return b + a\n")
+    assert "re-indented to match" in out and "     2\t    return b + a" in out
+    ed.undo("pkg/mod.py")
     ed.insert("pkg/mod.py", 0, '"""Doc."""\n')
     assert local_sandbox.read_file("pkg/mod.py").decode().startswith('"""Doc."""\ndef add')
     ed.undo("pkg/mod.py")
