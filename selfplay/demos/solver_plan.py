@@ -13,7 +13,8 @@ the path and the line from its context, which a small model can learn; a path wr
 path of some training repo on a held-out task. With `visible_only` (the warm start's `locate: visible`) the
 function's name comes from the spec too: the expert first quotes the call the new test makes
 (`inflection.singularize`), copies it into a grep that strips the qualifier, and views a page from the
-`def` line the grep printed (`view PATH N`: one copied number, no END to compute); a task whose spec
+`def` line the grep printed (`view PATH:N`, the grep hit's prefix copied as one span, no END to compute); a
+task whose spec
 never names the bug's function is not demonstrated (`NotDemonstrable`): FORMAT 11 demonstrations grepped names the spec did not
 show (3 of the default's 6), and on held-out repos its policy grepped names it made up or qualified
 (`def inflections.singularize(`), found nothing, and never reached the code.
@@ -134,9 +135,11 @@ def _last_line(h: Hunk) -> int:
 
 
 def _view(task: SolverTask, path: str, fn: Function, line: int, pad: int) -> str:
-    """The view command: from the `def` line with `visible_only`, else a window around the bug."""
+    """The view command: from the `def` line with `visible_only` (`view PATH:N`, the grep hit's `PATH:N:`
+    prefix, because FORMAT 15 policies copied N but wrote a training repo's PATH from memory), else a window
+    around the bug."""
     if task.visible_only and fn.name:
-        return f"view {path} {fn.start}"
+        return f"view {path}:{fn.start}"
     start, end = view_window(fn, line, pad)
     return f"view {path} {start} {end}"
 

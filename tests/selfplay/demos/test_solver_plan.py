@@ -152,8 +152,8 @@ def test_visible_only_copies_the_spec_call_into_the_grep(short):
             assert 'n=m.count; git grep -n "def ${n##*.}(" -- \'*.py\'' in grep, grep
             called = [m for a in actions for m in re.findall(r"n=([\w.]+); git grep", a)]
             assert all(c.rsplit(".", 1)[-1] in spec_names(SPEC) for c in called), actions
-            # the view is a page from the `def` line the grep printed (line 6): one copied number, no END
-            views = [m for a in actions for m in re.findall(r"view m.py ([\d ]+)\n", a)]
+            # the view is a page from the `def` line the grep printed (`m.py:6`): its prefix copied, no END
+            views = [m for a in actions for m in re.findall(r"view m.py:([\d ]+)\n", a)]
             assert views == ["6"], actions
 
 
