@@ -22,6 +22,9 @@ VIEW_MAX_LINES = 400
 """A view without an END shows at most this many lines."""
 PAGE_NOTE_CHARS = 120
 """Room a paged view keeps for its "more lines" note within `max_chars`."""
+MAX_LISTED_MATCHES = 10
+"""A SEARCH that matches several places is refused with the lines of at most this many of them (and
+`match_reindented` stops looking there)."""
 
 
 class EditError(ValueError):
@@ -107,12 +110,14 @@ def replace_once(content: str, old: str, new: str, path: str) -> Replacement:
                             "the lines exactly (indentation matters).")
         updated, line, reindented = found[0], found[1], True
     else:
-        starts, pos = [], content.find(old)
-        while pos != -1:
-            starts.append(content.count("\n", 0, pos) + 1)
-            pos = content.find(old, pos + 1)
+        starts, pos, line, seen = [], content.find(old), 1, 0
+        while pos != -1 and len(starts) < MAX_LISTED_MATCHES:  # each count from the last: linear in the file
+            line += content.count("\n", seen, pos)
+            starts.append(line)
+            seen, pos = pos, content.find(old, pos + 1)
+        more = ", ..." if count > len(starts) else ""
         raise EditError(f"str_replace: the SEARCH text matches {count} times in {path} (lines "
-                        f"{', '.join(map(str, starts))}); include more surrounding lines so it matches once.")
+                        f"{', '.join(map(str, starts))}{more}); include more surrounding lines so it matches once.")
     if updated == content:  # a no-op "edit" would read as done (measured: 6 of 8 refused bug edits of one warm start)
         raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
                         "change; write the changed lines between ======= and >>>>>>> REPLACE.")
@@ -130,6 +135,34 @@ def _dedented(lines: list[str]) -> tuple[list[str], int]:
     return [x[width:].rstrip() if x.strip() else "" for x in lines], width
 
 
+MAX_REINDENT_CANDIDATES = 1_000
+"""Places whose stripped lines equal the SEARCH's that `match_reindented` compares before it gives up: the
+SEARCH is written by the policy and the comparison runs on the host, so a file of repeated lines must
+not turn one edit into minutes of work."""
+
+
+def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str]) -> list[int]:
+    """0-based first lines of the runs of `lines` whose dedented form is `want`. The candidates are found by
+    one C-speed search of the stripped text (equal stripped lines are necessary for equal dedented ones),
+    so only those runs are compared line by line."""
+    text = "\n".join(x.strip() for x in lines)
+    needle = "\n".join(x.strip() for x in old_lines)
+    line_at, offset = {}, 0
+    for i, x in enumerate(lines):
+        line_at[offset] = i
+        offset += len(x.strip()) + 1
+    hits, tried, pos = [], 0, text.find(needle)
+    while pos != -1 and len(hits) < MAX_LISTED_MATCHES and tried < MAX_REINDENT_CANDIDATES:
+        tried += 1
+        end = pos + len(needle)
+        i = line_at.get(pos)
+        if i is not None and (end == len(text) or text[end] == "\n") and \
+                _dedented(lines[i:i + len(old_lines)])[0] == want:
+            hits.append(i)
+        pos = text.find(needle, pos + 1)
+    return hits
+
+
 def match_reindented(content: str, old: str, new: str, path: str) -> tuple[str, int] | None:
     """(updated content, first line) when the lines of `old` equal exactly one run of whole lines of `content`
     once both drop their common indentation and trailing whitespace, so the relative indentation still
@@ -142,14 +175,14 @@ def match_reindented(content: str, old: str, new: str, path: str) -> tuple[str, 
         return None
     lines = content.split("\n")
     n = len(old_lines)
-    hits = [i for i in range(len(lines) - n + 1)
-            if lines[i].strip() == old_lines[0].strip() and _dedented(lines[i:i + n])[0] == want]
+    hits = _reindented_hits(lines, old_lines, want)
     if not hits:
         return None
     if len(hits) > 1:
-        raise EditError(f"str_replace: the SEARCH text matches {len(hits)} places in {path} up to indentation "
-                        f"(lines {', '.join(str(i + 1) for i in hits)}); copy the lines with their exact "
-                        "indentation, or include more surrounding lines so it matches once.")
+        many = "at least " if len(hits) >= MAX_LISTED_MATCHES else ""
+        raise EditError(f"str_replace: the SEARCH text matches {many}{len(hits)} places in {path} up to "
+                        f"indentation (lines {', '.join(str(i + 1) for i in hits)}); copy the lines with their "
+                        "exact indentation, or include more surrounding lines so it matches once.")
     start = hits[0]
     _, width = _dedented(lines[start:start + n])
     prefix = next(x for x in lines[start:start + n] if x.strip() and _indent(x) == width)[:width]

@@ -54,6 +54,19 @@ def test_replace_once_refuses_what_indentation_does_not_explain():
         replace_once(src, "  \n\n", "x\n", "f")
 
 
+def test_replace_once_bounds_the_search_up_to_indentation_on_a_file_of_repeated_lines():
+    """The policy writes the SEARCH and the host compares it: a file of 200,000 equal lines and a SEARCH of
+    2,000 of them one level deeper match everywhere; the refusal names the first places, not all of them."""
+    src = "    x = 1\n" * 200_000
+    with pytest.raises(EditError, match=r"matches at least 10 places in f up to indentation \(lines 1, 2, "):
+        replace_once(src, "        x = 1\n" * 2_000, "        x = 2\n", "f")
+    with pytest.raises(EditError, match=r"matches 200000 times in f \(lines 1, 2, .*, 10, \.\.\.\)"):
+        replace_once(src, "    x = 1\n", "    x = 2\n", "f")
+    # equal stripped lines with another relative indentation are candidates, compared and turned down
+    with pytest.raises(EditError, match="not found"):
+        replace_once(src, "  x = 1\n    x = 1\n" * 1_000, "x = 2\n", "f")
+
+
 def test_str_replace_view_insert_undo(local_sandbox):
     ed = Editor(local_sandbox)
     out = ed.str_replace("pkg/mod.py", "    return a - b\n", "    return a + b\n")
