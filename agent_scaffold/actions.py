@@ -5,7 +5,8 @@ A turn is free text (reasoning) plus exactly one fenced block whose info string 
     ```bash            any shell command(s), run in the repo workdir
     ```edit            first line: `view PATH [START [END]]` | `create PATH` | `str_replace PATH` |
                        `insert PATH LINE` | `undo PATH`; the rest of the block is the body (`view PATH:START`,
-                       a `grep -n` hit's prefix, is `view PATH START`)
+                       a `grep -n` hit's prefix, is `view PATH START`; `str_replace PATH:START` edits the
+                       first match on or after START)
     ```submit          empty block: end the episode
 
 A `str_replace` body is `<<<<<<< SEARCH`, the exact old text, `=======`, the new text, `>>>>>>> REPLACE`.
@@ -65,7 +66,7 @@ class Action:
     path: str = ""
     """edit: the target path."""
     args: tuple[int, ...] = ()
-    """edit view: (start[, end]); edit insert: (line,)."""
+    """edit view: (start[, end]); edit insert: (line,); edit str_replace: (start,) from `PATH:START`."""
     body: str = ""
     """edit create/insert: the text; str_replace: the new text."""
     old: str = ""
@@ -102,7 +103,7 @@ def _parse_edit(block: str) -> Action:
     if not rest:
         raise FormatError(f"edit {cmd} needs a path: `{cmd} PATH`.")
     path, extra = rest[0], rest[1:]
-    grep_hit = _GREP_HIT.fullmatch(path) if cmd == "view" and not extra else None
+    grep_hit = _GREP_HIT.fullmatch(path) if cmd in ("view", "str_replace") and not extra else None
     if grep_hit:  # `view PATH:LINE`, the prefix of a `grep -n` hit copied as is
         path, extra = grep_hit.group(1), [grep_hit.group(2)]
     try:
@@ -118,12 +119,15 @@ def _parse_edit(block: str) -> Action:
             raise FormatError("edit insert needs one line number: `insert PATH LINE` (0 inserts at the top; "
                               "the text goes after that line).")
         return Action("edit", cmd, path, nums, body=body)
-    if nums:
-        raise FormatError(f"edit {cmd} takes only a path: `{cmd} PATH`.")
     if cmd == "str_replace":
+        if extra and grep_hit is None:
+            raise FormatError("edit str_replace takes a path, or a path and the line to search from: "
+                              "`str_replace PATH` or `str_replace PATH:LINE`.")
         m = _REPLACE.match(body)
         if m is None:
             raise FormatError("edit str_replace needs the body\n<<<<<<< SEARCH\nold text\n=======\nnew text\n"
                               ">>>>>>> REPLACE\n(each marker on its own line).")
-        return Action("edit", cmd, path, old=m.group(1), body=m.group(2))
+        return Action("edit", cmd, path, nums, old=m.group(1), body=m.group(2))
+    if nums:
+        raise FormatError(f"edit {cmd} takes only a path: `{cmd} PATH`.")
     return Action("edit", cmd, path, body=body)

@@ -90,24 +90,35 @@ class Replacement:
     text was moved by the same indentation."""
 
 
-def replace_once(content: str, old: str, new: str, path: str) -> Replacement:
+def replace_once(content: str, old: str, new: str, path: str, start: int | None = None) -> Replacement:
     """`content` with the single occurrence of `old` replaced, else with the single run of whole lines that
     `old` matches up to a uniform change of indentation (`match_reindented`); EditError for no match, several
-    matches or an edit that changes nothing."""
+    matches or an edit that changes nothing. With `start` (`str_replace PATH:START`, a grep hit's prefix),
+    the first occurrence that begins on or after line `start` is replaced, so several are no error."""
     if not old:
         raise EditError("str_replace: the SEARCH text is empty; copy the exact lines to replace.")
-    count = content.count(old)
-    if count == 1:
-        updated = content.replace(old, new, 1)
-        line, reindented = content[: content.index(old)].count("\n") + 1, False
-    elif count == 0:
-        found = match_reindented(content, old, new, path)
+    if start is None:
+        count = content.count(old)
+        pos = content.find(old) if count == 1 else -1
+        offset, line = 0, 1
+    else:
+        total = content.count("\n") + (not content.endswith("\n"))
+        if not 1 <= start <= total:
+            raise EditError(f"str_replace: line {start} is out of range; {path} has {total} lines.")
+        offset = _line_offset(content, start)
+        pos, count, line = content.find(old, offset), 1, start
+    if pos != -1:
+        updated = content[:pos] + new + content[pos + len(old):]
+        line, reindented = line + content.count("\n", offset, pos), False
+    elif count == 0 or start is not None:
+        found = match_reindented(content, old, new, path, start)
         if found is None:
+            where = f" at or after line {start}" if start is not None else ""
             hint = ""
-            if old.strip() and old.strip() in content:
+            if old.strip() and old.strip() in content[offset:]:
                 hint = " The text appears with different leading/trailing whitespace or newlines; match it exactly."
-            raise EditError(f"str_replace: the SEARCH text was not found in {path}.{hint} View the file and copy "
-                            "the lines exactly (indentation matters).")
+            raise EditError(f"str_replace: the SEARCH text was not found in {path}{where}.{hint} View the file and "
+                            "copy the lines exactly (indentation matters).")
         updated, line, reindented = found[0], found[1], True
     else:
         starts, pos, line, seen = [], content.find(old), 1, 0
@@ -122,6 +133,14 @@ def replace_once(content: str, old: str, new: str, path: str) -> Replacement:
         raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
                         "change; write the changed lines between ======= and >>>>>>> REPLACE.")
     return Replacement(updated, line, reindented)
+
+
+def _line_offset(content: str, line: int) -> int:
+    """Character offset where 1-based `line` of `content` begins."""
+    offset = 0
+    for _ in range(line - 1):
+        offset = content.index("\n", offset) + 1
+    return offset
 
 
 def _indent(line: str) -> int:
@@ -141,17 +160,18 @@ SEARCH is written by the policy and the comparison runs on the host, so a file o
 not turn one edit into minutes of work."""
 
 
-def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str]) -> list[int]:
-    """0-based first lines of the runs of `lines` whose dedented form is `want`. The candidates are found by
-    one C-speed search of the stripped text (equal stripped lines are necessary for equal dedented ones),
-    so only those runs are compared line by line."""
+def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str], first: int = 0) -> list[int]:
+    """0-based first lines, `first` or later, of the runs of `lines` whose dedented form is `want`. The
+    candidates are found by one C-speed search of the stripped text (equal stripped lines are necessary for
+    equal dedented ones), so only those runs are compared line by line."""
     text = "\n".join(x.strip() for x in lines)
     needle = "\n".join(x.strip() for x in old_lines)
     line_at, offset = {}, 0
     for i, x in enumerate(lines):
         line_at[offset] = i
         offset += len(x.strip()) + 1
-    hits, tried, pos = [], 0, text.find(needle)
+    begin = next(offset for offset, i in line_at.items() if i == first)
+    hits, tried, pos = [], 0, text.find(needle, begin)
     while pos != -1 and len(hits) < MAX_LISTED_MATCHES and tried < MAX_REINDENT_CANDIDATES:
         tried += 1
         end = pos + len(needle)
@@ -163,11 +183,11 @@ def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str]) ->
     return hits
 
 
-def match_reindented(content: str, old: str, new: str, path: str) -> tuple[str, int] | None:
+def match_reindented(content: str, old: str, new: str, path: str, start: int | None = None) -> tuple[str, int] | None:
     """(updated content, first line) when the lines of `old` equal exactly one run of whole lines of `content`
     once both drop their common indentation and trailing whitespace, so the relative indentation still
     has to match; `new` is then moved by the same indentation. None when no run matches; EditError when
-    several do. A copied function often carries one level of indentation too many or too few (measured:
+    several do, unless `start` (1-based) asks for the first run on or after that line. A copied function often carries one level of indentation too many or too few (measured:
     every refused SEARCH of one held-out evaluation), which no amount of looking at the file fixes."""
     old_lines = (old[:-1] if old.endswith("\n") else old).split("\n")
     want, old_width = _dedented(old_lines)
@@ -175,10 +195,10 @@ def match_reindented(content: str, old: str, new: str, path: str) -> tuple[str, 
         return None
     lines = content.split("\n")
     n = len(old_lines)
-    hits = _reindented_hits(lines, old_lines, want)
+    hits = _reindented_hits(lines, old_lines, want, (start or 1) - 1)
     if not hits:
         return None
-    if len(hits) > 1:
+    if len(hits) > 1 and start is None:
         many = "at least " if len(hits) >= MAX_LISTED_MATCHES else ""
         raise EditError(f"str_replace: the SEARCH text matches {many}{len(hits)} places in {path} up to "
                         f"indentation (lines {', '.join(str(i + 1) for i in hits)}); copy the lines with their "
@@ -263,9 +283,9 @@ class Editor:
         verb = "Overwrote" if before is not None else "Created"
         return f"{verb} {path} ({len(content.splitlines())} lines)."
 
-    def str_replace(self, path: str, old: str, new: str) -> str:
+    def str_replace(self, path: str, old: str, new: str, start: int | None = None) -> str:
         content = self._must_read(path)
-        done = replace_once(content, old, new, path)
+        done = replace_once(content, old, new, path, start)
         self._write(path, done.content, content)
         how = (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "
                "match." if done.reindented else "")

@@ -71,7 +71,7 @@ class Toolbox:
             elif a.command == "create":
                 text = ed.create(a.path, a.body)
             elif a.command == "str_replace":
-                text = ed.str_replace(a.path, a.old, a.body)
+                text = ed.str_replace(a.path, a.old, a.body, *a.args)
             elif a.command == "insert":
                 text = ed.insert(a.path, a.args[0], a.body)
             else:

@@ -134,6 +134,13 @@ def _last_line(h: Hunk) -> int:
     return h.new_start + len(h.side(" +", 0, h.changed[1] + 1)) - 1
 
 
+def _target(task: SolverTask, path: str, fn: Function) -> str:
+    """The str_replace's target: with `visible_only`, the same grep-hit prefix the view copied
+    (`str_replace PATH:N`, the first match from the `def` line on), because FORMAT 16 policies that viewed
+    `PATH:N` then wrote `str_replace PATH` as the literal word, or the call, for PATH; else the path."""
+    return f"{path}:{fn.start}" if task.visible_only and fn.name else path
+
+
 def _view(task: SolverTask, path: str, fn: Function, line: int, pad: int) -> str:
     """The view command: from the `def` line with `visible_only` (`view PATH:N`, the grep hit's `PATH:N:`
     prefix, because FORMAT 15 policies copied N but wrote a training repo's PATH from memory), else a window
@@ -234,8 +241,8 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
         actions.append(_repair_thought(task, rng, h, search, replace,
                                        ["This line is wrong; fix it.", "Here is the bug. Let me repair it.",
                                         "The logic here is inverted from what the test expects. Fixing it."])
-                       + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
-                                              f"{replace}\n>>>>>>> REPLACE"))
+                       + "\n" + block("edit", f"str_replace {_target(task, h.path, fn)}\n<<<<<<< SEARCH\n"
+                                              f"{search}\n=======\n{replace}\n>>>>>>> REPLACE"))
     actions.append(_pick(rng, ["Re-run the test.", "Check that the tests pass now.", "Run the tests again."])
                    + "\n" + block("bash", run.rsplit("| tail -n", 1)[0] + "| tail -n 2"))
     if task.reproduce and rng.random() < 0.5:
@@ -275,6 +282,6 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=0)
         actions.append(_repair_thought(task, rng, h, search, replace, ["Fix it.", "This line is wrong."])
-                       + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
-                                              f"{replace}\n>>>>>>> REPLACE"))
+                       + "\n" + block("edit", f"str_replace {_target(task, h.path, fn)}\n<<<<<<< SEARCH\n"
+                                              f"{search}\n=======\n{replace}\n>>>>>>> REPLACE"))
     return actions + [_pick(rng, ["Fixed.", "Done."]) + "\n" + block("submit")]

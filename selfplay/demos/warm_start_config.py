@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 16
+FORMAT = 17
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -46,7 +46,9 @@ the `visible` expert names the buggy line and the change before its repair ("Lin
 another line into SEARCH and REPLACE unchanged; and a page from a `def` line ends with that function
 (`editor.block_end`), because FORMAT 14 pages of the next functions overflowed 2,048 tokens in 5 of 20
 demonstrations. 16: the `visible` view copies the grep hit's prefix (`view PATH:N`), because FORMAT 15
-policies copied N and wrote a training repo's PATH from memory (`view toolz/itertoolz.py 309`)."""
+policies copied N and wrote a training repo's PATH from memory (`view toolz/itertoolz.py 309`). 17: its
+str_replace copies that prefix too (`str_replace PATH:N`, the first match from line N on), because FORMAT 16
+policies viewed `PATH:N` and then wrote `str_replace PATH`, the literal word, or the call."""
 
 
 @dataclass(frozen=True)

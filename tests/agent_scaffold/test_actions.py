@@ -18,6 +18,8 @@ def test_edit_commands():
     # a grep hit's prefix, copied as is
     assert parse_action("```edit\nview src/a.py:13:\n```") == Action("edit", "view", "src/a.py", (13,))
     assert parse_action("```edit\nview src/a.py:13\n```") == Action("edit", "view", "src/a.py", (13,))
+    a = parse_action("```edit\nstr_replace src/a.py:13:\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```")
+    assert (a.command, a.path, a.args, a.old, a.body) == ("str_replace", "src/a.py", (13,), "x\n", "y\n")
     assert parse_action("```edit\ncreate new.py\nx = 1\n```") == Action("edit", "create", "new.py", body="x = 1\n")
     assert parse_action("```edit\ninsert a.py 0\n# top\n```") == Action("edit", "insert", "a.py", (0,), body="# top\n")
     a = parse_action("```edit\nstr_replace a.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n"
@@ -35,6 +37,7 @@ def test_edit_commands():
     ("```edit\ninsert a.py\nx\n```", "needs one line number"),
     ("```edit\nview a.py x\n```", "expected line numbers"),
     ("```edit\nstr_replace a.py\nold\nnew\n```", "<<<<<<< SEARCH"),
+    ("```edit\nstr_replace a.py 3\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "`str_replace PATH:LINE`"),
 ])
 def test_malformed_actions_explain_the_format(text, needle):
     with pytest.raises(FormatError) as info:

@@ -54,6 +54,19 @@ def test_replace_once_refuses_what_indentation_does_not_explain():
         replace_once(src, "  \n\n", "x\n", "f")
 
 
+def test_replace_once_from_a_line_takes_the_first_match_on_or_after_it():
+    src = "def f():\n    return 1\n\n\ndef g():\n    return 1\n"
+    done = replace_once(src, "    return 1\n", "    return 2\n", "f", start=5)  # two matches: no error
+    assert done.content == "def f():\n    return 1\n\n\ndef g():\n    return 2\n" and done.line == 6
+    assert replace_once(src, "return 1", "return 3", "f", start=1).line == 2
+    done = replace_once(src, "        return 1\n", "        return 2\n", "f", start=3)  # up to indentation
+    assert done.reindented and done.content.endswith("def g():\n    return 2\n") and done.line == 6
+    with pytest.raises(EditError, match="not found in f at or after line 3"):
+        replace_once(src, "def f():\n", "def h():\n", "f", start=3)
+    with pytest.raises(EditError, match="line 7 is out of range; f has 6 lines"):
+        replace_once(src, "return 1", "return 2", "f", start=7)
+
+
 def test_replace_once_bounds_the_search_up_to_indentation_on_a_file_of_repeated_lines():
     """The policy writes the SEARCH and the host compares it: a file of 200,000 equal lines and a SEARCH of
     2,000 of them one level deeper match everywhere; the refusal names the first places, not all of them."""

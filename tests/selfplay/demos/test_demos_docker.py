@@ -315,3 +315,4 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
         calls = re.findall(r"n=([\w.]+); git grep", said)
         assert calls and all(spec_call(traj.messages[1]["content"], c.rsplit(".", 1)[-1]) for c in calls), said
         assert re.search(r"view \S+:\d+\n", said) and traj.reward > 0, said
+        assert re.search(r"str_replace \S+:\d+\n", said), said

@@ -155,6 +155,9 @@ def test_visible_only_copies_the_spec_call_into_the_grep(short):
             # the view is a page from the `def` line the grep printed (`m.py:6`): its prefix copied, no END
             views = [m for a in actions for m in re.findall(r"view m.py:([\d ]+)\n", a)]
             assert views == ["6"], actions
+            # and the str_replace copies the same prefix
+            targets = [m for a in actions for m in re.findall(r"str_replace (\S+)\n", a)]
+            assert targets == ["m.py:6"], actions
 
 
 def test_the_shell_strips_the_qualifier_of_a_copied_call():
