@@ -235,8 +235,10 @@ class Editor:
     def _must_read(self, path: str) -> str:
         content = self._read(path)
         if content is None:
-            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}); "
-                            "use `create` for a new file.")
+            # The way out comes first: FORMAT 16 policies copied "`create`" from "use `create` for a new
+            # file" into `view create` for the rest of their episodes.
+            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}); copy the "
+                            "path from a grep hit or from the listing `view .` shows (`create` makes a new file).")
         return content
 
     def _write(self, path: str, content: str, before: str | None) -> None:

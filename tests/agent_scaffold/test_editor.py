@@ -107,7 +107,7 @@ def test_create_and_undo_removes_new_file(local_sandbox):
 
 def test_errors_name_the_problem(local_sandbox):
     ed = Editor(local_sandbox)
-    with pytest.raises(EditError, match="missing.py does not exist.*use `create`"):
+    with pytest.raises(EditError, match=r"missing.py does not exist.*grep hit or from the listing `view \.` shows \(`create` makes"):
         ed.str_replace("missing.py", "a", "b")
     with pytest.raises(EditError, match="out of range; pkg/mod.py has 6 lines"):
         ed.view("pkg/mod.py", 50, 60)

@@ -12,8 +12,9 @@ LIB = "diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core
 OTHER = LIB.replace("pkg/core.py", "pkg/other.py")
 TESTS = LIB.replace("pkg/core.py", "tests/test_core.py")
 REFUSED = "str_replace: the SEARCH text was not found in pkg/core.py. View the file and copy ..."
-MISSING = ("Error: src/marshmallow/parse.py does not exist (paths are relative to /testbed); use `create` for a "
-           "new file.")  # the editor's words for a path of another repo, as the held-out episodes produced
+MISSING = ("Error: src/marshmallow/parse.py does not exist (paths are relative to /testbed); copy the path from a "
+           "grep hit or from the listing `view .` shows (`create` makes a new file).")
+# the editor's words for a path of another repo, as the held-out episodes produced
 
 
 def facts(termination="submitted", reward=-1.0, turns=3, format_errors=0, submission=LIB, observations=(),
