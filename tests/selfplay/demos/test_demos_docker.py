@@ -293,7 +293,9 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
         replies = [str(m["content"]) for m in demo.trajectory.messages if m["role"] == "assistant"]
         grep = next(r for r in replies if f"n={call}; git grep" in r)  # the call copied whole
         assert f"`{call}`" in grep.split("```")[0], grep
-        assert re.search(r"view \S+ \d+\n", "".join(replies)), replies  # a page from the copied `def` line
+        # a page from the copied `def` line, and the repair from it: the grep hit's prefix both times
+        assert re.search(r"view \S+:\d+\n", "".join(replies)), replies
+        assert re.search(r"str_replace \S+:\d+\n", "".join(replies)), replies
         if demo.termination == "context_exhausted":  # a long spec and a whole page can overflow 2,048 tokens
             assert sum(len(r) for r in replies) > 0 and not demo.kept
             exhausted.append(task.task_id)
