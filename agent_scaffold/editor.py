@@ -166,11 +166,11 @@ def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str], fi
     equal dedented ones), so only those runs are compared line by line."""
     text = "\n".join(x.strip() for x in lines)
     needle = "\n".join(x.strip() for x in old_lines)
-    line_at, offset = {}, 0
+    line_at, offset, begin = {}, 0, 0
     for i, x in enumerate(lines):
         line_at[offset] = i
+        begin = offset if i == first else begin
         offset += len(x.strip()) + 1
-    begin = next(offset for offset, i in line_at.items() if i == first)
     hits, tried, pos = [], 0, text.find(needle, begin)
     while pos != -1 and len(hits) < MAX_LISTED_MATCHES and tried < MAX_REINDENT_CANDIDATES:
         tried += 1
@@ -187,8 +187,9 @@ def match_reindented(content: str, old: str, new: str, path: str, start: int | N
     """(updated content, first line) when the lines of `old` equal exactly one run of whole lines of `content`
     once both drop their common indentation and trailing whitespace, so the relative indentation still
     has to match; `new` is then moved by the same indentation. None when no run matches; EditError when
-    several do, unless `start` (1-based) asks for the first run on or after that line. A copied function often carries one level of indentation too many or too few (measured:
-    every refused SEARCH of one held-out evaluation), which no amount of looking at the file fixes."""
+    several do, unless `start` (1-based) asks for the first run on or after that line. A copied function
+    often carries one level of indentation too many or too few (measured: every refused SEARCH of one
+    held-out evaluation), which no amount of looking at the file fixes."""
     old_lines = (old[:-1] if old.endswith("\n") else old).split("\n")
     want, old_width = _dedented(old_lines)
     if not any(want):
@@ -203,13 +204,13 @@ def match_reindented(content: str, old: str, new: str, path: str, start: int | N
         raise EditError(f"str_replace: the SEARCH text matches {many}{len(hits)} places in {path} up to "
                         f"indentation (lines {', '.join(str(i + 1) for i in hits)}); copy the lines with their "
                         "exact indentation, or include more surrounding lines so it matches once.")
-    start = hits[0]
-    _, width = _dedented(lines[start:start + n])
-    prefix = next(x for x in lines[start:start + n] if x.strip() and _indent(x) == width)[:width]
+    at = hits[0]
+    _, width = _dedented(lines[at:at + n])
+    prefix = next(x for x in lines[at:at + n] if x.strip() and _indent(x) == width)[:width]
     body = new[:-1] if new.endswith("\n") else new
     moved = [] if new == "" else [prefix + x[min(old_width, _indent(x)):] if x.strip() else x
                                   for x in body.split("\n")]
-    return "\n".join(lines[:start] + moved + lines[start + n:]), start + 1
+    return "\n".join(lines[:at] + moved + lines[at + n:]), at + 1
 
 
 class Editor:
