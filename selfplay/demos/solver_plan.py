@@ -146,7 +146,7 @@ def _view(task: SolverTask, path: str, fn: Function, line: int, pad: int) -> str
     prefix, because FORMAT 15 policies copied N but wrote a training repo's PATH from memory), else a window
     around the bug."""
     if task.visible_only and fn.name:
-        return f"view {path}:{fn.start}"
+        return f"view {_target(task, path, fn)}"
     start, end = view_window(fn, line, pad)
     return f"view {path} {start} {end}"
 
