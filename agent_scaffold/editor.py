@@ -14,6 +14,7 @@ import posixpath
 import shlex
 from dataclasses import dataclass
 
+from agent_scaffold import symbols
 from sandboxes.sandbox import Sandbox
 
 SNIPPET_CONTEXT = 4
@@ -233,6 +234,20 @@ class Editor:
         except OSError as exc:  # too large, not readable by the agent, not a regular file
             raise EditError(f"cannot open {path}: {exc.strerror or exc}") from exc
 
+    def _definition(self, target: str) -> tuple[str, int] | None:
+        """(path, `def` line) of the Python name `target` (`symbols`), for a target that is no file; None when
+        it is no name or no tracked non-test file defines it; EditError when several definitions fit equally."""
+        if not symbols.is_symbol(target):
+            return None
+        res = self.sandbox.exec(symbols.grep_command(target.rsplit(".", 1)[-1]), timeout=30, user="agent")
+        fits = symbols.pick_definitions(target, symbols.parse_hits(res.output))
+        if len(fits) > 1:
+            where = ", ".join(f"{d.path}:{d.line}" for d in fits[:symbols.LISTED])
+            more = ", ..." if len(fits) > symbols.LISTED else ""
+            raise EditError(f"{target} is no file, and {len(fits)} definitions fit that name ({where}{more}); "
+                            "use one of them as the target, e.g. `view PATH:LINE`.")
+        return (fits[0].path, fits[0].line) if fits else None
+
     def _must_read(self, path: str) -> str:
         content = self._read(path)
         if content is None:
@@ -261,13 +276,20 @@ class Editor:
     def view(self, path: str, start: int | None = None, end: int | None = None, *,
              max_chars: int | None = None) -> str:
         """Numbered lines `start`..`end` of a file, or a directory's listing. Without `end`, a page from
-        `start` (`page_last`: bounded by `max_chars`, the observation limit, when given)."""
+        `start` (`page_last`: bounded by `max_chars`, the observation limit, when given). A Python name that
+        is no file (`view parse.search`) shows the page from its definition, headed by where that is."""
         res = self.sandbox.exec(f"test -d {shlex.quote(self._abs(path))}", user="agent")
         if res.exit_code == 0:
             listing = self.sandbox.exec(f"find {shlex.quote(self._abs(path))} -maxdepth 2 -not -path '*/.*' "
                                         "| sort | head -200", user="agent")
             return listing.output
-        content = self._must_read(path)
+        content, head = self._read(path), ""
+        if content is None and start is None and end is None and (found := self._definition(path)):
+            head = f"{path} is defined at {found[0]}:{found[1]}:\n"
+            path, start = found
+            content = self._read(path)
+        if content is None:
+            content = self._must_read(path)
         lines = content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
         first = start or 1
         last = end if end is not None else page_last(lines, first, max_chars)
@@ -278,7 +300,7 @@ class Editor:
         last = min(last, len(lines))
         more = f"\n[... {len(lines) - last} more lines; view {path} {last + 1} to see them]" \
             if end is None and last < len(lines) else ""
-        return numbered(lines[first - 1:last], first) + more
+        return head + numbered(lines[first - 1:last], first) + more
 
     def create(self, path: str, content: str) -> str:
         before = self._read(path)
@@ -287,7 +309,12 @@ class Editor:
         return f"{verb} {path} ({len(content.splitlines())} lines)."
 
     def str_replace(self, path: str, old: str, new: str, start: int | None = None) -> str:
-        content = self._must_read(path)
+        """The one SEARCH match replaced (`replace_once`). A Python name that is no file
+        (`str_replace parse.search`) edits the first match from its definition on."""
+        content = self._read(path)
+        if content is None and start is None and (found := self._definition(path)):
+            path, start = found
+        content = self._must_read(path) if content is None else content
         done = replace_once(content, old, new, path, start)
         self._write(path, done.content, content)
         how = (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "

@@ -11,13 +11,14 @@ show it first: the expert locates a function with a repo-wide `git grep` for its
 names the file and the `def` line, and then views that file from that line. A policy imitating it copies
 the path and the line from its context, which a small model can learn; a path written from memory is a
 path of some training repo on a held-out task. With `visible_only` (the warm start's `locate: visible`) the
-function's name comes from the spec too: the expert first quotes the call the new test makes
-(`inflection.singularize`), copies it into a grep that strips the qualifier, and views a page from the
-`def` line the grep printed (`view PATH:N`, the grep hit's prefix copied as one span, no END to compute); a
-task whose spec
-never names the bug's function is not demonstrated (`NotDemonstrable`): FORMAT 11 demonstrations grepped names the spec did not
-show (3 of the default's 6), and on held-out repos its policy grepped names it made up or qualified
-(`def inflections.singularize(`), found nothing, and never reached the code.
+function comes from the spec itself: the expert quotes the call the new test makes (`inflection.singularize`)
+and views and edits that name (`view inflection.singularize`, `str_replace inflection.singularize`; the
+editor goes to its definition, `agent_scaffold.symbols`), so nothing is copied out of an observation but the
+lines to replace. FORMAT 17 policies found the right `def` line with a grep and then wrote the call where the
+hit's path goes. A task whose spec never names the bug's function is not demonstrated (`NotDemonstrable`):
+FORMAT 11 demonstrations grepped names the spec did not show (3 of the default's 6), and on held-out repos its
+policy grepped names it made up or qualified (`def inflections.singularize(`), found nothing, and never
+reached the code.
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ class SolverTask:
     One turn per step and no action quoting the spec, for runs whose solver budget is a few turns of
     ~100 tokens (the default run: 4 turns of 96), where the full plan (6-9 turns) runs out of turns."""
     visible_only: bool = False
-    """Locate only by a name the spec shows (`spec_call`): NotDemonstrable when the spec's added lines never
-    name the bug's function, and a wrong first look only at another name they show. The view then starts at
-    the `def` line the grep printed, as a page (`view PATH N`, `def_page`), so NotDemonstrable too when that
-    page would end before the bug."""
+    """Locate only by the call the spec shows (`spec_call`), NotDemonstrable when the spec's added lines never
+    name the bug's function: view and edit that name (`view inflection.singularize`), no grep and no wrong
+    first look. The view is the page from the `def` line (`def_page`), so NotDemonstrable too when that page
+    would end before the bug."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -83,32 +84,18 @@ def spec_call(spec: str, name: str) -> str | None:
     return next((m.group(1) for line in _added_lines(spec) if (m := pattern.search(line))), None)
 
 
-def spec_names(spec: str) -> list[str]:
-    """Names the spec's added lines call (`x.name(` or `name(`), bare, in order of first appearance."""
-    found = (m.group(1) for line in _added_lines(spec) for m in re.finditer(r"(?<![\w])([A-Za-z_]\w*)\(", line))
-    return list(dict.fromkeys(found))
-
-
 def _added_lines(spec: str) -> list[str]:
     """The lines the spec's diff adds, without their `+` (file headers left out)."""
     return [line[1:] for line in spec.splitlines() if line.startswith("+") and not line.startswith("+++")]
 
 
 def _find_thought(rng: random.Random, name: str, call: str | None) -> str:
-    """The thought before the locate command: with `call` (`spec_call`), the spec's words quoted, which the
-    command then copies (`locate_call`); else the bare name."""
+    """The thought before the locate action: with `call` (`spec_call`), the spec's words quoted, which the
+    view then copies; else the bare name, which the grep copies."""
     if call is None:
         return _pick(rng, ["The failure points at `{f}`. Let me find it.", "Let me locate `{f}`.",
                            "Where is `{f}` defined?"], f=name)
-    return _pick(rng, ["The new test calls `{c}`. Let me find where it is defined.",
-                       "The test uses `{c}`. Where is it defined?"], c=call)
-
-
-def locate_call(call: str) -> str:
-    """`locate` for a call as the spec writes it (`inflection.singularize`): the shell strips the qualifier
-    (`${n##*.}`), so a policy copies the call whole and never has to cut it (FORMAT 12 policies grepped
-    `def humanize.natural_list(`)."""
-    return f"n={call}; git grep -n \"def ${{n##*.}}(\" -- '*.py'"
+    return _pick(rng, ["The new test calls `{c}`. Let me read it.", "The test uses `{c}`. Let me view it."], c=call)
 
 
 def locate(name: str) -> str:
@@ -135,16 +122,17 @@ def _last_line(h: Hunk) -> int:
 
 
 def _target(task: SolverTask, path: str, fn: Function) -> str:
-    """The str_replace's target: with `visible_only`, the same grep-hit prefix the view copied
-    (`str_replace PATH:N`, the first match from the `def` line on), because FORMAT 16 policies that viewed
-    `PATH:N` then wrote `str_replace PATH` as the literal word, or the call, for PATH; else the path."""
-    return f"{path}:{fn.start}" if task.visible_only and fn.name else path
+    """The view's and the str_replace's target: with `visible_only`, the call the spec makes (the editor
+    goes to its definition, and a str_replace edits the first match from there on), because FORMAT 17
+    policies wrote that call where a grep hit's path goes; else the path."""
+    if task.visible_only and fn.name and (call := spec_call(task.spec, fn.name)):
+        return call
+    return path
 
 
 def _view(task: SolverTask, path: str, fn: Function, line: int, pad: int) -> str:
-    """The view command: from the `def` line with `visible_only` (`view PATH:N`, the grep hit's `PATH:N:`
-    prefix, because FORMAT 15 policies copied N but wrote a training repo's PATH from memory), else a window
-    around the bug."""
+    """The view command: the page from the `def` line with `visible_only` (`view inflection.singularize`),
+    else a window around the bug."""
     if task.visible_only and fn.name:
         return f"view {_target(task, path, fn)}"
     start, end = view_window(fn, line, pad)
@@ -194,17 +182,13 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     if r < 0.2:
         actions.append(_pick(rng, ["Let me look at the repository first.", "First, the layout of the repo."])
                        + "\n" + block("bash", rng.choice(["ls", "git status --short && ls"])))
-    elif r < 0.35 and fn.name:
-        if task.visible_only:  # a wrong first look at another function the new test calls
-            others = [n for n in spec_names(task.spec) if n != fn.name and n in other_functions(source, fn.name)]
-        else:
-            others = other_functions(source, fn.name)
+    elif r < 0.35 and fn.name and not task.visible_only:
+        others = other_functions(source, fn.name)
         if others:  # a wrong first look: a plausible but unrelated function
             other = rng.choice(others)
-            said = (spec_call(task.spec, other) or other) if task.visible_only else other
             actions.append(_pick(rng, ["Maybe `{o}` is involved; let me check where it is defined.",
-                                       "Let me start by looking for `{o}`."], o=said)
-                           + "\n" + block("bash", locate_call(said) if task.visible_only else locate(other)))
+                                       "Let me start by looking for `{o}`."], o=other)
+                           + "\n" + block("bash", locate(other)))
 
     run = _pytest(rng, test_id)
     if not task.reproduce:
@@ -227,14 +211,15 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
                     test_path: str, spec_files: list[str], run: str) -> list[str]:
     h0 = hunks[0]
     actions: list[str] = []
-    if fn.name:
-        call = spec_call(task.spec, fn.name) if task.visible_only else None
-        actions.append(_find_thought(rng, fn.name, call) + "\n"
-                       + block("bash", locate_call(call) if call else locate(fn.name)))
-    where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
     view = _view(task, h0.path, fn, h0.first_changed_line, rng.choice((3, 4, 6)))
-    actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.", "Let me look at {w}."],
-                         w=where) + "\n" + block("edit", view))
+    if task.visible_only:  # the spec's call is viewed as is: nothing to find first
+        actions.append(_find_thought(rng, fn.name, spec_call(task.spec, fn.name)) + "\n" + block("edit", view))
+    else:
+        if fn.name:
+            actions.append(_find_thought(rng, fn.name, None) + "\n" + block("bash", locate(fn.name)))
+        where = f"`{fn.name}` in {h0.path}" if fn.name else h0.path
+        actions.append(_pick(rng, ["Let me read {w}.", "Viewing {w} around the failing logic.",
+                                   "Let me look at {w}."], w=where) + "\n" + block("edit", view))
 
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=2)
@@ -268,17 +253,17 @@ def _repair_thought(task: SolverTask, rng: random.Random, h: Hunk, search: str, 
 
 
 def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> list[str]:
-    """grep -> view -> str_replace per hunk -> submit; SEARCH with no extra context, so each action stays
-    short."""
+    """grep -> view (with `visible_only`, the view of the spec's call alone) -> str_replace per hunk -> submit;
+    SEARCH with no extra context, so each action stays short."""
     h0 = hunks[0]
     where = f"`{fn.name}`" if fn.name else h0.path
-    call = spec_call(task.spec, fn.name) if task.visible_only and fn.name else None
-    grep = locate_call(call) if call else locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
     view = _view(task, h0.path, fn, h0.first_changed_line, 4)
-    find = _find_thought(rng, fn.name, call) if call else _pick(rng, ["The test calls {w}. Find it.", "Locate {w}."],
-                                                                 w=where)
-    actions = [find + "\n" + block("bash", grep),
-               _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", view)]
+    if task.visible_only:
+        actions = [_find_thought(rng, fn.name, spec_call(task.spec, fn.name)) + "\n" + block("edit", view)]
+    else:
+        grep = locate(fn.name) if fn.name else f"grep -c '' {h0.path}"
+        actions = [_pick(rng, ["The test calls {w}. Find it.", "Locate {w}."], w=where) + "\n" + block("bash", grep),
+                   _pick(rng, ["Read it.", "View the logic."]) + "\n" + block("edit", view)]
     for h in hunks:
         search, replace = repair(h, task.buggy_sources[h.path], rng, extra_context=0)
         actions.append(_repair_thought(task, rng, h, search, replace, ["Fix it.", "This line is wrong."])

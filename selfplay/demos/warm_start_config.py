@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 17
+FORMAT = 18
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -37,7 +37,7 @@ episode. 11: the expert names the change before its bug edit ("`<` becomes `>=`"
 FORMAT 10 policies copied SEARCH into REPLACE unchanged. 12: `locate: visible` views from the `def` line the
 grep printed to a few lines past the bug (`solver_plan.def_view`), where its first build (FORMAT 11) viewed a
 window whose first line the policy had to compute; the `any` expert is unchanged. 13: the `visible` locate
-command copies the spec's call whole and lets the shell strip its qualifier (`solver_plan.locate_call`),
+command copies the spec's call whole and lets the shell strip its qualifier (`n=CALL; ... ${n##*.}`),
 because FORMAT 12 policies grepped `def humanize.natural_list(`. 14: the `visible` view is `view PATH N`, N the
 `def` line the grep printed, and the editor shows a page of whole lines from it that fits the observation
 (`editor.page_last`), because FORMAT 13 policies copied START and typed an END before it (`view P 13 1`). 15:
@@ -48,7 +48,10 @@ another line into SEARCH and REPLACE unchanged; and a page from a `def` line end
 demonstrations. 16: the `visible` view copies the grep hit's prefix (`view PATH:N`), because FORMAT 15
 policies copied N and wrote a training repo's PATH from memory (`view toolz/itertoolz.py 309`). 17: its
 str_replace copies that prefix too (`str_replace PATH:N`, the first match from line N on), because FORMAT 16
-policies viewed `PATH:N` and then wrote `str_replace PATH`, the literal word, or the call."""
+policies viewed `PATH:N` and then wrote `str_replace PATH`, the literal word, or the call. 18: the `visible`
+expert views and edits the call the spec makes (`view parse.search`, `str_replace parse.search`; the editor
+goes to its definition, `agent_scaffold.symbols`) with no grep before it, because FORMAT 17 policies grepped
+the right `def` line and then wrote the call, not the hit's path, in 0 of 32 parse and inflection views."""
 
 
 @dataclass(frozen=True)

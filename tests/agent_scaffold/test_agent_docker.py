@@ -28,8 +28,8 @@ def test_scripted_policy_fixes_a_real_bug(toolz_sandbox, tokenizer):
         "Run the test of frequencies first.\n```bash\npython -m pytest -q -p no:cacheprovider "
         "toolz/tests/test_itertoolz.py -k frequencies 2>&1 | tail -3\n```",
         "```bash\ngrep -n 'def frequencies' toolz/itertoolz.py\n```",
-        "```edit\nview toolz/itertoolz.py 546 549\n```",
-        f"```edit\nstr_replace toolz/itertoolz.py\n<<<<<<< SEARCH\n{BUGGY}=======\n{BUG}>>>>>>> REPLACE\n```",
+        "```edit\nview toolz.frequencies\n```",  # a name as a test calls it: its definition's page
+        f"```edit\nstr_replace toolz.frequencies\n<<<<<<< SEARCH\n{BUGGY}=======\n{BUG}>>>>>>> REPLACE\n```",
         "```bash\npython -m pytest -q -p no:cacheprovider toolz/tests/test_itertoolz.py 2>&1 | tail -1\n```",
         "Tests pass.\n```submit\n```",
     ]
@@ -38,6 +38,7 @@ def test_scripted_policy_fixes_a_real_bug(toolz_sandbox, tokenizer):
     assert ep.termination == "submitted" and not ep.infra_failure, ep.trajectory.to_text()
     obs = [m["content"] for m in ep.trajectory.messages[3::2]]
     assert "failed" in obs[0] and "[exit code 0]" in obs[1] and "d[item] = 1" in obs[2]
+    assert obs[2].startswith("toolz.frequencies is defined at toolz/itertoolz.py:")
     assert "Edited toolz/itertoolz.py" in obs[3] and " passed" in obs[4] and "failed" not in obs[4]
     changed = [ln for ln in ep.submission.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
     assert changed == FIX_DIFF_LINES and "a/toolz/itertoolz.py" in ep.submission

@@ -261,8 +261,8 @@ def test_the_warm_start_builds_for_real_at_a_tiny_size(demos, demo_root, tmp_pat
 
 def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_function(demos, demo_root):
     """`visible_only` (`warm_start.config.locate: visible`): a stored task whose spec names the function its
-    demonstration grepped is demonstrated again, graded +1, with the spec's call quoted before the grep; one
-    whose spec never names it is NotDemonstrable. Then make_demos skips the latter and still stores +1
+    demonstration grepped is demonstrated again, graded +1, with the spec's call quoted and then viewed and
+    edited by that name; one whose spec never names it is NotDemonstrable. Then make_demos skips the latter and still stores +1
     demonstrations of the former."""
     import re
 
@@ -291,11 +291,11 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
             continue
         demo = run_solver_demo(task, spec, tok, random.Random(0), visible_only=True)
         replies = [str(m["content"]) for m in demo.trajectory.messages if m["role"] == "assistant"]
-        grep = next(r for r in replies if f"n={call}; git grep" in r)  # the call copied whole
-        assert f"`{call}`" in grep.split("```")[0], grep
-        # a page from the copied `def` line, and the repair from it: the grep hit's prefix both times
-        assert re.search(r"view \S+:\d+\n", "".join(replies)), replies
-        assert re.search(r"str_replace \S+:\d+\n", "".join(replies)), replies
+        view = next(r for r in replies if f"view {call}\n" in r)  # the call copied whole
+        assert f"`{call}`" in view.split("```")[0], view
+        assert f"str_replace {call}\n" in "".join(replies), replies  # and the repair from its definition
+        observations = [str(m["content"]) for m in demo.trajectory.messages if m["role"] == "user"]
+        assert any(o.startswith(f"{call} is defined at ") for o in observations), observations
         if demo.termination == "context_exhausted":  # a long spec and a whole page can overflow 2,048 tokens
             assert sum(len(r) for r in replies) > 0 and not demo.kept
             exhausted.append(task.task_id)
@@ -314,7 +314,7 @@ def test_visible_only_demonstrates_exactly_the_tasks_whose_spec_names_the_functi
     for path in report.kept:
         (traj,) = load_jsonl(path)
         said = "\n".join(str(m["content"]) for m in traj.messages if m["role"] == "assistant")
-        calls = re.findall(r"n=([\w.]+); git grep", said)
-        assert calls and all(spec_call(traj.messages[1]["content"], c.rsplit(".", 1)[-1]) for c in calls), said
-        assert re.search(r"view \S+:\d+\n", said) and traj.reward > 0, said
-        assert re.search(r"str_replace \S+:\d+\n", said), said
+        targets = re.findall(r"(?:view|str_replace) (\S+)\n", said)
+        assert targets and traj.reward > 0 and "git grep" not in said, said
+        # every target is the call the spec makes, as it makes it
+        assert all(spec_call(traj.messages[1]["content"], t.rsplit(".", 1)[-1]) == t for t in targets), said

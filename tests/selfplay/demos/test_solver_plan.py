@@ -122,7 +122,7 @@ def test_the_expert_finds_the_file_before_it_names_it(short):
 
 
 def test_spec_call_quotes_how_the_added_lines_name_a_function():
-    from selfplay.demos.solver_plan import spec_call, spec_names
+    from selfplay.demos.solver_plan import spec_call
 
     assert spec_call(SPEC, "count") == "m.count"
     assert spec_call(SPEC, "same") is None  # named nowhere
@@ -133,42 +133,23 @@ def test_spec_call_quotes_how_the_added_lines_name_a_function():
     assert spec_call(header, "count") is None  # nor is a file header
     nested = SPEC.replace("m.count(", "pkg.m.count(")
     assert spec_call(nested, "count") == "pkg.m.count"
-    assert spec_names(SPEC) == ["test_count", "count"]
 
 
 @pytest.mark.parametrize("short", [True, False])
-def test_visible_only_copies_the_spec_call_into_the_grep(short):
-    """With `visible_only` the thought quotes the spec's call (`m.count`), the locate command copies it whole
-    and the shell strips the qualifier; no locate step names a function the spec does not show."""
+def test_visible_only_views_and_edits_the_spec_call(short):
+    """With `visible_only` the thought quotes the spec's call (`m.count`), and the view and every str_replace
+    take it as their target (the editor goes to its definition): no grep, no path to copy."""
     from dataclasses import replace
-
-    from selfplay.demos.solver_plan import spec_names
 
     for reproduce in (True, False):
         for seed in range(20):
             actions = solver_actions(replace(task(reproduce), short=short, visible_only=True), random.Random(seed))
-            grep = next(a for a in actions if "git grep" in a and "m.count" in a)
-            assert "`m.count`" in grep.split("```")[0], grep
-            assert 'n=m.count; git grep -n "def ${n##*.}(" -- \'*.py\'' in grep, grep
-            called = [m for a in actions for m in re.findall(r"n=([\w.]+); git grep", a)]
-            assert all(c.rsplit(".", 1)[-1] in spec_names(SPEC) for c in called), actions
-            # the view is a page from the `def` line the grep printed (`m.py:6`): its prefix copied, no END
-            views = [m for a in actions for m in re.findall(r"view m.py:([\d ]+)\n", a)]
-            assert views == ["6"], actions
-            # and the str_replace copies the same prefix
+            assert not any("git grep" in a for a in actions), actions
+            view = next(a for a in actions if "view " in a)
+            assert "`m.count`" in view.split("```")[0] and view.endswith("```edit\nview m.count\n```"), view
             targets = [m for a in actions for m in re.findall(r"str_replace (\S+)\n", a)]
-            assert targets == ["m.py:6"], actions
-
-
-def test_the_shell_strips_the_qualifier_of_a_copied_call():
-    import subprocess
-
-    from selfplay.demos.solver_plan import locate_call
-
-    for call, bare in (("m.count", "count"), ("pkg.m.count", "count"), ("count", "count")):
-        echoed = subprocess.run(["bash", "-c", locate_call(call).replace("git grep -n", "echo")],
-                                capture_output=True, text=True, check=True).stdout
-        assert echoed.startswith(f"def {bare}( -- "), echoed
+            assert targets == ["m.count"], actions
+            assert all(parse_action(a) for a in actions)
 
 
 def test_visible_only_refuses_a_task_whose_spec_never_names_the_function():
