@@ -234,7 +234,7 @@ class Editor:
         except OSError as exc:  # too large, not readable by the agent, not a regular file
             raise EditError(f"cannot open {path}: {exc.strerror or exc}") from exc
 
-    def _definition(self, target: str) -> tuple[str, int] | None:
+    def definition(self, target: str) -> tuple[str, int] | None:
         """(path, `def` line) of the Python name `target` (`symbols`), for a target that is no file; None when
         it is no name or no tracked non-test file defines it; EditError when several definitions fit equally."""
         if not symbols.is_symbol(target):
@@ -284,7 +284,7 @@ class Editor:
                                         "| sort | head -200", user="agent")
             return listing.output
         content, head = self._read(path), ""
-        if content is None and start is None and end is None and (found := self._definition(path)):
+        if content is None and start is None and end is None and (found := self.definition(path)):
             head = f"{path} is defined at {found[0]}:{found[1]}:\n"
             path, start = found
             content = self._read(path)
@@ -312,7 +312,7 @@ class Editor:
         """The one SEARCH match replaced (`replace_once`). A Python name that is no file
         (`str_replace parse.search`) edits the first match from its definition on."""
         content = self._read(path)
-        if content is None and start is None and (found := self._definition(path)):
+        if content is None and start is None and (found := self.definition(path)):
             path, start = found
         content = self._must_read(path) if content is None else content
         done = replace_once(content, old, new, path, start)

@@ -16,15 +16,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_scaffold.agent import run_episode
+from agent_scaffold.editor import EditError, Editor
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from repos.spec import RepoSpec
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.demos.bug import parse_hunks
-from selfplay.demos.solver_plan import OBSERVATION_CHARS, SolverTask, solver_actions
+from selfplay.demos.solver_plan import OBSERVATION_CHARS, SolverTask, solver_actions, visible_target
 from selfplay.diffs import reverse_diff
-from selfplay.errors import SelfPlayError
+from selfplay.errors import NotDemonstrable, SelfPlayError
 from selfplay.judge.grader import build_buggy_state, grade
 from selfplay.task import Task
 
@@ -129,5 +130,20 @@ def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, l
         plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
                           buggy_sources=sources, reproduce=reproduce, short=short, visible_only=visible_only)
         actions = solver_actions(plan, rng)
+        if visible_only:
+            _check_resolves(Editor(sb), plan)
         policy = ScriptedPolicy(actions, tokenizer=tokenizer)
         return run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)
+
+
+def _check_resolves(editor: Editor, plan: SolverTask) -> None:
+    """NotDemonstrable unless the spec's call (`view CALL`) resolves to the bug's function in this sandbox:
+    a bare `merge` that toolz also defines in `toolz/curried` is refused as ambiguous, and a call resolved to
+    another function would show a page without the bug."""
+    call, path, line = visible_target(plan)
+    try:
+        found = editor.definition(call)
+    except EditError as exc:
+        raise NotDemonstrable(f"`view {call}` is refused: {exc}") from None
+    if found != (path, line):
+        raise NotDemonstrable(f"`view {call}` goes to {found}, not to the bug's function at {path}:{line}")

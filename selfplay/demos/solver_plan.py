@@ -155,6 +155,19 @@ def _pytest(rng: random.Random, test_id: str) -> str:
     return f"python -m pytest -p no:cacheprovider -q -x --tb=short {path}::{rest} 2>&1 | tail -n {tail}"
 
 
+def visible_target(task: SolverTask) -> tuple[str, str, int]:
+    """With `visible_only`: the spec's call of the bug's function, the file it is in and its `def` line,
+    where the editor must resolve that call (`Editor.definition`) for the view to show the bug; the caller
+    checks it in the sandbox. NotDemonstrable as `solver_actions` raises it."""
+    h0 = parse_hunks(task.bug_inject)[0]
+    fn = enclosing_function(task.buggy_sources[h0.path], h0.first_changed_line)
+    call = spec_call(task.spec, fn.name) if fn and fn.name else None
+    if call is None:
+        raise NotDemonstrable(f"the spec's added lines never name `{fn.name if fn else '(no function)'}`, the "
+                              "function the bug is in, so its locate step would be a name the policy cannot read")
+    return call, h0.path, fn.start
+
+
 def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     """The actions of one demonstration, in order, each one reply (a thought plus one fenced block)."""
     hunks = parse_hunks(task.bug_inject)
@@ -164,9 +177,8 @@ def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     source = task.buggy_sources[h0.path]
     fn = enclosing_function(source, h0.first_changed_line) or Function("", max(1, h0.first_changed_line - 5),
                                                                           h0.first_changed_line + 5)
-    if task.visible_only and (not fn.name or spec_call(task.spec, fn.name) is None):
-        raise NotDemonstrable(f"the spec's added lines never name `{fn.name or '(no function)'}`, the function "
-                              "the bug is in, so its locate step would be a name the policy cannot read")
+    if task.visible_only:
+        visible_target(task)  # NotDemonstrable when the spec never names the bug's function
     last = _last_line(h0)
     if task.visible_only and def_page(fn, source, last) is None:
         raise NotDemonstrable(f"the page `view {h0.path} {fn.start}` shows (`def {fn.name}`, "

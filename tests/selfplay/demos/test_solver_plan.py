@@ -203,3 +203,24 @@ def test_change_note_widens_to_whole_operators_when_asked():
     assert change_note("a < b", "a <= b", operators=True) == "`<` becomes `<=`"
     assert change_note("x[:-1 + 1]", "x[:-1]", operators=True) == "delete `+ 1`"
     assert change_note("if not a or b:", "if not a and b:", operators=True) == "`or` becomes `and`"
+
+
+def test_a_visible_demonstration_needs_the_spec_call_to_resolve_to_the_bug(tmp_path):
+    """`solver._check_resolves`, on the LocalSandbox test double: `view m.count` must go to the buggy
+    `def count`; an ambiguous name or one resolved elsewhere is NotDemonstrable, before any episode."""
+    from dataclasses import replace
+
+    from agent_scaffold.editor import Editor
+    from selfplay.demos.solver import _check_resolves
+    from selfplay.demos.solver_plan import visible_target
+    from selfplay.errors import NotDemonstrable
+    from tests.agent_scaffold.local_sandbox import LocalSandbox
+
+    plan = replace(task(), visible_only=True)
+    assert visible_target(plan) == ("m.count", "m.py", 6)
+    _check_resolves(Editor(LocalSandbox(tmp_path / "one", {"m.py": BUGGY})), plan)
+    bare = replace(plan, spec=SPEC.replace("m.count(", "count("))  # `count`, which two modules define
+    twice = LocalSandbox(tmp_path / "two", {"m.py": BUGGY, "curried.py": "def count(seq, value):\n    pass\n"})
+    _check_resolves(Editor(twice), plan)  # `m.count` still names m.py's
+    with pytest.raises(NotDemonstrable, match=r"`view count` is refused: count is no file, and 2 definitions fit"):
+        _check_resolves(Editor(twice), bare)
