@@ -248,13 +248,16 @@ class Editor:
                             "use one of them as the target, e.g. `view PATH:LINE`.")
         return (fits[0].path, fits[0].line) if fits else None
 
-    def _must_read(self, path: str) -> str:
+    def _must_read(self, path: str, looked_up: bool = False) -> str:
+        """The file's content, else EditError; `looked_up`: `path` was also tried as a Python name."""
         content = self._read(path)
         if content is None:
             # The way out comes first: FORMAT 16 policies copied "`create`" from "use `create` for a new
             # file" into `view create` for the rest of their episodes.
-            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}); copy the "
-                            "path from a grep hit or from the listing `view .` shows (`create` makes a new file).")
+            name = (f", and no function or class `{path.rsplit('.', 1)[-1]}` is defined outside the tests; use a "
+                    "name the new test calls, or a") if looked_up and symbols.is_symbol(path) else "; copy the"
+            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}){name} path "
+                            "from a grep hit or from the listing `view .` shows (`create` makes a new file).")
         return content
 
     def _write(self, path: str, content: str, before: str | None) -> None:
@@ -284,12 +287,13 @@ class Editor:
                                         "| sort | head -200", user="agent")
             return listing.output
         content, head = self._read(path), ""
-        if content is None and start is None and end is None and (found := self.definition(path)):
+        looked_up = content is None and start is None and end is None
+        if looked_up and (found := self.definition(path)):
             head = f"{path} is defined at {found[0]}:{found[1]}:\n"
             path, start = found
             content = self._read(path)
         if content is None:
-            content = self._must_read(path)
+            content = self._must_read(path, looked_up)
         lines = content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
         first = start or 1
         last = end if end is not None else page_last(lines, first, max_chars)
@@ -312,9 +316,10 @@ class Editor:
         """The one SEARCH match replaced (`replace_once`). A Python name that is no file
         (`str_replace parse.search`) edits the first match from its definition on."""
         content = self._read(path)
-        if content is None and start is None and (found := self.definition(path)):
+        looked_up = content is None and start is None
+        if looked_up and (found := self.definition(path)):
             path, start = found
-        content = self._must_read(path) if content is None else content
+        content = self._must_read(path, looked_up) if content is None else content
         done = replace_once(content, old, new, path, start)
         self._write(path, done.content, content)
         how = (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "

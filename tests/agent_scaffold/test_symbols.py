@@ -73,7 +73,9 @@ def test_a_name_that_fits_several_or_none_is_refused_with_what_to_do(repo):
     with pytest.raises(EditError, match=r"pkg.dup is no file, and 2 definitions fit that name \(pkg/a.py:1, "
                                         r"pkg/b.py:1\); use one of them as the target, e.g. `view PATH:LINE`"):
         ed.view("pkg.dup")
-    with pytest.raises(EditError, match="parse.nothing does not exist"):
+    with pytest.raises(EditError, match=r"parse.nothing does not exist \(paths are relative to .*\), and no "
+                                        r"function or class `nothing` is defined outside the tests; use a name "
+                                        r"the new test calls, or a path from a grep hit"):
         ed.str_replace("parse.nothing", "a", "b")
     with pytest.raises(EditError, match=r"a;id does not exist"):  # no name: never reaches a command
         ed.view("a;id")
