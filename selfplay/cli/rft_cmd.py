@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -105,10 +109,28 @@ def warm_start(
                               preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    path = warm_start_checkpoint(cfg, force=force)
+    with _stdout_to_stderr():
+        path = warm_start_checkpoint(cfg, force=force)
     # the manifest to stderr, the path alone and unwrapped to stdout (`MODEL=$(selfplay warm-start)`)
     typer.echo(json.dumps({k: v for k, v in warm_start_info(cfg).__dict__.items() if k != "model_dir"}), err=True)
     typer.echo(str(path))
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """What the build writes to stdout goes to stderr, so stdout carries the path alone: DeepSpeed logs its
+    accelerator warning to stdout (which broke `MODEL=$(selfplay warm-start)`), and native code writes to
+    file descriptor 1 directly."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def register(app: typer.Typer) -> None:

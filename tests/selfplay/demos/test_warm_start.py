@@ -337,17 +337,25 @@ def test_warm_start_seeds_never_coincide_with_the_heldout_bench_seeds(monkeypatc
     assert max(widest) < HELDOUT_SEED_OFFSET
 
 
-def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_build):
+def test_warm_start_command_builds_a_size_and_prints_path_and_manifest(fake_build, monkeypatch):
     from typer.testing import CliRunner
 
     from selfplay.cli import app
 
     fake_build(solver=2)
+    fake_train = ws.train_sft
+
+    def chatty_train(*args, **kw):  # as DeepSpeed logs "Setting accelerator to CPU" to stdout
+        print("[WARNING] [real_accelerator.py] Setting accelerator to CPU.")
+        return fake_train(*args, **kw)
+
+    monkeypatch.setattr("selfplay.demos.warm_start.train_sft", chatty_train)
     res = CliRunner().invoke(app, ["warm-start", "--size", "full", "--repos", "boltons", "-n", "3", "--injector-n", "5"])
     assert res.exit_code == 0, res.output
     config = warm_start_size("full", repos=("boltons",), n_per_repo=3, injector_per_repo=5)
     info = warm_start_info(config)
-    assert res.stdout.strip().endswith(info.model_dir)
+    assert res.stdout == info.model_dir + "\n"  # the path alone: `MODEL=$(selfplay warm-start)`
+    assert "Setting accelerator to CPU" in res.stderr
     assert info.content_key in res.output and info.demonstrations["solver"] == 2
     bad = CliRunner().invoke(app, ["warm-start", "--repos", "toolz,parse"])
     assert bad.exit_code == 2 and "parse is held out" in " ".join(bad.output.replace("│", " ").split())
