@@ -10,7 +10,9 @@ sandbox's agent uid (`user="agent"`), never as the grader's root.
 from __future__ import annotations
 
 import ast
+import difflib
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -89,6 +91,9 @@ class Replacement:
     reindented: bool
     """The SEARCH text matched only up to its lines' leading whitespace (`match_reindented`), and the REPLACE
     text was moved by the same indentation."""
+    unnumbered: bool = False
+    """The SEARCH text carried a view's line numbers (`    33\t`), which were dropped before matching (and
+    from the REPLACE text when it carried them too)."""
 
 
 def replace_once(content: str, old: str, new: str, path: str, start: int | None = None) -> Replacement:
@@ -98,6 +103,9 @@ def replace_once(content: str, old: str, new: str, path: str, start: int | None 
     the first occurrence that begins on or after line `start` is replaced, so several are no error."""
     if not old:
         raise EditError("str_replace: the SEARCH text is empty; copy the exact lines to replace.")
+    numbered_copy = old not in content and _numbered(old)
+    if numbered_copy:  # lines copied from a view with its numbers: FORMAT 18 policies did this in 4 of 60 episodes
+        old, new = _unnumbered(old), _unnumbered(new) if _numbered(new) else new
     if start is None:
         count = content.count(old)
         pos = content.find(old) if count == 1 else -1
@@ -115,11 +123,7 @@ def replace_once(content: str, old: str, new: str, path: str, start: int | None 
         found = match_reindented(content, old, new, path, start)
         if found is None:
             where = f" at or after line {start}" if start is not None else ""
-            hint = ""
-            if old.strip() and old.strip() in content[offset:]:
-                hint = " The text appears with different leading/trailing whitespace or newlines; match it exactly."
-            raise EditError(f"str_replace: the SEARCH text was not found in {path}{where}.{hint} View the file and "
-                            "copy the lines exactly (indentation matters).")
+            raise EditError(f"str_replace: the SEARCH text was not found in {path}{where}.{_closest(content, old, start)}")
         updated, line, reindented = found[0], found[1], True
     else:
         starts, pos, line, seen = [], content.find(old), 1, 0
@@ -130,10 +134,49 @@ def replace_once(content: str, old: str, new: str, path: str, start: int | None 
         more = ", ..." if count > len(starts) else ""
         raise EditError(f"str_replace: the SEARCH text matches {count} times in {path} (lines "
                         f"{', '.join(map(str, starts))}{more}); include more surrounding lines so it matches once.")
+    if updated == content and numbered_copy:
+        raise EditError(f"str_replace: without the line numbers copied from the view, the REPLACE text is the same "
+                        f"as the SEARCH text, so {path} would not change; write the changed lines between ======= and "
+                        ">>>>>>> REPLACE.")
     if updated == content:  # a no-op "edit" would read as done (measured: 6 of 8 refused bug edits of one warm start)
         raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
                         "change; write the changed lines between ======= and >>>>>>> REPLACE.")
-    return Replacement(updated, line, reindented)
+    return Replacement(updated, line, reindented, numbered_copy)
+
+
+_NUMBERED = re.compile(r"^ *\d+\t", re.MULTILINE)
+
+
+def _numbered(text: str) -> bool:
+    """Every non-blank line starts with a view's line number (`numbered`: spaces, digits, a tab)."""
+    lines = [x for x in text.split("\n") if x.strip()]
+    return bool(lines) and all(_NUMBERED.match(x) for x in lines)
+
+
+def _unnumbered(text: str) -> str:
+    return _NUMBERED.sub("", text)
+
+
+CLOSEST_LINES = 3
+"""Lines of the file a refused SEARCH is shown, the ones most like its first line."""
+CLOSEST_SCAN = 2_000
+"""Lines compared for `_closest`, from START on (the SEARCH is the policy's and the comparison runs on the host)."""
+
+
+def _closest(content: str, old: str, start: int | None) -> str:
+    """The refusal's advice: the file's lines (from `start` on) most like the SEARCH's first non-blank line, as
+    they are, to copy; aider's editor answers a failed SEARCH the same way. A small model writes a SEARCH
+    from memory (FORMAT 18: 82 refusals in 60 held-out episodes, `return sorted(result)` from the system
+    prompt's example among them), and "view the file" sends it back to a page it already did not copy."""
+    want = next((x.strip() for x in old.split("\n") if x.strip()), "")[:200]
+    lines = content.split("\n")[(start or 1) - 1:][:CLOSEST_SCAN]
+    pool = list(dict.fromkeys(x for x in lines if x.strip()))
+    near = difflib.get_close_matches(want, [x.strip()[:200] for x in pool], n=CLOSEST_LINES, cutoff=0.5)
+    shown = [next(x for x in pool if x.strip()[:200] == n) for n in near]
+    if not shown:
+        return " View the file and copy the lines exactly (indentation matters)."
+    return ("\nThe lines there most like its first line, copied exactly (indentation matters):\n"
+            + "\n".join(shown))
 
 
 def _line_offset(content: str, line: int) -> int:
@@ -324,6 +367,7 @@ class Editor:
         self._write(path, done.content, content)
         how = (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "
                "match." if done.reindented else "")
+        how += " The line numbers copied from the view were dropped." if done.unnumbered else ""
         return self._snippet(path, done.content, done.line, f"Edited {path}.{how} Lines around the change:")
 
     def insert(self, path: str, line: int, text: str) -> str:

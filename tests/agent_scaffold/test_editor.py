@@ -19,7 +19,7 @@ def test_replace_once_counts_matches():
         replace_once("a b c", "z", "X", "f")
     with pytest.raises(EditError, match=r"matches 2 times in f \(lines 1, 3\)"):
         replace_once("x = 1\ny\nx = 1\n", "x = 1", "x = 2", "f")
-    with pytest.raises(EditError, match="different leading/trailing whitespace"):
+    with pytest.raises(EditError, match="most like its first line, copied exactly .*:\n    return 1$"):
         replace_once("    return 1\n", "return 1\n\n\n", "", "f")
     with pytest.raises(EditError, match="empty"):
         replace_once("abc", "", "x", "f")
@@ -150,3 +150,34 @@ def test_a_page_from_a_def_line_ends_with_that_function():
     assert page_last(src, 4, 1500) == 12 and page_last(src, 4, None) == 12
     assert page_last(src, 1, 1500) == len(src)  # not at a def: the page is bounded by characters only
     assert page_last(src, 4, 150) < 12  # and the characters still bound a long function
+
+
+def test_a_refused_search_shows_the_lines_most_like_it():
+    """Not found: the file's lines (from START on) most like the SEARCH's first line, as they are, at most 3;
+    nothing alike, the old advice."""
+    src = "def f(items):\n    item_list = [str(i) for i in items]\n    if not item_list:\n        return ''\n" \
+          "    return item_list[0]\n"
+    with pytest.raises(EditError) as exc:
+        replace_once(src, "        return item\n", "        return x\n", "f")
+    shown = str(exc.value).split("indentation matters):\n", 1)[1].split("\n")
+    assert shown[0] == "    return item_list[0]" and 1 <= len(shown) <= 3 and all(x in src.split("\n") for x in shown)
+    with pytest.raises(EditError, match=r"not found in f at or after line 5\.\nThe lines .*:\n    return item_list\[0\]$"):
+        replace_once(src, "if not item_lst:\n", "x\n", "f", start=5)  # only lines from START are offered
+    with pytest.raises(EditError, match=r"not found in f\. View the file and copy the lines exactly"):
+        replace_once(src, "zzzzqqqq = 12345\n", "x\n", "f")
+    long = "\n".join(f"    value_{i} = compute({i})" for i in range(100_000)) + "\n"
+    with pytest.raises(EditError, match="value_1 = compute"):  # a large file: the scan is bounded
+        replace_once(long, "    value_1 = computed(1)\n", "x\n", "f")
+
+
+def test_a_search_copied_with_the_views_line_numbers_matches_without_them():
+    src = "def f(items):\n    item_list = list(items)\n    if item_list:\n        return ''\n"
+    done = replace_once(src, "     3\t    if item_list:\n", "     3\t    if not item_list:\n", "f")
+    assert done.unnumbered and done.content == src.replace("if item_list", "if not item_list")
+    done = replace_once(src, "     3\t    if item_list:\n", "    if not item_list:\n", "f")  # REPLACE without them
+    assert done.content == src.replace("if item_list", "if not item_list")
+    with pytest.raises(EditError, match="without the line numbers copied from the view, the REPLACE text is the same"):
+        replace_once(src, "     3\t    if item_list:\n", "    if item_list:\n", "f")
+    # a file whose lines really start with digits and a tab is matched as written
+    tsv = "1\tone\n2\ttwo\n"
+    assert not replace_once(tsv, "2\ttwo\n", "2\tzwei\n", "f").unnumbered
