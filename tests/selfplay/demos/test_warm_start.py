@@ -379,3 +379,24 @@ def test_a_larger_models_warm_start_tokenizes_its_demonstrations_with_that_model
     bad = CliRunner().invoke(app, ["warm-start", "--model", str(tmp_path)])
     words = " ".join(bad.output.replace("│", " ").split())  # rich wraps the message inside a box
     assert bad.exit_code == 2 and "not an HF model directory (no config.json)" in words
+
+
+def test_the_builds_stdout_goes_to_stderr_at_the_file_descriptor_too():
+    """`rft_cmd._stdout_to_stderr` in a real process: Python prints, a handler bound to stdout before the
+    build, and native writes to fd 1 all land on stderr; stdout keeps only what comes after."""
+    import subprocess
+    import sys
+
+    code = ("import logging, os, sys\n"
+            "from selfplay.cli.rft_cmd import _stdout_to_stderr\n"
+            "early = logging.StreamHandler(sys.stdout)\n"
+            "with _stdout_to_stderr():\n"
+            "    print('python print')\n"
+            "    lg = logging.getLogger('ds'); lg.addHandler(logging.StreamHandler(sys.stdout)); lg.warning('late handler')\n"
+            "    early.emit(logging.makeLogRecord({'msg': 'early handler'})); early.flush()\n"
+            "    os.write(1, b'native write\\n')\n"
+            "print('/the/path')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert res.stdout == "/the/path\n", res.stdout
+    for text in ("python print", "late handler", "early handler", "native write"):
+        assert text in res.stderr, res.stderr
