@@ -134,13 +134,10 @@ def replace_once(content: str, old: str, new: str, path: str, start: int | None 
         more = ", ..." if count > len(starts) else ""
         raise EditError(f"str_replace: the SEARCH text matches {count} times in {path} (lines "
                         f"{', '.join(map(str, starts))}{more}); include more surrounding lines so it matches once.")
-    if updated == content and numbered_copy:
-        raise EditError(f"str_replace: without the line numbers copied from the view, the REPLACE text is the same "
-                        f"as the SEARCH text, so {path} would not change; write the changed lines between ======= and "
-                        ">>>>>>> REPLACE.")
     if updated == content:  # a no-op "edit" would read as done (measured: 6 of 8 refused bug edits of one warm start)
-        raise EditError(f"str_replace: the REPLACE text is the same as the SEARCH text, so {path} would not "
-                        "change; write the changed lines between ======= and >>>>>>> REPLACE.")
+        unnumbered = "without the line numbers copied from the view, " if numbered_copy else ""
+        raise EditError(f"str_replace: {unnumbered}the REPLACE text is the same as the SEARCH text, so {path} would "
+                        "not change; write the changed lines between ======= and >>>>>>> REPLACE.")
     return Replacement(updated, line, reindented, numbered_copy)
 
 
@@ -170,9 +167,12 @@ def _closest(content: str, old: str, start: int | None) -> str:
     prompt's example among them), and "view the file" sends it back to a page it already did not copy."""
     want = next((x.strip() for x in old.split("\n") if x.strip()), "")[:200]
     lines = content.split("\n")[(start or 1) - 1:][:CLOSEST_SCAN]
-    pool = list(dict.fromkeys(x for x in lines if x.strip()))
-    near = difflib.get_close_matches(want, [x.strip()[:200] for x in pool], n=CLOSEST_LINES, cutoff=0.5)
-    shown = [next(x for x in pool if x.strip()[:200] == n) for n in near]
+    as_written: dict[str, str] = {}  # compared text -> the first line that reads so
+    for x in lines:
+        if x.strip():
+            as_written.setdefault(x.strip()[:200], x)
+    near = difflib.get_close_matches(want, list(as_written), n=CLOSEST_LINES, cutoff=0.5)
+    shown = [as_written[n] for n in near]
     if not shown:
         return " View the file and copy the lines exactly (indentation matters)."
     return ("\nThe lines there most like its first line, copied exactly (indentation matters):\n"
@@ -297,10 +297,13 @@ class Editor:
         if content is None:
             # The way out comes first: FORMAT 16 policies copied "`create`" from "use `create` for a new
             # file" into `view create` for the rest of their episodes.
-            name = (f", and no function or class `{path.rsplit('.', 1)[-1]}` is defined outside the tests; use a "
-                    "name the new test calls, or a") if looked_up and symbols.is_symbol(path) else "; copy the"
-            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}){name} path "
-                            "from a grep hit or from the listing `view .` shows (`create` makes a new file).")
+            if looked_up and symbols.is_symbol(path):
+                way = (f", and no function or class `{path.rsplit('.', 1)[-1]}` is defined outside the tests; use a "
+                       "name the new test calls, or a path")
+            else:
+                way = "; copy the path"
+            raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}){way} from a grep "
+                            "hit or from the listing `view .` shows (`create` makes a new file).")
         return content
 
     def _write(self, path: str, content: str, before: str | None) -> None:

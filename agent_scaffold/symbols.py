@@ -49,7 +49,9 @@ def grep_command(name: str) -> str:
 
 
 def is_test_path(path: str) -> bool:
-    """A test module or a file under a test directory: the task is to fix the code the tests call."""
+    """A test module or a file under a test directory: the task is to fix the code the tests call. Close to
+    `repos.spec.DEFAULT_TEST_PATTERNS`, written out here because the editor knows no RepoSpec and
+    agent_scaffold does not import repos."""
     *dirs, name = path.split("/")
     return (any(d in ("test", "tests", "testing") or d.startswith("test_") for d in dirs)
             or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py")
