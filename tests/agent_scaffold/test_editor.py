@@ -178,6 +178,10 @@ def test_a_search_copied_with_the_views_line_numbers_matches_without_them():
     assert done.content == src.replace("if item_list", "if not item_list")
     with pytest.raises(EditError, match="without the line numbers copied from the view, the REPLACE text is the same"):
         replace_once(src, "     3\t    if item_list:\n", "    if item_list:\n", "f")
+    # one line copied with its number among unnumbered ones (`    33\t    item_list = ...`)
+    done = replace_once(src, "     2\t    item_list = list(items)\n    if item_list:\n",
+                        "    item_list = list(items)\n    if not item_list:\n", "f")
+    assert done.unnumbered and done.content == src.replace("if item_list", "if not item_list")
     # a file whose lines really start with digits and a tab is matched as written
     tsv = "1\tone\n2\ttwo\n"
     assert not replace_once(tsv, "2\ttwo\n", "2\tzwei\n", "f").unnumbered
