@@ -205,10 +205,12 @@ SEARCH is written by the policy and the comparison runs on the host, so a file o
 not turn one edit into minutes of work."""
 
 
-def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str], first: int = 0) -> list[int]:
-    """0-based first lines, `first` or later, of the runs of `lines` whose dedented form is `want`. The
-    candidates are found by one C-speed search of the stripped text (equal stripped lines are necessary for
-    equal dedented ones), so only those runs are compared line by line."""
+def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str],
+                     first: int = 0) -> tuple[list[int], list[int]]:
+    """0-based first lines, `first` or later, of the runs of `lines` whose dedented form is `want`, and of
+    the runs whose lines equal `old_lines` once each is stripped. The candidates are found by one C-speed
+    search of the stripped text (equal stripped lines are necessary for equal dedented ones), so only those
+    runs are compared line by line."""
     text = "\n".join(x.strip() for x in lines)
     needle = "\n".join(x.strip() for x in old_lines)
     line_at, offset, begin = {}, 0, 0
@@ -216,16 +218,17 @@ def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str], fi
         line_at[offset] = i
         begin = offset if i == first else begin
         offset += len(x.strip()) + 1
-    hits, tried, pos = [], 0, text.find(needle, begin)
+    hits, loose, tried, pos = [], [], 0, text.find(needle, begin)
     while pos != -1 and len(hits) < MAX_LISTED_MATCHES and tried < MAX_REINDENT_CANDIDATES:
         tried += 1
         end = pos + len(needle)
         i = line_at.get(pos)
-        if i is not None and (end == len(text) or text[end] == "\n") and \
-                _dedented(lines[i:i + len(old_lines)])[0] == want:
-            hits.append(i)
+        if i is not None and (end == len(text) or text[end] == "\n"):
+            loose += [i] if len(loose) < MAX_LISTED_MATCHES else []
+            if _dedented(lines[i:i + len(old_lines)])[0] == want:
+                hits.append(i)
         pos = text.find(needle, pos + 1)
-    return hits
+    return hits, loose
 
 
 def match_reindented(content: str, old: str, new: str, path: str, start: int | None = None) -> tuple[str, int] | None:
@@ -241,9 +244,9 @@ def match_reindented(content: str, old: str, new: str, path: str, start: int | N
         return None
     lines = content.split("\n")
     n = len(old_lines)
-    hits = _reindented_hits(lines, old_lines, want, (start or 1) - 1)
+    hits, loose = _reindented_hits(lines, old_lines, want, (start or 1) - 1)
     if not hits:
-        return None
+        return _match_per_line(lines, loose, old_lines, new, path, start)
     if len(hits) > 1 and start is None:
         many = "at least " if len(hits) >= MAX_LISTED_MATCHES else ""
         raise EditError(f"str_replace: the SEARCH text matches {many}{len(hits)} places in {path} up to "
@@ -257,6 +260,36 @@ def match_reindented(content: str, old: str, new: str, path: str, start: int | N
                                   for x in body.split("\n")]
     return "\n".join(lines[:at] + moved + lines[at + n:]), at + 1
 
+
+def _match_per_line(lines: list[str], runs: list[int], old_lines: list[str], new: str, path: str,
+                    start: int | None) -> tuple[str, int] | None:
+    """`match_reindented`'s last resort: the SEARCH lines equal one run of the file's lines only once each
+    line is stripped (FORMAT 18 policies wrote a nested `if` and its body at one indent in 8 of 70 SEARCH
+    texts found nowhere, one of them with the repair in its REPLACE). With as many REPLACE lines as SEARCH
+    lines, REPLACE line i takes file line i's indentation, moved by however much it is indented past
+    SEARCH line i; other shapes are refused with the lines the SEARCH was meant to copy."""
+    if not runs:
+        return None
+    n = len(old_lines)
+    if len(runs) > 1 and start is None:
+        many = "at least " if len(runs) >= MAX_LISTED_MATCHES else ""
+        listed = ", ".join(str(i + 1) for i in runs[:MAX_LISTED_MATCHES])
+        raise EditError(f"str_replace: the SEARCH text matches {many}{len(runs)} places in {path} only when each "
+                        f"line's indentation is ignored (lines {listed}); copy the lines with their exact "
+                        "indentation, or include more surrounding lines so it matches once.")
+    at = runs[0]
+    body = new[:-1] if new.endswith("\n") else new
+    new_lines = [] if new == "" else body.split("\n")
+    if len(new_lines) != n:
+        raise EditError(f"str_replace: the SEARCH text matches lines {at + 1}-{at + n} of {path} only when each "
+                        "line's indentation is ignored. Copy those lines with the indentation the view shows:\n"
+                        + "\n".join(lines[at:at + n]))
+    moved = []
+    for line, searched, replaced in zip(lines[at:at + n], old_lines, new_lines, strict=True):
+        shift = _indent(replaced) - _indent(searched)
+        prefix = line[:_indent(line)] if shift == 0 else " " * max(0, _indent(line) + shift)
+        moved.append(prefix + replaced.lstrip(" \t") if replaced.strip() else replaced)
+    return "\n".join(lines[:at] + moved + lines[at + n:]), at + 1
 
 class Editor:
     """File edits inside one sandbox, with a per-path undo history."""

@@ -44,14 +44,38 @@ def test_replace_once_accepts_a_uniform_indentation_change_and_reindents_the_rep
 
 def test_replace_once_refuses_what_indentation_does_not_explain():
     src = "def f():\n    if x:\n        return 1\n    if y:\n        return 1\n"
-    with pytest.raises(EditError, match="not found"):  # the relative indentation differs
-        replace_once(src, "if x:\nreturn 1\n", "if x:\nreturn 2\n", "f")
+    with pytest.raises(EditError, match="not found"):  # stripped lines that are not the file's
+        replace_once(src, "if x:\nreturn 3\n", "if x:\nreturn 2\n", "f")
     with pytest.raises(EditError, match=r"matches 2 places in f up to indentation \(lines 3, 5\)"):
         replace_once(src, "            return 1\n", "            return 2\n", "f")
     with pytest.raises(EditError, match="REPLACE text is the same"):  # the same text once re-indented
         replace_once(src, "        if x:\n", "        if x:\n", "f")
     with pytest.raises(EditError, match="not found"):  # blank lines alone match nothing
         replace_once(src, "  \n\n", "x\n", "f")
+
+
+def test_replace_once_matches_lines_copied_at_one_indent_line_by_line():
+    """FORMAT 18 policies wrote a nested `if` and its body at one indent; with as many REPLACE lines as
+    SEARCH lines each REPLACE line takes the indentation of the file line it replaces."""
+    src = "def f(items):\n    if len(items) != 1:\n        return items[0]\n    return ''\n"
+    done = replace_once(src, "        if len(items) != 1:\n        return items[0]\n",
+                        "        if len(items) == 1:\n        return items[0]\n", "f")
+    assert done.reindented and done.line == 2
+    assert done.content == src.replace("!= 1", "== 1")
+    # a REPLACE line indented past its SEARCH line keeps that shift from the file's indentation
+    done = replace_once(src, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\n    return items[1]\n", "f")
+    assert done.content == "def f(items):\n    if len(items) == 1:\n            return items[1]\n    return ''\n"
+    # another number of REPLACE lines is refused with the lines to copy, as the file has them
+    with pytest.raises(EditError, match=r"matches lines 2-3 of f only when each line's indentation is ignored\. "
+                                        r"Copy those lines with the indentation the view shows:\n    if len"):
+        replace_once(src, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\n", "f")
+    twice = src + "def g(items):\n    if len(items) != 1:\n        return items[0]\n"
+    with pytest.raises(EditError, match=r"matches 2 places in f only when each line's indentation is ignored "
+                                        r"\(lines 2, 6\)"):
+        replace_once(twice, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\nreturn items[0]\n", "f")
+    done = replace_once(twice, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\nreturn items[0]\n",
+                        "f", start=5)  # from START: the first
+    assert done.line == 6 and done.content.endswith("def g(items):\n    if len(items) == 1:\n        return items[0]\n")
 
 
 def test_replace_once_from_a_line_takes_the_first_match_on_or_after_it():
@@ -75,8 +99,9 @@ def test_replace_once_bounds_the_search_up_to_indentation_on_a_file_of_repeated_
         replace_once(src, "        x = 1\n" * 2_000, "        x = 2\n", "f")
     with pytest.raises(EditError, match=r"matches 200000 times in f \(lines 1, 2, .*, 10, \.\.\.\)"):
         replace_once(src, "    x = 1\n", "    x = 2\n", "f")
-    # equal stripped lines with another relative indentation are candidates, compared and turned down
-    with pytest.raises(EditError, match="not found"):
+    # equal stripped lines with another relative indentation match only line by line, here everywhere
+    with pytest.raises(EditError, match=r"matches at least 10 places in f only when each line's indentation is "
+                                        r"ignored \(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10\)"):
         replace_once(src, "  x = 1\n    x = 1\n" * 1_000, "x = 2\n", "f")
 
 
