@@ -15,6 +15,7 @@ import posixpath
 import re
 import shlex
 from dataclasses import dataclass
+from typing import NoReturn
 
 from agent_scaffold import symbols
 from sandboxes.sandbox import Sandbox
@@ -224,7 +225,8 @@ def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str],
         end = pos + len(needle)
         i = line_at.get(pos)
         if i is not None and (end == len(text) or text[end] == "\n"):
-            loose += [i] if len(loose) < MAX_LISTED_MATCHES else []
+            if len(loose) < MAX_LISTED_MATCHES:
+                loose.append(i)
             if _dedented(lines[i:i + len(old_lines)])[0] == want:
                 hits.append(i)
         pos = text.find(needle, pos + 1)
@@ -248,10 +250,7 @@ def match_reindented(content: str, old: str, new: str, path: str, start: int | N
     if not hits:
         return _match_per_line(lines, loose, old_lines, new, path, start)
     if len(hits) > 1 and start is None:
-        many = "at least " if len(hits) >= MAX_LISTED_MATCHES else ""
-        raise EditError(f"str_replace: the SEARCH text matches {many}{len(hits)} places in {path} up to "
-                        f"indentation (lines {', '.join(str(i + 1) for i in hits)}); copy the lines with their "
-                        "exact indentation, or include more surrounding lines so it matches once.")
+        _several(hits, path, "up to indentation")
     at = hits[0]
     _, width = _dedented(lines[at:at + n])
     prefix = next(x for x in lines[at:at + n] if x.strip() and _indent(x) == width)[:width]
@@ -272,11 +271,7 @@ def _match_per_line(lines: list[str], runs: list[int], old_lines: list[str], new
         return None
     n = len(old_lines)
     if len(runs) > 1 and start is None:
-        many = "at least " if len(runs) >= MAX_LISTED_MATCHES else ""
-        listed = ", ".join(str(i + 1) for i in runs[:MAX_LISTED_MATCHES])
-        raise EditError(f"str_replace: the SEARCH text matches {many}{len(runs)} places in {path} only when each "
-                        f"line's indentation is ignored (lines {listed}); copy the lines with their exact "
-                        "indentation, or include more surrounding lines so it matches once.")
+        _several(runs, path, "only when each line's indentation is ignored")
     at = runs[0]
     body = new[:-1] if new.endswith("\n") else new
     new_lines = [] if new == "" else body.split("\n")
@@ -290,6 +285,15 @@ def _match_per_line(lines: list[str], runs: list[int], old_lines: list[str], new
         prefix = line[:_indent(line)] if shift == 0 else " " * max(0, _indent(line) + shift)
         moved.append(prefix + replaced.lstrip(" \t") if replaced.strip() else replaced)
     return "\n".join(lines[:at] + moved + lines[at + n:]), at + 1
+
+
+def _several(runs: list[int], path: str, how: str) -> NoReturn:
+    """Refuse a SEARCH that matches the runs starting at `runs` (0-based, at most MAX_LISTED_MATCHES kept)."""
+    many = "at least " if len(runs) >= MAX_LISTED_MATCHES else ""
+    raise EditError(f"str_replace: the SEARCH text matches {many}{len(runs)} places in {path} {how} (lines "
+                    f"{', '.join(str(i + 1) for i in runs)}); copy the lines with their exact indentation, or "
+                    "include more surrounding lines so it matches once.")
+
 
 class Editor:
     """File edits inside one sandbox, with a per-path undo history."""
