@@ -63,8 +63,9 @@ def rft(
 
 def warm_start(
     size: str = typer.Option("default", "--size", help="default (what `selfplay run` starts from), medium "
-                                                       "(about 45 solver demonstrations, 3 epochs) or full (>= 300 "
-                                                       "demonstrations; both for the learning experiment)."),
+                                                       "(about 45 solver demonstrations, 3 epochs), visible (about 45 "
+                                                       "located by the spec's call, 2 epochs: the held-out "
+                                                       "bench's) or full (>= 300 demonstrations)."),
     repos: str | None = typer.Option(None, "--repos", help="Comma-separated training repos "
                                         "(default: the warm-start split, see docs/warm_start.md)."),
     n: int | None = typer.Option(None, "-n", help="Demonstrated tasks per repo (default: the size's)."),

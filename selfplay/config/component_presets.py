@@ -56,6 +56,6 @@ def sft_preset(name: str, **overrides: Any) -> SFTConfig:
 
 
 def warm_start_size(size: str, **overrides: Any) -> WarmStartConfig:
-    """The warm-start size `size` (presets/warm_start/: default, medium or full) with the non-None
+    """The warm-start size `size` (presets/warm_start/: default, medium, visible or full) with the non-None
     `overrides` applied."""
     return component_preset("warm_start", size, **overrides)

@@ -252,16 +252,34 @@ def _fix_and_finish(task: SolverTask, rng: random.Random, hunks: list, fn: Funct
     return actions
 
 
+QUOTED_LINE_CHARS = 80
+"""Longest buggy line a repair thought quotes (`_repair_thought`); a longer one is named by number only."""
+
+
 def _repair_thought(task: SolverTask, rng: random.Random, h: Hunk, search: str, replace: str,
                     plain: list[str]) -> str:
-    """The thought before a repair: with `visible_only`, the line the view showed and the change in words
-    ("Line 40: delete `+ 1`.", `bug.change_note`), so the policy names a change before it writes the
-    edit (FORMAT 14 policies read the buggy line on the page, then wrote a SEARCH copied into REPLACE
-    unchanged); else, or when the change has no short note, one of `plain`."""
+    """The thought before a repair: with `visible_only`, the line the view showed, quoted as the page shows
+    it, and the change in words ("Line 40, `return s[:n + 1]`: delete `+ 1`.", `bug.change_note`), so the
+    policy names the line and the change before it writes the edit. FORMAT 14 policies read the buggy line
+    on the page, then wrote a SEARCH copied into REPLACE unchanged; FORMAT 18 policies, whose thought named
+    a line number alone, wrote made-up numbers and changes ("Line 32: `not` becomes `and`.") and then left
+    62 of 194 SEARCH texts unchanged: a quoted line ties the change to text the SEARCH then copies.
+    Else, or when the change has no short note, one of `plain`."""
     note = change_note(search, replace, operators=True) if task.visible_only else None
     if note is None:
         return rng.choice(plain)
-    return _pick(rng, ["Line {n}: {c}.", "The bug is on line {n}: {c}."], n=str(h.first_changed_line), c=note)
+    quoted = _buggy_line(h)
+    if quoted is None:
+        return _pick(rng, ["Line {n}: {c}.", "The bug is on line {n}: {c}."], n=str(h.first_changed_line), c=note)
+    return _pick(rng, ["Line {n}, `{q}`: {c}.", "The bug is on line {n}, `{q}`: {c}."],
+                 n=str(h.first_changed_line), q=quoted, c=note)
+
+
+def _buggy_line(h: Hunk) -> str | None:
+    """The hunk's first changed line as the buggy file has it, stripped; None for a hunk that only deletes
+    (the buggy file lacks the line), or a line too long or with a backtick to quote."""
+    line = next((text.strip() for tag, text in h.lines if tag == "+"), None)
+    return line if line and len(line) <= QUOTED_LINE_CHARS and "`" not in line else None
 
 
 def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> list[str]:

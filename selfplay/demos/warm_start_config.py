@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 18
+FORMAT = 19
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -51,7 +51,11 @@ str_replace copies that prefix too (`str_replace PATH:N`, the first match from l
 policies viewed `PATH:N` and then wrote `str_replace PATH`, the literal word, or the call. 18: the `visible`
 expert views and edits the call the spec makes (`view parse.search`, `str_replace parse.search`; the editor
 goes to its definition, `agent_scaffold.symbols`) with no grep before it, because FORMAT 17 policies grepped
-the right `def` line and then wrote the call, not the hit's path, in 0 of 32 parse and inflection views."""
+the right `def` line and then wrote the call, not the hit's path, in 0 of 32 parse and inflection views. 19:
+the `visible` expert quotes the buggy line in the thought before its repair ("Line 40, `return s[:n + 1]`:
+delete `+ 1`."), and its tasks are demonstrated in an order that balances their operators
+(`collect.balanced_next`), because FORMAT 18 policies left 62 of 194 SEARCH texts unchanged and flipped a
+comparison (13 of 44 demonstrations) whatever the bug was."""
 
 
 @dataclass(frozen=True)

@@ -190,7 +190,8 @@ def test_visible_only_names_the_line_and_the_change_before_the_repair(short):
     for seed in range(10):
         visible = solver_actions(replace(task(), short=short, visible_only=True), random.Random(seed))
         edit = next(a for a in visible if "str_replace" in a)
-        assert edit.split("\n")[0] in ("Line 9: `!=` becomes `==`.", "The bug is on line 9: `!=` becomes `==`."), edit
+        assert edit.split("\n")[0] in ("Line 9, `if x != value:`: `!=` becomes `==`.",
+                                        "The bug is on line 9, `if x != value:`: `!=` becomes `==`."), edit
         hidden = solver_actions(replace(task(), short=short), random.Random(seed))
         assert "`!=` becomes" not in "".join(hidden)
 
@@ -224,3 +225,36 @@ def test_a_visible_demonstration_needs_the_spec_call_to_resolve_to_the_bug(tmp_p
     _check_resolves(Editor(twice), plan)  # `m.count` still names m.py's
     with pytest.raises(NotDemonstrable, match=r"`view count` is refused: count is no file, and 2 definitions fit"):
         _check_resolves(Editor(twice), bare)
+
+
+def test_balanced_next_draws_the_least_demonstrated_operator_first_in_seed_order():
+    """`collect.balanced_next`: the visible warm start's order of demonstration, so the seeder's most common
+    operator (flip_comparison) does not fill the demonstrations."""
+    from types import SimpleNamespace
+
+    from selfplay.demos.collect import balanced_next
+
+    pending = [SimpleNamespace(task_id=t) for t in ("a", "b", "c", "d")]
+    operator_of = {"a": "flip", "b": "flip", "c": "drop", "d": "swap"}
+    assert balanced_next(pending, operator_of, {}).task_id == "a"  # a tie: seed order
+    assert balanced_next(pending, operator_of, {"flip": 1}).task_id == "c"
+    assert balanced_next(pending, operator_of, {"flip": 1, "drop": 1}).task_id == "d"
+    assert balanced_next(pending, operator_of, {"flip": 2, "drop": 1, "swap": 1}).task_id == "c"
+    order, done = [], {}
+    while pending:
+        task = balanced_next(pending, operator_of, done)
+        pending.remove(task)
+        order.append(task.task_id)
+        done[operator_of[task.task_id]] = done.get(operator_of[task.task_id], 0) + 1
+    assert order == ["a", "c", "d", "b"]
+
+
+def test_a_visible_repair_thought_quotes_the_buggy_line_only_when_it_can():
+    """A deletion-only hunk has no buggy line to quote, and a line with a backtick cannot be quoted in one:
+    both fall back to the line number alone."""
+    from selfplay.demos.bug import Hunk
+    from selfplay.demos.solver_plan import _buggy_line
+
+    assert _buggy_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1"), ("+", "    x = 2")))) == "x = 2"
+    assert _buggy_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1"), (" ", "    return x")))) is None
+    assert _buggy_line(Hunk("m.py", 3, (("-", "a = 1"), ("+", "s = '`'")))) is None

@@ -12,7 +12,7 @@ from selfplay.learner.sft import SFTConfig
 
 def test_the_shipped_presets_hold_the_documented_values():
     assert preset_names("sft") == ("cpu", "nebius")
-    assert preset_names("warm_start") == ("default", "full", "medium")
+    assert preset_names("warm_start") == ("default", "full", "medium", "visible")
     assert sft_preset("nebius") == SFTConfig()
     assert sft_preset("cpu") == SFTConfig(lr=1e-4, warmup_steps=1, batch_size=4, epochs=1, token_budget=2048,
                                           gradient_checkpointing=False)
@@ -22,6 +22,8 @@ def test_the_shipped_presets_hold_the_documented_values():
     # default's injector_epochs, batch_size and lr (so they keep their cache keys)
     assert warm_start_size("medium") == WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3,
                                                         injector_epochs=None, batch_size=None, lr=None)
+    # visible is the fifteenth attempt's `--locate visible -n 16 --epochs 2` (docs/benchmarks.md), by name
+    assert warm_start_size("visible") == WarmStartConfig(n_per_repo=16, locate="visible", epochs=2)
     assert warm_start_size("full") == WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30,
                                                       epochs=1, injector_epochs=None, batch_size=None, lr=None)
 
