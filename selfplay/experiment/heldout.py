@@ -18,9 +18,9 @@ import json
 import logging
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from selfplay.experiment.failures import (
     turn_table,
     with_unsent,
 )
+from selfplay.experiment.search_sources import SEARCH_KINDS, bug_lines, search_sources
 from selfplay.experiment.stats import wilson
 from selfplay.judge.grader import build_buggy_state, grade
 from selfplay.procedural.seed import SeedConfig
@@ -151,6 +152,8 @@ class EpisodeRow:
     wall_s: float
     actions: tuple[str, ...] = ()
     """`failures.turn_kinds` of its turns."""
+    search_texts: Mapping[str, int] = field(default_factory=dict)
+    """`search_sources.search_sources` of its str_replace actions (empty in rows saved before it)."""
 
 
 def _observations(trajectory: Any) -> tuple[str, ...]:
@@ -184,12 +187,14 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
         reward = float(grade(task.artifact, ep.submission or "", task.fail_to_pass, task.pass_to_pass,
                              spec=spec).reward)
     submission = ep.submission if isinstance(ep.submission, str) else None
+    messages = with_unsent(ep.trajectory.messages, ep.trajectory.metadata)
     facts = EpisodeFacts(ep.termination, reward, ep.turns, ep.format_errors, submission,
                          _observations(ep.trajectory), touched_files(task.artifact.bug_inject),
                          tuple(task.artifact.test_files), ep.infra_failure)
     row = EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
-                     round(time.monotonic() - t0, 1), turn_kinds(with_unsent(ep.trajectory.messages, ep.trajectory.metadata)))
+                     round(time.monotonic() - t0, 1), turn_kinds(messages),
+                     search_sources(messages, bug_lines(task.artifact.bug_inject)))
     if transcripts is not None:
         transcripts.mkdir(parents=True, exist_ok=True)
         (transcripts / f"{task.task_id}-{mode}{sample}.txt").write_text(
@@ -259,6 +264,8 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
     out["episodes"] = len(rows)
     if any(r.actions for r in rows):
         out["turns"] = turn_table([r.actions for r in played])
+    if any(r.search_texts for r in played):
+        out["search_texts"] = {k: sum(r.search_texts.get(k, 0) for r in played) for k in SEARCH_KINDS}
     return out
 
 
