@@ -263,23 +263,40 @@ def _repair_thought(task: SolverTask, rng: random.Random, h: Hunk, search: str, 
     policy names the line and the change before it writes the edit. FORMAT 14 policies read the buggy line
     on the page, then wrote a SEARCH copied into REPLACE unchanged; FORMAT 18 policies, whose thought named
     a line number alone, wrote made-up numbers and changes ("Line 32: `not` becomes `and`.") and then left
-    62 of 194 SEARCH texts unchanged: a quoted line ties the change to text the SEARCH then copies.
-    Else, or when the change has no short note, one of `plain`."""
+    62 of 194 SEARCH texts unchanged: a quoted line ties the change to text the SEARCH then copies. Since
+    FORMAT 20 the thought ends with the line as the repair leaves it ("..., so it reads `return s[:n]`."),
+    which the REPLACE then copies. Else, or when the change has no short note, one of `plain`."""
     note = change_note(search, replace, operators=True) if task.visible_only else None
     if note is None:
         return rng.choice(plain)
-    quoted = _buggy_line(h)
+    quoted, fixed = _buggy_line(h), _fixed_line(h)
     if quoted is None:
         return _pick(rng, ["Line {n}: {c}.", "The bug is on line {n}: {c}."], n=str(h.first_changed_line), c=note)
-    return _pick(rng, ["Line {n}, `{q}`: {c}.", "The bug is on line {n}, `{q}`: {c}."],
-                 n=str(h.first_changed_line), q=quoted, c=note)
+    if fixed is None:
+        return _pick(rng, ["Line {n}, `{q}`: {c}.", "The bug is on line {n}, `{q}`: {c}."],
+                     n=str(h.first_changed_line), q=quoted, c=note)
+    return _pick(rng, ["Line {n}, `{q}`: {c}, so it reads `{f}`.", "The bug is on line {n}, `{q}`: {c}, so `{f}`."],
+                 n=str(h.first_changed_line), q=quoted, c=note, f=fixed)
+
+
+def _quotable(line: str | None) -> str | None:
+    return line if line and len(line) <= QUOTED_LINE_CHARS and "`" not in line else None
 
 
 def _buggy_line(h: Hunk) -> str | None:
     """The hunk's first changed line as the buggy file has it, stripped; None for a hunk that only deletes
     (the buggy file lacks the line), or a line too long or with a backtick to quote."""
-    line = next((text.strip() for tag, text in h.lines if tag == "+"), None)
-    return line if line and len(line) <= QUOTED_LINE_CHARS and "`" not in line else None
+    return _quotable(next((text.strip() for tag, text in h.lines if tag == "+"), None))
+
+
+def _fixed_line(h: Hunk) -> str | None:
+    """That line as the repair leaves it (the hunk's first removed line, stripped), when the hunk both adds
+    and removes lines: the thought writes the changed line right after the change in words, where FORMAT 19
+    policies quoted the line, named the change ("delete `not`"), and then copied the line into REPLACE
+    unchanged (75 of 88 SEARCH texts)."""
+    if not any(tag == "+" for tag, _ in h.lines):
+        return None
+    return _quotable(next((text.strip() for tag, text in h.lines if tag == "-"), None))
 
 
 def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> list[str]:

@@ -190,8 +190,9 @@ def test_visible_only_names_the_line_and_the_change_before_the_repair(short):
     for seed in range(10):
         visible = solver_actions(replace(task(), short=short, visible_only=True), random.Random(seed))
         edit = next(a for a in visible if "str_replace" in a)
-        assert edit.split("\n")[0] in ("Line 9, `if x != value:`: `!=` becomes `==`.",
-                                        "The bug is on line 9, `if x != value:`: `!=` becomes `==`."), edit
+        assert edit.split("\n")[0] in ("Line 9, `if x != value:`: `!=` becomes `==`, so it reads `if x == value:`.",
+                                        "The bug is on line 9, `if x != value:`: `!=` becomes `==`, so "
+                                        "`if x == value:`."), edit
         hidden = solver_actions(replace(task(), short=short), random.Random(seed))
         assert "`!=` becomes" not in "".join(hidden)
 
@@ -253,8 +254,11 @@ def test_a_visible_repair_thought_quotes_the_buggy_line_only_when_it_can():
     """A deletion-only hunk has no buggy line to quote, and a line with a backtick cannot be quoted in one:
     both fall back to the line number alone."""
     from selfplay.demos.bug import Hunk
-    from selfplay.demos.solver_plan import _buggy_line
+    from selfplay.demos.solver_plan import _buggy_line, _fixed_line
 
     assert _buggy_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1"), ("+", "    x = 2")))) == "x = 2"
     assert _buggy_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1"), (" ", "    return x")))) is None
     assert _buggy_line(Hunk("m.py", 3, (("-", "a = 1"), ("+", "s = '`'")))) is None
+    assert _fixed_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1"), ("+", "    x = 2")))) == "x = 1"
+    assert _fixed_line(Hunk("m.py", 3, ((" ", "def f():"), ("+", "    x = 2")))) is None  # the repair deletes
+    assert _fixed_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1")))) is None  # nothing to quote before
