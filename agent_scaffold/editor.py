@@ -315,19 +315,34 @@ class Editor:
         except OSError as exc:  # too large, not readable by the agent, not a regular file
             raise EditError(f"cannot open {path}: {exc.strerror or exc}") from exc
 
-    def definition(self, target: str) -> tuple[str, int] | None:
+    def definition(self, target: str, any_case: bool = False) -> tuple[str, int] | None:
         """(path, `def` line) of the Python name `target` (`symbols`), for a target that is no file; None when
-        it is no name or no tracked non-test file defines it; EditError when several definitions fit equally."""
+        it is no name or no tracked non-test file defines it; EditError when several definitions fit equally.
+        `any_case`: a name defined in no file as written is looked up in any letter case, and taken only when
+        exactly one definition fits (`parse.parser` for `parse.Parser`)."""
+        found = self._lookup(target, any_case)
+        return (found.path, found.line) if found else None
+
+    def _lookup(self, target: str, any_case: bool) -> symbols.Definition | None:
+        found = self._definition(target)
+        if found is not None or not any_case or not symbols.is_symbol(target):
+            return found
+        try:
+            return self._definition(target, any_case=True)
+        except EditError:  # several in other cases: the name as written is what was asked for
+            return None
+
+    def _definition(self, target: str, any_case: bool = False) -> symbols.Definition | None:
         if not symbols.is_symbol(target):
             return None
-        res = self.sandbox.exec(symbols.grep_command(target.rsplit(".", 1)[-1]), timeout=30, user="agent")
+        res = self.sandbox.exec(symbols.grep_command(target.rsplit(".", 1)[-1], any_case), timeout=30, user="agent")
         fits = symbols.pick_definitions(target, symbols.parse_hits(res.output))
         if len(fits) > 1:
             where = ", ".join(f"{d.path}:{d.line}" for d in fits[:symbols.LISTED])
             more = ", ..." if len(fits) > symbols.LISTED else ""
             raise EditError(f"{target} is no file, and {len(fits)} definitions fit that name ({where}{more}); "
                             "use one of them as the target, e.g. `view PATH:LINE`.")
-        return (fits[0].path, fits[0].line) if fits else None
+        return fits[0] if fits else None
 
     def _must_read(self, path: str, looked_up: bool = False) -> str:
         """The file's content, else EditError; `looked_up`: `path` was also tried as a Python name."""
@@ -372,9 +387,12 @@ class Editor:
             return listing.output
         content, head = self._read(path), ""
         looked_up = content is None and start is None and end is None
-        if looked_up and (found := self.definition(path)):
-            head = f"{path} is defined at {found[0]}:{found[1]}:\n"
-            path, start = found
+        if looked_up and (found := self._lookup(path, any_case=True)):
+            head = f"{path} is defined at {found.path}:{found.line}:\n"
+            if found.name and found.name != path.rsplit(".", 1)[-1]:
+                head = (f"{path} is not defined; `{found.name}` (another letter case) is defined at "
+                        f"{found.path}:{found.line}:\n")
+            path, start = found.path, found.line
             content = self._read(path)
         if content is None:
             content = self._must_read(path, looked_up)
@@ -401,7 +419,7 @@ class Editor:
         (`str_replace parse.search`) edits the first match from its definition on."""
         content = self._read(path)
         looked_up = content is None and start is None
-        if looked_up and (found := self.definition(path)):
+        if looked_up and (found := self.definition(path, any_case=True)):
             path, start = found
         content = self._must_read(path, looked_up) if content is None else content
         done = replace_once(content, old, new, path, start)

@@ -33,7 +33,7 @@ def test_module_names_and_test_files():
     assert module_of("inflection.py") == "inflection"
     out = ("pkg/a.py:3:def f(x):\npkg/a.py:9:    def f(self):\ntests/test_a.py:1:def f():\n"
            "pkg/test_b.py:2:def f():\nconftest.py:1:def f():\nnot a hit\n")
-    assert parse_hits(out) == [Definition("pkg/a.py", 3, True), Definition("pkg/a.py", 9, False)]
+    assert parse_hits(out) == [Definition("pkg/a.py", 3, True, "f"), Definition("pkg/a.py", 9, False, "f")]
 
 
 def test_only_dotted_identifiers_reach_the_command():
@@ -82,3 +82,20 @@ def test_a_name_that_fits_several_or_none_is_refused_with_what_to_do(repo):
     assert not any("id" in c and "git grep" in c for c in repo.commands)
     with pytest.raises(EditError, match="out of range"):  # a name with lines is taken as a path's lines
         ed.view("parse/__init__.py", 50)
+
+
+def test_a_name_in_another_letter_case_is_taken_when_exactly_one_definition_fits(repo):
+    """`view parse.parser` for the spec's `parse.Parser(...)`: the one definition in another case, named in
+    the view's head; the demonstrations' check (`definition` without `any_case`) still wants the exact name."""
+    ed = Editor(repo)
+    page = ed.view("parse.parser")
+    assert page.startswith("parse.parser is not defined; `Parser` (another letter case) is defined at "
+                           "parse/__init__.py:1:\n     1\tclass Parser:")
+    assert ed.definition("parse.parser") is None and ed.definition("parse.parser", any_case=True) == ("parse/__init__.py", 1)
+    out = ed.str_replace("parse.parser", "        return s\n", "        return s.strip()\n")
+    assert out.startswith("Edited parse/__init__.py.")
+    assert "        return s.strip()\n" in repo.read_file("parse/__init__.py").decode()
+    with pytest.raises(EditError, match=r"pkg.DUP does not exist .*no function or class `DUP`"):
+        ed.view("pkg.DUP")  # two definitions in another case: refused as the name was written
+    assert "git grep -n -i -E" in grep_command("merge", any_case=True)
+    assert parse_hits("pkg/a.py:3:class Parser(object):\n") == [Definition("pkg/a.py", 3, True, "Parser")]
