@@ -206,19 +206,35 @@ SEARCH is written by the policy and the comparison runs on the host, so a file o
 not turn one edit into minutes of work."""
 
 
+_AROUND_PUNCTUATION = re.compile(r"\s*([^\w\s])\s*")
+_QUOTES = ("'", '"')
+
+
+def _loose(line: str) -> str:
+    """`line` stripped and, outside any line with a quote (whose strings would change), without the spaces
+    next to punctuation and with other runs of spaces made one: FORMAT 20 policies wrote the page's line from
+    their own thought with such slips (`if re.search(rule, word) :`), in most of their refused SEARCH texts.
+    Words stay apart (`not x` is not `notx`)."""
+    x = line.strip()
+    if any(q in x for q in _QUOTES):
+        return x
+    return " ".join(_AROUND_PUNCTUATION.sub(r"\1", x).split())
+
+
 def _reindented_hits(lines: list[str], old_lines: list[str], want: list[str],
                      first: int = 0) -> tuple[list[int], list[int]]:
     """0-based first lines, `first` or later, of the runs of `lines` whose dedented form is `want`, and of
-    the runs whose lines equal `old_lines` once each is stripped. The candidates are found by one C-speed
-    search of the stripped text (equal stripped lines are necessary for equal dedented ones), so only those
-    runs are compared line by line."""
-    text = "\n".join(x.strip() for x in lines)
-    needle = "\n".join(x.strip() for x in old_lines)
+    the runs whose lines equal `old_lines` once each is made `_loose`. The candidates are found by one
+    C-speed search of the loose text (equal loose lines are necessary for equal dedented ones), so only
+    those runs are compared line by line."""
+    loose_lines = [_loose(x) for x in lines]
+    text = "\n".join(loose_lines)
+    needle = "\n".join(_loose(x) for x in old_lines)
     line_at, offset, begin = {}, 0, 0
-    for i, x in enumerate(lines):
+    for i, x in enumerate(loose_lines):
         line_at[offset] = i
         begin = offset if i == first else begin
-        offset += len(x.strip()) + 1
+        offset += len(x) + 1
     hits, loose, tried, pos = [], [], 0, text.find(needle, begin)
     while pos != -1 and len(hits) < MAX_LISTED_MATCHES and tried < MAX_REINDENT_CANDIDATES:
         tried += 1
@@ -264,20 +280,21 @@ def _match_per_line(lines: list[str], runs: list[int], old_lines: list[str], new
                     start: int | None) -> tuple[str, int] | None:
     """`match_reindented`'s last resort: the SEARCH lines equal one run of the file's lines only once each
     line is stripped (FORMAT 18 policies wrote a nested `if` and its body at one indent in 8 of 70 SEARCH
-    texts found nowhere, one of them with the repair in its REPLACE). With as many REPLACE lines as SEARCH
+    texts found nowhere, one of them with the repair in its REPLACE), and spaced loosely (`_loose`). With
+    as many REPLACE lines as SEARCH
     lines, REPLACE line i takes file line i's indentation, moved by however much it is indented past
     SEARCH line i; other shapes are refused with the lines the SEARCH was meant to copy."""
     if not runs:
         return None
     n = len(old_lines)
     if len(runs) > 1 and start is None:
-        _several(runs, path, "only when each line's indentation is ignored")
+        _several(runs, path, "only when each line's indentation and spacing are ignored")
     at = runs[0]
     body = new[:-1] if new.endswith("\n") else new
     new_lines = [] if new == "" else body.split("\n")
     if len(new_lines) != n:
         raise EditError(f"str_replace: the SEARCH text matches lines {at + 1}-{at + n} of {path} only when each "
-                        "line's indentation is ignored. Copy those lines with the indentation the view shows:\n"
+                        "line's indentation and spacing are ignored. Copy those lines as the view shows them:\n"
                         + "\n".join(lines[at:at + n]))
     moved = []
     for line, searched, replaced in zip(lines[at:at + n], old_lines, new_lines, strict=True):

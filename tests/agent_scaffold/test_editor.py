@@ -66,16 +66,31 @@ def test_replace_once_matches_lines_copied_at_one_indent_line_by_line():
     done = replace_once(src, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\n    return items[1]\n", "f")
     assert done.content == "def f(items):\n    if len(items) == 1:\n            return items[1]\n    return ''\n"
     # another number of REPLACE lines is refused with the lines to copy, as the file has them
-    with pytest.raises(EditError, match=r"matches lines 2-3 of f only when each line's indentation is ignored\. "
-                                        r"Copy those lines with the indentation the view shows:\n    if len"):
+    with pytest.raises(EditError, match=r"matches lines 2-3 of f only when each line's indentation and spacing are ignored\. "
+                                        r"Copy those lines as the view shows them:\n    if len"):
         replace_once(src, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\n", "f")
     twice = src + "def g(items):\n    if len(items) != 1:\n        return items[0]\n"
-    with pytest.raises(EditError, match=r"matches 2 places in f only when each line's indentation is ignored "
+    with pytest.raises(EditError, match=r"matches 2 places in f only when each line's indentation and spacing are ignored "
                                         r"\(lines 2, 6\)"):
         replace_once(twice, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\nreturn items[0]\n", "f")
     done = replace_once(twice, "if len(items) != 1:\nreturn items[0]\n", "if len(items) == 1:\nreturn items[0]\n",
                         "f", start=5)  # from START: the first
     assert done.line == 6 and done.content.endswith("def g(items):\n    if len(items) == 1:\n        return items[0]\n")
+
+
+def test_replace_once_matches_lines_spaced_loosely_but_not_words_run_together_or_strings():
+    """FORMAT 20 policies wrote the page's line from their thought with a space before `:`; a line with a
+    quote keeps its spaces (they may be inside a string), and words never run together."""
+    src = "def f(rule, word):\n    if re.search(rule, word):\n        return not word\n    s = 'a b'\n"
+    done = replace_once(src, "    if re.search(rule, word) :\n", "    if re.search(word, rule) :\n", "f")
+    assert done.content == src.replace("    if re.search(rule, word):", "    if re.search(word, rule) :")
+    done = replace_once(src, "if re.search( rule,word ):\n  return  not word\n",
+                        "if re.search(rule, word):\n  return word\n", "f")
+    assert "        return word\n" in done.content
+    with pytest.raises(EditError, match="not found"):
+        replace_once(src, "        return notword\n", "        return word\n", "f")
+    with pytest.raises(EditError, match="not found"):
+        replace_once(src, "    s = 'a  b'\n", "    s = 'c'\n", "f")
 
 
 def test_replace_once_from_a_line_takes_the_first_match_on_or_after_it():
@@ -100,8 +115,8 @@ def test_replace_once_bounds_the_search_up_to_indentation_on_a_file_of_repeated_
     with pytest.raises(EditError, match=r"matches 200000 times in f \(lines 1, 2, .*, 10, \.\.\.\)"):
         replace_once(src, "    x = 1\n", "    x = 2\n", "f")
     # equal stripped lines with another relative indentation match only line by line, here everywhere
-    with pytest.raises(EditError, match=r"matches at least 10 places in f only when each line's indentation is "
-                                        r"ignored \(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10\)"):
+    with pytest.raises(EditError, match=r"matches at least 10 places in f only when each line's indentation and "
+                                        r"spacing are ignored \(lines 1, 2, 3, 4, 5, 6, 7, 8, 9, 10\)"):
         replace_once(src, "  x = 1\n    x = 1\n" * 1_000, "x = 2\n", "f")
 
 
