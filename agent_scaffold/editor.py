@@ -342,7 +342,7 @@ class Editor:
 
     def _lookup(self, target: str, any_case: bool) -> symbols.Definition | None:
         found = self._definition(target)
-        if found is not None or not any_case or not symbols.is_symbol(target):
+        if found is not None or not any_case:
             return found
         try:
             return self._definition(target, any_case=True)

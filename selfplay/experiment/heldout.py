@@ -156,8 +156,7 @@ class EpisodeRow:
     """`search_sources.search_sources` of its str_replace actions (empty in rows saved before it)."""
 
 
-def _observations(trajectory: Any) -> tuple[str, ...]:
-    messages = with_unsent(trajectory.messages, trajectory.metadata)
+def _observations(messages: Sequence[Any]) -> tuple[str, ...]:
     return tuple(str(m.get("content", "")) for m in messages[2:] if m.get("role") != "assistant")
 
 
@@ -189,7 +188,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     submission = ep.submission if isinstance(ep.submission, str) else None
     messages = with_unsent(ep.trajectory.messages, ep.trajectory.metadata)
     facts = EpisodeFacts(ep.termination, reward, ep.turns, ep.format_errors, submission,
-                         _observations(ep.trajectory), touched_files(task.artifact.bug_inject),
+                         _observations(messages), touched_files(task.artifact.bug_inject),
                          tuple(task.artifact.test_files), ep.infra_failure)
     row = EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
