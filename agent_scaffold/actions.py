@@ -7,6 +7,8 @@ A turn is free text (reasoning) plus exactly one fenced block whose info string 
                        `insert PATH LINE` | `undo PATH`; the rest of the block is the body (`view PATH:START`,
                        a `grep -n` hit's prefix, is `view PATH START`; `str_replace PATH:START` edits the
                        first match on or after START)
+    ```localize        empty block: rank the lines the spec's failing tests run (solver episodes given a
+                       `Localizer`; `agent_scaffold.localize`)
     ```submit          empty block: end the episode
 
 A `str_replace` body is `<<<<<<< SEARCH`, the exact old text, `=======`, the new text, `>>>>>>> REPLACE`.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-TOOLS = ("bash", "edit", "submit")
+TOOLS = ("bash", "edit", "localize", "submit")
 EDIT_COMMANDS = ("view", "create", "str_replace", "insert", "undo")
 
 _BLOCK = re.compile(r"^```[ \t]*([A-Za-z_]*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -60,7 +62,7 @@ class Action:
     """One parsed action."""
 
     tool: str
-    """"bash", "edit" or "submit"."""
+    """"bash", "edit", "localize" or "submit"."""
     command: str = ""
     """bash: the command; edit: the sub-command (view, create, ...)."""
     path: str = ""
@@ -84,8 +86,8 @@ def parse_action(text: str) -> Action:
         raise FormatError(f"Found {len(tools)} action blocks; send exactly one per reply and wait for its "
                           f"output.\n\n{FORMAT_HELP}")
     tool, body = tools[0]
-    if tool == "submit":
-        return Action("submit")
+    if tool in ("submit", "localize"):
+        return Action(tool)
     if tool == "bash":
         if not body.strip():
             raise FormatError("The ```bash block is empty; put a command in it.")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
 from agent_scaffold.roles import ARTIFACT_FILES, EpisodeLimits, RoleConfig, render_template
 from agent_scaffold.tools import Toolbox
@@ -32,6 +33,10 @@ from sandboxes.errors import DiffTooLarge, SandboxError
 from sandboxes.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
+LOCALIZE_HINT = (" The ```localize``` action, an empty block like ```submit```, runs the tests of the diff above "
+                 "with line tracing and lists the lines of code their failing tests run, most suspicious first.")
+"""The solver prompt's `localize_hint` in an episode that has the tool (empty otherwise: the prompt is then
+unchanged, token for token)."""
 AGENT_ENV = {"PYTEST_ADDOPTS": "-p no:cacheprovider"}
 """The environment of an agent's sandbox on a repository we did not build (a SWE-bench instance, `selfplay
 solve`): no .pytest_cache in the tree, since the cache never belongs in a patch (the sandbox's diff leaves it
@@ -63,21 +68,22 @@ class Episode:
 
 def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
                 limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None,
-                on_turn: Callable[[int, str], None] | None = None) -> Episode:
+                on_turn: Callable[[int, str], None] | None = None, localizer: Localizer | None = None) -> Episode:
     """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates.
     `on_turn(turn, what)` is told after each turn what the model did (`bash: CMD`, `edit ...`, `submit`,
-    `format error`), for a caller that shows progress.
+    `format error`), for a caller that shows progress. `localizer` gives the episode the `localize` tool
+    (a solver with a spec of failing tests), and its prompt a `localize_hint` that says so.
 
     The context budget (`limits.max_context_tokens`) is clamped to the policy's window (`context_window`)
     so that no caller plans past what the model can attend to."""
     limits = fit_context_window(limits or role.limits, policy)
     sampling = sampling or TRAINING
     values = {**role.defaults, "workdir": sandbox.workdir, "command_timeout": f"{limits.command_timeout:g}",
-              **variables}
+              **variables, **({"localize_hint": LOCALIZE_HINT} if localizer is not None else {})}
     messages = [{"role": "system", "content": render_template(role.system_template, values)},
                 {"role": "user", "content": render_template(role.task_template, values)}]
     tr = Transcript(policy.tokenizer, messages)
-    tools = Toolbox(sandbox, limits.command_timeout, limits.max_observation_chars)
+    tools = Toolbox(sandbox, limits.command_timeout, limits.max_observation_chars, localizer)
     eos = policy.tokenizer.eos_token_id
     stop_ids = tuple(sorted({*sampling.stop_token_ids, *([eos] if eos is not None else [])}))
     start = time.monotonic()

@@ -6,10 +6,12 @@ propagates so the loop can end the episode as an infrastructure failure.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from agent_scaffold.actions import Action
 from agent_scaffold.editor import EditError, Editor
+from agent_scaffold.localize import LocalizeError, Localizer, localize
 from sandboxes.sandbox import Sandbox
 
 
@@ -38,10 +40,12 @@ class Outcome:
 
 
 class Toolbox:
-    """bash, edit and submit against one sandbox."""
+    """bash, edit, localize and submit against one sandbox; `localize` only with a `localizer`."""
 
-    def __init__(self, sandbox: Sandbox, command_timeout: float = 60.0, max_observation_chars: int = 8000) -> None:
+    def __init__(self, sandbox: Sandbox, command_timeout: float = 60.0, max_observation_chars: int = 8000,
+                 localizer: Localizer | None = None) -> None:
         self.sandbox = sandbox
+        self.localizer = localizer
         self.editor = Editor(sandbox)
         self.command_timeout = command_timeout
         self.max_observation_chars = max_observation_chars
@@ -51,7 +55,20 @@ class Toolbox:
             return Outcome("Submitted.", submitted=True)
         if action.tool == "bash":
             return self._bash(action.command)
+        if action.tool == "localize":
+            return self._localize()
         return self._edit(action)
+
+    def _localize(self) -> Outcome:
+        if self.localizer is None:
+            return Outcome("Error: localize is not available in this episode (it needs a spec of failing tests); "
+                           "use bash or edit.", error=True)
+        t0 = time.monotonic()
+        try:
+            text = localize(self.sandbox, self.localizer, self.command_timeout)
+        except LocalizeError as exc:
+            return Outcome(f"Error: {exc}", error=True, duration=time.monotonic() - t0)
+        return Outcome(truncate(text, self.max_observation_chars), duration=time.monotonic() - t0)
 
     def _bash(self, command: str) -> Outcome:
         res = self.sandbox.exec(command, timeout=self.command_timeout, user="agent")  # never as the grader

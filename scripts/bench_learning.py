@@ -188,6 +188,8 @@ def main() -> None:
     ap.add_argument("--eval-seed", type=int, default=0,
                     help="rl: moves the evaluations' sampled episodes (0: the fixed seeds of earlier runs); give "
                          "each replicate its own so their evaluations are independent.")
+    ap.add_argument("--localize", action="store_true",
+                    help="Held-out solvers get the `localize` tool (for a `--locate localize` warm start).")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_learning"))
     ap.add_argument("--out", type=Path, default=None, help="Write the results as JSON here.")
     ap.add_argument("--phase", choices=("before", "after", "both"), default="both",
@@ -253,7 +255,8 @@ def run_rl(args: argparse.Namespace) -> None:
                                       f"rollout.temperature={args.temperature}", *shown, *args.overrides),
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
-                                             temperature=args.temperature, sample_seed=args.eval_seed),
+                                             temperature=args.temperature, sample_seed=args.eval_seed,
+                                             localize=args.localize),
                            arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
                            control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
@@ -386,7 +389,8 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     models = {p: given[p] if args.phase in (p, "both") else saved.get("models", {}).get(p) for p in PHASES}
     rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
     settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
-                            temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed)
+                            temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
+                            localize=args.localize)
     # the other phase's rows pair with this one's only on the same budgets and draws (workers aside)
     differ = sorted(k for k, v in saved.get("settings", {}).items() if k != "workers" and asdict(settings).get(k) != v)
     if differ:

@@ -8,10 +8,11 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agent_scaffold.localize import Localizer
 from agent_scaffold.roles import solver_variables
 from sandboxes.sandbox import BASE_TAG
 from selfplay.artifact import BugArtifact
-from selfplay.diffs import bug_site, normalised_hash, reverse_diff
+from selfplay.diffs import bug_site, normalised_hash, reverse_diff, touched_files
 from selfplay.errors import DiffError
 
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
@@ -48,6 +49,13 @@ class Task:
     def spec(self) -> str:
         """The solver's specification: the reversed test_weaken.diff (the test-suite improvement)."""
         return reverse_diff(self.artifact.test_weaken)
+
+    def localizer(self, test_command: str) -> Localizer:
+        """The solver's `localize` tool for this task: `test_command` (the repo's suite command) narrowed to
+        the test files the spec touches, the files the solver was shown."""
+        from selfplay.procedural.seed import restricted_command  # seed imports this module
+        return Localizer(self.spec, restricted_command(test_command, [
+            p for p in touched_files(self.spec) if p.endswith(".py")]))
 
     @property
     def gold_patch(self) -> str:

@@ -76,8 +76,9 @@ def warm_start(
                                                   "write, e.g. drop_statement (default: the size's; every one)."),
     locate: str | None = typer.Option(None, "--locate", help="any: the solver demonstrations grep the bug's "
                                       "function whether or not the spec names it; visible: only tasks whose "
-                                      "spec names it are demonstrated, quoting that call first (default: the "
-                                      "size's)."),
+                                      "spec names it are demonstrated, quoting that call first; localize: the "
+                                      "solver has the `localize` tool and the expert edits the line it lists "
+                                      "(default: the size's)."),
     seed: int | None = typer.Option(None, "--seed", help="Seeds bugs, expert choices and training."),
     epochs: int | None = typer.Option(None, "--epochs", min=1, help="Passes over the demonstrations "
                                       "(default: the size's, else the SFT preset's)."),

@@ -87,7 +87,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                tokenizer: Any = None, on_demo: Callable[[SolverDemo], None] | None = None,
                injector: int = 0, injector_max_context_tokens: int = INJECTOR_LIMITS.max_context_tokens,
                short_share: float = 0.0, seed_cache: bool | Path = True,
-               injector_operators: Sequence[str] = (), visible_only: bool = False) -> DemoReport:
+               injector_operators: Sequence[str] = (), visible_only: bool = False,
+               localize: bool = False) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
     artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates;
@@ -97,7 +98,9 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     reads/writes the seed cache in its default place, a path puts it there, False seeds afresh into
     `out_dir`/seeds; `visible_only`: only tasks whose spec names the bug's function are demonstrated
     (`solver_plan.SolverTask.visible_only`), so each round seeds `VISIBLE_OVERSEED` tasks for every one still
-    wanted and demonstrates them in an order that balances their operators (`balanced_next`)."""
+    wanted and demonstrates them in an order that balances their operators (`balanced_next`); `localize`: the
+    solver episodes have the `localize` tool and the expert locates with it (`solver_plan.localize_actions`:
+    only tasks whose bug's line it lists near the top), seeded and ordered as with `visible_only`."""
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     if tokenizer is None:
@@ -138,7 +141,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                     # a variant that ran out of context is retried with other choices (shorter views, no reproduction)
                     rng = random.Random(f"{seed}:{task.task_id}:{j}" + (f":{retry}" if retry else ""))
                     demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image, short=short,
-                                           visible_only=visible_only)
+                                           visible_only=visible_only, localize=localize)
                     if demo.termination != "context_exhausted":
                         break
                 demos.append(demo)
@@ -169,7 +172,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     # each round seeds for what is still wanted, then demonstrates its new tasks, so a round whose tasks the
     # expert cannot demonstrate (visible_only) is made up by the next one
     for rnd in range(max_rounds):
-        solver_need = (n - len(report.tasks)) * (VISIBLE_OVERSEED if visible_only else 1)
+        solver_need = (n - len(report.tasks)) * (VISIBLE_OVERSEED if visible_only or localize else 1)
         injector_need = injector - len(report.injector_kept)
         if solver_need <= 0 and injector_need <= 0:
             break
@@ -199,7 +202,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                 _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits,
                                wanted=injector)
         while fresh and len(report.tasks) < n:
-            task = balanced_next(fresh, operator_of, demonstrated) if visible_only else fresh[0]
+            task = balanced_next(fresh, operator_of, demonstrated) if visible_only or localize else fresh[0]
             fresh.remove(task)
             before = len(report.tasks)
             demonstrate(task)

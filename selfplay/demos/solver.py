@@ -17,6 +17,7 @@ from typing import Any
 
 from agent_scaffold.agent import run_episode
 from agent_scaffold.editor import EditError, Editor
+from agent_scaffold.localize import LocalizeError, run_spectrum
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from repos.spec import RepoSpec
@@ -91,18 +92,20 @@ def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> Epi
 
 def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                     limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None,
-                    short: bool = False, visible_only: bool = False) -> SolverDemo:
+                    short: bool = False, visible_only: bool = False, localize: bool = False) -> SolverDemo:
     """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
     `short`: the 4-turn plan (`SolverTask.short`); `visible_only`: `SolverTask.visible_only` (NotDemonstrable
-    for a task whose spec never names the bug's function)."""
+    for a task whose spec never names the bug's function); `localize`: the episode has the `localize` tool and
+    the expert follows `solver_plan.localize_actions` (NotDemonstrable when the tool does not list the bug's
+    line near the top)."""
     start = time.monotonic()
     image = image or repo_image(spec)
     reproduce = spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS
-    ep = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only)
-    if visible_only and reproduce and not short and ep.termination == "context_exhausted":
+    ep = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only, localize)
+    if visible_only and not localize and reproduce and not short and ep.termination == "context_exhausted":
         # the `visible` view is a whole page (up to an observation), so quoting the spec a second time to
         # reproduce can leave no room for the repair: the same task without that step (draws of its own)
-        ep = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short, True)
+        ep = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short, True, False)
     if ep.infra_failure:
         raise SelfPlayError(f"demonstration on {task.task_id}: sandbox failure ({ep.error}); not a model failure, "
                             "check the Docker engine and retry")
@@ -114,26 +117,34 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
         reward, reason = float(result.reward), result.error or ("resolved" if result.resolved else "not resolved")
     traj = dataclasses.replace(ep.trajectory, reward=reward, metadata={
         **ep.trajectory.metadata, "task_id": task.task_id, "repo": task.repo, "source": "demo",
-        "submission": ep.submission, "grade_reason": reason, "plan": "short" if short else "full"})
+        "submission": ep.submission, "grade_reason": reason, "plan": "localize" if localize else "short" if short else "full"})
     return SolverDemo(task.task_id, traj, reward, ep.termination, reason, time.monotonic() - start)
 
 
 def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, limits: EpisodeLimits, image: str,
-               reproduce: bool, short: bool, visible_only: bool) -> Any:
+               reproduce: bool, short: bool, visible_only: bool, localize: bool = False) -> Any:
     """The expert's episode on `task` in a fresh sandbox of `image` (not graded)."""
     role = load_role("solver")
+    localizer = task.localizer(spec.test_command) if localize else None
     with DockerSandbox.create(image, workdir=spec.workdir) as sb:
         build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
         paths = sorted({h.path for h in parse_hunks(task.artifact.bug_inject)})
         # The expert's privileged knowledge of the buggy files: read before the episode, not as an action.
         sources = {p: sb.read_file(p).decode() for p in paths}
+        ranked: tuple[tuple[str, int], ...] = ()
+        if localizer is not None:  # what the episode's first `localize` will list (the run leaves no trace)
+            try:
+                ranked = tuple((s.path, s.line) for s in run_spectrum(sb, localizer).suspects[:localizer.listed])
+            except LocalizeError as exc:
+                raise NotDemonstrable(f"localize fails on this task: {exc}") from None
         plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
-                          buggy_sources=sources, reproduce=reproduce, short=short, visible_only=visible_only)
+                          buggy_sources=sources, reproduce=reproduce, short=short, visible_only=visible_only,
+                          localize=localize, ranked=ranked)
         actions = solver_actions(plan, rng)
-        if visible_only:
+        if visible_only and not localize:
             _check_resolves(Editor(sb), plan)
         policy = ScriptedPolicy(actions, tokenizer=tokenizer)
-        return run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits)
+        return run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits, localizer=localizer)
 
 
 def _check_resolves(editor: Editor, plan: SolverTask) -> None:

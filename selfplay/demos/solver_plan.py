@@ -67,6 +67,11 @@ class SolverTask:
     name the bug's function: view and edit that name (`view inflection.singularize`), no grep and no wrong
     first look. The view is the page from the `def` line (`def_page`), so NotDemonstrable too when that page
     would end before the bug."""
+    localize: bool = False
+    """Locate with the `localize` tool (`agent_scaffold.localize`): the expert's plan is `localize_actions`."""
+    ranked: tuple[tuple[str, int], ...] = ()
+    """With `localize`: the (path, line)s the tool lists in this task's buggy state, in order (the caller runs
+    it in the sandbox before the episode; the episode's own call shows the same list)."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -170,6 +175,8 @@ def visible_target(task: SolverTask) -> tuple[str, str, int]:
 
 def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     """The actions of one demonstration, in order, each one reply (a thought plus one fenced block)."""
+    if task.localize:
+        return localize_actions(task, rng)
     hunks = parse_hunks(task.bug_inject)
     if any(FENCE in line for line in task.spec.splitlines()):
         raise DiffError("the spec contains a code fence; the expert cannot quote it in a bash block")
@@ -317,3 +324,53 @@ def _short(task: SolverTask, rng: random.Random, hunks: list, fn: Function) -> l
                        + "\n" + block("edit", f"str_replace {_target(task, h.path, fn)}\n<<<<<<< SEARCH\n"
                                               f"{search}\n=======\n{replace}\n>>>>>>> REPLACE"))
     return actions + [_pick(rng, ["Fixed.", "Done."]) + "\n" + block("submit")]
+
+
+LOCALIZE_RANKS = 3
+"""The `localize` plan is demonstrated only when the bug's line is among the first this many lines the tool
+lists: the line the expert edits is one the policy has just read, and one an imitating policy can pick."""
+ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def localize_actions(task: SolverTask, rng: random.Random) -> list[str]:
+    """localize -> `str_replace PATH:LINE` of the listed buggy line, SEARCH that line as the tool printed it
+    (stripped) -> maybe localize again to see no test fail -> submit. NotDemonstrable for a bug that is not
+    one changed line, or whose line the tool does not list among the first `LOCALIZE_RANKS`."""
+    hunks = parse_hunks(task.bug_inject)
+    added = [i for i, (tag, _) in enumerate(hunks[0].lines) if tag == "+"] if len(hunks) == 1 else []
+    if len(added) != 1:
+        raise NotDemonstrable("the bug is not one changed line, so no one listed line repairs it")
+    h = hunks[0]
+    line = h.new_start + sum(1 for tag, _ in h.lines[:added[0]] if tag != "-")
+    listed = task.ranked[:LOCALIZE_RANKS]
+    if (h.path, line) not in listed:
+        raise NotDemonstrable(f"localize does not list the bug's line {h.path}:{line} among its first "
+                              f"{LOCALIZE_RANKS} ({', '.join(f'{p}:{n}' for p, n in listed) or 'none'})")
+    buggy = h.lines[added[0]][1]
+    original = [text for tag, text in h.lines if tag == "-"]
+    search = buggy.strip()
+    # The SEARCH matches inside the line's indentation, so the first REPLACE line goes there stripped and any
+    # further line keeps its own indentation.
+    replace = "\n".join([original[0].strip(), *original[1:]]) if original else ""
+    actions = [_pick(rng, ["The spec's tests fail. Let me see which lines they run.", "First, localize the failure.",
+                           "Let me rank the lines the failing tests run."]) + "\n" + block("localize")]
+    actions.append(_localized_thought(rng, listed.index((h.path, line)), line, search, replace)
+                   + "\n" + block("edit", f"str_replace {h.path}:{line}\n<<<<<<< SEARCH\n{search}\n=======\n"
+                                          f"{replace}\n>>>>>>> REPLACE"))
+    if rng.random() < 0.5:
+        actions.append(_pick(rng, ["Check that the spec's tests pass now.", "Localize again to see that nothing fails."])
+                       + "\n" + block("localize"))
+    return actions + [_pick(rng, ["Fixed.", "Done.", "Fixed; submitting."]) + "\n" + block("submit")]
+
+
+def _localized_thought(rng: random.Random, rank: int, line: int, search: str, replace: str) -> str:
+    """"Listed first: line 35, `if len(x) != 1:`: `!=` becomes `==`, so it reads `if len(x) == 1:`." The
+    rank says which listed line is edited, the rest is FORMAT 20's repair thought (`_repair_thought`)."""
+    note = change_note(search, replace, operators=True)
+    quoted, fixed = _quotable(search), _quotable(replace if "\n" not in replace else None)
+    where = _pick(rng, ["Listed {r}: line {n}", "The {r} listed line, {n}"], r=ORDINALS[rank], n=str(line))
+    if quoted is None:
+        return f"{where}, is wrong. Fixing it."
+    if note is None or fixed is None:
+        return f"{where}, `{quoted}`, is wrong." + (f" It should read `{fixed}`." if fixed else "")
+    return f"{where}, `{quoted}`: {note}, so it reads `{fixed}`."

@@ -141,7 +141,7 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
                              per_task=config.per_task, max_context_tokens=config.max_context_tokens,
                              max_rounds=config.max_rounds, injector=config.injector_per_repo,
                              short_share=config.short_share, injector_operators=config.injector_operators,
-                             visible_only=config.locate == "visible",
+                             visible_only=config.locate == "visible", localize=config.locate == "localize",
                              injector_max_context_tokens=config.injector_max_context_tokens)
             timings[f"seed/{repo}_s"] = rep.seed_time
             timings[f"seed/{repo}_cached_rounds"] = rep.seed_rounds_cached

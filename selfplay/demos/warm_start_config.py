@@ -78,11 +78,15 @@ class WarmStartConfig:
     default run allows its solver 4 turns of 96 tokens, where the full plan runs out of turns."""
     injector_per_repo: int = 1
     """Injector demonstrations (`direct` strategy) per repo, kept when their artifact validates; 0 is none."""
-    locate: Literal["any", "visible"] = "any"
+    locate: Literal["any", "visible", "localize"] = "any"
     """How the solver demonstrations find the bug's function: "any" greps its name whether or not the spec
     shows it (the expert's knowledge); "visible" demonstrates only tasks whose spec's added lines name it,
     quoting that call before the grep (`solver_plan.SolverTask.visible_only`), so every name the policy
-    learns to grep is one it can read (held-out episodes of "any" warm starts grepped made-up names)."""
+    learns to grep is one it can read (held-out episodes of "any" warm starts grepped made-up names);
+    "localize" gives the solver episodes the `localize` tool (spectrum-based fault localization over the spec's
+    tests, `agent_scaffold.localize`) and demonstrates only tasks whose bug's line it lists among the first
+    three (`solver_plan.localize_actions`): localize, edit that line, submit. Its policies need the tool at
+    evaluation too (`bench_learning.py --localize`)."""
     injector_operators: tuple[str, ...] = ()
     """Procedural operators whose bugs the injector demonstrations write (names of
     `selfplay.procedural.operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
@@ -149,8 +153,8 @@ class WarmStartConfig:
         if any(v is not None and v < 1 for v in (self.injector_epochs, self.batch_size)):
             raise ValueError("warm_start.config: injector_epochs and batch_size must be >= 1 or null (the "
                              f"preset's), got {self.injector_epochs} and {self.batch_size}")
-        if self.locate not in ("any", "visible"):
-            raise ValueError(f"warm_start.config.locate must be any or visible, got {self.locate!r}")
+        if self.locate not in ("any", "visible", "localize"):
+            raise ValueError(f"warm_start.config.locate must be any, visible or localize, got {self.locate!r}")
         if self.loss_turns not in LOSS_TURNS:
             raise ValueError(f"warm_start.config.loss_turns must be one of {LOSS_TURNS}, got {self.loss_turns!r}")
 

@@ -81,6 +81,9 @@ class EvalSettings:
     """Also play each task once greedily."""
     workers: int = 4
     """Episodes in flight at once."""
+    localize: bool = False
+    """Give the solver the `localize` tool (`agent_scaffold.localize`), as a `locate: localize` warm start's
+    demonstrations had it; the tool ranks lines from the spec's tests only, so SSR's protocol still holds."""
     sample_seed: int = 0
     """Varies the sampled episodes' seeds (`episode_seed`). 0 keeps the seeds every earlier evaluation used,
     so a checkpoint evaluated twice plays the same episodes; give each replicate of an experiment its own,
@@ -180,7 +183,8 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
         build_buggy_state(sb, task.artifact)
         ep = run_episode(policy, sb, load_role("solver"), solver_variables(task.spec, "tests"), limits=limits,
-                         sampling=sampling)
+                         sampling=sampling,
+                         localizer=task.localizer(spec.test_command) if settings.localize else None)
     reward = -1.0
     if ep.termination == "submitted" and not ep.infra_failure:
         reward = float(grade(task.artifact, ep.submission or "", task.fail_to_pass, task.pass_to_pass,
