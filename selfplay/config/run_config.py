@@ -140,6 +140,9 @@ class RolloutConfig:
     of the `solver_tasks` drawn (sequentially they take drawn slots). A resumed iteration plays sequentially."""
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
+    solver_localize: bool = False
+    """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
+    over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""
     temperature: float = 1.0
     """Sampling temperature of every training episode (top-p, top-k and min-p stay off). The learner
     computes its logprobs at the same temperature (`learner.engine.temperature` follows it), so the policy

@@ -137,7 +137,7 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,
     ``str_replace_refused`` (its SEARCH text was refused), ``str_replace_noop`` (refused: its REPLACE text
     equals its SEARCH text), ``missing_file`` (an edit command whose path is not in the repo), another edit
-    command's name, or ``submit``."""
+    command's name, ``localize`` or ``submit``."""
     kinds: list[str] = []
     body = list(messages[2:])
     for i, m in enumerate(body):
@@ -151,8 +151,8 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
             continue
         if action.tool == "bash":
             kinds.append("run_tests" if "pytest" in action.command else "bash")
-        elif action.tool == "submit":
-            kinds.append("submit")
+        elif action.tool in ("submit", "localize"):
+            kinds.append(action.tool)
         elif missing_file_refusals([str(after.get("content", ""))]):
             kinds.append("missing_file")
         elif action.command == "str_replace" and search_refusals([str(after.get("content", ""))]):

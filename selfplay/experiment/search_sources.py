@@ -5,7 +5,8 @@ example, copied a line it viewed that is not the bug, or wrote one from memory; 
 apart, per episode, so an evaluation's JSON says which one a warm start changed:
 
 - ``example``: every line of SEARCH, stripped, is a line of the system prompt's own `str_replace` example;
-- ``view``: else, every line, stripped, was shown by an earlier observation (a view's line numbers aside);
+- ``view``: else, every line, stripped, was shown by an earlier observation (a view's line numbers aside,
+  or the code of a `localize` row, `PATH:LINE  SCORE  code`);
 - ``other``: neither (written from memory, or mixed);
 - ``bug_line``: one of its lines, stripped, is a line the bug patch added (the line to repair);
 - ``unchanged``: REPLACE equals SEARCH (the editor refuses it).
@@ -25,6 +26,7 @@ SEARCH_KINDS = ("str_replace", "example", "view", "other", "bug_line", "unchange
 
 _EXAMPLE = re.compile(r"^<<<<<<< SEARCH\n(.*?)^=======\n(.*?)^>>>>>>> REPLACE", re.MULTILINE | re.DOTALL)
 _VIEW_NUMBER = re.compile(r"^ *\d+\t")
+_LOCALIZE_ROW = re.compile(r"^\S+:\d+  \d+\.\d\d  (.*)$")
 
 
 def _stripped(text: str) -> list[str]:
@@ -52,7 +54,9 @@ def search_sources(messages: Sequence[Mapping[str, Any]], bug: Iterable[str]) ->
     for m in messages[2:]:
         text = str(m.get("content", ""))
         if m.get("role") != "assistant":
-            seen.update(_VIEW_NUMBER.sub("", line).strip() for line in text.splitlines())
+            for line in text.splitlines():
+                row = _LOCALIZE_ROW.match(line)
+                seen.add((row.group(1) if row else _VIEW_NUMBER.sub("", line)).strip())
             continue
         try:
             action = parse_action(text)

@@ -28,6 +28,7 @@ import time
 from typing import Any
 
 from agent_scaffold.agent import run_episode
+from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING
 from agent_scaffold.roles import EpisodeLimits, RoleConfig, load_role, solver_variables
 from repos.listfile import get_repo
@@ -114,11 +115,11 @@ class Worker:
         return dataclasses.replace(result, timings=timings, worker=self.name)
 
     def _episode(self, request: EpisodeRequest, sb: Any, role: RoleConfig, variables: dict[str, Any],
-                 override: LimitsOverride, timings: dict[str, float]):
+                 override: LimitsOverride, timings: dict[str, float], localizer: Localizer | None = None):
         policy = self.source.policy_for(request.role, request.policy_version)
         limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
-            seed=request.seed, temperature=self.config.rollout.temperature))
+            seed=request.seed, temperature=self.config.rollout.temperature), localizer=localizer)
         timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
         timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)
         return ep
@@ -181,8 +182,10 @@ class Worker:
             t0 = time.monotonic()
             build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
             timings["sandbox"] = time.monotonic() - t0
+            localizer = task.localizer(self.spec(request.repo).test_command) \
+                if self.config.rollout.solver_localize else None
             ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
-                               self.config.rollout.solver_limits, timings)
+                               self.config.rollout.solver_limits, timings, localizer)
         return self._checked(request, ep, pool, timings, self._graded)
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:

@@ -10,7 +10,7 @@ import pytest
 from agent_scaffold.actions import parse_action
 from selfplay.demos.bug import enclosing_function, parse_hunks, repair
 from selfplay.demos.solver_plan import SolverTask, solver_actions
-from selfplay.errors import DiffError
+from selfplay.errors import DiffError, NotDemonstrable
 from selfplay.procedural.seed import file_diff
 
 ORIGINAL = """def first(seq):
@@ -262,3 +262,30 @@ def test_a_visible_repair_thought_quotes_the_buggy_line_only_when_it_can():
     assert _fixed_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1"), ("+", "    x = 2")))) == "x = 1"
     assert _fixed_line(Hunk("m.py", 3, ((" ", "def f():"), ("+", "    x = 2")))) is None  # the repair deletes
     assert _fixed_line(Hunk("m.py", 3, ((" ", "def f():"), ("-", "    x = 1")))) is None  # nothing to quote before
+
+
+def _localize_task(ranked: tuple[tuple[str, int], ...]) -> SolverTask:
+    return SolverTask(spec=SPEC, fail_to_pass=("tests/test_m.py::test_count",),
+                      bug_inject=file_diff("m.py", ORIGINAL, BUGGY), buggy_sources={"m.py": BUGGY},
+                      localize=True, ranked=ranked)
+
+
+def test_the_localize_plan_edits_the_listed_line_it_names():
+    """localize, then a str_replace of the listed buggy line as the tool prints it (stripped) from that line,
+    the thought naming its rank and the change; maybe localize again; submit."""
+    for seed in range(8):
+        actions = solver_actions(_localize_task((("m.py", 7), ("m.py", 9), ("m.py", 8))), random.Random(seed))
+        parsed = [parse_action(a) for a in actions]
+        assert parsed[0].tool == "localize" and parsed[-1].tool == "submit"
+        edit = parsed[1]
+        assert (edit.command, edit.path, edit.args) == ("str_replace", "m.py", (9,))
+        assert (edit.old, edit.body) == ("if x != value:\n", "if x == value:\n")
+        assert "second" in actions[1] and "`!=` becomes `==`, so it reads `if x == value:`" in actions[1]
+        assert [a.tool for a in parsed[2:-1]] in ([], ["localize"])
+
+
+def test_the_localize_plan_needs_the_bugs_line_near_the_top_of_the_list():
+    with pytest.raises(NotDemonstrable, match="does not list the bug's line m.py:9"):
+        solver_actions(_localize_task((("m.py", 7), ("m.py", 8), ("m.py", 10), ("m.py", 9))), random.Random(0))
+    with pytest.raises(NotDemonstrable, match="none"):
+        solver_actions(_localize_task(()), random.Random(0))

@@ -49,3 +49,14 @@ def test_a_line_the_policy_wrote_before_seeing_it_is_not_from_a_view():
     bug = "    return len([x for x in seq if x != value])"
     counts = search_sources(transcript(edit(bug, bug), {"role": "user", "content": VIEW}), bug_lines(BUG))
     assert (counts["view"], counts["other"], counts["bug_line"], counts["unchanged"]) == (0, 1, 1, 1)
+
+
+def test_a_search_copied_from_a_localize_row_counts_as_read():
+    messages = [{"role": "system", "content": ""}, {"role": "user", "content": "spec"},
+                {"role": "assistant", "content": "```localize\n```"},
+                {"role": "user", "content": "The spec's tests ran with line tracing: 1 failed, 2 passed. The lines "
+                                            "...:\nm.py:9  1.00  if x != value:"},
+                {"role": "assistant", "content": "```edit\nstr_replace m.py:9\n<<<<<<< SEARCH\nif x != value:\n"
+                                                 "=======\nif x == value:\n>>>>>>> REPLACE\n```"}]
+    counts = search_sources(messages, ["if x != value:"])
+    assert (counts["view"], counts["other"], counts["bug_line"]) == (1, 0, 1)
