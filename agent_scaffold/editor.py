@@ -361,6 +361,17 @@ class Editor:
                             "use one of them as the target, e.g. `view PATH:LINE`.")
         return fits[0] if fits else None
 
+    def _module_file(self, path: str) -> tuple[str, str] | None:
+        """(path, content) of the one file that is the module a missing `X.py` names: `X/__init__.py`,
+        `src/X.py` or `src/X/__init__.py` (held-out policies wrote `inflection.py` for the listed
+        `inflection/__init__.py`); None when none or several exist."""
+        if not path.endswith(".py") or path.startswith("/") or ".." in path.split("/"):
+            return None
+        stem = path[:-3]
+        found = [(p, c) for p in (f"{stem}/__init__.py", f"src/{path}", f"src/{stem}/__init__.py")
+                 if (c := self._read(p)) is not None]
+        return found[0] if len(found) == 1 else None
+
     def _must_read(self, path: str, looked_up: bool = False) -> str:
         """The file's content, else EditError; `looked_up`: `path` was also tried as a Python name."""
         content = self._read(path)
@@ -411,6 +422,9 @@ class Editor:
                         f"{found.path}:{found.line}:\n")
             path, start = found.path, found.line
             content = self._read(path)
+        elif content is None and (module := self._module_file(path)):
+            head = f"{path} is no file; {module[0]} is that module:\n"
+            path, content = module
         if content is None:
             content = self._must_read(path, looked_up)
         lines = content.split("\n")[:-1] if content.endswith("\n") else content.split("\n")
@@ -434,15 +448,18 @@ class Editor:
     def str_replace(self, path: str, old: str, new: str, start: int | None = None) -> str:
         """The one SEARCH match replaced (`replace_once`). A Python name that is no file
         (`str_replace parse.search`) edits the first match from its definition on."""
-        content = self._read(path)
+        content, asked = self._read(path), path
         looked_up = content is None and start is None
         if looked_up and (found := self.definition(path, any_case=True)):
             path, start = found
+        elif content is None and (module := self._module_file(path)):
+            path, content = module
         content = self._must_read(path, looked_up) if content is None else content
         done = replace_once(content, old, new, path, start)
         self._write(path, done.content, content)
-        how = (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "
-               "match." if done.reindented else "")
+        how = f" ({asked} is no file; {path} is that module.)" if asked != path and not looked_up else ""
+        how += (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "
+                "match." if done.reindented else "")
         how += " The line numbers copied from the view were dropped." if done.unnumbered else ""
         return self._snippet(path, done.content, done.line, f"Edited {path}.{how} Lines around the change:")
 

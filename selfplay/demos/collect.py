@@ -36,6 +36,7 @@ from selfplay.demos.solver import (
     fits_key,
     run_solver_demo,
 )
+from selfplay.demos.solver_plan import LOCALIZE_RANKS
 from selfplay.errors import DiffError, NotDemonstrable
 from selfplay.procedural.seed import SeedConfig
 from selfplay.procedural.seed import seed as run_seed
@@ -88,7 +89,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                injector: int = 0, injector_max_context_tokens: int = INJECTOR_LIMITS.max_context_tokens,
                short_share: float = 0.0, seed_cache: bool | Path = True,
                injector_operators: Sequence[str] = (), visible_only: bool = False,
-               localize: bool = False) -> DemoReport:
+               localize: bool = False, localize_ranks: int = LOCALIZE_RANKS) -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
     artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates;
@@ -100,7 +101,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     (`solver_plan.SolverTask.visible_only`), so each round seeds `VISIBLE_OVERSEED` tasks for every one still
     wanted and demonstrates them in an order that balances their operators (`balanced_next`); `localize`: the
     solver episodes have the `localize` tool and the expert locates with it (`solver_plan.localize_actions`:
-    only tasks whose bug's line it lists near the top), seeded and ordered as with `visible_only`."""
+    only tasks whose bug's line it lists among its first `localize_ranks`), seeded and ordered as with
+    `visible_only`."""
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     if tokenizer is None:
@@ -141,7 +143,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                     # a variant that ran out of context is retried with other choices (shorter views, no reproduction)
                     rng = random.Random(f"{seed}:{task.task_id}:{j}" + (f":{retry}" if retry else ""))
                     demo = run_solver_demo(task, spec, tokenizer, rng, limits=limits, image=image, short=short,
-                                           visible_only=visible_only, localize=localize)
+                                           visible_only=visible_only, localize=localize,
+                                           localize_ranks=localize_ranks)
                     if demo.termination != "context_exhausted":
                         break
                 demos.append(demo)

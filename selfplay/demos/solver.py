@@ -24,7 +24,13 @@ from repos.spec import RepoSpec
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.demos.bug import parse_hunks
-from selfplay.demos.solver_plan import OBSERVATION_CHARS, SolverTask, solver_actions, visible_target
+from selfplay.demos.solver_plan import (
+    LOCALIZE_RANKS,
+    OBSERVATION_CHARS,
+    SolverTask,
+    solver_actions,
+    visible_target,
+)
 from selfplay.diffs import reverse_diff
 from selfplay.errors import NotDemonstrable, SelfPlayError
 from selfplay.judge.grader import build_buggy_state, grade
@@ -92,20 +98,22 @@ def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> Epi
 
 def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                     limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None,
-                    short: bool = False, visible_only: bool = False, localize: bool = False) -> SolverDemo:
+                    short: bool = False, visible_only: bool = False, localize: bool = False,
+                    localize_ranks: int = LOCALIZE_RANKS) -> SolverDemo:
     """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
     `short`: the 4-turn plan (`SolverTask.short`); `visible_only`: `SolverTask.visible_only` (NotDemonstrable
     for a task whose spec never names the bug's function); `localize`: the episode has the `localize` tool and
     the expert follows `solver_plan.localize_actions` (NotDemonstrable when the tool does not list the bug's
-    line near the top)."""
+    line among its first `localize_ranks`)."""
     start = time.monotonic()
     image = image or repo_image(spec)
     reproduce = spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS
-    ep = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only, localize)
+    ep = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only,
+                    localize_ranks if localize else 0)
     if visible_only and not localize and reproduce and not short and ep.termination == "context_exhausted":
         # the `visible` view is a whole page (up to an observation), so quoting the spec a second time to
         # reproduce can leave no room for the repair: the same task without that step (draws of its own)
-        ep = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short, True, False)
+        ep = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short, True, 0)
     if ep.infra_failure:
         raise SelfPlayError(f"demonstration on {task.task_id}: sandbox failure ({ep.error}); not a model failure, "
                             "check the Docker engine and retry")
@@ -122,8 +130,10 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
 
 
 def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, limits: EpisodeLimits, image: str,
-               reproduce: bool, short: bool, visible_only: bool, localize: bool = False) -> Any:
-    """The expert's episode on `task` in a fresh sandbox of `image` (not graded)."""
+               reproduce: bool, short: bool, visible_only: bool, localize_ranks: int = 0) -> Any:
+    """The expert's episode on `task` in a fresh sandbox of `image` (not graded); with `localize_ranks` > 0
+    it has the `localize` tool, and the expert may edit the first that many lines the tool lists."""
+    localize = localize_ranks > 0
     role = load_role("solver")
     localizer = task.localizer(spec.test_command) if localize else None
     with DockerSandbox.create(image, workdir=spec.workdir) as sb:
@@ -134,7 +144,8 @@ def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, l
         ranked: tuple[tuple[str, int], ...] = ()
         if localizer is not None:  # what the episode's first `localize` will list (the run leaves no trace)
             try:
-                ranked = tuple((s.path, s.line) for s in run_spectrum(sb, localizer).suspects[:localizer.listed])
+                listed = run_spectrum(sb, localizer).suspects[:min(localizer.listed, localize_ranks)]
+                ranked = tuple((s.path, s.line) for s in listed)
             except LocalizeError as exc:
                 raise NotDemonstrable(f"localize fails on this task: {exc}") from None
         plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,

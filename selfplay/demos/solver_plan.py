@@ -70,8 +70,9 @@ class SolverTask:
     localize: bool = False
     """Locate with the `localize` tool (`agent_scaffold.localize`): the expert's plan is `localize_actions`."""
     ranked: tuple[tuple[str, int], ...] = ()
-    """With `localize`: the (path, line)s the tool lists in this task's buggy state, in order (the caller runs
-    it in the sandbox before the episode; the episode's own call shows the same list)."""
+    """With `localize`: the first (path, line)s the tool lists in this task's buggy state, in order, as many as
+    the expert may edit (the caller runs it in the sandbox before the episode; the episode's own call shows
+    the same list)."""
 
 
 def block(tool: str, body: str = "") -> str:

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-_KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None, "locate": "any"}
+_KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None, "locate": "any",
+                   "localize_ranks": 3}
 """Fields added after FORMAT 11, each with the value that trains as before it existed (not its default):
 they enter the key only at another value, so the configs that predate them keep their keys (and their
 cached checkpoints)."""
@@ -142,6 +143,7 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
                              max_rounds=config.max_rounds, injector=config.injector_per_repo,
                              short_share=config.short_share, injector_operators=config.injector_operators,
                              visible_only=config.locate == "visible", localize=config.locate == "localize",
+                             localize_ranks=config.localize_ranks,
                              injector_max_context_tokens=config.injector_max_context_tokens)
             timings[f"seed/{repo}_s"] = rep.seed_time
             timings[f"seed/{repo}_cached_rounds"] = rep.seed_rounds_cached

@@ -87,6 +87,10 @@ class WarmStartConfig:
     tests, `agent_scaffold.localize`) and demonstrates only tasks whose bug's line it lists among the first
     three (`solver_plan.localize_actions`): localize, edit that line, submit. Its policies need the tool at
     evaluation too (`bench_learning.py --localize`)."""
+    localize_ranks: int = 3
+    """With `locate: localize`: the expert edits the bug's line only when the tool lists it among the first
+    this many (`solver_plan.localize_actions`); 1 demonstrates only tasks whose bug's line is listed first,
+    so every demonstration edits the top line (a policy cannot tell which of three lines the expert chose)."""
     injector_operators: tuple[str, ...] = ()
     """Procedural operators whose bugs the injector demonstrations write (names of
     `selfplay.procedural.operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
@@ -153,6 +157,8 @@ class WarmStartConfig:
         if any(v is not None and v < 1 for v in (self.injector_epochs, self.batch_size)):
             raise ValueError("warm_start.config: injector_epochs and batch_size must be >= 1 or null (the "
                              f"preset's), got {self.injector_epochs} and {self.batch_size}")
+        if not 1 <= self.localize_ranks <= 5:
+            raise ValueError(f"warm_start.config.localize_ranks must be 1 to 5, got {self.localize_ranks}")
         if self.locate not in ("any", "visible", "localize"):
             raise ValueError(f"warm_start.config.locate must be any, visible or localize, got {self.locate!r}")
         if self.loss_turns not in LOSS_TURNS:

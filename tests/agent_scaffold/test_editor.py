@@ -225,3 +225,20 @@ def test_a_search_copied_with_the_views_line_numbers_matches_without_them():
     # a file whose lines really start with digits and a tab is matched as written
     tsv = "1\tone\n2\ttwo\n"
     assert not replace_once(tsv, "2\ttwo\n", "2\tzwei\n", "f").unnumbered
+
+
+def test_a_missing_module_file_is_the_package_it_names(tmp_path):
+    """`inflection.py` for the listed `inflection/__init__.py` (held-out policies of the localize warm start):
+    one file that is that module is edited and viewed, and the observation names it; two are refused."""
+    from tests.agent_scaffold.local_sandbox import LocalSandbox
+
+    box = LocalSandbox(tmp_path, {"infl/__init__.py": "def f(w):\n    if not w and w:\n        return w\n",
+                                  "src/hum/lists.py": "x = 1\n", "two.py.txt": ""})
+    ed = Editor(box)
+    out = ed.str_replace("infl.py", "if not w and w:", "if not w or w:", 2)
+    assert "Edited infl/__init__.py. (infl.py is no file; infl/__init__.py is that module.)" in out
+    assert box.read_file("infl/__init__.py").decode() == "def f(w):\n    if not w or w:\n        return w\n"
+    assert ed.view("hum/lists.py", 1).startswith("hum/lists.py is no file; src/hum/lists.py is that module:\n")
+    box2 = LocalSandbox(tmp_path / "b", {"m/__init__.py": "a = 1\n", "src/m.py": "a = 1\n"})
+    with pytest.raises(EditError, match="m.py does not exist"):
+        Editor(box2).str_replace("m.py", "a = 1", "a = 2")

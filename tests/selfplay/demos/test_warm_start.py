@@ -170,7 +170,7 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     """A field added after FORMAT 11 keeps the older configs' keys (so their cached checkpoints) at its
     default, and names another checkpoint when set, in any order a list gives it."""
     base = WarmStartConfig()
-    legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate")}
+    legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate", "localize_ranks")}
     assert ws.config_key(base) == hashlib.sha256(
         json.dumps({**legacy, "format": ws.FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
     drop = WarmStartConfig(injector_operators=("drop_statement",))
@@ -179,8 +179,13 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     with pytest.raises(ValueError, match=r"injector_operators: unknown operator drop; choose from .*drop_statement"):
         WarmStartConfig(injector_operators=("drop",))
     assert ws.config_key(WarmStartConfig(locate="visible")) != ws.config_key(base)
-    with pytest.raises(ValueError, match=r"locate must be any or visible, got 'hidden'"):
+    with pytest.raises(ValueError, match=r"locate must be any, visible or localize, got 'hidden'"):
         WarmStartConfig(locate="hidden")
+    localize = WarmStartConfig(locate="localize")
+    assert ws.config_key(localize) not in {ws.config_key(base), ws.config_key(WarmStartConfig(locate="visible"))}
+    assert ws.config_key(WarmStartConfig(locate="localize", localize_ranks=1)) != ws.config_key(localize)
+    with pytest.raises(ValueError, match="localize_ranks must be 1 to 5, got 0"):
+        WarmStartConfig(locate="localize", localize_ranks=0)
 
 
 # --- no held-out repo, task or seed feeds demonstrations, SFT or RL ----------------------------------------
