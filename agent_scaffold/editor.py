@@ -363,13 +363,14 @@ class Editor:
 
     def _module_file(self, path: str) -> tuple[str, str] | None:
         """(path, content) of the one file that is the module a missing `X.py` names: `X/__init__.py`,
-        `src/X.py` or `src/X/__init__.py` (held-out policies wrote `inflection.py` for the listed
-        `inflection/__init__.py`); None when none or several exist."""
+        `src/X.py` or `src/X/__init__.py`, with the dots of a dotted `X` read as folders too (held-out policies
+        wrote `inflection.py` and `parse.__init__.py` for the listed `inflection/__init__.py` and
+        `parse/__init__.py`); None when none or several exist."""
         if not path.endswith(".py") or path.startswith("/") or ".." in path.split("/"):
             return None
-        stem = path[:-3]
-        found = [(p, c) for p in (f"{stem}/__init__.py", f"src/{path}", f"src/{stem}/__init__.py")
-                 if (c := self._read(p)) is not None]
+        names = dict.fromkeys(f"{prefix}{stem}{suffix}" for stem in (path[:-3], path[:-3].replace(".", "/"))
+                              for prefix in ("", "src/") for suffix in (".py", "/__init__.py"))
+        found = [(p, c) for p in names if p != path and (c := self._read(p)) is not None]
         return found[0] if len(found) == 1 else None
 
     def _must_read(self, path: str, looked_up: bool = False) -> str:

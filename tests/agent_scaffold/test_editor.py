@@ -239,6 +239,8 @@ def test_a_missing_module_file_is_the_package_it_names(tmp_path):
     assert "Edited infl/__init__.py. (infl.py is no file; infl/__init__.py is that module.)" in out
     assert box.read_file("infl/__init__.py").decode() == "def f(w):\n    if not w or w:\n        return w\n"
     assert ed.view("hum/lists.py", 1).startswith("hum/lists.py is no file; src/hum/lists.py is that module:\n")
+    assert "(infl.__init__.py is no file; infl/__init__.py is that module.)" in ed.str_replace(
+        "infl.__init__.py", "if not w or w:", "if w:", 2)
     box2 = LocalSandbox(tmp_path / "b", {"m/__init__.py": "a = 1\n", "src/m.py": "a = 1\n"})
     with pytest.raises(EditError, match="m.py does not exist"):
         Editor(box2).str_replace("m.py", "a = 1", "a = 2")
