@@ -180,6 +180,27 @@ def test_solver_with_the_right_fix_is_resolved(worker, tokenizer, task):
 
 @pytest.mark.docker
 @pytest.mark.slow
+def test_solver_episodes_have_the_localize_tool_only_with_rollout_solver_localize(worker, tokenizer, task):
+    actions = ["```localize\n```",
+               "```edit\nstr_replace toolz/dicttoolz.py:156\n<<<<<<< SEARCH\nif not predicate(k):\n=======\n"
+               "if predicate(k):\n>>>>>>> REPLACE\n```", "```submit\n```"]
+    config = worker.config
+    try:
+        worker.config = replace(config, rollout=replace(config.rollout, solver_localize=True))
+        _script(worker, tokenizer, "solver", actions)
+        result = worker(_solver_request(task, 5))
+    finally:
+        worker.config = config
+    assert result.grade.resolved, result.grade
+    listed = result.trajectory.messages[3]["content"]
+    assert "toolz/dicttoolz.py:156" in listed and "if not predicate(k):" in listed
+    _script(worker, tokenizer, "solver", actions[:1] + actions[2:])
+    without = worker(_solver_request(task, 6))
+    assert "localize is not available" in without.trajectory.messages[3]["content"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
 def test_solver_with_a_wrong_fix_fails_and_makes_a_higher_order_task(worker, tokenizer, task):
     from selfplay.demos.bug import parse_hunks
 
