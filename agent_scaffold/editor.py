@@ -35,6 +35,11 @@ class EditError(ValueError):
     """An edit the agent got wrong; the message explains how to fix it."""
 
 
+HOLDER_MIN_CHARS = 12
+"""Shortest SEARCH first line that may pick the file of a str_replace whose path is no file: `pass` or
+`return x` is in too many files to say which one was meant."""
+
+
 def numbered(lines: list[str], start: int) -> str:
     """`cat -n` style lines, numbered from `start` (1-based)."""
     return "\n".join(f"{i:6d}\t{line}" for i, line in enumerate(lines, start))
@@ -373,6 +378,21 @@ class Editor:
         found = [(p, c) for p in names if p != path and (c := self._read(p)) is not None]
         return found[0] if len(found) == 1 else None
 
+    def _file_holding(self, old: str) -> tuple[str, str] | None:
+        """(path, content) of the one tracked non-test `.py` file that holds the SEARCH text's first line
+        (stripped, at least `HOLDER_MIN_CHARS` long): the file a SEARCH copied from a `localize` row or a view
+        means when its path was miswritten (held-out policies wrote `inflection/inflection.py` and
+        `parse/tests/test_parse.py` for the listed `inflection/__init__.py` and `parse/__init__.py`); None when
+        no file or several do. The edit itself must still match exactly once there."""
+        first = next((line.strip() for line in old.splitlines() if line.strip()), "")
+        if len(first) < HOLDER_MIN_CHARS:
+            return None
+        res = self.sandbox.exec(f"git grep -l -F -e {shlex.quote(first)} -- '*.py' | head -n 20", timeout=30,
+                                user="agent")
+        paths = [p for p in res.output.splitlines() if p.strip() and not symbols.is_test_path(p)] if res.ok else []
+        content = self._read(paths[0]) if len(paths) == 1 else None
+        return (paths[0], content) if content is not None else None
+
     def _must_read(self, path: str, looked_up: bool = False) -> str:
         """The file's content, else EditError; `looked_up`: `path` was also tried as a Python name."""
         content = self._read(path)
@@ -449,16 +469,20 @@ class Editor:
     def str_replace(self, path: str, old: str, new: str, start: int | None = None) -> str:
         """The one SEARCH match replaced (`replace_once`). A Python name that is no file
         (`str_replace parse.search`) edits the first match from its definition on."""
-        content, asked = self._read(path), path
+        content, asked, how = self._read(path), path, ""
         looked_up = content is None and start is None
         if looked_up and (found := self.definition(path, any_case=True)):
             path, start = found
         elif content is None and (module := self._module_file(path)):
             path, content = module
+            how = f" ({asked} is no file; {path} is that module.)"
+        elif content is None and (holder := self._file_holding(old)):
+            path, content = holder
+            how = f" ({asked} is no file; {path} is the one file that holds the SEARCH text's first line.)"
         content = self._must_read(path, looked_up) if content is None else content
         done = replace_once(content, old, new, path, start)
         self._write(path, done.content, content)
-        how = f" ({asked} is no file; {path} is that module.)" if asked != path and not looked_up else ""
+        how = how if asked != path and not looked_up else ""
         how += (" The SEARCH text matched these lines up to indentation, so the REPLACE text was re-indented to "
                 "match." if done.reindented else "")
         how += " The line numbers copied from the view were dropped." if done.unnumbered else ""

@@ -244,3 +244,23 @@ def test_a_missing_module_file_is_the_package_it_names(tmp_path):
     box2 = LocalSandbox(tmp_path / "b", {"m/__init__.py": "a = 1\n", "src/m.py": "a = 1\n"})
     with pytest.raises(EditError, match="m.py does not exist"):
         Editor(box2).str_replace("m.py", "a = 1", "a = 2")
+
+
+def test_a_missing_path_is_the_one_file_holding_the_search_texts_first_line(tmp_path):
+    """`inflection/inflection.py` for the listed `inflection/__init__.py`: the one non-test file holding the
+    SEARCH's first line is edited, and the observation says so; a line in two files, or too short to tell,
+    is the missing-path refusal as before."""
+    from tests.agent_scaffold.local_sandbox import LocalSandbox
+
+    box = LocalSandbox(tmp_path, {"pkg/__init__.py": "def f(w):\n    if not w and w.lower():\n        return w\n",
+                                  "pkg/other.py": "def g(x):\n    return x\n",
+                                  "tests/test_pkg.py": "    if not w and w.lower():\n    return x\n"})
+    ed = Editor(box)
+    out = ed.str_replace("pkg/pkg.py", "if not w and w.lower():", "if not w or w.lower():", 2)
+    assert "(pkg/pkg.py is no file; pkg/__init__.py is the one file that holds the SEARCH text's first line.)" in out
+    assert "if not w or w.lower():" in box.read_file("pkg/__init__.py").decode()
+    with pytest.raises(EditError, match="pkg/x.py does not exist"):
+        ed.str_replace("pkg/x.py", "return x", "return -x")       # shorter than HOLDER_MIN_CHARS
+    box2 = LocalSandbox(tmp_path / "b", {"a.py": "value = compute(1)\n", "b.py": "value = compute(1)\n"})
+    with pytest.raises(EditError, match="c.py does not exist"):
+        Editor(box2).str_replace("c.py", "value = compute(1)", "value = compute(2)")
