@@ -92,7 +92,7 @@ def test_roles_and_templates():
         load_role("injector")
     with pytest.raises(ValueError, match="unknown role 'judge'"):
         load_role("judge")
-    with pytest.raises(ValueError, match="needs values for spec_section"):
+    with pytest.raises(ValueError, match="needs values for localize_hint, spec_section"):
         render_template(load_role("solver").task_template, {})
     assert "-    assert f(1) == 2" in solver_variables("-    assert f(1) == 2\n")["spec_section"]
 
