@@ -16,6 +16,7 @@ import json
 import math
 import shlex
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from sandboxes.sandbox import Sandbox
@@ -97,6 +98,12 @@ def read_spectrum(text: str) -> Spectrum:
     return ochiai(files, tests)
 
 
+@cache
+def _plugin_source() -> str:
+    """The tracer's source, read once per process (every `localize` call writes it into its sandbox)."""
+    return (Path(__file__).parent / f"{PLUGIN}.py").read_text()
+
+
 def _script(localizer: Localizer, timeout: float) -> str:
     spec, out, log = f"{WORK_DIR}/spec.diff", f"{WORK_DIR}/spectrum.json", f"{WORK_DIR}/pytest.log"
     # The tests get `timeout` minus a margin, so that the spec is always taken back out. Plain asserts: a
@@ -121,8 +128,7 @@ def localize(sandbox: Sandbox, localizer: Localizer, timeout: float = 120.0) -> 
 
 def run_spectrum(sandbox: Sandbox, localizer: Localizer, timeout: float = 120.0) -> Spectrum:
     """The spec's tests run once under the tracer, ranked; the test files are left as they were."""
-    plugin = (Path(__file__).parent / f"{PLUGIN}.py").read_text()
-    sandbox.write_file(f"{WORK_DIR}/{PLUGIN}.py", plugin, user="agent")
+    sandbox.write_file(f"{WORK_DIR}/{PLUGIN}.py", _plugin_source(), user="agent")
     sandbox.write_file(f"{WORK_DIR}/spec.diff", localizer.spec.rstrip("\n") + "\n", user="agent")
     res = sandbox.exec(f"bash -c {shlex.quote(_script(localizer, timeout))}", timeout=timeout, user="agent")
     if "LOCALIZE: the spec does not apply" in res.output:

@@ -20,7 +20,6 @@ def _dicttoolz_only(diff: str) -> str:
 
 
 def test_a_localize_demonstration_edits_the_listed_line_and_is_graded_plus_one(toolz_spec, toolz_pool):
-    pytest.importorskip("transformers")
     from transformers import AutoTokenizer
 
     from agent_scaffold.embedded import default_model_dir
