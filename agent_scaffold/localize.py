@@ -231,6 +231,13 @@ def render(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> str:
     rows = []
     for s in branch_order(spectrum.suspects, localizer.listed, texts):
         lines = texts.get(s.path, [])
-        code = lines[s.line - 1].strip() if s.line <= len(lines) else ""
-        rows.append(f"{s.path}:{s.line}  {s.score:.2f}  {code}")
-    return f"{head} The lines the failing tests ran, most suspicious first (Ochiai score):\n" + "\n".join(rows)
+        rows.append((s, lines[s.line - 1].strip() if s.line <= len(lines) else ""))
+    return observation(spectrum.failed, spectrum.passed, rows)
+
+
+def observation(failed: int, passed: int, rows: Sequence[tuple[Suspect, str]]) -> str:
+    """The tool's answer listing `rows` (a suspect and its stripped code each), for a run with `failed` > 0
+    failing tests and at least one suspect."""
+    head = f"The spec's tests ran with line tracing: {failed} failed, {passed} passed."
+    return (f"{head} The lines the failing tests ran, most suspicious first (Ochiai score):\n"
+            + "\n".join(f"{s.path}:{s.line}  {s.score:.2f}  {code}" for s, code in rows))

@@ -355,13 +355,18 @@ def localize_actions(task: SolverTask, rng: random.Random) -> list[str]:
     replace = "\n".join([original[0].strip(), *original[1:]]) if original else ""
     actions = [_pick(rng, ["The spec's tests fail. Let me see which lines they run.", "First, localize the failure.",
                            "Let me rank the lines the failing tests run."]) + "\n" + block("localize")]
-    actions.append(_localized_thought(rng, listed.index((h.path, line)), line, search, replace)
-                   + "\n" + block("edit", f"str_replace {h.path}:{line}\n<<<<<<< SEARCH\n{search}\n=======\n"
-                                          f"{replace}\n>>>>>>> REPLACE"))
+    actions.append(localized_edit(rng, listed.index((h.path, line)), h.path, line, search, replace))
     if rng.random() < 0.5:
         actions.append(_pick(rng, ["Check that the spec's tests pass now.", "Localize again to see that nothing fails."])
                        + "\n" + block("localize"))
     return actions + [_pick(rng, ["Fixed.", "Done.", "Fixed; submitting."]) + "\n" + block("submit")]
+
+
+def localized_edit(rng: random.Random, rank: int, path: str, line: int, search: str, replace: str) -> str:
+    """The edit turn after `localize`: the repair thought on the `rank`-th listed line, then `str_replace
+    PATH:LINE` of `search` (the line as the tool printed it) by `replace`."""
+    return (_localized_thought(rng, rank, line, search, replace) + "\n"
+            + block("edit", f"str_replace {path}:{line}\n<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"))
 
 
 def _localized_thought(rng: random.Random, rank: int, line: int, search: str, replace: str) -> str:

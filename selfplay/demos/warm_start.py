@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 _KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None, "locate": "any",
-                   "localize_ranks": 3}
+                   "localize_ranks": 3, "drills": 0}
 """Fields added after FORMAT 11, each with the value that trains as before it existed (not its default):
 they enter the key only at another value, so the configs that predate them keep their keys (and their
 cached checkpoints)."""
@@ -160,6 +160,21 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
     return data, operators, timings
 
 
+def _drills(config: WarmStartConfig) -> list[Any]:
+    """`config.drills` repair drills, spread over the training repos, tokenized like the demonstrations."""
+    from transformers import AutoTokenizer  # lazy: the train extra
+
+    from selfplay.demos.drills import repo_drills
+
+    tokenizer = AutoTokenizer.from_pretrained(config.model_dir or default_model_dir())
+    share, extra = divmod(config.drills, len(config.repos))
+    out: list[Any] = []
+    for i, repo in enumerate(config.repos):
+        out += repo_drills(get_repo(repo), share + (i < extra), config.seed, tokenizer, config.heldout_repos)
+    log.info("warm start: %d repair drills", len(out))
+    return out
+
+
 def _build(config: WarmStartConfig, root: Path) -> Path:
     if (root / "store.db").exists():  # an interrupted build or a rebuild: its demonstrations would be stored twice
         (root / "store.db").unlink()
@@ -171,6 +186,9 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
     if leaked:  # the store is this build's own, so this is a bug in collection, not a user error
         raise RuntimeError(f"warm start: demonstrations from repos outside warm_start.config.repos: {leaked}")
     samples = sft_samples(data.trajectories, turns=config.loss_turns)
+    if config.drills:
+        samples += _drills(config)
+        timings["drills"] = config.drills
     sft = _sft_config(config)
     steps = len(batches(samples, sft))
     content = content_key(samples, steps)

@@ -93,6 +93,10 @@ class WarmStartConfig:
     """With `locate: localize`: the expert edits the bug's line only when the tool lists it among the first
     this many (`solver_plan.localize_actions`); 1 demonstrates only tasks whose bug's line is listed first,
     so every demonstration edits the top line (a policy cannot tell which of three lines the expert chose)."""
+    drills: int = 0
+    """Repair drills added to the SFT data, spread evenly over `repos` (`selfplay.demos.drills`): the edit
+    turn after `localize` alone, on mutants of lines of the training repos' code, listed first. Only with
+    `locate: localize`; 0 for none."""
     injector_operators: tuple[str, ...] = ()
     """Procedural operators whose bugs the injector demonstrations write (names of
     `selfplay.procedural.operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
@@ -161,6 +165,9 @@ class WarmStartConfig:
                              f"preset's), got {self.injector_epochs} and {self.batch_size}")
         if not 1 <= self.localize_ranks <= 5:
             raise ValueError(f"warm_start.config.localize_ranks must be 1 to 5, got {self.localize_ranks}")
+        if self.drills < 0 or (self.drills and self.locate != "localize"):
+            raise ValueError(f"warm_start.config.drills must be >= 0, and drills need locate: localize (they are "
+                             f"the edit turn after `localize`), got drills {self.drills} with locate {self.locate!r}")
         if self.locate not in ("any", "visible", "localize"):
             raise ValueError(f"warm_start.config.locate must be any, visible or localize, got {self.locate!r}")
         if self.loss_turns not in LOSS_TURNS:

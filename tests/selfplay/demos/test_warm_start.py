@@ -170,7 +170,8 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     """A field added after FORMAT 11 keeps the older configs' keys (so their cached checkpoints) at its
     default, and names another checkpoint when set, in any order a list gives it."""
     base = WarmStartConfig()
-    legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate", "localize_ranks")}
+    legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate", "localize_ranks",
+                                                                      "drills")}
     assert ws.config_key(base) == hashlib.sha256(
         json.dumps({**legacy, "format": ws.FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
     drop = WarmStartConfig(injector_operators=("drop_statement",))
@@ -186,6 +187,9 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     assert ws.config_key(WarmStartConfig(locate="localize", localize_ranks=1)) != ws.config_key(localize)
     with pytest.raises(ValueError, match="localize_ranks must be 1 to 5, got 0"):
         WarmStartConfig(locate="localize", localize_ranks=0)
+    assert ws.config_key(WarmStartConfig(locate="localize", drills=300)) != ws.config_key(localize)
+    with pytest.raises(ValueError, match="drills need locate: localize"):
+        WarmStartConfig(drills=300)
 
 
 # --- no held-out repo, task or seed feeds demonstrations, SFT or RL ----------------------------------------
