@@ -4,13 +4,9 @@ The spec's tests are put back (`git apply` of the spec the solver was given, unl
 once under a line tracer (`line_spectrum.py`, a pytest plugin run in the sandbox), and put back as they
 were. Each line of non-test code the failing tests ran is scored by Ochiai, ef / sqrt(F * (ef + ep)) (ef,
 ep: the failing and passing tests that ran it; F: all failing tests), as AutoCodeRover ranks lines when a
-failing test is known. Two rules then order what is listed (`branch_order`): among equal scores a branch
-condition comes first, and a condition whose body scores higher than it is listed just above that body, with
-the body's score. A wrong condition sends the failing tests down a branch the passing ones do not take, so
-Ochiai alone ranks the branch's body above the line that chose it. The tool knows only what the solver was
-shown, the spec; never the bug.
+failing test is known. The tool knows only what the solver was shown, the spec; never the bug.
 
-`ochiai`, `branch_order` and `read_spectrum` are pure; `localize` runs in the sandbox as the agent uid. The plugin's output
+`ochiai`, `read_spectrum` and `observation` are pure; `localize` runs in the sandbox as the agent uid. The plugin's output
 is written by a process that runs the repository's (agent-edited) code, so it is parsed as hostile input.
 """
 
@@ -18,10 +14,9 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -30,7 +25,6 @@ from sandboxes.sandbox import Sandbox
 PLUGIN = "line_spectrum"
 WORK_DIR = "/tmp/.localize"
 MAX_SPECTRUM_BYTES = 32 * 1024 * 1024
-_CONDITION = re.compile(r"(?:if|elif|while)\b.*:\s*(?:#.*)?$")
 
 
 class LocalizeError(Exception):
@@ -80,59 +74,6 @@ def ochiai(files: list[str], tests: list[tuple[bool, list[tuple[int, int]]]]) ->
     scored = [Suspect(files[i], n, e / math.sqrt(failed * (e + ep.get((i, n), 0)))) for (i, n), e in ef.items()]
     scored.sort(key=lambda s: (-s.score, s.path, s.line))
     return Spectrum(failed, len(tests) - failed, tuple(scored))
-
-
-def _is_condition(code: str) -> bool:
-    """A one-line `if`/`elif`/`while` header (a multi-line condition is not recognised)."""
-    return bool(_CONDITION.match(code.strip()))
-
-
-def _header(lines: Sequence[str], line: int) -> int | None:
-    """The line number of the branch condition whose body starts at `line`, if one does."""
-    if not 1 < line <= len(lines):
-        return None
-    body = lines[line - 1]
-    prev = line - 1
-    while prev > 0 and (not lines[prev - 1].strip() or lines[prev - 1].strip().startswith("#")):
-        prev -= 1
-    if prev == 0 or not _is_condition(lines[prev - 1]):
-        return None
-    indent = len(body) - len(body.lstrip())
-    head = lines[prev - 1]
-    return prev if len(head) - len(head.lstrip()) < indent else None
-
-
-def branch_order(suspects: Sequence[Suspect], listed: int, sources: Mapping[str, Sequence[str]]) -> tuple[Suspect, ...]:
-    """The first `listed` of `suspects` (Ochiai order) as the tool lists them: a branch condition that the
-    failing tests ran takes the highest score of a body it heads, and equal scores list conditions first.
-    `sources` holds the lines of each file among the suspects that can reach the list (`candidate_paths`);
-    a file missing there is ranked by Ochiai alone."""
-    if not suspects:
-        return ()
-    cutoff = suspects[min(listed, len(suspects)) - 1].score
-    at = {(s.path, s.line): s for s in suspects}
-    score = {(s.path, s.line): s.score for s in suspects if s.score >= cutoff}
-    for s in suspects:
-        if s.score < cutoff:
-            break
-        head = _header(sources.get(s.path, ()), s.line)
-        if head is not None and (s.path, head) in at:
-            score[(s.path, head)] = max(score.get((s.path, head), at[(s.path, head)].score), s.score)
-
-    def condition(path: str, line: int) -> bool:
-        lines = sources.get(path, ())
-        return line <= len(lines) and _is_condition(lines[line - 1])
-
-    order = sorted(score, key=lambda k: (-score[k], not condition(*k), k[0], k[1]))
-    return tuple(replace(at[k], score=score[k]) for k in order[:listed])
-
-
-def candidate_paths(suspects: Sequence[Suspect], listed: int) -> list[str]:
-    """The files `branch_order` needs: those of the suspects that score at least the `listed`-th's."""
-    if not suspects:
-        return []
-    cutoff = suspects[min(listed, len(suspects)) - 1].score
-    return sorted({s.path for s in suspects if s.score >= cutoff})
 
 
 def read_spectrum(text: str) -> Spectrum:
@@ -209,15 +150,9 @@ def _sources(sandbox: Sandbox, paths: Sequence[str]) -> dict[str, list[str]]:
         try:
             texts[path] = sandbox.read_file(f"{sandbox.workdir}/{path}", user="agent").decode(
                 "utf-8", errors="replace").split("\n")
-        except OSError:  # deleted or unreadable since the run: ranked by Ochiai alone, shown without code
+        except OSError:  # deleted or unreadable since the run: listed without its code
             texts[path] = []
     return texts
-
-
-def listed_suspects(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> tuple[Suspect, ...]:
-    """The lines the tool lists for `spectrum`, in its order (`branch_order` over the sandbox's files)."""
-    return branch_order(spectrum.suspects, localizer.listed,
-                        _sources(sandbox, candidate_paths(spectrum.suspects, localizer.listed)))
 
 
 def render(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> str:
@@ -227,9 +162,10 @@ def render(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> str:
         return f"{head} No test fails, so there is nothing to localize."
     if not spectrum.suspects:
         return f"{head} The failing tests ran no line of the non-test code."
-    texts = _sources(sandbox, candidate_paths(spectrum.suspects, localizer.listed))
+    listed = spectrum.suspects[:localizer.listed]
+    texts = _sources(sandbox, sorted({s.path for s in listed}))
     rows = []
-    for s in branch_order(spectrum.suspects, localizer.listed, texts):
+    for s in listed:
         lines = texts.get(s.path, [])
         rows.append((s, lines[s.line - 1].strip() if s.line <= len(lines) else ""))
     return observation(spectrum.failed, spectrum.passed, rows)

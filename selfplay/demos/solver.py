@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_scaffold.agent import run_episode
 from agent_scaffold.editor import EditError, Editor
-from agent_scaffold.localize import LocalizeError, listed_suspects, run_spectrum
+from agent_scaffold.localize import LocalizeError, run_spectrum
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from repos.spec import RepoSpec
@@ -144,7 +144,7 @@ def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, l
         ranked: tuple[tuple[str, int], ...] = ()
         if localizer is not None:  # what the episode's first `localize` will list (the run leaves no trace)
             try:
-                listed = listed_suspects(sb, localizer, run_spectrum(sb, localizer))[:localize_ranks]
+                listed = run_spectrum(sb, localizer).suspects[:min(localizer.listed, localize_ranks)]
                 ranked = tuple((s.path, s.line) for s in listed)
             except LocalizeError as exc:
                 raise NotDemonstrable(f"localize fails on this task: {exc}") from None

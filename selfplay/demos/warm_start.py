@@ -21,7 +21,7 @@ import os
 import shutil
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,8 +134,16 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
     # the same actions with its own tokenizer and chat template, and its budgets count its tokens.
     tokenizer = AutoTokenizer.from_pretrained(config.model_dir or default_model_dir())
     timings: dict[str, Any] = {"load_avg_1m/start": os.getloadavg()[0]}
+    # Drills do not change the demonstrations: a build that differs from a finished one only in `drills`
+    # trains on that one's stored demonstrations instead of playing them again.
+    base = cache_dir(replace(config, drills=0))
+    reuse = bool(config.drills) and (base / "manifest.json").is_file() and (base / "store.db").is_file()
+    if reuse:
+        shutil.copy2(base / "store.db", root / "store.db")
+        timings["demos_from"] = base.name
+        log.info("warm start: the demonstrations of %s, which differs only in drills", base)
     with open_store(str(root / "store.db")) as store:
-        for repo in config.repos:
+        for repo in config.repos if not reuse else ():
             t0 = time.monotonic()
             rep = make_demos(get_repo(repo), config.n_per_repo, store, root / "demos" / repo, seed=config.seed,
                              tokenizer=tokenizer,

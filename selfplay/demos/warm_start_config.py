@@ -24,7 +24,7 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
-FORMAT = 21
+FORMAT = 20
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
 (`sed -n`) before its str_replace. 8: the injector expert lists the test files with one command in every
@@ -57,9 +57,7 @@ delete `+ 1`."), and its tasks are demonstrated in an order that balances their 
 (`collect.balanced_next`), because FORMAT 18 policies left 62 of 194 SEARCH texts unchanged and flipped a
 comparison (13 of 44 demonstrations) whatever the bug was. 20: that thought ends with the line as the repair
 leaves it ("..., so it reads `return s[:n]`."), because FORMAT 19 policies quoted the line, named the change
-and then copied the line into REPLACE unchanged (75 of 88 SEARCH texts). 21: the `localize` tool lists a
-branch condition above the body it chose and first among equal scores (`localize.branch_order`), which
-changes which tasks a `locate: localize` warm start demonstrates."""
+and then copied the line into REPLACE unchanged (75 of 88 SEARCH texts)."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agent_scaffold.actions import Action, parse_action
-from agent_scaffold.localize import Suspect, branch_order, candidate_paths, ochiai, read_spectrum
+from agent_scaffold.localize import ochiai, read_spectrum
 from agent_scaffold.tools import Toolbox
 
 
@@ -29,52 +29,6 @@ def test_ties_keep_file_order_and_lines_no_failing_test_ran_are_not_suspects():
     spectrum = ochiai(["m.py"], [(True, [(0, 7), (0, 5)]), (False, [(0, 9)])])
     assert [(s.line, s.score) for s in spectrum.suspects] == [(5, 1.0), (7, 1.0)]
     assert ochiai(["m.py"], [(False, [(0, 1)])]).suspects == ()
-
-
-LISTS = """def natural_list(items):
-    item_list = [str(item) for item in items]
-    if not item_list:
-        return ""
-    if len(item_list) == 1:
-        return item_list[0]
-    elif len(item_list) != 2:  # the bug: == 2
-        return f"{item_list[0]} and {item_list[1]}"
-    else:
-        return ", ".join(item_list[:-1]) + f" and {item_list[-1]}"
-""".split("\n")
-
-
-def _suspects(*rows: tuple[int, float]) -> list[Suspect]:
-    return [Suspect("lists.py", line, score) for line, score in rows]
-
-
-def test_a_condition_is_listed_above_the_body_only_failing_tests_take_with_the_bodys_score():
-    # Ochiai as the tool measured humanize's `!= 2`: the branch body 1.0, its condition 0.775
-    ochiai_order = _suspects((8, 1.0), (7, 0.775), (5, 0.679), (2, 0.655), (3, 0.655))
-    listed = branch_order(ochiai_order, 3, {"lists.py": LISTS})
-    assert [(s.line, round(s.score, 3)) for s in listed] == [(7, 1.0), (8, 1.0), (5, 0.679)]
-
-
-def test_equal_scores_list_a_condition_first_and_an_else_body_keeps_its_place():
-    # the else body (line 10) has no condition right above it: `else:` is not one
-    ochiai_order = _suspects((10, 1.0), (2, 0.9), (3, 0.9), (7, 0.5))
-    listed = branch_order(ochiai_order, 5, {"lists.py": LISTS})
-    assert [s.line for s in listed] == [10, 3, 2, 7]
-    assert [s.score for s in listed] == [1.0, 0.9, 0.9, 0.5]
-
-
-def test_a_condition_the_failing_tests_did_not_run_or_a_file_not_read_is_not_promoted():
-    ochiai_order = _suspects((8, 1.0), (5, 0.6))  # line 7 was never run by a failing test
-    assert [s.line for s in branch_order(ochiai_order, 2, {"lists.py": LISTS})] == [8, 5]
-    ochiai_order = _suspects((8, 1.0), (7, 0.775))
-    assert [s.line for s in branch_order(ochiai_order, 2, {})] == [8, 7]
-    assert branch_order([], 5, {}) == ()
-
-
-def test_only_the_files_of_suspects_that_can_be_listed_are_read():
-    suspects = [Suspect("a.py", 1, 1.0), Suspect("b.py", 2, 0.8), Suspect("c.py", 3, 0.8), Suspect("d.py", 4, 0.1)]
-    assert candidate_paths(suspects, 2) == ["a.py", "b.py", "c.py"]  # the tie at the cut counts
-    assert candidate_paths(suspects, 9) == ["a.py", "b.py", "c.py", "d.py"]
 
 
 @pytest.mark.parametrize("text", [

@@ -71,6 +71,16 @@ def test_the_sample_trains_the_edit_turn_only(tokenizer):
     assert "most suspicious first" in tokenizer.decode(sample.input_ids[:first])
 
 
+def test_a_training_repo_gives_drills_of_every_operator_in_turn(tokenizer):
+    from repos.listfile import get_repo
+
+    samples = repo_drills(get_repo("toolz"), 10, 0, tokenizer, ("parse", "inflection", "humanize"))
+    assert len(samples) == 10
+    edits = [tokenizer.decode([t for t, m in zip(x.input_ids, x.loss_mask, strict=True) if m]) for x in samples]
+    assert all("str_replace toolz/" in e for e in edits)
+    assert len({x.input_ids for x in samples}) == 10
+
+
 def test_drills_never_come_from_a_heldout_repo(tokenizer):
     from repos.listfile import get_repo
 

@@ -145,6 +145,23 @@ def test_other_content_gets_another_content_key_and_checkpoint(fake_build):
     assert again.demonstrations == {"solver": 3, "injector": 1}
 
 
+def test_a_drills_build_trains_on_the_stored_demonstrations_of_the_same_build_without(fake_build, monkeypatch):
+    from selfplay.learner.batch import Sample
+
+    config = WarmStartConfig(repos=("toolz",), n_per_repo=4, injector_per_repo=0, epochs=1, locate="localize")
+    fake = fake_build(solver=2)
+    warm_start_checkpoint(config)
+    played = len(fake.calls)
+    drill = Sample(input_ids=(1, 2, 3), loss_mask=(0, 1, 1), old_logprobs=(0.0,) * 3, advantage=1.0)
+    monkeypatch.setattr(ws, "_drills", lambda c: [drill] * c.drills)
+    drilled = replace(config, drills=3)
+    warm_start_checkpoint(drilled)
+    assert len(fake.calls) == played  # no demonstration played again
+    assert warm_start_info(drilled).samples == warm_start_info(config).samples + 3
+    timings = json.loads((ws.cache_dir(drilled) / "timings.json").read_text())
+    assert timings["demos_from"] == ws.config_key(config) and timings["drills"] == 3
+
+
 def test_content_key_pins_token_ids_masks_order_and_steps():
     from selfplay.learner.batch import Sample
 
