@@ -6,8 +6,9 @@ were. Each line of non-test code the failing tests ran is scored by Ochiai, ef /
 ep: the failing and passing tests that ran it; F: all failing tests), as AutoCodeRover ranks lines when a
 failing test is known. The tool knows only what the solver was shown, the spec; never the bug.
 
-`ochiai`, `read_spectrum` and `observation` are pure; `localize` runs in the sandbox as the agent uid. The plugin's output
-is written by a process that runs the repository's (agent-edited) code, so it is parsed as hostile input.
+`ochiai`, `read_spectrum` and `observation` are pure; `localize` runs in the sandbox as the agent uid. The
+plugin's output is written by a process that runs the repository's (agent-edited) code, so it is parsed as
+hostile input.
 """
 
 from __future__ import annotations
@@ -155,9 +156,13 @@ def _sources(sandbox: Sandbox, paths: Sequence[str]) -> dict[str, list[str]]:
     return texts
 
 
+def _head(failed: int, passed: int) -> str:
+    return f"The spec's tests ran with line tracing: {failed} failed, {passed} passed."
+
+
 def render(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> str:
     """The observation: counts, then `PATH:LINE  SCORE  code` per listed line."""
-    head = f"The spec's tests ran with line tracing: {spectrum.failed} failed, {spectrum.passed} passed."
+    head = _head(spectrum.failed, spectrum.passed)
     if not spectrum.failed:
         return f"{head} No test fails, so there is nothing to localize."
     if not spectrum.suspects:
@@ -174,6 +179,5 @@ def render(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> str:
 def observation(failed: int, passed: int, rows: Sequence[tuple[Suspect, str]]) -> str:
     """The tool's answer listing `rows` (a suspect and its stripped code each), for a run with `failed` > 0
     failing tests and at least one suspect."""
-    head = f"The spec's tests ran with line tracing: {failed} failed, {passed} passed."
-    return (f"{head} The lines the failing tests ran, most suspicious first (Ochiai score):\n"
+    return (f"{_head(failed, passed)} The lines the failing tests ran, most suspicious first (Ochiai score):\n"
             + "\n".join(f"{s.path}:{s.line}  {s.score:.2f}  {code}" for s, code in rows))
