@@ -40,6 +40,7 @@ CPU cost: the base model fills every turn with text (max_new_tokens each at ~13 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import logging
 import random
@@ -304,13 +305,24 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
         if not (work / "tasks.json").is_file():
             raise SystemExit(f"--recheck {work}: no tasks.json there; is it an experiment's --work directory?")
         return interleave(heldout_tasks((), 0, 0, work, None))
-    ids = results.get("train_tasks") or []
-    if not ids:
-        raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0); "
-                         "recheck its held-out tasks with --stratum heldout")
     from repos.listfile import get_repo
+    from selfplay.experiment.recheck import demonstrated_store
     from selfplay.store import open_store
 
+    ids = results.get("train_tasks") or []
+    shown = demonstrated_store(results)
+    if not ids and shown:  # a --demonstrated experiment's stratum is the warm start's demonstrated tasks
+        from selfplay.orchestration.curriculum import demonstrated_tasks
+
+        if not Path(shown).expanduser().is_file():
+            raise SystemExit(f"--recheck {work}: the warm-start store {shown} its arms trained from is gone")
+        repos = set(ast.literal_eval(results["config"]["repos"]))
+        with open_store(str(Path(shown).expanduser()), create=False) as s:
+            tasks = [t for t in demonstrated_tasks(s) if t.repo in repos]
+        return interleave([(get_repo(t.repo), t) for t in tasks])
+    if not ids:
+        raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0, no "
+                         "--demonstrated); recheck its held-out tasks with --stratum heldout")
     store = Path(results["arms"]["rl"]["run_dir"]) / "store.db"
     if not store.is_file():
         raise SystemExit(f"--recheck {work}: its rl arm's store {store} is gone; the training stratum's tasks are read there")

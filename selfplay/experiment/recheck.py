@@ -31,15 +31,29 @@ NAMES = tuple(name for name, _ in ARMS)
 
 def final_checkpoints(results: Mapping[str, Any], kind: str = "train_evals") -> dict[str, str]:
     """Arm -> the checkpoint an experiment evaluated after its last iteration (`kind`: "train_evals" or
-    "evals"). A control run without its learner evaluated the warm start itself there."""
+    "evals"; an experiment without a training stratum evaluated the same checkpoints in "evals" only). A
+    control run without its learner evaluated the warm start itself there."""
     last = int(results["config"]["iterations"])
-    evals = results.get(kind) or {}
+    evals = results.get(kind) or (results.get("evals") or {} if kind == "train_evals" else {})
     missing = [a for a in NAMES if f"{a}@{last}" not in evals]
     if missing:
         raise ValueError(f"the experiment has no {kind} entry for {', '.join(f'{a}@{last}' for a in missing)}: "
                          "only a finished experiment (both arms, every iteration) can be rechecked; finish it or "
                          "merge the other arm's --work with `--arm report --merge`")
     return {a: evals[f"{a}@{last}"]["model"] for a in NAMES}
+
+
+def demonstrated_store(results: Mapping[str, Any]) -> str | None:
+    """The warm-start store.db whose demonstrated tasks an experiment run with `--demonstrated` trained on
+    (its arms' `curriculum.demonstrated_store` override), or None: those tasks are its training stratum when
+    it evaluated none of its own (`--train-eval 0`)."""
+    overrides = results["config"].get("overrides") or ()
+    if isinstance(overrides, str):  # results.json keeps the config's values as their str(): a tuple's repr
+        overrides = ast.literal_eval(overrides)
+    values = dict(o.split("=", 1) for o in overrides if "=" in o)
+    if values.get("curriculum.demonstrated_tasks", "").lower() != "true":
+        return None
+    return values.get("curriculum.demonstrated_store") or None
 
 
 def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: int, workers: int) -> EvalSettings:

@@ -25,3 +25,39 @@ def test_recheck_refuses_bad_input_before_playing(refused, tmp_path):
     assert "store" in msg and "is gone" in msg
     assert "no training stratum" not in msg
     assert not (done / "recheck.json").exists()  # nothing played, nothing written
+
+
+def test_recheck_of_a_demonstrated_experiment_plays_the_tasks_it_trained_on(bench, refused, tmp_path):
+    """An experiment run with `--demonstrated --train-eval 0` evaluated no training stratum of its own; its
+    recheck's training stratum is the warm start's demonstrated tasks on its repos (those its arms' stores
+    started with), and its final checkpoints are the held-out evaluations'."""
+    from selfplay.experiment.recheck import final_checkpoints
+    from selfplay.store import open_store
+    from tests.selfplay.orchestration.loop_double import artifact
+    from tests.selfplay.store.store_data import make_report
+
+    ws = tmp_path / "ws" / "store.db"
+    work = tmp_path / "exp"
+    work.mkdir()
+    overrides = ("rollout.temperature=0.5", "curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={ws}")
+    results = {"config": {"iterations": "2", "repos": str(("toolz", "marshmallow")), "overrides": str(overrides),
+                          "eval": str({"max_turns": 4, "max_new_tokens": 32, "temperature": 0.5})},
+               "evals": {"start": {"model": "W"}, "rl@2": {"model": "R"}, "control@2": {"model": "W"}},
+               "arms": {"rl": {"run_dir": str(work / "arms" / "rl")}}}
+    (work / "results.json").write_text(json.dumps(results))
+    assert final_checkpoints(results) == {"rl": "R", "control": "W"}
+    msg = refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5")
+    assert str(ws) in msg and "is gone" in msg
+    ws.parent.mkdir()
+    with open_store(str(ws)) as s:
+        ids = [s.record_validation(artifact(n), repo, make_report(True, n), origin="procedural")
+               for n, repo in ((1, "toolz"), (2, "boltons"), (3, "marshmallow"), (4, "toolz"))]
+        for task_id, reward in zip(ids, (1.0, 1.0, 1.0, -1.0)):
+            s.record_attempt(task_id, role="solver", policy_version=0, reward=reward, turns=4, tokens=100,
+                             termination="submitted", source="demo")
+    tasks = bench.recheck_tasks(work, results, "train")
+    # boltons is not among the experiment's repos; the failed demonstration repaired nothing
+    assert sorted(t.task_id for _, t in tasks) == sorted([ids[0], ids[2]])
+    results["config"]["overrides"] = str(overrides[:1])
+    (work / "results.json").write_text(json.dumps(results))
+    assert "no --demonstrated" in refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5")
