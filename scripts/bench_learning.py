@@ -171,7 +171,8 @@ def main() -> None:
                     help="recheck: a finished experiment's --work directory (repeatable); the i-th is played "
                          "with sample seed --eval-seed + i, --samples episodes per task.")
     ap.add_argument("--stratum", choices=("train", "heldout"), default="train",
-                    help="recheck: the training-stratum tasks (train) or the held-out ones.")
+                    help="recheck: the training-stratum tasks (train; a --demonstrated experiment without "
+                         "--train-eval: the warm start's demonstrated tasks) or the held-out ones.")
     ap.add_argument("--train-eval", type=int, default=0,
                     help="rl: also evaluate this many training-stratum tasks per training repo (the loop's own "
                          "procedural seeds) at every stage, so the arms' training solve rates pair; 0: none.")
