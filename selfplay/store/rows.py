@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 from collections.abc import Sequence
 
 from sqlalchemy import select
@@ -26,6 +25,14 @@ def check_origin(origin: str) -> None:
 def check_status(status: str) -> None:
     if status not in STATUSES:
         raise StoreError(f"unknown task status {status!r}; use one of {', '.join(STATUSES)}")
+
+
+def rand_key(task_id: str) -> float:
+    """The task's fixed sampling key, uniform in [0, 1) and a function of its id alone: two stores holding the
+    same tasks (the learning experiment's two arms, a rebuilt store) draw the same tasks from the same seeded
+    rng, which a key drawn at insertion would not give."""
+    digest = hashlib.sha256(task_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
 
 
 def artifact_files(artifact: BugArtifact) -> tuple[str, ...]:
@@ -159,7 +166,7 @@ def put_task(
         TaskStatsRow(
             task_id=task_id,
             status=status,
-            rand_key=random.random(),
+            rand_key=rand_key(task_id),
             repo=repo,
             family=family or task_id,
             diff_hash=diff_hash,

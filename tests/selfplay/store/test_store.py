@@ -168,6 +168,27 @@ def test_attempts_update_statistics(store):
         store.get_task("missing")
 
 
+def test_two_stores_of_the_same_tasks_draw_the_same_tasks(store, tmp_path):
+    """The sampling key is a function of the task id, not drawn at insertion: two stores holding the same
+    tasks (the learning experiment's rl and control arms) draw the same ones from the same seeded rng,
+    whatever order the tasks were stored in."""
+    from selfplay.store.rows import rand_key
+
+    artifacts = [make_artifact(i) for i in range(10, 50)]
+    ids = [store.record_validation(a, "toolz", make_report(n=i), origin="procedural")
+           for i, a in zip(range(10, 50), artifacts)]
+    with open_store(f"sqlite:///{tmp_path / 'other.db'}") as other:
+        for i, a in reversed(list(zip(range(10, 50), artifacts))):
+            other.record_validation(a, "toolz", make_report(n=i), origin="procedural")
+        cfg = SamplingConfig(max_repo_share=1.0, max_per_family=1)
+        for seed in range(5):  # 3 of 40: the pool is 12 candidates from a point the rng picks among the keys
+            drawn = [t.task_id for t in store.sample_tasks(3, config=cfg, rng=random.Random(seed))]
+            assert drawn == [t.task_id for t in other.sample_tasks(3, config=cfg, rng=random.Random(seed))]
+    keys = [rand_key(t) for t in ids]
+    assert all(0.0 <= k < 1.0 for k in keys) and len(set(keys)) == len(keys)
+    assert rand_key(ids[0]) == rand_key(ids[0])
+
+
 def test_sample_tasks_from_store_retires_and_targets_band(store):
     ids = [
         store.record_validation(make_artifact(i), "toolz", make_report(n=i), origin="injector")
