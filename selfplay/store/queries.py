@@ -2,8 +2,9 @@
 
 Sampling must not read 100k rows: each tier's candidates are the first entries of the covering index
 `ix_task_stats_sampling (status, rand_key, ...)` at or after a random point (wrapping around), filtered by
-the tier's condition without touching table rows. rand_key is fixed and uniform per task, so a random
-starting point gives a uniformly random subset of the tier.
+the tier's condition without touching table rows. rand_key is fixed and uniform per task (a hash of its
+id, `rows.rand_key`), so a random starting point gives a uniformly random subset of the tier, and two
+stores of the same tasks give the same subset for the same starting point.
 """
 
 from __future__ import annotations
