@@ -17,7 +17,7 @@ import ast
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from selfplay.experiment.arms import ARMS
@@ -57,8 +57,9 @@ def demonstrated_store(results: Mapping[str, Any]) -> str | None:
 
 
 def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: int, workers: int) -> EvalSettings:
-    """The experiment's own evaluation budgets (turns, tokens, context, temperature), sampled episodes only
-    (the greedy ones do not depend on the seed: they would replay), `samples` of them per task."""
+    """The experiment's own evaluation settings (turns, tokens, context, temperature, the `localize` tool),
+    sampled episodes only (the greedy ones do not depend on the seed: they would replay), `samples` of them
+    per task."""
     if sample_seed < 1:
         raise ValueError(f"sample_seed {sample_seed} would replay the experiments' own draws (0); give 1 or more")
     if samples < 1:
@@ -66,8 +67,10 @@ def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: i
     saved = results["config"]["eval"]
     if isinstance(saved, str):  # results.json keeps the config's values as their str(): a dict's repr
         saved = ast.literal_eval(saved)
-    base = EvalSettings(**{k: saved[k] for k in ("max_turns", "max_new_tokens", "max_context_tokens",
-                                                 "temperature") if k in saved})
+    # every setting the checkpoints were evaluated with but the draws: a policy trained with a tool is
+    # played with it
+    own = {f.name for f in fields(EvalSettings)} - {"samples", "greedy", "workers", "sample_seed"}
+    base = EvalSettings(**{k: saved[k] for k in sorted(own) if k in saved})
     return replace(base, samples=samples, greedy=False, workers=workers, sample_seed=sample_seed)
 
 

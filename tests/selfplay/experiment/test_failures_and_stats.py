@@ -341,5 +341,9 @@ def test_recheck_needs_a_finished_experiment_and_fresh_seeds():
     s = recheck_settings(results, samples=8, sample_seed=5, workers=2)
     assert (s.max_turns, s.max_new_tokens, s.temperature, s.samples, s.greedy, s.sample_seed) == (12, 256, 0.5, 8,
                                                                                                    False, 5)
+    assert not s.localize
+    # an experiment evaluated with the localize tool is rechecked with it (its policy was trained to call it)
+    results["config"]["eval"] = results["config"]["eval"].replace("'workers': 8", "'workers': 8, 'localize': True")
+    assert recheck_settings(results, samples=8, sample_seed=5, workers=2).localize
     with pytest.raises(ValueError, match="replay"):
         recheck_settings(results, samples=8, sample_seed=0, workers=2)
