@@ -252,6 +252,12 @@ class SelfPlayRun:
             if self.executor is not None:
                 self.executor.close()
         finally:
+            # the rollout policy's decode thread keeps its weights and KV cache alive: a process that runs
+            # loops one after another (the learning experiment's arms) would hold every one of them
+            close_policy = getattr(self.policy, "close", None)
+            if callable(close_policy):
+                close_policy()
+            self.policy = self.learner = None
             summary = self.write_summary()
             if self.metrics is not None:
                 self.metrics.close()

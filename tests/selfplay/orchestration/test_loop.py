@@ -253,3 +253,20 @@ def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_p
     assert rewards == ([1.0, 1.0, 1.0] if reward_duplicates else [-1.0, -1.0, 1.0])
     trained = sorted(t.reward for t in read_trajectories(run.trajectory_file(0, "injector")))
     assert trained == rewards
+
+
+def test_a_finished_run_closes_its_rollout_policy(tmp_path, monkeypatch):
+    """The hf rollout policy's decode thread keeps its weights and KV cache alive until it is closed; a
+    process running loops one after another (the learning experiment's arms) grew to 24 GB without this."""
+    import selfplay.orchestration.loop as loop
+
+    class ClosablePolicy:  # test double of the hf rollout policy: the loop only closes it (a runner plays)
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    policy = ClosablePolicy()
+    monkeypatch.setattr(loop, "build_learner", lambda *a, **k: (policy, None))
+    run_selfplay(config(tmp_path), runner=TableRunner(group_size=G, solved_per_group=1))
+    assert policy.closed == 1
