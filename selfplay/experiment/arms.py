@@ -15,7 +15,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,7 +295,7 @@ MERGE_KEYS = ("model_dir", "repos", "heldout", "iterations", "eval_every", "seed
 `learner.enabled=false` is how a control arm runs without its learner, which `control_learner` says)."""
 
 
-def _overrides(config: dict[str, Any]) -> list[str]:
+def saved_overrides(config: Mapping[str, Any]) -> list[str]:
     """The saved config's overrides (a tuple's repr) as a list."""
     return list(ast.literal_eval(config.get("overrides") or "()"))
 
@@ -312,7 +312,7 @@ def merge_results(results: dict[str, Any], other: dict[str, Any]) -> None:
     differ = [k for k in MERGE_KEYS if results["config"].get(k) != other["config"].get(k)]
     if differ:
         raise ValueError(f"its settings differ in {differ}; both arms must run the same loop")
-    mine_o, theirs_o = (set(_overrides(r["config"])) - {"learner.enabled=false"} for r in (results, other))
+    mine_o, theirs_o = (set(saved_overrides(r["config"])) - {"learner.enabled=false"} for r in (results, other))
     if mine_o != theirs_o:
         raise ValueError(f"its overrides differ: {sorted(mine_o ^ theirs_o)}; both arms must run the same loop")
     clash = sorted(a for a in set(results["arms"]) & set(other["arms"])

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from typing import Any
 
-from selfplay.experiment.arms import ARMS
+from selfplay.experiment.arms import ARMS, saved_overrides
 from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
 from selfplay.experiment.stats import sign_test
 
@@ -34,7 +34,9 @@ def final_checkpoints(results: Mapping[str, Any], kind: str = "train_evals") -> 
     "evals"; an experiment without a training stratum evaluated the same checkpoints in "evals" only). A
     control run without its learner evaluated the warm start itself there."""
     last = int(results["config"]["iterations"])
-    evals = results.get(kind) or (results.get("evals") or {} if kind == "train_evals" else {})
+    evals = results.get(kind) or {}
+    if not evals and kind == "train_evals":
+        evals = results.get("evals") or {}
     missing = [a for a in NAMES if f"{a}@{last}" not in evals]
     if missing:
         raise ValueError(f"the experiment has no {kind} entry for {', '.join(f'{a}@{last}' for a in missing)}: "
@@ -47,10 +49,7 @@ def demonstrated_store(results: Mapping[str, Any]) -> str | None:
     """The warm-start store.db whose demonstrated tasks an experiment run with `--demonstrated` trained on
     (its arms' `curriculum.demonstrated_store` override), or None: those tasks are its training stratum when
     it evaluated none of its own (`--train-eval 0`)."""
-    overrides = results["config"].get("overrides") or ()
-    if isinstance(overrides, str):  # results.json keeps the config's values as their str(): a tuple's repr
-        overrides = ast.literal_eval(overrides)
-    values = dict(o.split("=", 1) for o in overrides if "=" in o)
+    values = dict(o.split("=", 1) for o in saved_overrides(results["config"]) if "=" in o)
     if values.get("curriculum.demonstrated_tasks", "").lower() != "true":
         return None
     return values.get("curriculum.demonstrated_store") or None
