@@ -41,6 +41,7 @@ import errno
 import logging
 import posixpath
 import shlex
+import tarfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -66,6 +67,7 @@ ROOT_CAPS = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "SETPCAP", "
 anything, drop to the model uids with setpriv, which needs SETPCAP for the bounding set, kill them, and
 read their /proc/PID/environ, where the killer finds an exec's token: that needs SYS_PTRACE for another
 uid's process). The model uids have none."""
+_TORN_READ_TRIES = 50
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
@@ -516,13 +518,20 @@ class DockerSandbox:
                     self.config.kill_grace + 5)
 
     def _kills_done(self, cid: str) -> bytes:
-        """Content of shell.KILLED_ALL, read through the engine's archive API: no exec, so no pid needed."""
-        try:
-            return archive.get_file(self._api, cid, shell.KILLED_ALL, max_bytes=64)
-        except FileNotFoundError:
-            return b""
-        except Exception as exc:
-            raise self._dead_or(exc, f"reading {shell.KILLED_ALL}") from exc
+        """Content of shell.KILLED_ALL, read through the engine's archive API: no exec, so no pid needed.
+        A torn read (the engine's tar is shorter than its header: PID 1 rewrote the file during the
+        transfer) is read again."""
+        for _ in range(_TORN_READ_TRIES):
+            try:
+                return archive.get_file(self._api, cid, shell.KILLED_ALL, max_bytes=64)
+            except FileNotFoundError:
+                return b""
+            except tarfile.TarError:
+                time.sleep(0.01)
+            except Exception as exc:
+                raise self._dead_or(exc, f"reading {shell.KILLED_ALL}") from exc
+        raise SandboxError(f"{shell.KILLED_ALL} in {cid[:12]} read torn {_TORN_READ_TRIES} times in a row; "
+                           "close this sandbox")
 
     def _require_id(self) -> str:
         if self.id is None:

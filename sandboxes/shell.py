@@ -125,7 +125,9 @@ kill_all() {{
     [ -z "$z" ] && break
     read -t 0.02 -u 3
   done
-  K=$((K + 1)); echo "$K" > "{KILLED_ALL}"
+  # Written in place, never truncated (`1<>`): the count only grows, so a reader that stats the file and
+  # then reads it never finds it shorter than its stat said.
+  K=$((K + 1)); echo "$K" 1<> "{KILLED_ALL}"
 }}
 # The traps only set flags; the loop acts on them. bash blocks SIGCHLD inside `read -t`, so it reaps only
 # between reads: a kill-all run inside the trap could wait for no reaping. And outside posix mode a trap
