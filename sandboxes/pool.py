@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from sandboxes.docker import DockerSandbox, DockerSandboxConfig
 from sandboxes.errors import SandboxError
+from sandboxes.reaper import registry
 from sandboxes.sandbox import WORKDIR
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ class SandboxPool:
         self._all: set[DockerSandbox] = set()
         self._lock = threading.Lock()
         self._closed = False
+        # its sandboxes are created by worker threads, which cannot install the signal handler that
+        # removes them on SIGTERM: the constructing thread does (when it is the main one)
+        registry.install_signal_cleanup()
         self._workers = ThreadPoolExecutor(max_workers=size, thread_name_prefix="sandbox-pool")
         futures = [self._workers.submit(self._new) for _ in range(size)]
         errors = [f.exception() for f in futures if f.exception() is not None]

@@ -129,13 +129,16 @@ class _Registry:
         self._lock = threading.RLock()  # re-entrant: the signal handler runs on the main thread
         self._live: dict[str, docker.DockerClient] = {}
         self._previous: dict[int, object] = {}
-        self._installed = False
+        self._at_exit = False
+        self._on_signals = False
 
     def register(self, client: docker.DockerClient, cid: str) -> None:
         with self._lock:
             self._live[cid] = client
-            if not self._installed:
-                self._install()
+            if not self._at_exit:
+                self._at_exit = True
+                atexit.register(self.cleanup)
+        self.install_signal_cleanup()
 
     def forget(self, cid: str) -> None:
         with self._lock:
@@ -153,19 +156,24 @@ class _Registry:
         if live:
             log.info("removed %d sandbox container(s) on shutdown", len(live))
 
-    def _install(self) -> None:
-        self._installed = True
-        atexit.register(self.cleanup)
+    def install_signal_cleanup(self) -> bool:
+        """Remove this process's containers on SIGINT and SIGTERM, then act on the signal as before. Only the
+        main thread can install a handler: off it this does nothing and returns False, so a program whose
+        containers are all created by worker threads (a pool) calls it from its main thread first; atexit
+        and `selfplay sandboxes gc` cover a process without it. Idempotent."""
         if threading.current_thread() is not threading.main_thread():
-            # signal.signal only works on the main thread; atexit and `selfplay sandboxes gc` still cover us.
-            log.debug("sandbox created off the main thread: no SIGINT/SIGTERM cleanup handler installed")
-            return
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            prev = signal.getsignal(sig)
-            if prev is signal.SIG_IGN:
-                continue
-            self._previous[sig] = prev
-            signal.signal(sig, self._on_signal)
+            return False
+        with self._lock:
+            if self._on_signals:
+                return True
+            self._on_signals = True
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                prev = signal.getsignal(sig)
+                if prev is signal.SIG_IGN:
+                    continue
+                self._previous[sig] = prev
+                signal.signal(sig, self._on_signal)
+        return True
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.cleanup()

@@ -132,6 +132,9 @@ def table(results: list[dict]) -> str:
 
 
 def main() -> None:
+    from sandboxes.reaper import registry
+
+    registry.install_signal_cleanup()  # the episodes' sandboxes are created by worker threads
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", default=None, help="Base checkpoint (default: the embedded model).")
     ap.add_argument("--after", default=None, help="RFT checkpoint (default: the cached default warm start).")

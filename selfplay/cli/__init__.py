@@ -58,7 +58,11 @@ for _module in (sandboxes_cmd, repos_cmd, validate_cmd, tasks_cmd, serve_cmd, ep
 
 def main() -> None:
     """The `selfplay` entry point: a project error ends as one `error:` line and exit 2, not a traceback
-    (`failure`); --debug keeps tracebacks."""
+    (`failure`); --debug keeps tracebacks. A SIGTERM or Ctrl-C removes the sandboxes the command created,
+    including those its worker threads created (they cannot install the handler themselves)."""
+    from sandboxes.reaper import registry
+
+    registry.install_signal_cleanup()
     try:
         app()
     except (Exception, KeyboardInterrupt) as exc:

@@ -22,9 +22,30 @@ print(sb.id, flush=True)
 time.sleep(120)
 """
 
+# The sandbox is created by a worker thread, which cannot install a signal handler: a pool built on the
+# main thread ("pool"), or the program's own call on it ("install"), does.
+THREADED_OWNER = """
+import sys, threading, time
+from sandboxes.docker import DockerSandbox
+from sandboxes.pool import SandboxPool
+from sandboxes.reaper import registry
+image, run_id, how = sys.argv[1:4]
+if how == "pool":
+    pool = SandboxPool(image, 1, run_id=run_id)
+    with pool.checkout() as sb:
+        print(sb.id, flush=True)
+        time.sleep(120)
+registry.install_signal_cleanup()
+made = []
+t = threading.Thread(target=lambda: made.append(DockerSandbox.create(image, run_id=run_id)))
+t.start(); t.join()
+print(made[0].id, flush=True)
+time.sleep(120)
+"""
 
-def _owner(image: str, run_id: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, image, run_id], stdout=subprocess.PIPE, text=True,
+
+def _owner(image: str, run_id: str, script: str = OWNER, *args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-c", script, image, run_id, *args], stdout=subprocess.PIPE, text=True,
                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     cid = proc.stdout.readline().strip()
     assert cid, f"owner process failed (exit {proc.poll()})"
@@ -67,6 +88,35 @@ def test_signal_to_the_owner_removes_its_containers(repo_image, sig):
     while _labelled(run_id) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _labelled(run_id) == []
+
+
+@pytest.mark.parametrize("how", ["pool", "install"])
+def test_sigterm_removes_containers_that_worker_threads_created(repo_image, how):
+    run_id = f"pytest-thread-{how}-{os.getpid()}"
+    proc, cid = _owner(repo_image, run_id, THREADED_OWNER, how)
+    assert _labelled(run_id) == [cid]
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGTERM  # it still dies of the signal
+    deadline = time.monotonic() + 10
+    while _labelled(run_id) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _labelled(run_id) == []
+
+
+def test_the_handler_is_installed_from_the_main_thread_only():
+    # In a process of its own: the handler is process state.
+    script = """
+import signal, threading
+from sandboxes.reaper import registry
+got = []
+t = threading.Thread(target=lambda: got.append(registry.install_signal_cleanup())); t.start(); t.join()
+print(got[0], signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+print(registry.install_signal_cleanup(), signal.getsignal(signal.SIGTERM) == registry._on_signal)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.stdout.split() == ["False", "True", "True", "True"], out.stderr[-2000:]
 
 
 def test_pid_reuse_does_not_pass_for_a_live_owner():
