@@ -108,10 +108,13 @@ def turns_table(results: dict[str, Any]) -> str:
                 for label, e in results.get(kind, {}).items() if e["summary"].get("turns") and not e.get("reused")]
     if not sources:
         return "Turn by turn: no transcripts recorded."
-    lines = ["| episodes | turn | " + " | ".join(KINDS) + " |", "|---|---|" + "---|" * len(KINDS)]
+    # the usual kinds always, in their order; any other kind taken (localize, missing_file) gets a column too
+    seen = {k for _, table in sources for counts in table.values() for k in counts}
+    kinds = KINDS + tuple(sorted(seen - set(KINDS)))
+    lines = ["| episodes | turn | " + " | ".join(kinds) + " |", "|---|---|" + "---|" * len(kinds)]
     for name, table in sources:
         for turn, counts in table.items():
-            lines.append(f"| {name} | {turn} | " + " | ".join(str(counts.get(k, 0)) for k in KINDS) + " |")
+            lines.append(f"| {name} | {turn} | " + " | ".join(str(counts.get(k, 0)) for k in kinds) + " |")
     return "\n".join(lines)
 
 

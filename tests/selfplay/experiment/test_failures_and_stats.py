@@ -135,6 +135,18 @@ def test_turn_kinds_and_the_turn_table():
     assert table[7] == {"missing_file": 1} and table[8] == {"submit": 1}
 
 
+def test_the_turn_table_has_a_column_for_every_kind_taken():
+    from selfplay.experiment.figures import KINDS, turns_table
+
+    results = {"arms": {"rl": {"solver_turns": {"turns": {"1": {"localize": 3}, "2": {"str_replace": 2,
+                                                                                      "missing_file": 1}}}}}}
+    header, _, first, second = turns_table(results).splitlines()
+    columns = [c.strip() for c in header.strip("|").split("|")][2:]
+    assert columns == [*KINDS, "localize", "missing_file"]
+    assert first.endswith("| 3 | 0 |") and second.endswith("| 0 | 1 |")
+    assert second.split("|")[3 + KINDS.index("str_replace")].strip() == "2"
+
+
 def test_an_empty_chart_becomes_a_no_data_svg():
     from selfplay.experiment.figures import svg_of
     from selfplay.report import charts
