@@ -5,6 +5,10 @@ sandbox_error. A `SandboxError` ends the episode as `sandbox_error` with `infra_
 never scored as a model failure. Errors of the policy backend (HTTP failures after retries, ...) are not
 caught: there is no trajectory worth keeping from a sampler that failed mid-turn.
 
+With `EpisodeLimits.submit_on_limit`, an episode that runs out of turns, context or time submits the
+sandbox's state as it stands (SWE-agent's autosubmission): its ending stays the limit it hit, and its
+submission is graded like any other.
+
 When the context budget would overflow, the episode ends (`context_exhausted`, the default) or, with
 `EpisodeLimits.on_context_full="compact"`, older observations are replaced by a marker in a new context.
 Turns are never dropped from the trajectory: a compacted episode is several token-exact *segments*
@@ -27,7 +31,7 @@ from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
 from agent_scaffold.roles import ARTIFACT_FILES, EpisodeLimits, RoleConfig, render_template
 from agent_scaffold.tools import Toolbox
-from agent_scaffold.trajectory import Termination, Trajectory
+from agent_scaffold.trajectory import TRUNCATED, Termination, Trajectory
 from agent_scaffold.transcript import Transcript
 from sandboxes.errors import DiffTooLarge, SandboxError
 from sandboxes.sandbox import Sandbox
@@ -37,6 +41,8 @@ LOCALIZE_HINT = (" The ```localize``` action, an empty block like ```submit```, 
                  "with line tracing and lists the lines of code their failing tests run, most suspicious first.")
 """The solver prompt's `localize_hint` in an episode that has the tool (empty otherwise: the prompt is then
 unchanged, token for token)."""
+LIMIT_ENDINGS: tuple[Termination, ...] = (*TRUNCATED, "timeout")
+"""Endings where `EpisodeLimits.submit_on_limit` submits the sandbox's state."""
 AGENT_ENV = {"PYTEST_ADDOPTS": "-p no:cacheprovider"}
 """The environment of an agent's sandbox on a repository we did not build (a SWE-bench instance, `selfplay
 solve`): no .pytest_cache in the tree, since the cache never belongs in a patch (the sandbox's diff leaves it
@@ -53,7 +59,8 @@ class Episode:
     """One of `agent_scaffold.trajectory.TERMINATIONS`."""
     submission: str | dict[str, str] | None
     """Solver: the repo's git diff. Injector: {artifact file name: content} of the files that exist.
-    None unless the episode ended with `submitted`."""
+    None unless the episode ended with `submitted`, or hit a limit with `EpisodeLimits.submit_on_limit` and
+    a complete submission in the sandbox (then `trajectory.metadata["submitted_on_limit"]` is True)."""
     infra_failure: bool = False
     """True when the sandbox failed: not the model's fault, never to be scored."""
     error: str | None = None
@@ -163,6 +170,9 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 break
             compactions.append(elided)
             log.debug("context compacted at turn %d: observations of turns %s elided", turns, elided)
+        if termination in LIMIT_ENDINGS and limits.submit_on_limit:
+            submission = _submission_on_limit(sandbox, role, values)
+            notes["submitted_on_limit"] = submission is not None
     except SandboxError as exc:
         termination, error = "sandbox_error", f"{exc.__class__.__name__}: {exc}"
         log.warning("episode ended by an infrastructure failure: %s", error)
@@ -236,6 +246,13 @@ def incomplete_submission(submission: str | dict[str, str], values: dict[str, An
     what = "; ".join(part for part in (f"missing: {', '.join(missing)}" if missing else "",
                                        f"empty: {', '.join(empty)}" if empty else "") if part)
     return f"the artifact in {values['artifact_dir']} is incomplete ({what}): write those files there"
+
+
+def _submission_on_limit(sandbox: Sandbox, role: RoleConfig, values: dict[str, Any]) -> str | dict[str, str] | None:
+    """What a submit would have taken at this point, or None when it is incomplete (an empty diff, an
+    artifact file missing or empty): grading nothing costs a test run and can only fail."""
+    submission = _submission(sandbox, role, values)
+    return submission if incomplete_submission(submission, values) is None else None
 
 
 def _submission(sandbox: Sandbox, role: RoleConfig, values: dict[str, Any]) -> str | dict[str, str]:

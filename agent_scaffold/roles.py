@@ -63,6 +63,10 @@ class EpisodeLimits:
     """Submits of an incomplete submission (an artifact file missing or empty; for a diff role, an empty
     diff) answered with what is missing, as an observation, instead of ending the episode; the submit after
     that many ends it as it is. 0 ends the episode on every submit. Each refusal costs its turn."""
+    submit_on_limit: bool = False
+    """When the episode runs out of turns, context or wall clock, take the sandbox's state as its submission
+    (SWE-agent's autosubmission) unless that is incomplete (an empty diff, an artifact file missing or
+    empty); the ending stays the limit hit. False: such an episode has no submission and fails."""
 
     def __post_init__(self) -> None:
         if self.on_context_full not in CONTEXT_FULL:
@@ -72,7 +76,7 @@ class EpisodeLimits:
             if f.name == "refused_submits":
                 if self.refused_submits < 0:
                     raise ValueError(f"EpisodeLimits.refused_submits must be 0 or more, got {self.refused_submits}")
-            elif f.name != "on_context_full" and getattr(self, f.name) <= 0:
+            elif f.name not in ("on_context_full", "submit_on_limit") and getattr(self, f.name) <= 0:
                 raise ValueError(f"EpisodeLimits.{f.name} must be positive, got {getattr(self, f.name)}")
         if self.min_turn_tokens >= self.max_context_tokens:
             raise ValueError("EpisodeLimits.min_turn_tokens must be below max_context_tokens")

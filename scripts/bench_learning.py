@@ -45,7 +45,7 @@ import json
 import logging
 import random
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from agent_scaffold.agent import run_episode
@@ -193,6 +193,9 @@ def main() -> None:
     ap.add_argument("--eval-seed", type=int, default=0,
                     help="rl: moves the evaluations' sampled episodes (0: the fixed seeds of earlier runs); give "
                          "each replicate its own so their evaluations are independent.")
+    ap.add_argument("--submit-on-limit", action="store_true",
+                    help="Held-out episodes that run out of turns or context are graded on the diff they left "
+                         "(SWE-agent's autosubmission, `EvalSettings.submit_on_limit`).")
     ap.add_argument("--localize", action="store_true",
                     help="Held-out solvers get the `localize` tool (for a `--locate localize` warm start).")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_learning"))
@@ -261,7 +264,7 @@ def run_rl(args: argparse.Namespace) -> None:
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature, sample_seed=args.eval_seed,
-                                             localize=args.localize),
+                                             localize=args.localize, submit_on_limit=args.submit_on_limit),
                            arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
                            control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
@@ -364,6 +367,8 @@ def recheck_rl(args: argparse.Namespace) -> None:
             final_checkpoints(results, kind)
             settings = recheck_settings(results, samples=args.samples, sample_seed=args.eval_seed + i,
                                         workers=args.workers)
+            if args.submit_on_limit:  # on top of the experiment's own settings
+                settings = replace(settings, submit_on_limit=True)
         except ValueError as e:
             raise SystemExit(f"--recheck {work}: {e}") from None
         checked.append((work, results, settings))
@@ -406,11 +411,13 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
     settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
-                            localize=args.localize)
+                            localize=args.localize, submit_on_limit=args.submit_on_limit)
     # the other phase's rows pair with this one's only on the same budgets and draws (workers aside)
-    differ = sorted(k for k, v in saved.get("settings", {}).items() if k != "workers" and asdict(settings).get(k) != v)
+    # a setting missing from an older file had its default then
+    was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else {}
+    differ = sorted(k for k, v in asdict(settings).items() if was_set and k != "workers" and was_set.get(k) != v)
     if differ:
-        was = ", ".join(f"{k}={saved['settings'][k]}" for k in differ)
+        was = ", ".join(f"{k}={was_set.get(k)}" for k in differ)
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
                          "the same options, or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())

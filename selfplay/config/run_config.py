@@ -112,6 +112,9 @@ class LimitsOverride:
     refused_submits: int | None = None
     """Incomplete submits answered with what is missing before a submit ends the episode as it is
     (`EpisodeLimits.refused_submits`)."""
+    submit_on_limit: bool | None = None
+    """Grade the sandbox's state when an episode runs out of turns, context or time
+    (`EpisodeLimits.submit_on_limit`)."""
 
 
 @dataclass(frozen=True)

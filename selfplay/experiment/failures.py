@@ -115,10 +115,10 @@ def injector_outcome(termination: str, validation: Mapping[str, Any] | None, inf
         return "infra"
     if v.get("valid"):
         return "valid"
+    if v.get("failed_check"):  # an artifact taken at a limit (`submit_on_limit`) is labelled by its check too
+        return f"failed_{v['failed_check']}"
     if termination != "submitted":
         return "not_submitted"
-    if v.get("failed_check"):
-        return f"failed_{v['failed_check']}"
     if "is missing" in str(v.get("error") or ""):
         return "incomplete"
     return "invalid"

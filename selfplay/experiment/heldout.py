@@ -88,6 +88,9 @@ class EvalSettings:
     """Varies the sampled episodes' seeds (`episode_seed`). 0 keeps the seeds every earlier evaluation used,
     so a checkpoint evaluated twice plays the same episodes; give each replicate of an experiment its own,
     and its evaluations are independent samples of the same checkpoints."""
+    submit_on_limit: bool = False
+    """Grade the sandbox's diff when an episode runs out of turns or context (`EpisodeLimits.submit_on_limit`,
+    SWE-agent's autosubmission); its ending and failure label stay the limit's, a solve counts as solved."""
 
 
 def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any) -> list[tuple[Any, Any]]:
@@ -157,6 +160,8 @@ class EpisodeRow:
     """`failures.turn_kinds` of its turns."""
     search_texts: Mapping[str, int] = field(default_factory=dict)
     """`search_sources.search_sources` of its str_replace actions (empty in rows saved before it)."""
+    on_limit: bool = False
+    """Its diff was taken and graded at a limit (`EvalSettings.submit_on_limit`), not submitted."""
 
 
 def _observations(messages: Sequence[Any]) -> tuple[str, ...]:
@@ -177,7 +182,8 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     t0 = time.monotonic()
     limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
                            max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
-                           max_observation_chars=OBSERVATION_CHARS)  # the demonstrations'
+                           max_observation_chars=OBSERVATION_CHARS,  # the demonstrations'
+                           submit_on_limit=settings.submit_on_limit)
     seed = episode_seed(task.task_id, sample, settings.sample_seed)
     sampling = GREEDY if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
@@ -186,7 +192,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                          sampling=sampling,
                          localizer=task.localizer(spec.test_command) if settings.localize else None)
     reward = -1.0
-    if ep.termination == "submitted" and not ep.infra_failure:
+    if ep.submission is not None and not ep.infra_failure:  # submitted, or taken at a limit
         reward = float(grade(task.artifact, ep.submission or "", task.fail_to_pass, task.pass_to_pass,
                              spec=spec).reward)
     submission = ep.submission if isinstance(ep.submission, str) else None
@@ -197,7 +203,8 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
     row = EpisodeRow(task.task_id, spec.name, mode, sample, ep.termination, reward, ep.turns, ep.format_errors,
                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
                      round(time.monotonic() - t0, 1), turn_kinds(messages),
-                     search_sources(messages, bug_lines(task.artifact.bug_inject)))
+                     search_sources(messages, bug_lines(task.artifact.bug_inject)),
+                     bool(ep.trajectory.metadata.get("submitted_on_limit")))
     if transcripts is not None:
         transcripts.mkdir(parents=True, exist_ok=True)
         (transcripts / f"{task.task_id}-{mode}{sample}.txt").write_text(
@@ -262,6 +269,9 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
     out["format_valid_turn_rate"] = (turns - sum(r.format_errors for r in played)) / max(turns, 1)
     out["empty_or_unchanged_rate"] = sum(r.empty_diff for r in played) / max(len(played), 1)
     out["submit_rate"] = sum(r.termination == "submitted" for r in played) / max(len(played), 1)
+    if any(r.on_limit for r in played):
+        out["on_limit"] = {"graded": sum(r.on_limit for r in played),
+                           "solved": sum(r.on_limit and r.reward > 0 for r in played)}
     out["failures"] = {f: sum(r.failure == f for r in rows) for f in
                        dict.fromkeys(r.failure for r in rows)}
     out["episodes"] = len(rows)

@@ -151,7 +151,7 @@ class Worker:
 
     def _validated(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         files = ep.submission if isinstance(ep.submission, dict) else None
-        if ep.termination != "submitted" or files is None:
+        if files is None:  # not submitted (nor taken at a limit, `EpisodeLimits.submit_on_limit`)
             report = ValidationReport(valid=False, error=f"no artifact submitted (the episode ended {ep.termination})")
             return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
                                  timings=timings)
@@ -191,7 +191,7 @@ class Worker:
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         task, spec = request.task, self.spec(request.repo)
         prediction = ep.submission if isinstance(ep.submission, str) else ""
-        if ep.termination != "submitted":  # nothing to run: an unsubmitted attempt fails (-1)
+        if ep.submission is None:  # nothing to run: an unsubmitted attempt fails (-1)
             result = failed_grade(f"the episode ended {ep.termination} without a submission",
                                   fail_to_pass=task.fail_to_pass, pass_to_pass=task.pass_to_pass)
             return EpisodeResult(request, ep.trajectory, ep.termination, False, None, ep.submission, grade=result,

@@ -149,3 +149,22 @@ def test_context_budget_is_clamped_to_the_policys_window(local_sandbox, tokenize
     assert fit_context_window(EpisodeLimits(max_context_tokens=4096), hf_policy).max_context_tokens == 4096
     with pytest.raises(ValueError, match="min_turn_tokens=9000 does not fit the policy's context window of 8192"):
         fit_context_window(EpisodeLimits(min_turn_tokens=9000, max_context_tokens=65536), hf_policy)
+
+
+@pytest.mark.parametrize("edit, on_limit, taken", [
+    (True, True, True),     # out of turns with a change: the diff is the submission
+    (True, False, False),   # the default: nothing is submitted
+    (False, True, False),   # nothing changed: an empty diff is not taken (grading it can only fail)
+])
+def test_submit_on_limit_takes_the_diff_of_an_episode_out_of_turns(local_sandbox, tokenizer, edit, on_limit, taken):
+    from dataclasses import replace
+
+    role = load_role("solver")
+    role = replace(role, limits=replace(role.limits, max_turns=2, submit_on_limit=on_limit))
+    actions = ["```bash\nls\n```", "```bash\necho changed >> README\n```" if edit else "```bash\nls pkg\n```"]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, solver_variables("spec"))
+    assert ep.termination == "max_turns" and ep.turns == 2
+    assert (ep.submission is not None) is taken
+    if taken:
+        assert "README" in ep.submission and "+changed" in ep.submission
+    assert ep.trajectory.metadata.get("submitted_on_limit", False) is taken

@@ -211,6 +211,9 @@ def test_injector_outcome_labels_from_real_verdicts():
         == "failed_bug_validity"
     assert injector_outcome("submitted", {"valid": True}) == "valid"
     assert injector_outcome("max_turns", {"valid": False, "error": "no artifact submitted"}) == "not_submitted"
+    # an artifact taken at a limit (`submit_on_limit`) is labelled by the check it failed, not as unsubmitted
+    assert injector_outcome("max_turns", {"valid": False, "failed_check": "bug_validity", "error": None}) \
+        == "failed_bug_validity"
     assert injector_outcome("submitted", {"valid": False, "error": "bug_inject.diff: corrupt patch"}) == "invalid"
     assert injector_outcome("submitted", None, infra_failure=True) == "infra"
 

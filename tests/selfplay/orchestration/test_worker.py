@@ -380,3 +380,54 @@ def test_hostile_episodes_give_results(worker, tokenizer, task):
         worker.config = original
     assert not result.infra_failure, result.error
     assert result.termination == "submitted" and result.grade is not None and not result.grade.resolved
+
+
+def _with_limits(worker, role: str, **limits):
+    """The worker's config with `role`'s budget overrides changed (restore `worker.config` after)."""
+    key = f"{role}_limits"
+    rollout = worker.config.rollout
+    return replace(worker.config, rollout=replace(rollout, **{key: replace(getattr(rollout, key), **limits)}))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize("on_limit", [False, True])
+def test_a_solver_out_of_turns_is_graded_on_its_diff_only_with_submit_on_limit(worker, tokenizer, task, on_limit):
+    """The right edit made in the last turn, never submitted: without `submit_on_limit` the attempt fails
+    ungraded; with it, the sandbox's diff is graded and resolves the task, and the ending stays max_turns."""
+    edit = ("```edit\nstr_replace toolz/dicttoolz.py:156\n<<<<<<< SEARCH\nif not predicate(k):\n=======\n"
+            "if predicate(k):\n>>>>>>> REPLACE\n```")
+    config = worker.config
+    try:
+        worker.config = _with_limits(worker, "solver", max_turns=1, submit_on_limit=on_limit)
+        _script(worker, tokenizer, "solver", [edit])
+        result = worker(_solver_request(task, 10 + on_limit))
+    finally:
+        worker.config = config
+    assert not result.infra_failure and result.termination == "max_turns", result.error
+    assert result.trajectory.metadata.get("submitted_on_limit", False) is on_limit
+    if on_limit:
+        assert "if predicate(k):" in result.submission
+        assert result.grade.resolved and result.grade.reward == 1, result.grade
+    else:
+        assert result.submission is None and result.grade.reward == -1
+        assert "without a submission" in result.grade.error
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_injector_out_of_turns_is_validated_with_submit_on_limit(worker, tokenizer, injector_actions):
+    """The valid artifact written but never submitted: with `submit_on_limit` the files in the artifact
+    directory are taken and validated as a submission would be."""
+    assert "```submit" in injector_actions[-1]
+    written = injector_actions[:-1]
+    config = worker.config
+    try:
+        worker.config = _with_limits(worker, "injector", max_turns=len(written), submit_on_limit=True)
+        _script(worker, tokenizer, "injector", written)
+        result = worker(_injector_request(3))
+    finally:
+        worker.config = config
+    assert not result.infra_failure and result.termination == "max_turns", result.error
+    assert result.trajectory.metadata["submitted_on_limit"] is True
+    assert result.validation.valid, result.validation

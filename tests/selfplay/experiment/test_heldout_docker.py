@@ -1,0 +1,32 @@
+"""A held-out episode for real (a toolz Docker sandbox, the real grader), played by the scripted backend:
+an episode that repairs the bug and runs out of turns is graded only with `EvalSettings.submit_on_limit`."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.mark.parametrize("on_limit", [False, True])
+def test_a_repair_left_unsubmitted_counts_only_with_submit_on_limit(toolz_spec, valid_report, on_limit):
+    pytest.importorskip("transformers")
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from selfplay.artifact import load_artifact
+    from selfplay.experiment.heldout import EvalSettings, play, summarize
+    from selfplay.rollout.policy_factory import embedded_tokenizer
+    from selfplay.task import Task, make_task_id
+    from tests.selfplay.conftest import ARTIFACTS
+
+    artifact = load_artifact(ARTIFACTS / "valid")
+    task = Task(make_task_id("toolz", artifact), "toolz", artifact, tuple(valid_report.fail_to_pass),
+                tuple(valid_report.pass_to_pass), origin="procedural")
+    repair = f"```bash\ngit apply -R <<'PATCH'\n{artifact.bug_inject}PATCH\n```"
+    settings = EvalSettings(max_turns=1, max_new_tokens=512, samples=0, workers=1, submit_on_limit=on_limit)
+    row = play(ScriptedPolicy([repair], embedded_tokenizer()), toolz_spec, task, "greedy", 0, settings)
+    assert row.termination == "max_turns" and row.on_limit is on_limit
+    if on_limit:  # the diff it left is graded: the bug is reverted, the oracle tests pass
+        assert row.reward == 1.0 and row.failure == "solved"
+        assert summarize([row])["on_limit"] == {"graded": 1, "solved": 1}
+    else:
+        assert row.reward == -1.0 and row.failure == "out_of_turns" and "on_limit" not in summarize([row])
