@@ -189,6 +189,9 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=4, help="Tasks per held-out repo.")
     ap.add_argument("--max-turns", type=int, default=6)
     ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-context-tokens", type=int, default=2048,
+                    help="Context budget of the held-out episodes (the warm start's demonstrations fit 2,048; "
+                         "SmolLM2 attends to 8,192).")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-seed", type=int, default=0,
                     help="rl: moves the evaluations' sampled episodes (0: the fixed seeds of earlier runs); give "
@@ -262,6 +265,7 @@ def run_rl(args: argparse.Namespace) -> None:
                            overrides=(*([f"policy.backend={args.policy}"] if args.policy else []),
                                       f"rollout.temperature={args.temperature}", *shown, *args.overrides),
                            eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                                             max_context_tokens=args.max_context_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature, sample_seed=args.eval_seed,
                                              localize=args.localize, submit_on_limit=args.submit_on_limit),
@@ -410,6 +414,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     models = {p: given[p] if args.phase in (p, "both") else saved.get("models", {}).get(p) for p in PHASES}
     rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
     settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
+                            max_context_tokens=args.max_context_tokens,
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
                             localize=args.localize, submit_on_limit=args.submit_on_limit)
     # the other phase's rows pair with this one's only on the same budgets and draws (workers aside)
