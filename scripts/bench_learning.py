@@ -7,7 +7,7 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
       [--control-learner off] [--demonstrated] [--train-eval N]
   .venv/bin/python scripts/bench_learning.py --arm recheck --recheck DIR [--recheck DIR ...] [--eval-seed S]
-      [--samples k] [--stratum train|heldout] [--out F.json]
+      [--samples k] [--stratum train|heldout|untrained] [--out F.json]
   .venv/bin/python scripts/bench_learning.py --arm compare --before DIR --after DIR [-n 4] [--samples k]
       [--temperature T] [--max-turns N] [--max-new-tokens N] [--eval-seed S] [--phase before|after|both] --out F.json
 
@@ -173,8 +173,11 @@ def main() -> None:
     ap.add_argument("--recheck", type=Path, action="append", default=[],
                     help="recheck: a finished experiment's --work directory (repeatable); the i-th is played "
                          "with sample seed --eval-seed + i, --samples episodes per task.")
-    ap.add_argument("--stratum", choices=("train", "heldout"), default="train",
-                    help="recheck: the training-stratum tasks (train; a --demonstrated experiment without "
+    ap.add_argument("--stratum", choices=("train", "heldout", "untrained"), default="train",
+                    help="recheck: untrained: the warm start's demonstrated tasks (the store.db beside its model) "
+                         "that a --demonstrated experiment did not train on, to see whether what RL taught carries "
+                         "to the rest of the demonstrations or is lost there; the training-stratum tasks (train; a "
+                         "--demonstrated experiment without "
                          "--train-eval: the warm start's demonstrated tasks) or the held-out ones.")
     ap.add_argument("--train-eval", type=int, default=0,
                     help="rl: also evaluate this many training-stratum tasks per training repo (the loop's own "
@@ -309,9 +312,32 @@ def report_rl(args: argparse.Namespace) -> None:
           training_table(results), injector_table(results), turns_table(results), sep="\n\n")
 
 
+def untrained_tasks(work: Path, results: dict) -> list:
+    """The warm start's demonstrated tasks of the training repos (its store.db, beside its model directory)
+    that the experiment's training stratum leaves out: a --demonstrated experiment trained on a chosen subset
+    (`curriculum.demonstrated_store`) reaches these only through what it generalises."""
+    from repos.listfile import get_repo
+    from selfplay.orchestration.curriculum import demonstrated_tasks
+    from selfplay.store import open_store
+
+    store = Path(results["config"]["model_dir"]).expanduser().parent / "store.db"
+    if not store.is_file():
+        raise SystemExit(f"--recheck {work}: no warm-start store at {store}; --stratum untrained needs the "
+                         "store.db beside the experiment's --model")
+    trained = {t.task_id for _, t in recheck_tasks(work, results, "train")}
+    repos = set(ast.literal_eval(results["config"]["repos"]))
+    with open_store(str(store), create=False) as s:
+        tasks = [t for t in demonstrated_tasks(s) if t.repo in repos and t.task_id not in trained]
+    if not tasks:
+        raise SystemExit(f"--recheck {work}: it trained on every demonstrated task of {store}; nothing is untrained")
+    return interleave([(get_repo(t.repo), t) for t in tasks])
+
+
 def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
     """The tasks an experiment evaluated: the held-out ones from its tasks.json, the training stratum from its
     rl arm's store (the loop stored every one of them before its first iteration)."""
+    if stratum == "untrained":
+        return untrained_tasks(work, results)
     if stratum == "heldout":
         if not (work / "tasks.json").is_file():
             raise SystemExit(f"--recheck {work}: no tasks.json there; is it an experiment's --work directory?")
@@ -360,7 +386,7 @@ def recheck_rl(args: argparse.Namespace) -> None:
     if args.eval_seed < 1:
         raise SystemExit(f"--arm recheck: --eval-seed {args.eval_seed} would replay the experiments' own draws; "
                          "give 1 or more (the i-th --recheck plays with --eval-seed + i)")
-    kind = "train_evals" if args.stratum == "train" else "evals"
+    kind = "evals" if args.stratum == "heldout" else "train_evals"
     checked = []  # the cheap checks of every experiment first, then their tasks, then any episode
     for i, work in enumerate(args.recheck):
         path = work / "results.json"

@@ -61,3 +61,44 @@ def test_recheck_of_a_demonstrated_experiment_plays_the_tasks_it_trained_on(benc
     results["config"]["overrides"] = str(overrides[:1])
     (work / "results.json").write_text(json.dumps(results))
     assert "no --demonstrated" in refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5")
+
+
+def test_the_untrained_stratum_is_the_warm_starts_other_demonstrated_tasks(bench, refused, tmp_path):
+    """An experiment trained on a chosen subset of the demonstrations (`curriculum.demonstrated_store`, a
+    filtered copy): `--stratum untrained` is the rest of the warm start's demonstrated tasks on its repos, read
+    from the store.db beside its model directory."""
+    from selfplay.store import open_store
+    from tests.selfplay.orchestration.loop_double import artifact
+    from tests.selfplay.store.store_data import make_report
+
+    cache = tmp_path / "ws"
+    model, subset, work = cache / "model-x", tmp_path / "subset" / "store.db", tmp_path / "exp"
+    work.mkdir()
+    overrides = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={subset}")
+    results = {"config": {"iterations": "2", "repos": str(("toolz", "marshmallow")), "overrides": str(overrides),
+                          "model_dir": str(model), "eval": str({"max_turns": 4, "temperature": 0.5})},
+               "evals": {"rl@2": {"model": "R"}, "control@2": {"model": str(model)}},
+               "arms": {"rl": {"run_dir": str(work / "arms" / "rl")}}}
+    (work / "results.json").write_text(json.dumps(results))
+    msg = refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5", "--stratum", "untrained")
+    assert f"no warm-start store at {cache / 'store.db'}" in msg
+    ids = {}
+    for store, picked in ((cache / "store.db", (1, 2, 3, 4)), (subset, (1,))):
+        store.parent.mkdir(parents=True, exist_ok=True)
+        with open_store(str(store)) as s:
+            for n, repo in ((1, "toolz"), (2, "boltons"), (3, "marshmallow"), (4, "toolz")):
+                if n in picked:
+                    ids[n] = s.record_validation(artifact(n), repo, make_report(True, n), origin="procedural")
+                    s.record_attempt(ids[n], role="solver", policy_version=0, reward=1.0, turns=4, tokens=100,
+                                     termination="submitted", source="demo")
+    tasks = bench.recheck_tasks(work, results, "untrained")
+    # task 1 trained; task 2's repo (boltons) is not the experiment's
+    assert sorted(t.task_id for _, t in tasks) == sorted([ids[3], ids[4]])
+    with open_store(str(subset)) as s:  # a subset that is every demonstrated task leaves nothing untrained
+        for n in (3, 4):
+            tid = s.record_validation(artifact(n), "toolz" if n == 4 else "marshmallow", make_report(True, n),
+                                      origin="procedural")
+            s.record_attempt(tid, role="solver", policy_version=0, reward=1.0, turns=4, tokens=100,
+                             termination="submitted", source="demo")
+    msg = refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5", "--stratum", "untrained")
+    assert "nothing is untrained" in msg
