@@ -51,3 +51,8 @@ def test_compare_refuses_bad_input_before_playing(refused, tmp_path):
     msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
                "--temperature", "0.5")
     assert "played with other sample_seed (sample_seed=3)" in msg and "another --out" in msg
+    # a file saved before a setting existed was played with its default: it cannot pair with another value
+    (tmp_path / "c.json").write_text(json.dumps({"settings": {"sample_seed": 4, "temperature": 0.5, "workers": 1}}))
+    msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
+                  "--temperature", "0.5", "--submit-on-limit")
+    assert "played with other submit_on_limit (submit_on_limit=False)" in msg
