@@ -174,11 +174,10 @@ def main() -> None:
                     help="recheck: a finished experiment's --work directory (repeatable); the i-th is played "
                          "with sample seed --eval-seed + i, --samples episodes per task.")
     ap.add_argument("--stratum", choices=("train", "heldout", "untrained"), default="train",
-                    help="recheck: untrained: the warm start's demonstrated tasks (the store.db beside its model) "
-                         "that a --demonstrated experiment did not train on, to see whether what RL taught carries "
-                         "to the rest of the demonstrations or is lost there; the training-stratum tasks (train; a "
-                         "--demonstrated experiment without "
-                         "--train-eval: the warm start's demonstrated tasks) or the held-out ones.")
+                    help="recheck: the training-stratum tasks (train; a --demonstrated experiment without "
+                         "--train-eval: the warm start's demonstrated tasks), the held-out ones, or (untrained) the "
+                         "warm start's demonstrated tasks (the store.db beside its model) that a --demonstrated "
+                         "experiment did not train on, to see whether what RL taught carries to them.")
     ap.add_argument("--train-eval", type=int, default=0,
                     help="rl: also evaluate this many training-stratum tasks per training repo (the loop's own "
                          "procedural seeds) at every stage, so the arms' training solve rates pair; 0: none.")
@@ -444,11 +443,11 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
                             localize=args.localize, submit_on_limit=args.submit_on_limit)
     # the other phase's rows pair with this one's only on the same budgets and draws (workers aside)
-    # a setting missing from an older file had its default then
-    was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else {}
-    differ = sorted(k for k, v in asdict(settings).items() if was_set and k != "workers" and was_set.get(k) != v)
+    # a setting missing from an older file had its default then; a new file pairs with anything
+    was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else asdict(settings)
+    differ = sorted(k for k, v in asdict(settings).items() if k != "workers" and was_set[k] != v)
     if differ:
-        was = ", ".join(f"{k}={was_set.get(k)}" for k in differ)
+        was = ", ".join(f"{k}={was_set[k]}" for k in differ)
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
                          "the same options, or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())

@@ -114,7 +114,10 @@ class LimitsOverride:
     (`EpisodeLimits.refused_submits`)."""
     submit_on_limit: bool | None = None
     """Grade the sandbox's state when an episode runs out of turns, context or time
-    (`EpisodeLimits.submit_on_limit`)."""
+    (`EpisodeLimits.submit_on_limit`). The episode still ends truncated, so the learner's
+    `learner.batch.overlong` handling applies to it: its default `negative` mode trains it at -1 whatever
+    its grade and `mask` drops it, so pair this with another mode (or a `truncated_terminations` without
+    the ending) for the grade to reach the advantages."""
 
 
 @dataclass(frozen=True)
