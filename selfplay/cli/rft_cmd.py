@@ -82,6 +82,10 @@ def warm_start(
     localize_ranks: int | None = typer.Option(None, "--localize-ranks", min=1, max=5, help="With --locate "
                                               "localize: demonstrate only tasks whose bug's line the tool lists "
                                               "among its first this many (default: 3)."),
+    localize_recover: int | None = typer.Option(None, "--localize-recover", min=0, help="With --locate localize "
+                                                "--localize-ranks 1: recovery demonstrations per repo on tasks whose "
+                                                "bug's line is listed second (a wrong first edit, localize again, "
+                                                "undo, repair; default: 0)."),
     drills: int | None = typer.Option(None, "--drills", min=0, help="With --locate localize: repair drills "
                                       "added to the SFT data, the edit turn after `localize` on mutated lines of "
                                       "the training repos (default: 0)."),
@@ -113,6 +117,7 @@ def warm_start(
         ops = None if injector_operators is None else tuple(o.strip() for o in injector_operators.split(",") if o.strip())
         cfg = warm_start_size(size, n_per_repo=n, injector_per_repo=injector_n, injector_operators=ops, seed=seed,
                               locate=locate, localize_ranks=localize_ranks, drills=drills,
+                              localize_recover=localize_recover,
                               epochs=epochs, injector_epochs=injector_epochs, batch_size=batch_size,
                               preset=preset, repos=names, model_dir=None if model is None else str(model.resolve()))
     except ValueError as exc:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ast
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from selfplay.diffs import parse_diff
 from selfplay.errors import DiffError
+from selfplay.procedural.operators import Operator, mutate
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,33 @@ def other_functions(source: str, exclude: str) -> list[str]:
     """Names of the top-level functions of `source` except `exclude` (targets of a wrong first look)."""
     return [n.name for n in ast.parse(source).body
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name != exclude]
+
+
+LINE_OPERATORS = ("flip_comparison", "shift_bound", "swap_boolean_operator", "swap_arguments", "change_constant")
+"""Seeding operators whose one-line change the changed line itself can undo (`drop_statement` and
+`return_early` delete what the line said): the repair drills' and the recovery demonstrations' changes."""
+
+
+def line_mutants(source: str, operator: Operator, rng: random.Random, line: int | None = None) -> Iterator[tuple[int, str]]:
+    """One-line mutants of `source` by `operator`, its sites in an order drawn by `rng`: (1-based line, that line
+    mutated, as in the file); with `line`, only the sites on that line. A site whose mutant changes more or
+    less than one line is skipped, and a source that does not parse has none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    nodes = operator.sites(tree)
+    sites = [i for i, node in enumerate(nodes) if line is None or node.lineno == line == node.end_lineno]
+    rng.shuffle(sites)
+    old = source.splitlines()
+    for site in sites:
+        try:
+            new = mutate(source, operator, site).splitlines()
+        except ValueError:
+            continue
+        changed = [i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b]
+        if len(new) == len(old) and len(changed) == 1:
+            yield changed[0] + 1, new[changed[0]]
 
 
 OPERATOR_CHARS = frozenset("=!<>+-*/%&|^~")

@@ -156,19 +156,7 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
         for j, demo in enumerate(demos):
             if on_demo:
                 on_demo(demo)
-            if not demo.kept:
-                report.dropped.append(f"{task.task_id}: {demo.reason}")
-                log.info("demo on %s dropped: %s", task.task_id, demo.reason)
-                continue
-            path = out / "trajectories" / f"{task.task_id}-s{seed}-{j}.jsonl"
-            save_jsonl([demo.trajectory], path, append=False)
-            traj = demo.trajectory
-            store.record_attempt(task.task_id, role="solver", policy_version=traj.policy_version,
-                                 reward=demo.reward, turns=len(traj.turn_spans), tokens=len(traj.input_ids),
-                                 termination=demo.termination, trajectory_path=str(path.resolve()),
-                                 wall_time=demo.wall_time, source="demo")
-            report.kept.append(str(path))
-            report.tokens.append(len(traj.input_ids))
+            _store_demo(demo, store, out / "trajectories" / f"{task.task_id}-s{seed}-{j}.jsonl", report)
 
     operator_of: dict[str, str] = {}
     demonstrated: Counter[str] = Counter()
@@ -210,6 +198,67 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
             before = len(report.tasks)
             demonstrate(task)
             demonstrated[operator_of[task.task_id]] += len(report.tasks) - before
+    report.wall_time = time.monotonic() - start
+    return report
+
+
+def _store_demo(demo: SolverDemo, store: TaskStore, path: Path, report: DemoReport) -> None:
+    """A +1 demonstration saved at `path` and stored as a "demo" attempt; any other counted as dropped."""
+    if not demo.kept:
+        report.dropped.append(f"{demo.task_id}: {demo.reason}")
+        log.info("demo on %s dropped: %s", demo.task_id, demo.reason)
+        return
+    save_jsonl([demo.trajectory], path, append=False)
+    traj = demo.trajectory
+    store.record_attempt(demo.task_id, role="solver", policy_version=traj.policy_version,
+                         reward=demo.reward, turns=len(traj.turn_spans), tokens=len(traj.input_ids),
+                         termination=demo.termination, trajectory_path=str(path.resolve()),
+                         wall_time=demo.wall_time, source="demo")
+    report.kept.append(str(path))
+    report.tokens.append(len(traj.input_ids))
+
+
+RECOVERY_CONTEXT_TOKENS = 3072
+"""Token budget of a recovery demonstration (`recovery_demos`): its wrong edit, second `localize` and undo
+add 300-500 tokens to the 1,600-1,900 of a rank-1 one."""
+
+
+def recovery_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *, seed: int = 0,
+                   tokenizer: Any = None, max_context_tokens: int = RECOVERY_CONTEXT_TOKENS) -> DemoReport:
+    """Up to `n` recovery demonstrations (`solver_plan.recovery_plan`) on `spec`'s tasks already in `store`
+    that have no demonstration: the tasks a rank-1 `localize` build seeded and could not demonstrate, whose
+    bug's line the tool lists second. Nothing is seeded, so the build they extend keeps its seeds and its
+    direct demonstrations; kept ones are stored as `make_demos` stores its own."""
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    start = time.monotonic()
+    out = Path(out_dir)
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    limits = demo_limits(max_context_tokens)
+    report = DemoReport(spec.name)
+    image = repo_image(spec)
+    shown = {a.task_id for a in store.attempts(source="demo")}
+    pending = sorted(t.task_id for t in store.task_stats(repo=spec.name) if t.task_id not in shown)
+    for task_id in pending:
+        if len(report.kept) >= n:
+            break
+        task = store.get_task(task_id)
+        if task.origin != "procedural" or task.order != 1 or not fits(task, tokenizer, limits):
+            continue
+        try:
+            demo = run_solver_demo(task, spec, tokenizer, random.Random(f"recover:{seed}:{task_id}"), limits=limits,
+                                   image=image, localize=True, localize_ranks=1, recover=True)
+        except NotDemonstrable as exc:
+            report.skipped_hidden += 1
+            log.info("task %s: no recovery demonstration: %s", task_id, exc)
+            continue
+        if demo.trajectory.metadata.get("plan") != "recovery":  # a rank-1 task some earlier run left out
+            report.skipped_hidden += 1
+            continue
+        report.tasks.append(task_id)
+        _store_demo(demo, store, out / "trajectories" / f"{task_id}-s{seed}-recover.jsonl", report)
     report.wall_time = time.monotonic() - start
     return report
 

@@ -31,12 +31,13 @@ from agent_scaffold.localize import Suspect, observation
 from agent_scaffold.transcript import encode, render
 from repos.sources import fetch_source
 from repos.spec import RepoSpec
+from selfplay.demos.bug import LINE_OPERATORS, line_mutants
 from selfplay.demos.solver_plan import localized_edit
 from selfplay.learner.batch import Sample
-from selfplay.procedural.operators import OPERATORS_BY_NAME, Operator, mutate
+from selfplay.procedural.operators import OPERATORS_BY_NAME, Operator
 from selfplay.procedural.seed import mutable_files
 
-DRILL_OPERATORS = ("flip_comparison", "shift_bound", "swap_boolean_operator", "swap_arguments", "change_constant")
+DRILL_OPERATORS = LINE_OPERATORS
 """Seeding operators whose one-line change the buggy line itself can undo (`drop_statement` and
 `return_early` delete what the line said, so no drill can show their repair)."""
 NEIGHBOURS = 6
@@ -71,24 +72,13 @@ def line_drills(path: str, source: str, operator: Operator, rng: random.Random) 
     """Drills of `operator` on `source` (the file `path`), one per site, the sites in a random order; a site
     whose mutant changes more or less than one line is skipped."""
     try:
-        tree = ast.parse(source)
+        statements = _statement_lines(ast.parse(source))
     except SyntaxError:
         return
-    sites = list(range(len(operator.sites(tree))))
-    statements = _statement_lines(tree)
-    rng.shuffle(sites)
     old = source.splitlines()
-    for site in sites:
-        try:
-            new = mutate(source, operator, site).splitlines()
-        except ValueError:
-            continue
-        changed = [i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b]
-        if len(new) != len(old) or len(changed) != 1:
-            continue
-        n = changed[0] + 1
+    for n, buggy in line_mutants(source, operator, rng):
         near = _neighbours(old, statements, n)
-        yield Drill(path, n, new[n - 1], old[n - 1], operator.name,
+        yield Drill(path, n, buggy, old[n - 1], operator.name,
                     tuple(rng.sample(near, min(len(near), rng.randint(1, 4)))))
 
 

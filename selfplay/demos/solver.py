@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,7 +29,7 @@ from selfplay.demos.solver_plan import (
     LOCALIZE_RANKS,
     OBSERVATION_CHARS,
     SolverTask,
-    solver_actions,
+    expert_plan,
     visible_target,
 )
 from selfplay.diffs import reverse_diff
@@ -99,21 +100,26 @@ def demo_limits(max_context_tokens: int = DEMO_LIMITS.max_context_tokens) -> Epi
 def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
                     limits: EpisodeLimits = DEMO_LIMITS, image: str | None = None,
                     short: bool = False, visible_only: bool = False, localize: bool = False,
-                    localize_ranks: int = LOCALIZE_RANKS) -> SolverDemo:
+                    localize_ranks: int = LOCALIZE_RANKS, recover: bool = False) -> SolverDemo:
     """One demonstration on `task` in a fresh sandbox of the repo's image, graded by `selfplay.judge.grader.grade`;
     `short`: the 4-turn plan (`SolverTask.short`); `visible_only`: `SolverTask.visible_only` (NotDemonstrable
     for a task whose spec never names the bug's function); `localize`: the episode has the `localize` tool and
     the expert follows `solver_plan.localize_actions` (NotDemonstrable when the tool does not list the bug's
-    line among its first `localize_ranks`)."""
+    line among its first `localize_ranks`); `recover` (with `localize`): a bug listed second is demonstrated
+    with `solver_plan.recovery_plan`, its wrong first edit recorded in the trajectory's metadata
+    `unlearned_turns` (NotDemonstrable when the second `localize` lists no failing test)."""
     start = time.monotonic()
     image = image or repo_image(spec)
     reproduce = spec_tokens(task, tokenizer) <= REPRODUCE_MAX_SPEC_TOKENS
-    ep = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only,
-                    localize_ranks if localize else 0)
+    ep, unlearned = _play_demo(task, spec, tokenizer, rng, limits, image, reproduce, short, visible_only,
+                               localize_ranks if localize else 0, recover and localize)
     if visible_only and not localize and reproduce and not short and ep.termination == "context_exhausted":
         # the `visible` view is a whole page (up to an observation), so quoting the spec a second time to
         # reproduce can leave no room for the repair: the same task without that step (draws of its own)
-        ep = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short, True, 0)
+        ep, unlearned = _play_demo(task, spec, tokenizer, random.Random(rng.random()), limits, image, False, short,
+                                   True, 0)
+    if unlearned and ep.termination == "submitted" and not _still_failing(ep.trajectory, unlearned[-1] + 1):
+        raise NotDemonstrable("the wrong first edit left no failing test, so the recovery it shows would be false")
     if ep.infra_failure:
         raise SelfPlayError(f"demonstration on {task.task_id}: sandbox failure ({ep.error}); not a model failure, "
                             "check the Docker engine and retry")
@@ -125,37 +131,54 @@ def run_solver_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Rand
         reward, reason = float(result.reward), result.error or ("resolved" if result.resolved else "not resolved")
     traj = dataclasses.replace(ep.trajectory, reward=reward, metadata={
         **ep.trajectory.metadata, "task_id": task.task_id, "repo": task.repo, "source": "demo",
-        "submission": ep.submission, "grade_reason": reason, "plan": "localize" if localize else "short" if short else "full"})
+        "submission": ep.submission, "grade_reason": reason, "unlearned_turns": list(unlearned),
+        "plan": ("recovery" if unlearned else "localize") if localize else "short" if short else "full"})
     return SolverDemo(task.task_id, traj, reward, ep.termination, reason, time.monotonic() - start)
 
 
 def _play_demo(task: Task, spec: RepoSpec, tokenizer: Any, rng: random.Random, limits: EpisodeLimits, image: str,
-               reproduce: bool, short: bool, visible_only: bool, localize_ranks: int = 0) -> Any:
-    """The expert's episode on `task` in a fresh sandbox of `image` (not graded); with `localize_ranks` > 0
-    it has the `localize` tool, and the expert may edit the first that many lines the tool lists."""
+               reproduce: bool, short: bool, visible_only: bool, localize_ranks: int = 0,
+               recover: bool = False) -> tuple[Any, tuple[int, ...]]:
+    """The expert's episode on `task` in a fresh sandbox of `image` (not graded), and the turns it plays that
+    carry no loss (`solver_plan.Plan.unlearned`); with `localize_ranks` > 0 it has the `localize` tool, and the
+    expert may edit the first that many lines the tool lists (with `recover`, a line listed second too)."""
     localize = localize_ranks > 0
     role = load_role("solver")
     localizer = task.localizer(spec.test_command) if localize else None
     with DockerSandbox.create(image, workdir=spec.workdir) as sb:
         build_buggy_state(sb, task.artifact, base_patch=task.pred_patch)
-        paths = sorted({h.path for h in parse_hunks(task.artifact.bug_inject)})
-        # The expert's privileged knowledge of the buggy files: read before the episode, not as an action.
-        sources = {p: sb.read_file(p).decode() for p in paths}
+        paths = {h.path for h in parse_hunks(task.artifact.bug_inject)}
         ranked: tuple[tuple[str, int], ...] = ()
         if localizer is not None:  # what the episode's first `localize` will list (the run leaves no trace)
+            depth = max(localize_ranks, 2) if recover else localize_ranks
             try:
-                listed = run_spectrum(sb, localizer).suspects[:min(localizer.listed, localize_ranks)]
+                listed = run_spectrum(sb, localizer).suspects[:min(localizer.listed, depth)]
                 ranked = tuple((s.path, s.line) for s in listed)
             except LocalizeError as exc:
                 raise NotDemonstrable(f"localize fails on this task: {exc}") from None
+            if recover:  # the wrong first edit is made in the first listed line's file
+                paths |= {p for p, _ in ranked[:1]}
+        # The expert's privileged knowledge of the buggy files: read before the episode, not as an action.
+        sources = {p: sb.read_file(p).decode() for p in sorted(paths)}
         plan = SolverTask(spec=task.spec, fail_to_pass=task.fail_to_pass, bug_inject=task.artifact.bug_inject,
                           buggy_sources=sources, reproduce=reproduce, short=short, visible_only=visible_only,
-                          localize=localize, ranked=ranked)
-        actions = solver_actions(plan, rng)
+                          localize=localize, ranked=ranked, recover=recover)
+        script = expert_plan(plan, rng)
         if visible_only and not localize:
             _check_resolves(Editor(sb), plan)
-        policy = ScriptedPolicy(actions, tokenizer=tokenizer)
-        return run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits, localizer=localizer)
+        policy = ScriptedPolicy(list(script.actions), tokenizer=tokenizer)
+        ep = run_episode(policy, sb, role, solver_variables(task.spec, "tests"), limits=limits, localizer=localizer)
+        return ep, script.unlearned
+
+
+def _still_failing(traj: Any, turn: int) -> bool:
+    """Whether the observation after assistant turn `turn` is a `localize` answer with failing tests."""
+    messages = traj.messages
+    replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if turn >= len(replies) or replies[turn] + 1 >= len(messages):
+        return False
+    match = re.search(r"(\d+) failed, \d+ passed", messages[replies[turn] + 1].get("content", ""))
+    return bool(match) and int(match.group(1)) > 0
 
 
 def _check_resolves(editor: Editor, plan: SolverTask) -> None:

@@ -29,15 +29,18 @@ from dataclasses import dataclass
 
 from agent_scaffold.editor import page_last
 from selfplay.demos.bug import (
+    LINE_OPERATORS,
     Function,
     Hunk,
     change_note,
     enclosing_function,
+    line_mutants,
     other_functions,
     parse_hunks,
     repair,
 )
 from selfplay.errors import DiffError, NotDemonstrable
+from selfplay.procedural.operators import OPERATORS_BY_NAME
 
 FENCE = "```"
 
@@ -73,6 +76,21 @@ class SolverTask:
     """With `localize`: the first (path, line)s the tool lists in this task's buggy state, in order, as many as
     the expert may edit (the caller runs it in the sandbox before the episode; the episode's own call shows
     the same list)."""
+    recover: bool = False
+    """With `localize`: a bug whose line is listed second is demonstrated with a recovery (`recovery_plan`):
+    a wrong edit of the first listed line, `localize` again, that edit undone, the second line repaired.
+    `buggy_sources` must then hold the first listed line's file too."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A demonstration's actions, and which of them SFT does not train on."""
+
+    actions: tuple[str, ...]
+    """Each one reply (a thought plus one fenced block), in order."""
+    unlearned: tuple[int, ...] = ()
+    """Indices of actions the episode plays but that carry no loss: the recovery's wrong first edit, shown so
+    that the policy learns what follows one, not to make it."""
 
 
 def block(tool: str, body: str = "") -> str:
@@ -174,10 +192,18 @@ def visible_target(task: SolverTask) -> tuple[str, str, int]:
     return call, h0.path, fn.start
 
 
+def expert_plan(task: SolverTask, rng: random.Random) -> Plan:
+    """The plan of one demonstration: `solver_actions`, or with `localize` and `recover` the recovery of a bug
+    listed second."""
+    if task.localize:
+        return localize_plan(task, rng)
+    return Plan(tuple(solver_actions(task, rng)))
+
+
 def solver_actions(task: SolverTask, rng: random.Random) -> list[str]:
     """The actions of one demonstration, in order, each one reply (a thought plus one fenced block)."""
     if task.localize:
-        return localize_actions(task, rng)
+        return list(localize_plan(task, rng).actions)
     hunks = parse_hunks(task.bug_inject)
     if any(FENCE in line for line in task.spec.splitlines()):
         raise DiffError("the spec contains a code fence; the expert cannot quote it in a bash block")
@@ -337,6 +363,11 @@ def localize_actions(task: SolverTask, rng: random.Random) -> list[str]:
     """localize -> `str_replace PATH:LINE` of the listed buggy line, SEARCH that line as the tool printed it
     (stripped) -> maybe localize again to see no test fail -> submit. NotDemonstrable for a bug that is not
     one changed line, or whose line the tool does not list among the first `LOCALIZE_RANKS`."""
+    return list(localize_plan(task, rng).actions)
+
+
+def localize_plan(task: SolverTask, rng: random.Random) -> Plan:
+    """`localize_actions`, or with `recover` and the bug's line listed second, `recovery_plan`."""
     hunks = parse_hunks(task.bug_inject)
     added = [i for i, (tag, _) in enumerate(hunks[0].lines) if tag == "+"] if len(hunks) == 1 else []
     if len(added) != 1:
@@ -353,13 +384,63 @@ def localize_actions(task: SolverTask, rng: random.Random) -> list[str]:
     # The SEARCH matches inside the line's indentation, so the first REPLACE line goes there stripped and any
     # further line keeps its own indentation.
     replace = "\n".join([original[0].strip(), *original[1:]]) if original else ""
-    actions = [_pick(rng, ["The spec's tests fail. Let me see which lines they run.", "First, localize the failure.",
-                           "Let me rank the lines the failing tests run."]) + "\n" + block("localize")]
-    actions.append(localized_edit(rng, listed.index((h.path, line)), h.path, line, search, replace))
+    opening = _pick(rng, ["The spec's tests fail. Let me see which lines they run.", "First, localize the failure.",
+                          "Let me rank the lines the failing tests run."]) + "\n" + block("localize")
+    rank = listed.index((h.path, line))
+    if task.recover and rank == 1:
+        return recovery_plan(task, rng, opening, h.path, line, search, replace)
+    actions = [opening, localized_edit(rng, rank, h.path, line, search, replace)]
     if rng.random() < 0.5:
-        actions.append(_pick(rng, ["Check that the spec's tests pass now.", "Localize again to see that nothing fails."])
-                       + "\n" + block("localize"))
-    return actions + [_pick(rng, ["Fixed.", "Done.", "Fixed; submitting."]) + "\n" + block("submit")]
+        actions.append(_recheck(rng))
+    return Plan((*actions, _pick(rng, ["Fixed.", "Done.", "Fixed; submitting."]) + "\n" + block("submit")))
+
+
+def _recheck(rng: random.Random) -> str:
+    return (_pick(rng, ["Check that the spec's tests pass now.", "Localize again to see that nothing fails."])
+            + "\n" + block("localize"))
+
+
+def recovery_plan(task: SolverTask, rng: random.Random, opening: str, path: str, line: int, search: str,
+                  replace: str) -> Plan:
+    """localize -> a wrong edit of the first listed line (`wrong_edit`; no loss) -> localize again, which still
+    lists failing tests -> that edit undone -> the second listed line (the bug's, at `path`:`line`) repaired as
+    `search` -> `replace` -> submit. The one recovery a rank-1 policy needs on a bug listed second: the
+    eighteenth to twenty-second attempts' policies edited the first listed line whatever it was, and then
+    submitted or localized again without ever trying another (docs/benchmarks.md). NotDemonstrable when the
+    first listed line has no one-line change (`wrong_edit`)."""
+    first_path, first_line = task.ranked[0]
+    source = task.buggy_sources.get(first_path)
+    wrong = wrong_edit(source, first_line, rng) if source is not None else None
+    if wrong is None:
+        raise NotDemonstrable(f"the first listed line {first_path}:{first_line} has no one-line change for a "
+                              "wrong first edit")
+    was, changed = wrong
+    undo = _pick(rng, ["The tests still fail, so line {n} was not the bug. Put it back.",
+                       "Still failing: line {n} is not the bug. Undo my edit."], n=str(first_line))
+    actions = (opening, localized_edit(rng, 0, first_path, first_line, was, changed), _recheck(rng),
+               undo + "\n" + block("edit", f"str_replace {first_path}:{first_line}\n<<<<<<< SEARCH\n{changed}\n"
+                                         f"=======\n{was}\n>>>>>>> REPLACE"),
+               localized_edit(rng, 1, path, line, search, replace),
+               _pick(rng, ["Fixed.", "Done.", "Fixed; submitting."]) + "\n" + block("submit"))
+    return Plan(actions, unlearned=(1,))
+
+
+WRONG_EDIT_FALLBACK = ("return_early", "drop_statement")
+"""Operators for a wrong first edit when no `bug.LINE_OPERATORS` change the line (a guard's condition made
+`True`, a statement made `pass`): half the first listed lines of the rank-1 build's undemonstrated toolz tasks
+had no other change."""
+
+
+def wrong_edit(source: str, line: int, rng: random.Random) -> tuple[str, str] | None:
+    """A plausible change of line `line` of `source` that is not the repair: (the line, the line changed), both
+    stripped, by one of `bug.LINE_OPERATORS` drawn by `rng`, else one of `WRONG_EDIT_FALLBACK`; None when none
+    changes that line alone."""
+    names = list(LINE_OPERATORS)
+    rng.shuffle(names)
+    for name in (*names, *WRONG_EDIT_FALLBACK):
+        for n, new in line_mutants(source, OPERATORS_BY_NAME[name], rng, line=line):
+            return source.splitlines()[n - 1].strip(), new.strip()
+    return None
 
 
 def localized_edit(rng: random.Random, rank: int, path: str, line: int, search: str, replace: str) -> str:

@@ -29,7 +29,7 @@ from agent_scaffold.embedded import cache_root, default_model_dir
 from repos.cache import file_lock
 from repos.listfile import get_repo
 from selfplay.config.component_presets import sft_preset
-from selfplay.demos.collect import make_demos
+from selfplay.demos.collect import make_demos, recovery_demos
 from selfplay.demos.warm_start_config import FORMAT, WarmStartConfig
 from selfplay.learner.rft import collect, sft_samples
 from selfplay.learner.sft import batches, train_sft
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 _KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None, "locate": "any",
-                   "localize_ranks": 3, "drills": 0}
+                   "localize_ranks": 3, "drills": 0, "localize_recover": 0}
 """Fields added after FORMAT 11, each with the value that trains as before it existed (not its default):
 they enter the key only at another value, so the configs that predate them keep their keys (and their
 cached checkpoints)."""
@@ -134,14 +134,16 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
     # the same actions with its own tokenizer and chat template, and its budgets count its tokens.
     tokenizer = AutoTokenizer.from_pretrained(config.model_dir or default_model_dir())
     timings: dict[str, Any] = {"load_avg_1m/start": os.getloadavg()[0]}
-    # Drills do not change the demonstrations: a build that differs from a finished one only in `drills`
-    # trains on that one's stored demonstrations instead of playing them again.
-    base = cache_dir(replace(config, drills=0))
-    reuse = bool(config.drills) and (base / "manifest.json").is_file() and (base / "store.db").is_file()
+    # Drills and recovery demonstrations leave the direct demonstrations as they are: a build that differs
+    # from a finished one only in those trains on that one's stored demonstrations instead of playing them
+    # again (and plays its recoveries on that one's seeded tasks).
+    base = cache_dir(replace(config, drills=0, localize_recover=0))
+    reuse = (bool(config.drills or config.localize_recover) and (base / "manifest.json").is_file()
+             and (base / "store.db").is_file())
     if reuse:
         shutil.copy2(base / "store.db", root / "store.db")
         timings["demos_from"] = base.name
-        log.info("warm start: the demonstrations of %s, which differs only in drills", base)
+        log.info("warm start: the demonstrations of %s, which differs only in drills and recoveries", base)
     with open_store(str(root / "store.db")) as store:
         for repo in config.repos if not reuse else ():
             t0 = time.monotonic()
@@ -160,6 +162,13 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
             timings[f"demos/{repo}_injector_kept"] = len(rep.injector_kept)
             log.info("warm start: %s: %d solver and %d injector demonstrations kept, %d dropped", repo,
                      len(rep.kept), len(rep.injector_kept), len(rep.dropped))
+        for repo in config.repos if config.localize_recover else ():
+            rep = recovery_demos(get_repo(repo), config.localize_recover, store, root / "demos" / repo,
+                                 seed=config.seed, tokenizer=tokenizer)
+            timings[f"recovery/{repo}_s"] = rep.wall_time
+            timings[f"recovery/{repo}_kept"] = len(rep.kept)
+            log.info("warm start: %s: %d recovery demonstrations kept (%d tasks tried, %d not demonstrable)", repo,
+                     len(rep.kept), len(rep.tasks), rep.skipped_hidden)
         data = collect(store, source="demo", max_per_task=config.per_task, injector=config.injector_per_repo > 0)
         operators = _operators(store, data.trajectories)
     missing = sorted({op.name for op in OPERATORS} - set(operators))

@@ -91,6 +91,12 @@ class WarmStartConfig:
     """With `locate: localize`: the expert edits the bug's line only when the tool lists it among the first
     this many (`solver_plan.localize_actions`); 1 demonstrates only tasks whose bug's line is listed first,
     so every demonstration edits the top line (a policy cannot tell which of three lines the expert chose)."""
+    localize_recover: int = 0
+    """With `locate: localize` and `localize_ranks` 1: recovery demonstrations per repo added to the direct ones
+    (`collect.recovery_demos`), on the seeded tasks whose bug's line the tool lists second: a wrong edit of the
+    first listed line (no loss), `localize` again, the undo, the second line's repair. Played on the build's
+    tasks without a demonstration, in a budget of `collect.RECOVERY_CONTEXT_TOKENS`, so a build that differs
+    from a finished one only here (and in `drills`) reuses that one's demonstrations. 0 for none."""
     drills: int = 0
     """Repair drills added to the SFT data, spread evenly over `repos` (`selfplay.demos.drills`): the edit
     turn after `localize` alone, on mutants of lines of the training repos' code, listed first. Only with
@@ -166,6 +172,12 @@ class WarmStartConfig:
         if self.drills < 0 or (self.drills and self.locate != "localize"):
             raise ValueError(f"warm_start.config.drills must be >= 0, and drills need locate: localize (they are "
                              f"the edit turn after `localize`), got drills {self.drills} with locate {self.locate!r}")
+        if self.localize_recover < 0 or (self.localize_recover and (self.locate != "localize"
+                                                                      or self.localize_ranks != 1)):
+            raise ValueError(f"warm_start.config.localize_recover must be >= 0, and recovery demonstrations need "
+                             f"locate: localize with localize_ranks 1 (with more ranks the expert edits a line listed "
+                             f"second directly), got {self.localize_recover} with locate {self.locate!r} and "
+                             f"localize_ranks {self.localize_ranks}")
         if self.locate not in ("any", "visible", "localize"):
             raise ValueError(f"warm_start.config.locate must be any, visible or localize, got {self.locate!r}")
         if self.loss_turns not in LOSS_TURNS:

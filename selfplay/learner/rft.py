@@ -111,7 +111,8 @@ LOSS_TURNS = ("valid", "edit")
 
 def valid_turn_mask(traj: Trajectory, turns: str = "valid") -> tuple[int, ...]:
     """`traj.loss_mask` with every turn that does not parse as a valid action zeroed (with `turns`
-    "edit", also every action that is not an `edit`)."""
+    "edit", also every action that is not an `edit`), and the turns its metadata lists as `unlearned_turns`
+    (a recovery demonstration's wrong first edit, `selfplay.demos.solver_plan.Plan.unlearned`)."""
     if turns not in LOSS_TURNS:
         raise ValueError(f"loss turns must be one of {LOSS_TURNS}, got {turns!r}")
     mask = list(traj.loss_mask)
@@ -119,9 +120,10 @@ def valid_turn_mask(traj: Trajectory, turns: str = "valid") -> tuple[int, ...]:
     if len(replies) != len(traj.turn_spans):
         raise LearnerError(f"trajectory has {len(traj.turn_spans)} turn spans but {len(replies)} assistant "
                            "messages; it was not recorded by agent_scaffold.run_episode")
-    for (start, end), text in zip(traj.turn_spans, replies):
+    unlearned = set(traj.metadata.get("unlearned_turns") or ())
+    for i, ((start, end), text) in enumerate(zip(traj.turn_spans, replies)):
         try:
-            keep = parse_action(text).tool == "edit" or turns == "valid"
+            keep = (parse_action(text).tool == "edit" or turns == "valid") and i not in unlearned
         except FormatError:
             keep = False
         if not keep:

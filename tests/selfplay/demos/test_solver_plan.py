@@ -289,3 +289,42 @@ def test_the_localize_plan_needs_the_bugs_line_near_the_top_of_the_list():
         solver_actions(_localize_task((("m.py", 7), ("m.py", 8), ("m.py", 10), ("m.py", 9))), random.Random(0))
     with pytest.raises(NotDemonstrable, match="none"):
         solver_actions(_localize_task(()), random.Random(0))
+
+
+def _recovery_task(ranked: tuple[tuple[str, int], ...]) -> SolverTask:
+    from dataclasses import replace
+
+    return replace(_localize_task(ranked), recover=True)
+
+
+def test_a_bug_listed_second_is_demonstrated_with_a_wrong_first_edit_undone():
+    """With `recover`: localize, a wrong edit of the first listed line (`if x == value:` flipped; no loss), localize
+    again, that edit undone, the second listed line (the bug) repaired, submit."""
+    from selfplay.demos.solver_plan import expert_plan
+
+    for seed in range(6):
+        plan = expert_plan(_recovery_task((("m.py", 16), ("m.py", 9))), random.Random(seed))
+        parsed = [parse_action(a) for a in plan.actions]
+        assert [p.tool for p in parsed] == ["localize", "edit", "localize", "edit", "edit", "submit"]
+        wrong, undo, fix = parsed[1], parsed[3], parsed[4]
+        assert (wrong.path, wrong.args, wrong.old, wrong.body) == ("m.py", (16,), "if x == value:\n", "if x != value:\n")
+        assert (undo.path, undo.args, undo.old, undo.body) == ("m.py", (16,), "if x != value:\n", "if x == value:\n")
+        assert "line 16" in plan.actions[3] and "not the bug" in plan.actions[3]
+        assert (fix.path, fix.args, fix.old, fix.body) == ("m.py", (9,), "if x != value:\n", "if x == value:\n")
+        assert "second" in plan.actions[4]
+        assert plan.unlearned == (1,)  # the wrong edit is played, not trained on
+
+
+def test_a_recovery_needs_a_first_listed_line_it_can_change_and_is_only_for_the_second_rank():
+    from selfplay.demos.solver_plan import expert_plan, wrong_edit
+
+    with pytest.raises(NotDemonstrable, match="m.py:8 has no one-line change"):  # `for x in seq:`
+        expert_plan(_recovery_task((("m.py", 8), ("m.py", 9))), random.Random(0))
+    assert wrong_edit(BUGGY, 8, random.Random(0)) is None
+    assert wrong_edit(BUGGY, 7, random.Random(0)) == ("n = 0", "n = 1")  # a constant plus one
+    # listed first: the direct plan, every turn trained
+    direct = expert_plan(_recovery_task((("m.py", 9), ("m.py", 16))), random.Random(0))
+    assert direct.unlearned == () and parse_action(direct.actions[1]).args == (9,)
+    # without `recover` a bug listed second is not demonstrated when only the first line may be edited
+    with pytest.raises(NotDemonstrable, match="does not list the bug's line m.py:9"):
+        expert_plan(_localize_task((("m.py", 16),)), random.Random(0))

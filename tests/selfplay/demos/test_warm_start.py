@@ -48,8 +48,10 @@ class FakeDemos:
     stored task (operator `FlipComparison`, or `DropStatement` for the odd ones), and `injector` injector
     demonstrations with a validated artifact."""
 
-    def __init__(self, tokenizer, tmp: Path, solver: int, injector: int = 0):
+    def __init__(self, tokenizer, tmp: Path, solver: int, injector: int = 0, offset: int = 0):
         self.tokenizer, self.tmp, self.solver, self.injector, self.calls = tokenizer, tmp, solver, injector, []
+        self.offset = offset
+        """Added to the call count that numbers the stored tasks, so that two fakes store different tasks."""
 
     def __call__(self, spec, n, store, out_dir, **kwargs):
         from agent_scaffold.agent import run_episode
@@ -65,7 +67,7 @@ class FakeDemos:
         report = DemoReport(spec.name)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        base = 100 * len(self.calls)
+        base = 100 * (len(self.calls) + self.offset)
         for i in range(self.solver + self.injector):
             role = "solver" if i < self.solver else "injector"
             artifact = make_artifact(base + i)
@@ -162,6 +164,27 @@ def test_a_drills_build_trains_on_the_stored_demonstrations_of_the_same_build_wi
     assert timings["demos_from"] == ws.config_key(config) and timings["drills"] == 3
 
 
+def test_a_recovery_build_plays_its_recoveries_on_the_stored_tasks_of_the_build_without(fake_build, monkeypatch,
+                                                                                       tokenizer, tmp_path):
+    """`localize_recover` keeps the rank-1 build's demonstrations and seeds, and adds `recovery_demos` per repo
+    in a copy of its store."""
+    config = WarmStartConfig(repos=("toolz",), n_per_repo=4, injector_per_repo=0, epochs=1, locate="localize",
+                             localize_ranks=1)
+    fake = fake_build(solver=2)
+    warm_start_checkpoint(config)
+    played = len(fake.calls)
+    recover = FakeDemos(tokenizer, tmp_path / "recover", solver=1, offset=10)
+    monkeypatch.setattr(ws, "recovery_demos", recover)
+    recovered = replace(config, localize_recover=5)
+    warm_start_checkpoint(recovered)
+    assert len(fake.calls) == played  # no direct demonstration played again
+    assert [name for name, _ in recover.calls] == ["toolz"]
+    assert recover.calls[0][1]["seed"] == 0
+    assert warm_start_info(recovered).demonstrations["solver"] == warm_start_info(config).demonstrations["solver"] + 1
+    timings = json.loads((ws.cache_dir(recovered) / "timings.json").read_text())
+    assert timings["demos_from"] == ws.config_key(config) and timings["recovery/toolz_kept"] == 1
+
+
 def test_content_key_pins_token_ids_masks_order_and_steps():
     from selfplay.learner.batch import Sample
 
@@ -188,7 +211,7 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     default, and names another checkpoint when set, in any order a list gives it."""
     base = WarmStartConfig()
     legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate", "localize_ranks",
-                                                                      "drills")}
+                                                                      "drills", "localize_recover")}
     assert ws.config_key(base) == hashlib.sha256(
         json.dumps({**legacy, "format": ws.FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
     drop = WarmStartConfig(injector_operators=("drop_statement",))
@@ -207,6 +230,12 @@ def test_injector_operators_enter_the_config_key_only_when_set():
     assert ws.config_key(WarmStartConfig(locate="localize", drills=300)) != ws.config_key(localize)
     with pytest.raises(ValueError, match="drills need locate: localize"):
         WarmStartConfig(drills=300)
+    rank1 = WarmStartConfig(locate="localize", localize_ranks=1)
+    assert ws.config_key(replace(rank1, localize_recover=8)) != ws.config_key(rank1)
+    for bad in ({"localize_recover": 8}, {"localize_recover": 8, "locate": "localize"},
+                {"localize_recover": -1, "locate": "localize", "localize_ranks": 1}):
+        with pytest.raises(ValueError, match="localize_recover must be >= 0, and recovery demonstrations need"):
+            WarmStartConfig(**bad)
 
 
 # --- no held-out repo, task or seed feeds demonstrations, SFT or RL ----------------------------------------

@@ -232,3 +232,15 @@ def test_sft_on_the_embedded_model_lowers_the_demonstration_loss(tmp_path, traje
                                                             gradient_checkpointing=False))
     losses = [m["sft/loss"] for m in result.history]
     assert losses[-1] < losses[0], losses
+
+
+def test_turns_the_metadata_lists_as_unlearned_carry_no_loss(trajectory):
+    """A recovery demonstration's wrong first edit (`unlearned_turns`) is masked like a format error."""
+    from dataclasses import replace
+
+    marked = replace(trajectory, metadata={**trajectory.metadata, "unlearned_turns": [2]})
+    mask, plain = valid_turn_mask(marked), valid_turn_mask(trajectory)
+    s, e = trajectory.turn_spans[2]
+    assert any(plain[s:e]) and not any(mask[s:e])
+    assert sum(mask) == sum(plain) - (e - s)
+    assert sum(sft_samples([marked])[0].loss_mask) == sum(mask)
