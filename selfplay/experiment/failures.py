@@ -164,6 +164,40 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+EDITED = ("Edited ", "Restored ", "Undid ")
+"""How the editor's answers to a `str_replace` and an `undo` that applied begin (`agent_scaffold.editor`)."""
+
+
+def recovery_moves(messages: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(undos, edited lines) of a transcript: undos are `undo` commands and applied `str_replace`s that put back
+    what an earlier applied one replaced (its SEARCH the earlier REPLACE, its REPLACE the earlier SEARCH);
+    edited lines are the distinct targets (path and line, or path alone) of the other applied `str_replace`s.
+    A recovery demonstration's episode has one undo and two edited lines."""
+    done: list[tuple[str, str, str]] = []
+    undos, targets = 0, set()
+    body = list(messages[2:])
+    for i, m in enumerate(body):
+        if m.get("role") != "assistant":
+            continue
+        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) and body[i + 1].get("role") != "assistant" else ""
+        try:
+            action = parse_action(str(m.get("content", "")))
+        except FormatError:
+            continue
+        if action.tool != "edit" or not after.startswith(EDITED):
+            continue
+        if action.command == "undo":
+            undos += 1
+        elif action.command == "str_replace":
+            old, new = action.old.strip(), action.body.strip()
+            if any(p == action.path and (old, new) == (n, o) for p, o, n in done):
+                undos += 1
+            else:
+                targets.add((action.path, action.args))
+            done.append((action.path, old, new))
+    return undos, len(targets)
+
+
 def turn_table(episodes: Sequence[Sequence[str]]) -> dict[int, dict[str, int]]:
     """Turn number (1-based) -> how many episodes took each kind of action at that turn."""
     table: dict[int, Counter[str]] = {}

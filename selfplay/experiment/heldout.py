@@ -43,6 +43,7 @@ from selfplay.experiment.failures import (
     EpisodeFacts,
     classify,
     empty_or_unchanged,
+    recovery_moves,
     search_refusals,
     turn_kinds,
     turn_table,
@@ -162,6 +163,10 @@ class EpisodeRow:
     """`search_sources.search_sources` of its str_replace actions (empty in rows saved before it)."""
     on_limit: bool = False
     """Its diff was taken and graded at a limit (`EvalSettings.submit_on_limit`), not submitted."""
+    undos: int = 0
+    """Applied edits that undo an earlier one (`failures.recovery_moves`; 0 in rows saved before it)."""
+    edited_lines: int = 0
+    """Distinct targets of its other applied `str_replace`s (`failures.recovery_moves`)."""
 
 
 def _observations(messages: Sequence[Any]) -> tuple[str, ...]:
@@ -204,7 +209,7 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
                      round(time.monotonic() - t0, 1), turn_kinds(messages),
                      search_sources(messages, bug_lines(task.artifact.bug_inject)),
-                     bool(ep.trajectory.metadata.get("submitted_on_limit")))
+                     bool(ep.trajectory.metadata.get("submitted_on_limit")), *recovery_moves(messages))
     if transcripts is not None:
         transcripts.mkdir(parents=True, exist_ok=True)
         (transcripts / f"{task.task_id}-{mode}{sample}.txt").write_text(
@@ -277,6 +282,9 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
     out["episodes"] = len(rows)
     if any(r.actions for r in rows):
         out["turns"] = turn_table([r.actions for r in played])
+    undid = [r for r in played if r.undos]
+    out["recovery"] = {"undid_an_edit": len(undid), "then_another_line": sum(r.edited_lines >= 2 for r in undid),
+                       "solved": sum(r.reward > 0 for r in undid)}
     if any(r.search_texts for r in played):
         out["search_texts"] = {k: sum(r.search_texts.get(k, 0) for r in played) for k in SEARCH_KINDS}
     return out

@@ -362,3 +362,31 @@ def test_recheck_needs_a_finished_experiment_and_fresh_seeds():
     assert recheck_settings(results, samples=8, sample_seed=5, workers=2).localize
     with pytest.raises(ValueError, match="replay"):
         recheck_settings(results, samples=8, sample_seed=0, workers=2)
+
+
+def test_recovery_moves_count_undos_and_the_lines_edited_besides(tmp_path):
+    """A wrong edit put back by a reversed `str_replace`, another line repaired, a refused edit, then an `undo`:
+    the observations are the real editor's."""
+    from agent_scaffold.editor import EditError, Editor
+    from selfplay.experiment.failures import recovery_moves
+    from tests.agent_scaffold.local_sandbox import LocalSandbox
+
+    editor = Editor(LocalSandbox(tmp_path, {"m.py": "a = 1\nb = 2\nc = 3\n"}))
+    fence = "```"
+
+    def edit(line, old, new):
+        text = f"{fence}edit\nstr_replace m.py:{line}\n<<<<<<< SEARCH\n{old}\n=======\n{new}\n>>>>>>> REPLACE\n{fence}"
+        try:
+            seen = editor.str_replace("m.py", old, new, line)
+        except EditError as exc:
+            seen = f"Error: {exc}"
+        return [{"role": "assistant", "content": text}, {"role": "user", "content": seen}]
+
+    head = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    wrong, back, fix = edit(1, "a = 1", "a = 0"), edit(1, "a = 0", "a = 1"), edit(2, "b = 2", "b = 5")
+    refused = edit(3, "c = 9", "c = 3")
+    assert recovery_moves(head + wrong + back + fix + refused) == (1, 2)
+    assert recovery_moves(head + wrong + fix) == (0, 2) and recovery_moves(head) == (0, 0)
+    undo = [{"role": "assistant", "content": f"{fence}edit\nundo m.py\n{fence}"},
+            {"role": "user", "content": editor.undo("m.py")}]
+    assert recovery_moves(head + fix + undo) == (1, 1)
