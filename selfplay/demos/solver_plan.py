@@ -403,7 +403,8 @@ def _recheck(rng: random.Random) -> str:
 def recovery_plan(task: SolverTask, rng: random.Random, opening: str, path: str, line: int, search: str,
                   replace: str) -> Plan:
     """localize -> a wrong edit of the first listed line (`wrong_edit`; no loss) -> localize again, which still
-    lists failing tests -> that edit undone -> the second listed line (the bug's, at `path`:`line`) repaired as
+    lists failing tests -> that edit undone (`undo PATH`: the path alone, where a reversed `str_replace` has two
+    lines to copy, and RECOVERY_FORMAT 1 policies copied the wrong one twice) -> the second listed line (the bug's, at `path`:`line`) repaired as
     `search` -> `replace` -> submit. The one recovery a rank-1 policy needs on a bug listed second: the
     eighteenth to twenty-second attempts' policies edited the first listed line whatever it was, and then
     submitted or localized again without ever trying another (docs/benchmarks.md). NotDemonstrable when the
@@ -418,8 +419,7 @@ def recovery_plan(task: SolverTask, rng: random.Random, opening: str, path: str,
     undo = _pick(rng, ["The tests still fail, so line {n} was not the bug. Put it back.",
                        "Still failing: line {n} is not the bug. Undo my edit."], n=str(first_line))
     actions = (opening, localized_edit(rng, 0, first_path, first_line, was, changed), _recheck(rng),
-               undo + "\n" + block("edit", f"str_replace {first_path}:{first_line}\n<<<<<<< SEARCH\n{changed}\n"
-                                         f"=======\n{was}\n>>>>>>> REPLACE"),
+               undo + "\n" + block("edit", f"undo {first_path}"),
                localized_edit(rng, 1, path, line, search, replace),
                _pick(rng, ["Fixed.", "Done.", "Fixed; submitting."]) + "\n" + block("submit"))
     return Plan(actions, unlearned=(1,))

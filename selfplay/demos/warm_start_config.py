@@ -24,6 +24,11 @@ has a same-named test file)."""
 HELDOUT_SEED_OFFSET = 500
 """The held-out bench seeds its rounds `1000 * seed + HELDOUT_SEED_OFFSET + round`; the warm start's are
 `1000 * seed + round` with round < `max_rounds` <= this, so the two never draw the same mutants."""
+RECOVERY_FORMAT = 2
+"""Version of the recovery demonstrations (`localize_recover`); part of the config key of the builds that have
+them only, so a change to them leaves every other build's key (and cached checkpoint) as it was. 2: the wrong
+edit is undone with `undo PATH`, where 1 wrote the reversed `str_replace`, and its policy, localizing again
+after a wrong edit and saying it would undo it, wrote that edit's new line as both SEARCH and REPLACE."""
 FORMAT = 20
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes

@@ -57,7 +57,7 @@ RECOVERY = Path(__file__).parents[2] / "fixtures" / "artifacts" / "recovery_keym
 
 def test_a_bug_listed_second_is_repaired_after_a_wrong_first_edit_undone(toolz_spec, toolz_pool):
     """keymap's `map(func, d.keys())` swapped, which the tool lists second under `rv = factory()`: the recovery
-    demonstration edits line 100, sees the tests still fail, undoes it, repairs line 101, and the real grader
+    demonstration edits line 100, sees the tests still fail, undoes it (`undo`), repairs line 101, and the real grader
     scores its diff (the bug's line alone) +1; the wrong edit's turn carries no loss."""
     from transformers import AutoTokenizer
 
@@ -82,7 +82,7 @@ def test_a_bug_listed_second_is_repaired_after_a_wrong_first_edit_undone(toolz_s
     replies = [i for i, m in enumerate(traj.messages) if m["role"] == "assistant"]
     said = [traj.messages[i]["content"] for i in replies]
     seen = [traj.messages[i + 1]["content"] for i in replies[:-1]]
-    assert "str_replace toolz/dicttoolz.py:100" in said[1] and "str_replace toolz/dicttoolz.py:100" in said[3]
+    assert "str_replace toolz/dicttoolz.py:100" in said[1] and "undo toolz/dicttoolz.py" in said[3]
     assert "str_replace toolz/dicttoolz.py:101" in said[4]
     assert re.search(r"\b[1-9]\d* failed", seen[2])  # the second `localize`, after the wrong edit
     changed = [line for line in traj.metadata["submission"].splitlines()

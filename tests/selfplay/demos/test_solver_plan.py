@@ -308,7 +308,7 @@ def test_a_bug_listed_second_is_demonstrated_with_a_wrong_first_edit_undone():
         assert [p.tool for p in parsed] == ["localize", "edit", "localize", "edit", "edit", "submit"]
         wrong, undo, fix = parsed[1], parsed[3], parsed[4]
         assert (wrong.path, wrong.args, wrong.old, wrong.body) == ("m.py", (16,), "if x == value:\n", "if x != value:\n")
-        assert (undo.path, undo.args, undo.old, undo.body) == ("m.py", (16,), "if x != value:\n", "if x == value:\n")
+        assert (undo.command, undo.path) == ("undo", "m.py")
         assert "line 16" in plan.actions[3] and "not the bug" in plan.actions[3]
         assert (fix.path, fix.args, fix.old, fix.body) == ("m.py", (9,), "if x != value:\n", "if x == value:\n")
         assert "second" in plan.actions[4]

@@ -206,7 +206,7 @@ def test_config_key_changes_with_every_field_and_format(monkeypatch):
     assert ws.config_key(base) not in keys
 
 
-def test_injector_operators_enter_the_config_key_only_when_set():
+def test_injector_operators_enter_the_config_key_only_when_set(monkeypatch):
     """A field added after FORMAT 11 keeps the older configs' keys (so their cached checkpoints) at its
     default, and names another checkpoint when set, in any order a list gives it."""
     base = WarmStartConfig()
@@ -232,6 +232,9 @@ def test_injector_operators_enter_the_config_key_only_when_set():
         WarmStartConfig(drills=300)
     rank1 = WarmStartConfig(locate="localize", localize_ranks=1)
     assert ws.config_key(replace(rank1, localize_recover=8)) != ws.config_key(rank1)
+    recovered, plain = ws.config_key(replace(rank1, localize_recover=8)), ws.config_key(rank1)
+    monkeypatch.setattr(ws, "RECOVERY_FORMAT", ws.RECOVERY_FORMAT + 1)  # names the recovery builds only
+    assert ws.config_key(replace(rank1, localize_recover=8)) != recovered and ws.config_key(rank1) == plain
     for bad in ({"localize_recover": 8}, {"localize_recover": 8, "locate": "localize"},
                 {"localize_recover": -1, "locate": "localize", "localize_ranks": 1}):
         with pytest.raises(ValueError, match="localize_recover must be >= 0, and recovery demonstrations need"):
