@@ -503,12 +503,22 @@ class Editor:
                              f"{path}:")
 
     def undo(self, path: str) -> str:
-        history = self._history.get(path)
+        """Revert the last edit of `path`. A path with no edit that names the module of an edited file (`parse.py`
+        for `parse/__init__.py`, as `str_replace` reads it), or any path while exactly one file has an edit to
+        undo, undoes that file's: held-out policies undid their edit under the miswritten path they had
+        edited by (`parse.py`, `infix.py`)."""
+        history, asked, how = self._history.get(path), path, ""
         if not history:
-            raise EditError(f"undo: no edit of {path} to undo.")
+            module = self._module_file(path)
+            edited = [p for p, h in self._history.items() if h]
+            found = module[0] if module and self._history.get(module[0]) else edited[0] if len(edited) == 1 else None
+            if found is None:
+                raise EditError(f"undo: no edit of {path} to undo.")
+            path, history = found, self._history[found]
+            how = f" ({asked} has no edit; {path} is the file edited.)"
         previous = history.pop()
         if previous is None:
             self.sandbox.exec(f"rm -f {shlex.quote(self._abs(path))}", user="agent")
-            return f"Undid the creation of {path} (removed it)."
+            return f"Undid the creation of {path} (removed it).{how}"
         self._put(path, previous)
-        return f"Restored {path} to its content before the last edit."
+        return f"Restored {path} to its content before the last edit.{how}"

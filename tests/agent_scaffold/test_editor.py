@@ -264,3 +264,27 @@ def test_a_missing_path_is_the_one_file_holding_the_search_texts_first_line(tmp_
     box2 = LocalSandbox(tmp_path / "b", {"a.py": "value = compute(1)\n", "b.py": "value = compute(1)\n"})
     with pytest.raises(EditError, match="c.py does not exist"):
         Editor(box2).str_replace("c.py", "value = compute(1)", "value = compute(2)")
+
+
+def test_undo_under_a_miswritten_path_undoes_the_module_or_the_one_edited_file(tmp_path):
+    """`undo parse.py` after an edit of `parse/__init__.py` made through `parse.py` (held-out policies of the
+    recovery warm start), and any path while one file has an edit to undo; with two edited files a path that is
+    neither is refused."""
+    from tests.agent_scaffold.local_sandbox import LocalSandbox
+
+    box = LocalSandbox(tmp_path, {"parse/__init__.py": "a = 1\n", "other.py": "b = 1\n"})
+    ed = Editor(box)
+    ed.str_replace("parse.py", "a = 1", "a = 2")
+    out = ed.undo("parse.py")
+    assert out == ("Restored parse/__init__.py to its content before the last edit. (parse.py has no edit; "
+                   "parse/__init__.py is the file edited.)")
+    assert box.read_file("parse/__init__.py").decode() == "a = 1\n"
+    ed.str_replace("parse/__init__.py", "a = 1", "a = 3")
+    assert "parse/__init__.py is the file edited" in ed.undo("infix.py")  # the one edited file
+    assert box.read_file("parse/__init__.py").decode() == "a = 1\n"
+    ed.str_replace("parse/__init__.py", "a = 1", "a = 4")
+    ed.str_replace("other.py", "b = 1", "b = 2")
+    with pytest.raises(EditError, match="no edit of infix.py to undo"):
+        ed.undo("infix.py")
+    assert "parse/__init__.py is the file edited" in ed.undo("parse.py")  # the module still resolves
+    assert box.read_file("other.py").decode() == "b = 2\n"
