@@ -105,13 +105,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     `visible_only`."""
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
-    if tokenizer is None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     start = time.monotonic()
-    out = Path(out_dir)
-    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    tokenizer, out = _prepared(tokenizer, out_dir)
     limits = demo_limits(max_context_tokens)
     injector_limits = replace(INJECTOR_LIMITS, max_context_tokens=injector_max_context_tokens)
     report = DemoReport(spec.name)
@@ -202,6 +197,17 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     return report
 
 
+def _prepared(tokenizer: Any, out_dir: str | Path) -> tuple[Any, Path]:
+    """`tokenizer`, the embedded model's when None, and `out_dir` with its trajectories folder made."""
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    out = Path(out_dir)
+    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    return tokenizer, out
+
+
 def _store_demo(demo: SolverDemo, store: TaskStore, path: Path, report: DemoReport) -> None:
     """A +1 demonstration saved at `path` and stored as a "demo" attempt; any other counted as dropped."""
     if not demo.kept:
@@ -229,13 +235,8 @@ def recovery_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path
     that have no demonstration: the tasks a rank-1 `localize` build seeded and could not demonstrate, whose
     bug's line the tool lists second. Nothing is seeded, so the build they extend keeps its seeds and its
     direct demonstrations; kept ones are stored as `make_demos` stores its own."""
-    if tokenizer is None:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     start = time.monotonic()
-    out = Path(out_dir)
-    (out / "trajectories").mkdir(parents=True, exist_ok=True)
+    tokenizer, out = _prepared(tokenizer, out_dir)
     limits = demo_limits(max_context_tokens)
     report = DemoReport(spec.name)
     image = repo_image(spec)
