@@ -4,6 +4,7 @@ replayed (its assistant turns through the scripted backend, in a fresh buggy san
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -130,17 +131,17 @@ def test_a_wrong_repair_is_graded_and_dropped(demos):
     spec, store, _ = demos
     task = store.get_task([a for a in store.attempts(source="demo") if a.role == "solver"][0].task_id)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    real = solver_mod.solver_actions
+    real = solver_mod.expert_plan
 
     def sabotaged(plan, rng):  # submit right after reproducing: no fix in the diff
-        actions = real(plan, rng)
-        return [a for a in actions if "str_replace" not in a]
+        script = real(plan, rng)
+        return replace(script, actions=tuple(a for a in script.actions if "str_replace" not in a))
 
-    solver_mod.solver_actions = sabotaged
+    solver_mod.expert_plan = sabotaged
     try:
         demo = run_solver_demo(task, spec, tok, random.Random(0))
     finally:
-        solver_mod.solver_actions = real
+        solver_mod.expert_plan = real
     assert demo.termination == "submitted" and demo.reward == -1 and not demo.kept
 
 
