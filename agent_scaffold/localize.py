@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -158,6 +159,12 @@ def _sources(sandbox: Sandbox, paths: Sequence[str]) -> dict[str, list[str]]:
 
 def _head(failed: int, passed: int) -> str:
     return f"The spec's tests ran with line tracing: {failed} failed, {passed} passed."
+
+
+def failed_count(answer: str) -> int | None:
+    """The failing tests an answer of this tool reports (`_head`), None for text that is not one."""
+    match = re.match(r"The spec's tests ran with line tracing: (\d+) failed, \d+ passed\.", answer)
+    return int(match.group(1)) if match else None
 
 
 def render(sandbox: Sandbox, localizer: Localizer, spectrum: Spectrum) -> str:

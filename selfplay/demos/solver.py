@@ -11,14 +11,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-import re
 import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agent_scaffold.agent import run_episode
 from agent_scaffold.editor import EditError, Editor
-from agent_scaffold.localize import LocalizeError, run_spectrum
+from agent_scaffold.localize import LocalizeError, failed_count, run_spectrum
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from repos.spec import RepoSpec
@@ -177,8 +176,7 @@ def _still_failing(traj: Any, turn: int) -> bool:
     replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
     if turn >= len(replies) or replies[turn] + 1 >= len(messages):
         return False
-    match = re.search(r"(\d+) failed, \d+ passed", messages[replies[turn] + 1].get("content", ""))
-    return bool(match) and int(match.group(1)) > 0
+    return (failed_count(str(messages[replies[turn] + 1].get("content", ""))) or 0) > 0
 
 
 def _check_resolves(editor: Editor, plan: SolverTask) -> None:

@@ -24,11 +24,11 @@ an empty diff has every turn format-valid and repairs nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.actions import Action, FormatError, parse_action
 from selfplay.diffs import touched_files
 from selfplay.errors import DiffError
 
@@ -132,6 +132,21 @@ def with_unsent(messages: Sequence[Mapping[str, Any]], metadata: Mapping[str, An
     return [*messages, {"role": "user", "content": str(unsent)}] if unsent else list(messages)
 
 
+def _turns(messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Action | None, str]]:
+    """Each assistant turn of a transcript (system and task prompt first) as its parsed action (None for a
+    format error) and the observation that answered it ("" when none did)."""
+    body = list(messages[2:])
+    for i, m in enumerate(body):
+        if m.get("role") != "assistant":
+            continue
+        after = body[i + 1] if i + 1 < len(body) and body[i + 1].get("role") != "assistant" else {}
+        try:
+            action: Action | None = parse_action(str(m.get("content", "")))
+        except FormatError:
+            action = None
+        yield action, str(after.get("content", ""))
+
+
 def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """One label per assistant turn of a transcript (system and task prompt first): ``format_error``,
     ``run_tests`` (a bash command that runs pytest), ``bash``, ``view``, ``str_replace``,
@@ -139,25 +154,19 @@ def turn_kinds(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     equals its SEARCH text), ``missing_file`` (an edit command whose path is not in the repo), another edit
     command's name, ``localize`` or ``submit``."""
     kinds: list[str] = []
-    body = list(messages[2:])
-    for i, m in enumerate(body):
-        if m.get("role") != "assistant":
-            continue
-        after = body[i + 1] if i + 1 < len(body) and body[i + 1].get("role") != "assistant" else {}
-        try:
-            action = parse_action(str(m.get("content", "")))
-        except FormatError:
+    for action, after in _turns(messages):
+        if action is None:
             kinds.append("format_error")
             continue
         if action.tool == "bash":
             kinds.append("run_tests" if "pytest" in action.command else "bash")
         elif action.tool in ("submit", "localize"):
             kinds.append(action.tool)
-        elif missing_file_refusals([str(after.get("content", ""))]):
+        elif missing_file_refusals([after]):
             kinds.append("missing_file")
-        elif action.command == "str_replace" and search_refusals([str(after.get("content", ""))]):
+        elif action.command == "str_replace" and search_refusals([after]):
             kinds.append("str_replace_refused")
-        elif action.command == "str_replace" and NOOP_REFUSED in str(after.get("content", "")):
+        elif action.command == "str_replace" and NOOP_REFUSED in after:
             kinds.append("str_replace_noop")
         else:
             kinds.append(action.command)
@@ -175,16 +184,8 @@ def recovery_moves(messages: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     A recovery demonstration's episode has one undo and two edited lines."""
     done: list[tuple[str, str, str]] = []
     undos, targets = 0, set()
-    body = list(messages[2:])
-    for i, m in enumerate(body):
-        if m.get("role") != "assistant":
-            continue
-        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) and body[i + 1].get("role") != "assistant" else ""
-        try:
-            action = parse_action(str(m.get("content", "")))
-        except FormatError:
-            continue
-        if action.tool != "edit" or not after.startswith(EDITED):
+    for action, after in _turns(messages):
+        if action is None or action.tool != "edit" or not after.startswith(EDITED):
             continue
         if action.command == "undo":
             undos += 1
