@@ -157,13 +157,18 @@ def _sources(sandbox: Sandbox, paths: Sequence[str]) -> dict[str, list[str]]:
     return texts
 
 
+_HEAD = "The spec's tests ran with line tracing: {failed} failed, {passed} passed."
+# the answer's first sentence read back (`failed_count`), spelled once with `_head`
+_HEAD_RE = re.compile(re.escape(_HEAD).replace(r"\{failed\}", r"(\d+)").replace(r"\{passed\}", r"\d+"))
+
+
 def _head(failed: int, passed: int) -> str:
-    return f"The spec's tests ran with line tracing: {failed} failed, {passed} passed."
+    return _HEAD.format(failed=failed, passed=passed)
 
 
 def failed_count(answer: str) -> int | None:
     """The failing tests an answer of this tool reports (`_head`), None for text that is not one."""
-    match = re.match(r"The spec's tests ran with line tracing: (\d+) failed, \d+ passed\.", answer)
+    match = _HEAD_RE.match(answer)
     return int(match.group(1)) if match else None
 
 
