@@ -7,7 +7,7 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
       [--control-learner off] [--demonstrated] [--train-eval N]
   .venv/bin/python scripts/bench_learning.py --arm recheck --recheck DIR [--recheck DIR ...] [--eval-seed S]
-      [--samples k] [--stratum train|heldout|untrained] [--out F.json]
+      [--samples k] [--stratum train|heldout|untrained] [--reuse F.json ...] [--out F.json]
   .venv/bin/python scripts/bench_learning.py --arm compare --before DIR --after DIR [-n 4] [--samples k]
       [--temperature T] [--max-turns N] [--max-new-tokens N] [--eval-seed S] [--phase before|after|both] --out F.json
 
@@ -173,6 +173,10 @@ def main() -> None:
     ap.add_argument("--recheck", type=Path, action="append", default=[],
                     help="recheck: a finished experiment's --work directory (repeatable); the i-th is played "
                          "with sample seed --eval-seed + i, --samples episodes per task.")
+    ap.add_argument("--reuse", type=Path, action="append", default=[],
+                    help="recheck: an earlier recheck's --out (repeatable); a final checkpoint it already played "
+                         "on the same tasks, sample seed and settings (an LR-0 control shared by experiments from "
+                         "one start) is read back from it instead of played again.")
     ap.add_argument("--stratum", choices=("train", "heldout", "untrained"), default="train",
                     help="recheck: the training-stratum tasks (train; a --demonstrated experiment without "
                          "--train-eval: the warm start's demonstrated tasks), the held-out ones, or (untrained) the "
@@ -367,6 +371,35 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
     return interleave([(get_repo(t.repo), t) for t in tasks])
 
 
+def earlier_rechecks(paths: list[Path]) -> list[dict]:
+    """The experiment entries of earlier rechecks' --out files, each tagged with its file (`source`) and
+    given its draw settings: a file written before they were recorded has them recomputed from its
+    experiment's results.json, which must still be there."""
+    from selfplay.experiment.recheck import draw_settings, recheck_settings
+
+    entries = []
+    for path in paths:
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise SystemExit(f"--reuse {path}: cannot read it as a recheck's output ({e})") from None
+        if not isinstance(saved, dict) or not isinstance(saved.get("experiments"), list):
+            raise SystemExit(f"--reuse {path}: no 'experiments' list there; name a file `--arm recheck` wrote")
+        for entry in saved["experiments"]:
+            if "settings" not in entry:
+                results = Path(entry.get("work", "")) / "results.json"
+                if not results.is_file():
+                    raise SystemExit(f"--reuse {path}: its entry for {entry.get('work')!r} records no settings and "
+                                     f"{results} is gone, so its draws cannot be matched; play that checkpoint again")
+                entry["settings"] = draw_settings(recheck_settings(
+                    json.loads(results.read_text()), samples=int(entry["samples"]),
+                    sample_seed=int(entry["sample_seed"]), workers=1))
+            for arm in entry.get("arms", {}).values():
+                arm.setdefault("source", str(path))
+            entries.append(entry)
+    return entries
+
+
 def recheck_rl(args: argparse.Namespace) -> None:
     """`--arm recheck`: see `selfplay.experiment.recheck`. Every experiment is read and checked before any
     episode is played; --out (default <first --recheck>/recheck.json) is written after every experiment, so
@@ -402,12 +435,13 @@ def recheck_rl(args: argparse.Namespace) -> None:
             raise SystemExit(f"--recheck {work}: {e}") from None
         checked.append((work, results, settings))
     plans = [(work, results, recheck_tasks(work, results, args.stratum), settings) for work, results, settings in checked]
+    earlier = earlier_rechecks(args.reuse)
     out = args.out or args.recheck[0] / "recheck.json"
     done: list[dict] = []
     for work, results, tasks, settings in plans:
         print(f"{work}: {len(tasks)} tasks x {settings.samples} samples, sample seed {settings.sample_seed}",
               flush=True)
-        done.append({"work": str(work), **recheck_experiment(results, tasks, settings, kind)})
+        done.append({"work": str(work), **recheck_experiment(results, tasks, settings, kind, reuse=earlier)})
         total = pooled(done)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": total,

@@ -17,7 +17,8 @@ import ast
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
+from pathlib import Path
 from typing import Any
 
 from selfplay.experiment.arms import ARMS, saved_overrides
@@ -97,14 +98,45 @@ def pooled(rechecks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {**total, **sign_test(total["only_rl"], total["only_control"])}
 
 
+def draw_settings(settings: EvalSettings) -> dict[str, Any]:
+    """The settings an episode's draw depends on: all but `workers` (how many play at once)."""
+    return {k: v for k, v in asdict(settings).items() if k != "workers"}
+
+
+def reusable_arm(earlier: Sequence[Mapping[str, Any]], model: str, tasks: Sequence[str], settings: EvalSettings,
+                 kind: str) -> Mapping[str, Any] | None:
+    """An arm of an earlier recheck (`earlier`: its experiments' entries, each with its `settings`) that
+    played the checkpoint `model` on the same tasks under the same draw settings, or None. Its episodes have
+    the seeds this recheck's would have (task, sample, `sample_seed`), so they are the same draws; a replay
+    would differ from them only by batching numerics, as any two plays of one checkpoint do. An LR-0 control
+    shared by experiments from one start is the case this is for: it is played once."""
+    want, path = draw_settings(settings), Path(model).expanduser().resolve()
+    for entry in earlier:
+        if entry.get("kind") != kind or entry.get("settings") != want or sorted(entry.get("tasks", ())) != sorted(tasks):
+            continue
+        for arm in entry.get("arms", {}).values():
+            if Path(arm["model"]).expanduser().resolve() == path:
+                return arm
+    return None
+
+
 def recheck_experiment(results: Mapping[str, Any], tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
                        kind: str = "train_evals",
                        play: Callable[[str, Sequence[tuple[Any, Any]], EvalSettings], list[EpisodeRow]] = evaluate,
+                       reuse: Sequence[Mapping[str, Any]] = (),
                        ) -> dict[str, Any]:
-    """Both final checkpoints of one experiment on `tasks` under `settings`, and their pairing."""
+    """Both final checkpoints of one experiment on `tasks` under `settings`, and their pairing. A checkpoint
+    that `reuse` (earlier rechecks' entries) already played on the same draws is read back from it, with
+    `reused_from` naming where, not played again."""
     out: dict[str, Any] = {"sample_seed": settings.sample_seed, "samples": settings.samples, "kind": kind,
-                           "tasks": [t.task_id for _, t in tasks], "arms": {}}
+                           "tasks": [t.task_id for _, t in tasks], "settings": draw_settings(settings), "arms": {}}
     for arm, model in final_checkpoints(results, kind).items():
+        old = reusable_arm(reuse, model, out["tasks"], settings, kind)
+        if old is not None:
+            out["arms"][arm] = {**old, "reused_from": old.get("reused_from") or old.get("source", "an earlier recheck")}
+            out["arms"][arm].pop("source", None)
+            log.info("recheck %s (%s): read back from %s", arm, model, out["arms"][arm]["reused_from"])
+            continue
         t0 = time.monotonic()
         rows = play(model, tasks, settings)
         out["arms"][arm] = {"model": model, "wall_s": round(time.monotonic() - t0, 1),

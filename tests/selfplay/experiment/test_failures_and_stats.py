@@ -390,3 +390,44 @@ def test_recovery_moves_count_undos_and_the_lines_edited_besides(tmp_path):
     undo = [{"role": "assistant", "content": f"{fence}edit\nundo m.py\n{fence}"},
             {"role": "user", "content": editor.undo("m.py")}]
     assert recovery_moves(head + fix + undo) == (1, 1)
+
+
+def test_a_recheck_reads_back_a_checkpoint_an_earlier_one_played_on_the_same_draws():
+    """Two experiments from one start share their LR-0 control: the second recheck reads the control's
+    episodes back from the first (same checkpoint, tasks, sample seed and settings) and plays only its own rl
+    checkpoint; any other seed, task list or checkpoint is played. `play` is a test double of
+    `heldout.evaluate` that records what it was asked to play; the real path is the Docker test's."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from selfplay.experiment.heldout import EpisodeRow, EvalSettings
+    from selfplay.experiment.recheck import recheck_experiment, reusable_arm
+
+    played = []
+
+    def play(model, tasks, settings):
+        played.append(model)
+        return [EpisodeRow(task=t.task_id, repo="toolz", mode="sample", sample=k, termination="submitted",
+                           reward=1.0 if model == "R1" else -1.0, turns=3, format_errors=0,
+                           failure="solved" if model == "R1" else "no_edit", empty_diff=False, search_refusals=0,
+                           wall_s=1.0) for _, t in tasks for k in range(settings.samples)]
+
+    tasks = [(None, SimpleNamespace(task_id=i)) for i in ("a", "b")]
+    settings = EvalSettings(samples=2, greedy=False, sample_seed=7, workers=4)
+    first = recheck_experiment({"config": {"iterations": 1}, "evals": {"rl@1": {"model": "R1"},
+                                                                       "control@1": {"model": "W"}}},
+                               tasks, settings, kind="evals", play=play)
+    assert played == ["R1", "W"] and first["settings"]["sample_seed"] == 7 and "workers" not in first["settings"]
+    first["arms"]["control"]["source"] = "old.json"
+    second = {"config": {"iterations": 1}, "evals": {"rl@1": {"model": "R2"}, "control@1": {"model": "W"}}}
+    out = recheck_experiment(second, tasks[::-1], replace(settings, workers=1), kind="evals", play=play, reuse=[first])
+    assert played == ["R1", "W", "R2"]  # the task order and the workers do not change a draw
+    assert out["arms"]["control"]["rows"] == first["arms"]["control"]["rows"]
+    assert out["arms"]["control"]["reused_from"] == "old.json" and "source" not in out["arms"]["control"]
+    assert out["paired"]["pairs"] == 4 and out["paired"]["only_rl"] == 0
+    # another seed, another task list, another kind of evaluation: nothing matches, so it is played
+    assert reusable_arm([first], "W", ["a", "b"], replace(settings, sample_seed=8), "evals") is None
+    assert reusable_arm([first], "W", ["a"], settings, "evals") is None
+    assert reusable_arm([first], "W", ["a", "b"], settings, "train_evals") is None
+    assert reusable_arm([first], "R2", ["a", "b"], settings, "evals") is None
+    assert reusable_arm([first], "W", ["b", "a"], settings, "evals")["model"] == "W"

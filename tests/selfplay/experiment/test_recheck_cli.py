@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 
 def test_recheck_refuses_bad_input_before_playing(refused, tmp_path):
     assert "at least one --recheck" in refused("--arm", "recheck")
@@ -102,3 +104,30 @@ def test_the_untrained_stratum_is_the_warm_starts_other_demonstrated_tasks(bench
                              termination="submitted", source="demo")
     msg = refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5", "--stratum", "untrained")
     assert "nothing is untrained" in msg
+
+
+def test_reuse_reads_earlier_rechecks_and_refuses_what_it_cannot_match(bench, tmp_path):
+    """`--reuse F.json`: an earlier recheck's entries, their arms tagged with the file; an entry written before
+    draw settings were recorded gets them from its experiment's results.json, and is refused when that is gone."""
+    from selfplay.experiment.recheck import draw_settings, recheck_settings
+
+    with pytest.raises(SystemExit, match="cannot read"):
+        bench.earlier_rechecks([tmp_path / "missing.json"])
+    (tmp_path / "other.json").write_text(json.dumps({"rows": []}))
+    with pytest.raises(SystemExit, match="no 'experiments' list"):
+        bench.earlier_rechecks([tmp_path / "other.json"])
+    work = tmp_path / "exp"
+    work.mkdir()
+    results = {"config": {"iterations": "3", "eval": str({"max_turns": 12, "max_new_tokens": 256,
+                                                          "temperature": 0.5, "localize": True})}}
+    (work / "results.json").write_text(json.dumps(results))
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"experiments": [{"work": str(work), "sample_seed": 202, "samples": 6,
+                                                "kind": "train_evals", "tasks": ["a"],
+                                                "arms": {"control": {"model": "W", "rows": []}}}]}))
+    (entry,) = bench.earlier_rechecks([old])
+    assert entry["settings"] == draw_settings(recheck_settings(results, samples=6, sample_seed=202, workers=12))
+    assert entry["settings"]["localize"] and entry["arms"]["control"]["source"] == str(old)
+    (work / "results.json").unlink()
+    with pytest.raises(SystemExit, match="records no settings"):
+        bench.earlier_rechecks([old])
