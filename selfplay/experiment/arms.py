@@ -292,7 +292,8 @@ class Experiment:
 
 MERGE_KEYS = ("model_dir", "repos", "heldout", "iterations", "eval_every", "seed", "preset", "eval", "train_eval")
 """Settings two experiments must share for their arms to be merged into one (the overrides are compared apart:
-`learner.enabled=false` is how a control arm runs without its learner, which `control_learner` says)."""
+`learner.enabled=false` is how a control arm runs without its learner, which `control_learner` says; such a
+control may differ from the rl arm in `learner.*` overrides, which it never read)."""
 
 
 def saved_overrides(config: Mapping[str, Any]) -> list[str]:
@@ -314,7 +315,16 @@ def merge_results(results: dict[str, Any], other: dict[str, Any]) -> None:
         raise ValueError(f"its settings differ in {differ}; both arms must run the same loop")
     mine_o, theirs_o = (set(saved_overrides(r["config"])) - {"learner.enabled=false"} for r in (results, other))
     if mine_o != theirs_o:
-        raise ValueError(f"its overrides differ: {sorted(mine_o ^ theirs_o)}; both arms must run the same loop")
+        differ = sorted(mine_o ^ theirs_o)
+        control, learner = (results, other) if _learner_free_control(results) else (other, results)
+        if not (_learner_free_control(control) and all(o.startswith("learner.") for o in differ)):
+            raise ValueError(f"its overrides differ: {differ}; both arms must run the same loop (only a control "
+                             "run without its learner may differ from the rl arm, in learner.* settings only)")
+        # the control never built a learner, so settings read only by one cannot have touched its loop; the
+        # merged experiment is the rl arm's, and says which of its overrides the control did not carry
+        results["config"]["overrides"] = learner["config"]["overrides"]
+        results["control_overrides_differ"] = differ
+        log.info("merged a control run without its learner whose learner.* overrides differ: %s", differ)
     clash = sorted(a for a in set(results["arms"]) & set(other["arms"])
                    if results["arms"][a].get("run_dir") != other["arms"][a].get("run_dir"))  # merged before: fine
     if clash:
@@ -322,6 +332,11 @@ def merge_results(results: dict[str, Any], other: dict[str, Any]) -> None:
     results["arms"].update(other["arms"])
     for label, entry in other["evals"].items():
         results["evals"].setdefault(label, entry)
+
+
+def _learner_free_control(results: Mapping[str, Any]) -> bool:
+    """Whether `results` holds a control arm only, run without its learner (`control_learner` off)."""
+    return set(results["arms"]) == {"control"} and str(results["config"].get("control_learner")) == "False"
 
 
 def paired(results: dict[str, Any], iterations: int) -> dict[str, Any]:

@@ -252,8 +252,10 @@ def test_a_control_arm_without_its_learner_and_arms_merged_from_two_runs(tmp_pat
     assert arm_config(ExperimentConfig(model_dir="m", work=tmp_path, repos=("boltons",), heldout=("toolz",)),
                       "control", 1).learner.enabled
 
-    def results(arm, weights="w0", tasks=("t1", "t2"), overrides=("rollout.temperature=0.5",), seed="0", run=None):
-        return {"config": {"model_dir": "m", "seed": seed, "overrides": repr(tuple(overrides))},
+    def results(arm, weights="w0", tasks=("t1", "t2"), overrides=("rollout.temperature=0.5",), seed="0", run=None,
+                control_learner="True"):
+        return {"config": {"model_dir": "m", "seed": seed, "overrides": repr(tuple(overrides)),
+                           "control_learner": control_learner},
                 "evals": {"start": {"weights": weights, "rows": [{"task": t} for t in tasks]},
                           f"{arm}@1": {"weights": "w1", "rows": []}},
                 "arms": {arm: {"run_dir": run or arm}}}
@@ -268,6 +270,20 @@ def test_a_control_arm_without_its_learner_and_arms_merged_from_two_runs(tmp_pat
                          (results("control", overrides=("rollout.temperature=1.0",)), "overrides")):
         with pytest.raises(ValueError, match=match):
             merge_results(results("rl"), other)
+
+    # A control run without its learner may differ from the rl arm in learner.* settings only (it built no
+    # learner), from either side of the merge; the merged experiment carries the rl arm's overrides.
+    agg = ("rollout.temperature=0.5", "learner.engine.loss.agg=seq-mean-token-mean")
+    for base, other in ((results("rl", overrides=agg), results("control", control_learner="False")),
+                        (results("control", control_learner="False"), results("rl", overrides=agg))):
+        merge_results(base, other)
+        assert set(base["arms"]) == {"rl", "control"} and base["config"]["overrides"] == repr(agg)
+        assert base["control_overrides_differ"] == ["learner.engine.loss.agg=seq-mean-token-mean"]
+    # refused: a control that trained (at LR 0), and a learner-free one whose rollout setting differs too
+    for other in (results("control"), results("control", control_learner="False", overrides=(
+            "rollout.temperature=1.0", "learner.engine.loss.agg=seq-mean-token-mean"))):
+        with pytest.raises(ValueError, match="overrides differ"):
+            merge_results(results("rl", overrides=agg), other)
 
 
 def test_separation_interval_brackets_the_point_and_tells_noise_from_a_shift():
