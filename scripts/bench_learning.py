@@ -5,7 +5,7 @@ and at LR = 0 as the control, same seeds, held-out evaluations every `--eval-eve
 
   .venv/bin/python scripts/bench_learning.py --arm rl [--policy hf|vllm] [--preset P] [--model DIR] [--repos a,b] [--heldout c,d] [--seed S]
       [--iterations N] [--eval-every K] [--lr LR] [--samples k] [--set KEY=VALUE ...] [--work DIR] [--svg-dir DIR]
-      [--control-learner off] [--demonstrated] [--train-eval N]
+      [--control-learner off] [--demonstrated] [--train-eval N] [--resume]
   .venv/bin/python scripts/bench_learning.py --arm recheck --recheck DIR [--recheck DIR ...] [--eval-seed S]
       [--samples k] [--stratum train|heldout|untrained] [--reuse F.json ...] [--out F.json]
   .venv/bin/python scripts/bench_learning.py --arm compare --before DIR --after DIR [-n 4] [--samples k]
@@ -18,6 +18,9 @@ plays one checkpoint and reads the other's rows back from `--out`.
 The arms run one after the other. To run them side by side, start one process per arm (`--arms rl --work A`,
 `--arms control --work B`, the same other options), then `--arm report --work A --merge B` writes the
 experiment's outputs from both (it refuses arms of another warm start, seed, task split or loop settings).
+A stopped experiment (a killed process, a machine that went away) continues with the command that started
+it and `--resume`: the evaluations results.json saved are kept, each arm's loop resumes from its run
+directory as `selfplay run --resume` does, and only what is missing is played.
 
 Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay.demos.warm_start_config.
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
@@ -170,6 +173,9 @@ def main() -> None:
                     help="report: add the arms of another experiment's --work directory (an arm run in a "
                          "process of its own with --arms), after checking that it used the same held-out tasks.")
     ap.add_argument("--arms", default="rl,control", help="rl: which arms to run.")
+    ap.add_argument("--resume", action="store_true",
+                    help="rl: continue the experiment in --work (a stopped or killed process; the same options): "
+                         "saved evaluations are kept and each arm's loop resumes from its run directory.")
     ap.add_argument("--recheck", type=Path, action="append", default=[],
                     help="recheck: a finished experiment's --work directory (repeatable); the i-th is played "
                          "with sample seed --eval-seed + i, --samples episodes per task.")
@@ -284,7 +290,11 @@ def run_rl(args: argparse.Namespace) -> None:
              if cfg.train_eval else [])
     if train:
         print(f"{len(train)} training-stratum tasks: {[t.task_id for _, t in train]}", flush=True)
-    results = Experiment(cfg, tasks, train_tasks=train).execute()
+    try:
+        experiment = Experiment(cfg, tasks, train_tasks=train, resume=args.resume)
+    except ValueError as e:
+        raise SystemExit(f"--resume {args.work}: {e}") from None
+    results = experiment.execute()
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), heldout_table(results, "train_evals"), training_table(results),
           paired_line(results), injector_table(results), sep="\n\n")

@@ -220,7 +220,11 @@ class Experiment:
     """Runs the arms and their evaluations; `results` is what results.json holds."""
 
     def __init__(self, cfg: ExperimentConfig, tasks: Sequence[tuple[Any, Any]],
-                 run: Callable[..., Path] | None = None, train_tasks: Sequence[tuple[Any, Any]] = ()) -> None:
+                 run: Callable[..., Path] | None = None, train_tasks: Sequence[tuple[Any, Any]] = (),
+                 resume: bool = False) -> None:
+        """`resume`: continue the experiment that `cfg.work`/results.json holds (stopped, say, by a killed
+        process) instead of starting over: evaluations it saved are kept, each arm's loop resumes from its
+        run directory (`selfplay run --resume`), and only what is missing is played."""
         self.cfg, self.tasks, self.train_tasks = cfg, list(tasks), list(train_tasks)
         self.run = run or run_selfplay
         self.path = cfg.work / "results.json"
@@ -231,6 +235,26 @@ class Experiment:
             self.results.update(train_tasks=[t.task_id for _, t in self.train_tasks], train_evals={})
         # (weights hash, "evals" or "train_evals") -> rows: equal weights play equal seeded episodes
         self.by_weights: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self.resumed = resume and self.path.is_file()
+        if self.resumed:
+            self._adopt(json.loads(self.path.read_text()))
+        elif resume:
+            log.info("%s does not exist: nothing to resume, the experiment starts", self.path)
+
+    def _adopt(self, saved: dict[str, Any]) -> None:
+        """Take over a stopped experiment's results, after checking that they are this experiment's."""
+        mine = self.results
+        differ = sorted(k for k in mine["config"] if saved.get("config", {}).get(k) != mine["config"][k])
+        differ += [k for k in ("tasks", "train_tasks") if saved.get(k) != mine.get(k)]
+        if differ:
+            raise ValueError(f"{self.path} holds another experiment: its {', '.join(differ)} differ from these "
+                             "options; resume with the options it was started with, or give a new --work")
+        self.results = saved
+        for kind in ("evals", "train_evals"):
+            for entry in saved.get(kind, {}).values():
+                self.by_weights.setdefault((entry["weights"], kind), entry["rows"])
+        log.info("resuming %s: %s evaluated, arm(s) %s started", self.path, sorted(saved["evals"]),
+                 sorted(saved["arms"]))
 
     def save(self) -> None:
         self.cfg.work.mkdir(parents=True, exist_ok=True)
@@ -239,12 +263,18 @@ class Experiment:
         tmp.replace(self.path)
 
     def evaluate(self, label: str, model_dir: str | Path) -> dict[str, Any]:
-        """The checkpoint on the held-out tasks and, when there are any, the training-stratum tasks."""
-        digest = weights_hash(model_dir)
-        entry = self._evaluate("evals", self.tasks, label, model_dir, digest)
-        if self.train_tasks:
-            self._evaluate("train_evals", self.train_tasks, label, model_dir, digest)
-        return entry
+        """The checkpoint on the held-out tasks and, when there are any, the training-stratum tasks (an
+        evaluation a resumed experiment saved before it stopped is kept)."""
+        digest = ""
+        for kind, tasks in (("evals", self.tasks), ("train_evals", self.train_tasks)):
+            if not tasks or label in self.results[kind]:
+                continue
+            digest = digest or weights_hash(model_dir)
+            self._evaluate(kind, tasks, label, model_dir, digest)
+        return self.results["evals"][label]
+
+    def _evaluated(self, label: str) -> bool:
+        return label in self.results["evals"] and (not self.train_tasks or label in self.results["train_evals"])
 
     def _evaluate(self, kind: str, tasks: Sequence[tuple[Any, Any]], label: str, model_dir: str | Path,
                   digest: str) -> dict[str, Any]:
@@ -265,20 +295,42 @@ class Experiment:
         return entry
 
     def run_arm(self, arm: str) -> None:
-        path: Path | None = None
         t0 = time.monotonic()
         info: dict[str, Any] = self.results["arms"].setdefault(arm, {})
+        path = Path(info["run_dir"]) if info.get("run_dir") else self._stopped_run(arm)
+        # the arm's time, its evaluations included; a resumed arm adds to what its earlier process saved
+        # (what that one spent after its last save, on the stage it stopped in, is not counted)
+        before = float(info.get("wall_s", 0.0))
         for stop in stages(self.cfg.iterations, self.cfg.eval_every):
+            if self._evaluated(f"{arm}@{stop}"):
+                continue  # saved before a resume: trained and evaluated
             path = self.run(arm_config(self.cfg, arm, stop), resume=path)
-            info.update(run_dir=str(path), wall_s=round(time.monotonic() - t0, 1),
+            info.update(run_dir=str(path), wall_s=round(before + time.monotonic() - t0, 1),
                         **arm_figures(path))
             self.save()
             ckpt = latest_checkpoint(path / "checkpoints")
             self.evaluate(f"{arm}@{stop}", ckpt if ckpt is not None else self.cfg.model_dir)
-        info["train_wall_s"] = round(time.monotonic() - t0 - sum(
+            info["wall_s"] = round(before + time.monotonic() - t0, 1)  # with the stage's evaluation
+        info["train_wall_s"] = round(float(info.get("wall_s", 0.0)) - sum(
             e["wall_s"] for kind in ("evals", "train_evals") for k, e in self.results.get(kind, {}).items()
             if k.startswith(f"{arm}@")), 1)
         self.save()
+
+    def _stopped_run(self, arm: str) -> Path | None:
+        """The run directory of an arm whose process stopped before its first stage was saved: resumed
+        rather than started again, when this experiment resumes and the directory is unambiguous."""
+        if not self.resumed:
+            return None
+        found = sorted(p for p in (self.cfg.work / "arms").glob(f"{arm}-*") if (p / "config.yaml").is_file())
+        if len(found) > 1:
+            raise ValueError(f"arm {arm} has {len(found)} run directories under {self.cfg.work / 'arms'} and "
+                             f"{self.path} names none: {[p.name for p in found]}; move the ones not to resume away")
+        if found:
+            from selfplay.orchestration.resume import check_resumable
+
+            check_resumable(found[0])
+            log.info("arm %s: resuming its run %s", arm, found[0])
+        return found[0] if found else None
 
     def execute(self) -> dict[str, Any]:
         self.evaluate("start", self.cfg.model_dir)
