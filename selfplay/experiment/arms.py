@@ -325,12 +325,13 @@ class Experiment:
         if len(found) > 1:
             raise ValueError(f"arm {arm} has {len(found)} run directories under {self.cfg.work / 'arms'} and "
                              f"{self.path} names none: {[p.name for p in found]}; move the ones not to resume away")
-        if found:
-            from selfplay.orchestration.resume import check_resumable
+        if not found:
+            return None
+        from selfplay.orchestration.resume import check_resumable
 
-            check_resumable(found[0])
-            log.info("arm %s: resuming its run %s", arm, found[0])
-        return found[0] if found else None
+        check_resumable(found[0])
+        log.info("arm %s: resuming its run %s", arm, found[0])
+        return found[0]
 
     def execute(self) -> dict[str, Any]:
         self.evaluate("start", self.cfg.model_dir)
@@ -372,15 +373,16 @@ def merge_results(results: dict[str, Any], other: dict[str, Any]) -> None:
         if not (_learner_free_control(control) and all(o.startswith("learner.") for o in differ)):
             raise ValueError(f"its overrides differ: {differ}; both arms must run the same loop (only a control "
                              "run without its learner may differ from the rl arm, in learner.* settings only)")
+    clash = sorted(a for a in set(results["arms"]) & set(other["arms"])
+                   if results["arms"][a].get("run_dir") != other["arms"][a].get("run_dir"))  # merged before: fine
+    if clash:
+        raise ValueError(f"both hold arm(s) {clash}; run each arm in one --work only")
+    if mine_o != theirs_o:
         # the control never built a learner, so settings read only by one cannot have touched its loop; the
         # merged experiment is the rl arm's, and says which of its overrides the control did not carry
         results["config"]["overrides"] = learner["config"]["overrides"]
         results["control_overrides_differ"] = differ
         log.info("merged a control run without its learner whose learner.* overrides differ: %s", differ)
-    clash = sorted(a for a in set(results["arms"]) & set(other["arms"])
-                   if results["arms"][a].get("run_dir") != other["arms"][a].get("run_dir"))  # merged before: fine
-    if clash:
-        raise ValueError(f"both hold arm(s) {clash}; run each arm in one --work only")
     results["arms"].update(other["arms"])
     for label, entry in other["evals"].items():
         results["evals"].setdefault(label, entry)
