@@ -410,10 +410,30 @@ def earlier_rechecks(paths: list[Path]) -> list[dict]:
     return entries
 
 
+def continued_out(out: Path, entries: list[dict], plans: list) -> None:
+    """Refuses an existing --out that holds episodes this recheck would not carry over: an entry of another
+    experiment, or of one of these with other tasks or draws (`entries`: the file's, read by
+    `earlier_rechecks`; `plans`: (work, results, tasks, settings) of this run). Its arms are read back from
+    it when they match, so re-running a stopped recheck continues it; anything else would be overwritten."""
+    from selfplay.experiment.recheck import draw_settings
+
+    wanted = {(str(work.expanduser().resolve()), json.dumps(draw_settings(settings), sort_keys=True),
+               tuple(sorted(t.task_id for _, t in tasks))) for work, _, tasks, settings in plans}
+    for entry in entries:
+        key = (str(Path(entry.get("work", "")).expanduser().resolve()),
+               json.dumps(entry.get("settings"), sort_keys=True), tuple(sorted(entry.get("tasks", ()))))
+        if key not in wanted:
+            raise SystemExit(f"--out {out} holds a recheck of {entry.get('work')!r} (sample seed "
+                             f"{entry.get('sample_seed')}, {entry.get('samples')} samples, "
+                             f"{len(entry.get('tasks', ()))} tasks) that this one would overwrite; give another "
+                             "--out, or move that file away")
+
+
 def recheck_rl(args: argparse.Namespace) -> None:
     """`--arm recheck`: see `selfplay.experiment.recheck`. Every experiment is read and checked before any
-    episode is played; --out (default <first --recheck>/recheck.json) is written after every experiment, so
-    a stopped recheck keeps what it played."""
+    episode is played; --out (default <first --recheck>/recheck.json) is written after every checkpoint, so
+    a stopped recheck keeps what it played, and the same command run again reads that back and plays the
+    rest."""
     from selfplay.experiment.recheck import (
         final_checkpoints,
         pooled,
@@ -445,18 +465,29 @@ def recheck_rl(args: argparse.Namespace) -> None:
             raise SystemExit(f"--recheck {work}: {e}") from None
         checked.append((work, results, settings))
     plans = [(work, results, recheck_tasks(work, results, args.stratum), settings) for work, results, settings in checked]
-    earlier = earlier_rechecks(args.reuse)
     out = args.out or args.recheck[0] / "recheck.json"
+    earlier = earlier_rechecks(args.reuse)
+    if out.is_file() and out.resolve() not in {p.resolve() for p in args.reuse}:
+        stopped = earlier_rechecks([out])
+        continued_out(out, stopped, plans)
+        earlier += stopped
     done: list[dict] = []
+
+    def save(partial: dict | None = None) -> None:
+        # a partial entry (one checkpoint played) is kept for a re-run to read back; only whole ones pool
+        experiments = done + ([{**partial, "partial": True}] if partial else [])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": pooled(done),
+                                   "experiments": experiments}, indent=1) + "\n")
+
     for work, results, tasks, settings in plans:
         print(f"{work}: {len(tasks)} tasks x {settings.samples} samples, sample seed {settings.sample_seed}",
               flush=True)
-        done.append({"work": str(work), **recheck_experiment(results, tasks, settings, kind, reuse=earlier)})
-        total = pooled(done)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": total,
-                                   "experiments": done}, indent=1) + "\n")
-        print(recheck_table(done, total), flush=True)
+        done.append({"work": str(work), **recheck_experiment(
+            results, tasks, settings, kind, reuse=earlier,
+            played=lambda partial, work=work: save({"work": str(work), **partial}))})
+        save()
+        print(recheck_table(done, pooled(done)), flush=True)
 
 
 def compare_checkpoints(args: argparse.Namespace) -> None:

@@ -122,12 +122,15 @@ def reusable_arm(earlier: Sequence[Mapping[str, Any]], model: str, tasks: Sequen
 
 def recheck_experiment(results: Mapping[str, Any], tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
                        kind: str = "train_evals",
-                       play: Callable[[str, Sequence[tuple[Any, Any]], EvalSettings], list[EpisodeRow]] = evaluate,
+                       play: Callable[[str, Sequence[tuple[Any, Any]], EvalSettings], list[EpisodeRow]] | None = None,
                        reuse: Sequence[Mapping[str, Any]] = (),
+                       played: Callable[[Mapping[str, Any]], None] = lambda partial: None,
                        ) -> dict[str, Any]:
     """Both final checkpoints of one experiment on `tasks` under `settings`, and their pairing. A checkpoint
     that `reuse` (earlier rechecks' entries) already played on the same draws is read back from it, with
-    `reused_from` naming where, not played again."""
+    `reused_from` naming where, not played again. `played` is called with the entry so far (no `paired`
+    yet) after each checkpoint is played, so a caller can save it: a recheck stopped in its second
+    checkpoint keeps its first, and reads it back when run again with that file in `reuse`."""
     out: dict[str, Any] = {"sample_seed": settings.sample_seed, "samples": settings.samples, "kind": kind,
                            "tasks": [t.task_id for _, t in tasks], "settings": draw_settings(settings), "arms": {}}
     for arm, model in final_checkpoints(results, kind).items():
@@ -138,10 +141,11 @@ def recheck_experiment(results: Mapping[str, Any], tasks: Sequence[tuple[Any, An
             log.info("recheck %s (%s): read back from %s", arm, model, out["arms"][arm]["reused_from"])
             continue
         t0 = time.monotonic()
-        rows = play(model, tasks, settings)
+        rows = (play or evaluate)(model, tasks, settings)
         out["arms"][arm] = {"model": model, "wall_s": round(time.monotonic() - t0, 1),
                             "summary": summarize(rows), "rows": [row_dict(r) for r in rows]}
         log.info("recheck %s (%s): %s", arm, model, out["arms"][arm]["summary"].get("sample"))
+        played(out)
     out["paired"] = pair_episodes(out["arms"]["rl"]["rows"], out["arms"]["control"]["rows"])
     return out
 

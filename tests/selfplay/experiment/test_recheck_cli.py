@@ -131,3 +131,55 @@ def test_reuse_reads_earlier_rechecks_and_refuses_what_it_cannot_match(bench, tm
     (work / "results.json").unlink()
     with pytest.raises(SystemExit, match="records no settings"):
         bench.earlier_rechecks([old])
+
+
+def test_a_stopped_recheck_keeps_its_first_checkpoint_and_the_same_command_continues(bench, monkeypatch, tmp_path):
+    """--out is written after each checkpoint: a recheck stopped while it plays the control keeps the rl
+    checkpoint's episodes, and the same command run again reads them back and plays only the control. An
+    --out holding another recheck's episodes is refused before anything is played, not overwritten.
+    Test doubles, as in the tests above: `recheck_tasks` returns two named tasks (the real one reads the
+    experiment's store; tested above), and `evaluate` records what it plays and is stopped on demand (the
+    real one is played in test_experiment_docker.py)."""
+    from types import SimpleNamespace
+
+    from selfplay.experiment import recheck
+    from selfplay.experiment.heldout import EpisodeRow
+
+    work, out = tmp_path / "exp", tmp_path / "out.json"
+    work.mkdir()
+    (work / "results.json").write_text(json.dumps({
+        "config": {"iterations": "1", "eval": str({"max_turns": 4, "max_new_tokens": 32, "temperature": 0.5})},
+        "train_evals": {"rl@1": {"model": "R"}, "control@1": {"model": "W"}}}))
+    tasks = [(None, SimpleNamespace(task_id=i)) for i in ("a", "b")]
+    monkeypatch.setattr(bench, "recheck_tasks", lambda work, results, stratum: tasks)
+    played, stop = [], {"W"}
+
+    def play(model, tasks, settings):
+        played.append(model)
+        if model in stop:
+            raise KeyboardInterrupt
+        return [EpisodeRow(task=t.task_id, repo="toolz", mode="sample", sample=k, termination="submitted",
+                           reward=1.0 if model == "R" else -1.0, turns=3, format_errors=0,
+                           failure="solved" if model == "R" else "no_edit", empty_diff=False, search_refusals=0,
+                           wall_s=1.0) for _, t in tasks for k in range(settings.samples)]
+
+    monkeypatch.setattr(recheck, "evaluate", play)
+    argv = ["--arm", "recheck", "--recheck", str(work), "--eval-seed", "5", "--samples", "2", "--out", str(out)]
+    monkeypatch.setattr("sys.argv", ["bench_learning.py", *argv])
+    with pytest.raises(KeyboardInterrupt):
+        bench.main()
+    (entry,) = json.loads(out.read_text())["experiments"]
+    assert entry["partial"] and set(entry["arms"]) == {"rl"} and len(entry["arms"]["rl"]["rows"]) == 4
+    stop.clear()
+    bench.main()
+    assert played == ["R", "W", "W"]  # the rl checkpoint was not played again
+    saved = json.loads(out.read_text())
+    (entry,) = saved["experiments"]
+    assert "partial" not in entry and entry["arms"]["rl"]["reused_from"] == str(out)
+    assert entry["paired"]["only_rl"] == 4 and saved["pooled"]["only_rl"] == 4
+    # another seed would overwrite those episodes: refused, the file unchanged, nothing played
+    monkeypatch.setattr("sys.argv", ["bench_learning.py", *[{"5": "6"}.get(a, a) for a in argv]])
+    with pytest.raises(SystemExit, match="would overwrite; give another --out") as exc:
+        bench.main()
+    assert str(work) in str(exc.value) and "sample seed 5" in str(exc.value)
+    assert json.loads(out.read_text()) == saved and played == ["R", "W", "W"]
