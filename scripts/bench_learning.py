@@ -381,7 +381,7 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
     return interleave([(get_repo(t.repo), t) for t in tasks])
 
 
-def earlier_rechecks(paths: list[Path]) -> list[dict]:
+def earlier_rechecks(paths: list[Path], flag: str = "--reuse") -> list[dict]:
     """The experiment entries of earlier rechecks' --out files, each tagged with its file (`source`) and
     given its draw settings: a file written before they were recorded has them recomputed from its
     experiment's results.json, which must still be there."""
@@ -392,14 +392,14 @@ def earlier_rechecks(paths: list[Path]) -> list[dict]:
         try:
             saved = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as e:
-            raise SystemExit(f"--reuse {path}: cannot read it as a recheck's output ({e})") from None
+            raise SystemExit(f"{flag} {path}: cannot read it as a recheck's output ({e})") from None
         if not isinstance(saved, dict) or not isinstance(saved.get("experiments"), list):
-            raise SystemExit(f"--reuse {path}: no 'experiments' list there; name a file `--arm recheck` wrote")
+            raise SystemExit(f"{flag} {path}: no 'experiments' list there; name a file `--arm recheck` wrote")
         for entry in saved["experiments"]:
             if "settings" not in entry:
                 results = Path(entry.get("work", "")) / "results.json"
                 if not results.is_file():
-                    raise SystemExit(f"--reuse {path}: its entry for {entry.get('work')!r} records no settings and "
+                    raise SystemExit(f"{flag} {path}: its entry for {entry.get('work')!r} records no settings and "
                                      f"{results} is gone, so its draws cannot be matched; play that checkpoint again")
                 entry["settings"] = draw_settings(recheck_settings(
                     json.loads(results.read_text()), samples=int(entry["samples"]),
@@ -468,7 +468,7 @@ def recheck_rl(args: argparse.Namespace) -> None:
     out = args.out or args.recheck[0] / "recheck.json"
     earlier = earlier_rechecks(args.reuse)
     if out.is_file() and out.resolve() not in {p.resolve() for p in args.reuse}:
-        stopped = earlier_rechecks([out])
+        stopped = earlier_rechecks([out], "--out")
         continued_out(out, stopped, plans)
         earlier += stopped
     done: list[dict] = []

@@ -183,3 +183,7 @@ def test_a_stopped_recheck_keeps_its_first_checkpoint_and_the_same_command_conti
         bench.main()
     assert str(work) in str(exc.value) and "sample seed 5" in str(exc.value)
     assert json.loads(out.read_text()) == saved and played == ["R", "W", "W"]
+    out.write_text("notes of mine")  # a file no recheck wrote is not overwritten either
+    with pytest.raises(SystemExit, match=f"--out {out}: cannot read it as a recheck's output"):
+        bench.main()
+    assert out.read_text() == "notes of mine" and played == ["R", "W", "W"]
