@@ -74,20 +74,35 @@ def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: i
     return replace(base, samples=samples, greedy=False, workers=workers, sample_seed=sample_seed)
 
 
+def solved_by_draw(rows: Sequence[Mapping[str, Any]], mode: str) -> dict[tuple[str, int], bool]:
+    """(task, sample) -> solved, for the episodes of `mode` not lost to infrastructure."""
+    return {(r["task"], r["sample"]): r["reward"] > 0 for r in rows if r["mode"] == mode and r["failure"] != "infra"}
+
+
 def pair_episodes(rl: Sequence[Mapping[str, Any]], control: Sequence[Mapping[str, Any]],
                   mode: str = "sample") -> dict[str, Any]:
     """Episodes of `mode` (sample, or greedy: one a task) of two checkpoints paired by (task, sample), which
     share their seed; an episode lost to infrastructure on either side drops its pair."""
-    def by(rows: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int], bool]:
-        return {(r["task"], r["sample"]): r["reward"] > 0 for r in rows
-                if r["mode"] == mode and r["failure"] != "infra"}
-
-    a, b = by(rl), by(control)
+    a, b = solved_by_draw(rl, mode), solved_by_draw(control, mode)
     keys = sorted(set(a) & set(b))
     only_rl = sum(a[k] and not b[k] for k in keys)
     only_control = sum(b[k] and not a[k] for k in keys)
     return {"pairs": len(keys), "rl_solved": sum(a[k] for k in keys), "control_solved": sum(b[k] for k in keys),
             "only_rl": only_rl, "only_control": only_control, **sign_test(only_rl, only_control)}
+
+
+def pair_tasks(rl: Sequence[Mapping[str, Any]], control: Sequence[Mapping[str, Any]],
+               mode: str = "sample") -> dict[str, Any]:
+    """The clustered reading of `pair_episodes`: episodes of one task are not independent, so each task
+    counts once, as ahead (rl solved more of the task's pairs), behind, or tied, with the exact sign test
+    of ahead against behind. Pairs as `pair_episodes` does (an infrastructure loss drops its pair)."""
+    a, b = solved_by_draw(rl, mode), solved_by_draw(control, mode)
+    margin: dict[str, int] = {}
+    for key in set(a) & set(b):
+        margin[key[0]] = margin.get(key[0], 0) + int(a[key]) - int(b[key])
+    ahead, behind = sum(m > 0 for m in margin.values()), sum(m < 0 for m in margin.values())
+    return {"tasks": len(margin), "ahead": ahead, "behind": behind, "tied": len(margin) - ahead - behind,
+            **sign_test(ahead, behind)}
 
 
 def pooled(rechecks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -147,18 +162,22 @@ def recheck_experiment(results: Mapping[str, Any], tasks: Sequence[tuple[Any, An
         log.info("recheck %s (%s): %s", arm, model, out["arms"][arm]["summary"].get("sample"))
         played(out)
     out["paired"] = pair_episodes(out["arms"]["rl"]["rows"], out["arms"]["control"]["rows"])
+    out["paired_by_task"] = pair_tasks(out["arms"]["rl"]["rows"], out["arms"]["control"]["rows"])
     return out
 
 
 def recheck_table(rechecks: Sequence[Mapping[str, Any]], total: Mapping[str, Any]) -> str:
     """Markdown: per experiment and pooled, each arm's solved sampled episodes and the paired sign test."""
     lines = ["| experiment | sample_seed | pairs | rl solved | control solved | only rl | only control | "
-             "p (one-sided) | p (two-sided) |", "|---|---|---|---|---|---|---|---|---|"]
+             "p (one-sided) | p (two-sided) | tasks ahead / behind / tied | p by task (one-sided) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
 
-    def row(name: str, seed: Any, p: Mapping[str, Any]) -> str:
+    def row(name: str, seed: Any, p: Mapping[str, Any], t: Mapping[str, Any] | None) -> str:
+        by_task = f"{t['ahead']} / {t['behind']} / {t['tied']} | {t['p_greater']:.3g}" if t else "- | -"
         return (f"| {name} | {seed} | {p['pairs']} | {p['rl_solved']} | {p['control_solved']} | {p['only_rl']} | "
-                f"{p['only_control']} | {p['p_greater']:.3g} | {p['p_value']:.3g} |")
+                f"{p['only_control']} | {p['p_greater']:.3g} | {p['p_value']:.3g} | {by_task} |")
 
-    lines += [row(r.get("work", str(i)), r["sample_seed"], r["paired"]) for i, r in enumerate(rechecks)]
-    lines.append(row("**pooled**", "-", total))
+    lines += [row(r.get("work", str(i)), r["sample_seed"], r["paired"], r.get("paired_by_task"))
+              for i, r in enumerate(rechecks)]
+    lines.append(row("**pooled**", "-", total, None))  # tasks differ between experiments: no pooled task count
     return "\n".join(lines)

@@ -356,6 +356,27 @@ def test_recheck_pairs_by_task_and_sample_and_pools_experiments():
     assert total["p_greater"] == pytest.approx(8 / 128)  # P(X >= 6 | n = 7) = (7 + 1) / 2^7
     table = recheck_table([{"work": "runs/a", "sample_seed": 1, "paired": p}], total)
     assert "| runs/a | 1 | 3 |" in table and "**pooled**" in table
+    assert table.splitlines()[2].endswith("| - | - |")  # an entry written before the per-task reading
+    ahead = {"ahead": 2, "behind": 0, "tied": 1, "p_greater": 0.25}
+    table = recheck_table([{"work": "runs/a", "sample_seed": 1, "paired": p, "paired_by_task": ahead}], total)
+    assert table.splitlines()[2].endswith("| 2 / 0 / 1 | 0.25 |")
+
+
+def test_the_per_task_reading_counts_each_task_once():
+    """Tasks where rl solved more of their paired draws are ahead, fewer behind; a task's margin is summed
+    over its pairs, so 2 wins and 1 loss is ahead once, and an infra row drops only its pair."""
+    from selfplay.experiment.recheck import pair_tasks
+
+    rl = _rows([("a", "sample", 0, 1, "solved"), ("a", "sample", 1, 1, "solved"), ("a", "sample", 2, -1, "no_edit"),
+                ("b", "sample", 0, -1, "no_edit"), ("b", "sample", 1, 1, "solved"),
+                ("c", "sample", 0, -1, "wrong_fix"), ("d", "sample", 0, -1, "infra"), ("d", "sample", 1, 1, "solved")])
+    control = _rows([("a", "sample", 0, -1, "no_edit"), ("a", "sample", 1, -1, "no_edit"),
+                     ("a", "sample", 2, 1, "solved"), ("b", "sample", 0, 1, "solved"), ("b", "sample", 1, -1, "no_edit"),
+                     ("c", "sample", 0, 1, "solved"), ("d", "sample", 0, 1, "solved"), ("d", "sample", 1, -1, "no_edit")])
+    t = pair_tasks(rl, control)
+    # a: +2 -1 ahead; b: +1 -1 tied; c: behind; d: its infra pair dropped, +1 ahead
+    assert (t["tasks"], t["ahead"], t["behind"], t["tied"]) == (4, 2, 1, 1)
+    assert t["p_greater"] == pytest.approx(4 / 8)  # P(X >= 2 | n = 3)
 
 
 def test_recheck_needs_a_finished_experiment_and_fresh_seeds():
