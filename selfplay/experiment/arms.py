@@ -298,9 +298,14 @@ class Experiment:
         t0 = time.monotonic()
         info: dict[str, Any] = self.results["arms"].setdefault(arm, {})
         path = Path(info["run_dir"]) if info.get("run_dir") else self._stopped_run(arm)
-        # the arm's time, its evaluations included; a resumed arm adds to what its earlier process saved
-        # (what that one spent after its last save, on the stage it stopped in, is not counted)
+        # the arm's time, its evaluations included; a resumed arm adds to what its earlier process saved the
+        # iterations that process finished after its last save (their own `iteration/wall_s`, kept in the run's
+        # metrics.jsonl); the iteration it was killed in and its model loading are not counted
         before = float(info.get("wall_s", 0.0))
+        if path is not None:
+            saved = {r["iteration"] for r in info.get("curve", ())}
+            before += sum(float(r.get("iteration/wall_s", 0.0)) for r in training_curve(path / "metrics.jsonl")
+                          if r["iteration"] not in saved)
         for stop in stages(self.cfg.iterations, self.cfg.eval_every):
             if self._evaluated(f"{arm}@{stop}"):
                 continue  # saved before a resume: trained and evaluated

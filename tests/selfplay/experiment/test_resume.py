@@ -16,11 +16,15 @@ from selfplay.experiment import arms as arms_mod
 from selfplay.experiment.arms import Experiment, ExperimentConfig
 from selfplay.experiment.heldout import EpisodeRow
 
+ITERATION_S = 100.0
+"""The `iteration/wall_s` the double's metrics give each iteration it finishes: far above the test's own time."""
+
 
 class StoppingLoop:
-    """`run_selfplay`'s double: one run directory an arm (config.yaml and a checkpoint per finished stage, as
-    the real loop leaves them), the calls recorded, and a KeyboardInterrupt at `stop_at` (arm, iterations),
-    as a killed process stops, after the run directory exists."""
+    """`run_selfplay`'s double: one run directory an arm (config.yaml, a checkpoint per finished stage and a
+    metrics.jsonl line per finished iteration, as the real loop leaves them), the calls recorded, and a
+    KeyboardInterrupt at `stop_at` (arm, iterations), as a killed process stops: after the run directory
+    exists and every iteration of the stage but its last has finished."""
 
     def __init__(self, work: Path, stop_at: tuple[str, int] | None = None) -> None:
         self.work, self.stop_at, self.calls = work, stop_at, []
@@ -31,7 +35,13 @@ class StoppingLoop:
         path = resume or self.work / "arms" / f"{arm}-20261203-000000"
         path.mkdir(parents=True, exist_ok=True)
         (path / "config.yaml").write_text("name: x\n")
-        if (arm, iterations) == self.stop_at:
+        stopping = (arm, iterations) == self.stop_at
+        metrics = path / "metrics.jsonl"
+        done = len(metrics.read_text().splitlines()) if metrics.is_file() else 0
+        with metrics.open("a") as f:
+            for it in range(done, iterations - 1 if stopping else iterations):
+                f.write(json.dumps({"iteration": it, "iteration/wall_s": ITERATION_S}) + "\n")
+        if stopping:
             raise KeyboardInterrupt
         if arm == "rl":  # the control trains nothing: it is evaluated on the start's weights
             from selfplay.learner.checkpoint import META
@@ -60,7 +70,7 @@ def played(monkeypatch):
 
 def config(tmp_path, **kw):
     return ExperimentConfig(model_dir=str(tmp_path / "start"), work=tmp_path / "exp", repos=("boltons",),
-                            heldout=("toolz",), iterations=2, eval_every=1, **kw)
+                            heldout=("toolz",), **{"iterations": 2, "eval_every": 1, **kw})
 
 
 TASKS = [(None, SimpleNamespace(task_id="t1"))]
@@ -86,7 +96,8 @@ def test_a_stopped_experiment_resumes_where_it_stopped(tmp_path, played):
     assert sorted(results["evals"]) == ["control@1", "control@2", "rl@1", "rl@2", "start"]
     assert results["evals"]["control@2"]["reused"] and results["evals"]["rl@2"] == saved["evals"]["rl@2"]
     assert set(results["train_evals"]) == set(results["evals"]) and "paired" in results
-    assert results["arms"]["control"]["wall_s"] >= saved["arms"]["control"]["wall_s"]
+    # iteration 0's time was saved with control@1; the killed stage finished no iteration: nothing to add
+    assert saved["arms"]["control"]["wall_s"] <= results["arms"]["control"]["wall_s"] < ITERATION_S
 
     # resumed again once finished: nothing left to do
     done = StoppingLoop(cfg.work)
@@ -108,6 +119,20 @@ def test_an_arm_stopped_before_its_first_save_resumes_its_run_directory(tmp_path
     fresh = StoppingLoop(cfg.work)
     Experiment(cfg, TASKS, run=fresh).execute()
     assert fresh.calls[0] == ("rl", 1, None)
+
+
+def test_a_resumed_arm_counts_the_iterations_its_killed_process_finished(tmp_path, played):
+    """Killed in its only stage after iteration 0 finished, before anything was saved: the resumed arm's
+    `wall_s` counts iteration 0 from the run's metrics (the iteration it was killed in is lost)."""
+    cfg = config(tmp_path, arms=("rl",), eval_every=2)
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(cfg, TASKS, run=StoppingLoop(cfg.work, stop_at=("rl", 2))).execute()
+    assert "wall_s" not in json.loads((cfg.work / "results.json").read_text())["arms"].get("rl", {})
+    results = Experiment(cfg, TASKS, run=StoppingLoop(cfg.work), resume=True).execute()
+    rl = results["arms"]["rl"]
+    assert [r["iteration"] for r in rl["curve"]] == [0, 1]
+    assert ITERATION_S <= rl["wall_s"] < 2 * ITERATION_S  # iteration 0 once; iteration 1 is this process's
+    assert ITERATION_S <= rl["train_wall_s"] <= rl["wall_s"]
 
 
 def test_resume_refuses_another_experiments_results_and_an_ambiguous_run(tmp_path, played):
