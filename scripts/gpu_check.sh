@@ -15,11 +15,13 @@ if [ "${1:-}" = prepare ]; then
     model=$($py -c "from agent_scaffold.embedded import default_model_dir; print(default_model_dir())") || exit 1
     mkdir -p .whl .gpu/smollm2
     cp "$model"/{chat_template.jinja,config.json,generation_config.json,tokenizer.json,tokenizer_config.json} .gpu/smollm2/
+    # The versions the venv (and so CI) runs, not pins of their own that could drift from it.
+    pin() { $py -c "import importlib.metadata as m; print('$1==' + m.version('$1'))"; }
     # DeepSpeed ships only an sdist: build a pure-Python wheel (its ops compile on first use, if ever).
-    DS_BUILD_OPS=0 $py -m pip wheel -q --no-deps --no-build-isolation -w .whl deepspeed==0.19.8 || exit 1
-    for p in pydantic==2.14.4 pydantic_core==2.50.5 hjson==3.1.0 annotated-types==0.8.0 typing-inspection==0.4.5; do
+    DS_BUILD_OPS=0 $py -m pip wheel -q --no-deps --no-build-isolation -w .whl "$(pin deepspeed)" || exit 1
+    for name in pydantic pydantic_core hjson annotated-types typing-inspection; do
         $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$p" || exit 1
+            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$(pin $name)" || exit 1
     done
     du -sh .whl .gpu
     exit 0
@@ -46,9 +48,11 @@ shutil.copytree(".gpu/smollm2", d, dirs_exist_ok=True)
 torch.manual_seed(0)
 AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d)).save_pretrained(d)
 PY
+rc=0  # every step runs; the script fails if any did
 timeout 180 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/selfplay/learner/test_engine_options.py \
-    tests/agent_scaffold/test_policies.py tests/agent_scaffold/test_llama_step.py 2>&1 | tee -a "$OUT/tests.log"
+    tests/agent_scaffold/test_policies.py tests/agent_scaffold/test_llama_step.py 2>&1 | tee -a "$OUT/tests.log" || rc=1
 timeout 240 python3 scripts/bench_learner.py --gpu-only --gpu-lengths '' --rollout-model smollm2 \
-    --rollout-batches 1,8,32 --rollout-decodes fast,hf --repeats 3 --tokenizer .gpu/smollm2 2>&1 | tee "$OUT/rollouts.log"
+    --rollout-batches 1,8,32 --rollout-decodes fast,hf --repeats 3 --tokenizer .gpu/smollm2 2>&1 | tee "$OUT/rollouts.log" || rc=1
 timeout 170 python3 scripts/bench_learner.py --gpu-only --gpu-models 0.5b --gpu-lengths 8192 \
-    --gpu-sides learner,hf --repeats 1 --rollout-batches '' --tokenizer .gpu/smollm2 2>&1 | tee "$OUT/learner.log"
+    --gpu-sides learner,hf --repeats 1 --rollout-batches '' --tokenizer .gpu/smollm2 2>&1 | tee "$OUT/learner.log" || rc=1
+exit $rc
