@@ -517,10 +517,10 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                             max_context_tokens=args.max_context_tokens,
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
                             localize=args.localize, submit_on_limit=args.submit_on_limit)
-    # the other phase's rows pair with this one's only on the same budgets and draws (workers aside)
+    # the other phase's rows pair with this one's only on the same budgets and draws (workers and device aside)
     # a setting missing from an older file had its default then; a new file pairs with anything
     was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else asdict(settings)
-    differ = sorted(k for k, v in asdict(settings).items() if k != "workers" and was_set[k] != v)
+    differ = sorted(k for k, v in asdict(settings).items() if k not in ("workers", "device") and was_set[k] != v)
     if differ:
         was = ", ".join(f"{k}={was_set[k]}" for k in differ)
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "

@@ -53,6 +53,7 @@ from selfplay.experiment.search_sources import SEARCH_KINDS, bug_lines, search_s
 from selfplay.experiment.stats import wilson
 from selfplay.judge.grader import build_buggy_state, grade
 from selfplay.procedural.seed import SeedConfig
+from selfplay.rollout.policy_factory import resolve_device
 from selfplay.task import Task, make_task_id
 from selfplay.validation import ValidationConfig
 
@@ -92,6 +93,9 @@ class EvalSettings:
     submit_on_limit: bool = False
     """Grade the sandbox's diff when an episode runs out of turns or context (`EpisodeLimits.submit_on_limit`,
     SWE-agent's autosubmission); its ending and failure label stay the limit's, a solve counts as solved."""
+    device: str = "auto"
+    """Where the checkpoint samples: a torch device, or auto (cuda when torch sees a GPU, as the training
+    rollouts' `policy.device` resolves). It changes the numerics, not the draws' seeds."""
 
 
 def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any) -> list[tuple[Any, Any]]:
@@ -230,13 +234,19 @@ def _play_or_infra(policy: Any, spec: Any, task: Any, mode: str, sample: int, se
                           round(time.monotonic() - t0, 1))
 
 
+def eval_policy(model_dir: str | None, settings: EvalSettings) -> BatchingPolicy:
+    """The checkpoint `model_dir` on `settings.device`, batched across `settings.workers` episode threads."""
+    return BatchingPolicy(HFPolicy(model_dir, device=resolve_device(settings.device), kv_cache_mb=1024),
+                          max_batch=max(1, settings.workers))
+
+
 def evaluate(model_dir: str | None, tasks: Sequence[tuple[Any, Any]], settings: EvalSettings,
              on_row: Callable[[EpisodeRow], None] | None = None, transcripts: Path | None = None) -> list[EpisodeRow]:
     """Every episode of `settings` on every task with the checkpoint `model_dir` (each one's messages
     under `transcripts` when given, `play`)."""
     jobs = [(spec, task, "greedy", 0) for spec, task in tasks if settings.greedy]
     jobs += [(spec, task, "sample", k) for k in range(settings.samples) for spec, task in tasks]
-    policy = BatchingPolicy(HFPolicy(model_dir, kv_cache_mb=1024), max_batch=max(1, settings.workers))
+    policy = eval_policy(model_dir, settings)
     rows: list[EpisodeRow] = []
     try:
         with ThreadPoolExecutor(max(1, settings.workers), thread_name_prefix="heldout") as pool:

@@ -69,7 +69,8 @@ def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: i
         saved = ast.literal_eval(saved)
     # every setting the checkpoints were evaluated with but the draws: a policy trained with a tool is
     # played with it
-    own = {f.name for f in fields(EvalSettings)} - {"samples", "greedy", "workers", "sample_seed"}
+    # (the device is this machine's, not the one the experiment ran on)
+    own = {f.name for f in fields(EvalSettings)} - {"samples", "greedy", "workers", "sample_seed", "device"}
     base = EvalSettings(**{k: saved[k] for k in sorted(own) if k in saved})
     return replace(base, samples=samples, greedy=False, workers=workers, sample_seed=sample_seed)
 
@@ -114,8 +115,9 @@ def pooled(rechecks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def draw_settings(settings: EvalSettings) -> dict[str, Any]:
-    """The settings an episode's draw depends on: all but `workers` (how many play at once)."""
-    return {k: v for k, v in asdict(settings).items() if k != "workers"}
+    """The settings an episode's draw depends on: all but `workers` (how many play at once) and `device`
+    (where: it moves numerics, as batching does, not seeds)."""
+    return {k: v for k, v in asdict(settings).items() if k not in ("workers", "device")}
 
 
 def reusable_arm(earlier: Sequence[Mapping[str, Any]], model: str, tasks: Sequence[str], settings: EvalSettings,

@@ -401,6 +401,22 @@ def test_recheck_needs_a_finished_experiment_and_fresh_seeds():
         recheck_settings(results, samples=8, sample_seed=0, workers=2)
 
 
+def test_the_device_is_this_machines_and_leaves_the_draws_alone():
+    """An experiment evaluated on a GPU is rechecked on whatever this machine has, and its episodes are
+    still the same draws as a CPU recheck's (`reusable_arm` matches them), as with `workers`."""
+    from dataclasses import replace
+
+    from selfplay.experiment.heldout import EvalSettings
+    from selfplay.experiment.recheck import draw_settings, recheck_settings
+
+    results = {"config": {"eval": str({"max_turns": 12, "temperature": 0.5, "device": "cuda:1", "workers": 8})}}
+    s = recheck_settings(results, samples=4, sample_seed=5, workers=2)
+    assert s.device == "auto" and s.max_turns == 12
+    assert draw_settings(replace(s, device="cpu")) == draw_settings(replace(s, device="cuda")) == draw_settings(s)
+    assert draw_settings(replace(s, temperature=1.0)) != draw_settings(s)
+    assert "device" not in draw_settings(EvalSettings())
+
+
 def test_recovery_moves_count_undos_and_the_lines_edited_besides(tmp_path):
     """A wrong edit put back by a reversed `str_replace`, another line repaired, a refused edit, then an `undo`:
     the observations are the real editor's."""
