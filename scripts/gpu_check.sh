@@ -2,10 +2,10 @@
 # The GPU checks of docs/benchmarks.md ("Learner and rollouts on a GPU"), for a GPU machine with torch and
 # transformers but no network, no Docker and no DeepSpeed.
 #
-#   bash scripts/gpu_check.sh prepare [STORE RUN]   # here: wheels into .whl/, the embedded model's config and
+#   bash scripts/gpu_check.sh prepare [WARM RUN]    # here: wheels into .whl/, the embedded model's config and
 #                                                   # tokenizer into .gpu/smollm2/ (both git-ignored; carry
-#                                                   # them); with a warm start's store.db and a run directory,
-#                                                   # also those (into .gpu/) for the pipeline check
+#                                                   # them); with a warm start's directory (its store.db and
+#                                                   # demos/) and a run directory, also those, for the pipeline
 #   bash scripts/gpu_check.sh            # there: the gpu tests and the two bench tables, on a random-init
 #                                        # SmolLM2 written from the carried config
 #   bash scripts/gpu_check.sh pipeline   # there: the gpu tests, then the experiment's GPU half at a larger
@@ -40,9 +40,12 @@ if [ "${1:-}" = prepare ]; then
             --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/base "$(pin ${name%%:*})" || exit 1
     done
     if [ -n "${2:-}" ]; then
-        [ -f "$2" ] && [ -f "$3/config.yaml" ] || { echo "prepare: STORE must be a store.db and RUN a run directory"; exit 2; }
-        rm -rf .gpu/run && mkdir -p .gpu/run
-        cp "$2" .gpu/warm_store.db
+        [ -f "$2/store.db" ] && [ -d "$2/demos" ] && [ -f "$3/config.yaml" ] \
+            || { echo "prepare: WARM must be a warm start's directory (store.db, demos/) and RUN a run's"; exit 2; }
+        rm -rf .gpu/run .gpu/warm && mkdir -p .gpu/run .gpu/warm
+        cp -r "$2"/store.db "$2"/demos .gpu/warm/
+        # the store names its demonstrations' files by absolute path: the pipeline puts them back there
+        realpath "$2" > .gpu/warm_root
         cp -r "$3"/config.yaml "$3"/trajectories .gpu/run/
     fi
     du -sh .whl .gpu
@@ -90,7 +93,9 @@ timeout 180 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/selfplay/l
     tests/selfplay/experiment/test_eval_device.py 2>&1 | tee -a "$OUT/tests.log" || rc=1
 
 if [ "${1:-}" = pipeline ]; then
-    [ -f .gpu/warm_store.db ] && [ -f .gpu/run/config.yaml ] || { echo "pipeline: run prepare STORE RUN first"; exit 2; }
+    [ -f .gpu/warm_root ] && [ -f .gpu/run/config.yaml ] || { echo "pipeline: run prepare WARM RUN here first"; exit 2; }
+    root=$(cat .gpu/warm_root)
+    [ -e "$root" ] || { mkdir -p "$(dirname "$root")" && ln -s "$PWD/.gpu/warm" "$root"; } || exit 1
     # A larger shape with the embedded tokenizer, so the carried episodes' token ids are its own: SmolLM2-1.7B's.
     timeout 120 python3 - <<'PY' 2>&1 | tee "$OUT/pipeline.log" || exit 1
 import shutil
@@ -112,7 +117,7 @@ print(f"random-init SmolLM2-1.7B shape: {sum(p.numel() for p in model.parameters
 model.save_pretrained(d)
 PY
     start=$(date +%s)
-    timeout 240 python3 -c 'from selfplay.cli import main; main()' rft --store .gpu/warm_store.db --source demo \
+    timeout 240 python3 -c 'from selfplay.cli import main; main()' rft --store "$root/store.db" --source demo \
         --preset nebius --lr 1e-4 --batch-size 8 --epochs 2 --model /tmp/m17 --out /tmp/sft17 2>&1 \
         | grep -v "INFO" | tee -a "$OUT/pipeline.log" || rc=1
     echo "rft wall: $(( $(date +%s) - start )) s" | tee -a "$OUT/pipeline.log"
