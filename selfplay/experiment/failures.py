@@ -23,6 +23,7 @@ an empty diff has every turn format-valid and repairs nothing.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -79,6 +80,16 @@ def search_refusals(observations: Sequence[str]) -> int:
 def missing_file_refusals(observations: Sequence[str]) -> int:
     """Edits refused because their path is not in the repo."""
     return sum(MISSING_FILE in o for o in observations)
+
+
+_MISSING_PATH = re.compile(r"(\S+) " + re.escape(MISSING_FILE))
+
+
+def missing_paths(observations: Sequence[str]) -> tuple[str, ...]:
+    """The paths of the edits refused because they are not in the repo, one per refusal, in order. Where
+    they come from says what the policy falls back on: a training repo's file is memorised, a line number
+    or a made-up name is not read from anything."""
+    return tuple(m.group(1) for o in observations for m in _MISSING_PATH.finditer(o))
 
 
 def classify(f: EpisodeFacts) -> str:

@@ -18,6 +18,7 @@ import json
 import logging
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -43,6 +44,7 @@ from selfplay.experiment.failures import (
     EpisodeFacts,
     classify,
     empty_or_unchanged,
+    missing_paths,
     recovery_moves,
     search_refusals,
     turn_kinds,
@@ -171,6 +173,8 @@ class EpisodeRow:
     """Applied edits that undo an earlier one (`failures.recovery_moves`; 0 in rows saved before it)."""
     edited_lines: int = 0
     """Distinct targets of its other applied `str_replace`s (`failures.recovery_moves`)."""
+    missing_paths: tuple[str, ...] = ()
+    """Paths its edits named that are not in the repo (`failures.missing_paths`; empty in rows saved before it)."""
 
 
 def _observations(messages: Sequence[Any]) -> tuple[str, ...]:
@@ -213,7 +217,8 @@ def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: Ev
                      classify(facts), empty_or_unchanged(facts), search_refusals(facts.observations),
                      round(time.monotonic() - t0, 1), turn_kinds(messages),
                      search_sources(messages, bug_lines(task.artifact.bug_inject)),
-                     bool(ep.trajectory.metadata.get("submitted_on_limit")), *recovery_moves(messages))
+                     bool(ep.trajectory.metadata.get("submitted_on_limit")), *recovery_moves(messages),
+                     missing_paths(facts.observations))
     if transcripts is not None:
         transcripts.mkdir(parents=True, exist_ok=True)
         (transcripts / f"{task.task_id}-{mode}{sample}.txt").write_text(
@@ -295,6 +300,10 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
     undid = [r for r in played if r.undos]
     out["recovery"] = {"undid_an_edit": len(undid), "then_another_line": sum(r.edited_lines >= 2 for r in undid),
                        "solved": sum(r.reward > 0 for r in undid)}
+    named = Counter(p for r in played for p in r.missing_paths)
+    if named:  # what a policy names when it does not copy a path: memorised files, line numbers, inventions
+        out["missing_paths"] = {"episodes": sum(bool(r.missing_paths) for r in played),
+                                "refusals": sum(named.values()), "top": named.most_common(5)}
     if any(r.search_texts for r in played):
         out["search_texts"] = {k: sum(r.search_texts.get(k, 0) for r in played) for k in SEARCH_KINDS}
     return out

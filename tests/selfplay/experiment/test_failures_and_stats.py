@@ -401,6 +401,15 @@ def test_recheck_needs_a_finished_experiment_and_fresh_seeds():
         recheck_settings(results, samples=8, sample_seed=0, workers=2)
 
 
+def test_missing_paths_lists_each_refused_path_in_order():
+    from selfplay.experiment.failures import missing_paths
+
+    toolz = MISSING.replace("src/marshmallow/parse.py", "toolz/dicttoolz.py")
+    assert missing_paths(["ok", MISSING, REFUSED, toolz, MISSING]) == (
+        "src/marshmallow/parse.py", "toolz/dicttoolz.py", "src/marshmallow/parse.py")
+    assert missing_paths([REFUSED, "1 failed"]) == ()
+
+
 def test_the_device_is_this_machines_and_leaves_the_draws_alone():
     """An experiment evaluated on a GPU is rechecked on whatever this machine has, and its episodes are
     still the same draws as a CPU recheck's (`reusable_arm` matches them), as with `workers`."""

@@ -30,3 +30,25 @@ def test_a_repair_left_unsubmitted_counts_only_with_submit_on_limit(toolz_spec, 
         assert summarize([row])["on_limit"] == {"graded": 1, "solved": 1}
     else:
         assert row.reward == -1.0 and row.failure == "out_of_turns" and "on_limit" not in summarize([row])
+
+
+def test_a_path_not_in_the_repo_is_listed_where_the_editor_refused_it(toolz_spec, valid_report):
+    """The row keeps the path the policy named, from the real editor's refusal, and the summary counts it."""
+    pytest.importorskip("transformers")
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from selfplay.artifact import load_artifact
+    from selfplay.experiment.heldout import EvalSettings, play, summarize
+    from selfplay.rollout.policy_factory import embedded_tokenizer
+    from selfplay.task import Task, make_task_id
+    from tests.selfplay.conftest import ARTIFACTS
+
+    artifact = load_artifact(ARTIFACTS / "valid")
+    task = Task(make_task_id("toolz", artifact), "toolz", artifact, tuple(valid_report.fail_to_pass),
+                tuple(valid_report.pass_to_pass), origin="procedural")
+    actions = ["```edit\nview marshmallow/schema.py 1 5\n```", "```edit\nview toolz/itertoolz.py 1 3\n```",
+               "```submit\n```"]
+    settings = EvalSettings(max_turns=3, max_new_tokens=512, samples=0, workers=1)
+    row = play(ScriptedPolicy(actions, embedded_tokenizer()), toolz_spec, task, "greedy", 0, settings)
+    assert row.missing_paths == ("marshmallow/schema.py",)  # toolz/itertoolz.py is the repo's own
+    assert row.failure == "wrong_path"
+    assert summarize([row])["missing_paths"] == {"episodes": 1, "refusals": 1, "top": [("marshmallow/schema.py", 1)]}
