@@ -9,8 +9,11 @@ of a source file) decode `--long` and `--short` new tokens; the difference of th
 `--repeats` times; the ratio (first / second) is taken per adjacent pair, then the median (the machine's
 load drifts hit both paths alike).
 
+On a GPU (`--device cuda --dtype bfloat16`) this is the paired in-process A/B that separate worker
+processes could not give there: their runs scattered 4x from one process to the next.
+
 Usage: .venv/bin/python scripts/bench_decode_step.py [--model DIR] [--arms torch,hf] [--batches 1,4,12]
-       [--repeats 5] [--json F]
+       [--repeats 5] [--device cpu] [--dtype float32] [--json F]
 """
 
 from __future__ import annotations
@@ -46,10 +49,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--long", type=int, default=48)
     ap.add_argument("--short", type=int, default=8)
+    ap.add_argument("--device", default="cpu", help="torch device of both arms, e.g. cuda")
+    ap.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if args.long <= args.short:
         raise SystemExit(f"--long ({args.long}) must exceed --short ({args.short}): their difference is the steps timed")
+
+    import torch
 
     from agent_scaffold.policies.hf import HFPolicy
 
@@ -57,7 +64,7 @@ def main() -> None:
     arms = args.arms.split(",")
     if len(arms) != 2 or not set(arms) <= settings.keys() or arms[0] == arms[1]:
         raise SystemExit(f"--arms takes two of {', '.join(settings)}, got {args.arms!r}")
-    fast, hf = (HFPolicy(args.model, **settings[a]) for a in arms)
+    fast, hf = (HFPolicy(args.model, device=args.device, dtype=getattr(torch, args.dtype), **settings[a]) for a in arms)
     for arm, policy in zip(arms, (fast, hf)):
         if arm != "hf" and policy.llama_step() is None:
             raise SystemExit(f"{policy.model_dir} does not decode through LlamaStep (see the log for the reason)")
@@ -83,7 +90,8 @@ def main() -> None:
     if syncs:
         print(f"engine builds (weight sync), s: {syncs}")
     if args.json:  # "fast" is the first arm and "hf" the second
-        Path(args.json).write_text(json.dumps({"model": fast.model_dir, "arms": arms, "long": args.long,
+        Path(args.json).write_text(json.dumps({"model": fast.model_dir, "arms": arms, "device": args.device,
+                                               "dtype": args.dtype, "long": args.long,
                                                "short": args.short, "rows": rows, "engine_sync_s": syncs},
                                               indent=1))
 

@@ -11,6 +11,7 @@
 #   bash scripts/gpu_check.sh pipeline   # there: the gpu tests, then the experiment's GPU half at a larger
 #                                        # shape: SFT on the store's demonstrations, the run's update replayed
 #                                        # at LR 0 and > 0, and a held-out evaluation's policy sampling
+#   bash scripts/gpu_check.sh decode     # there: the two decode paths' step, paired in one process
 # Logs go to $OUT (or ./gpu-check-out).
 set -o pipefail
 cd "$(dirname "$0")/.."
@@ -88,7 +89,7 @@ torch.manual_seed(0)
 AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(d)).save_pretrained(d)
 PY
 rc=0  # every step runs; the script fails if any did
-timeout 180 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/selfplay/learner/test_engine_options.py \
+[ "${1:-}" = decode ] || timeout 180 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/selfplay/learner/test_engine_options.py \
     tests/agent_scaffold/test_policies.py tests/agent_scaffold/test_llama_step.py \
     tests/selfplay/experiment/test_eval_device.py 2>&1 | tee -a "$OUT/tests.log" || rc=1
 
@@ -153,6 +154,11 @@ try:
 finally:
     policy.close()
 PY
+    exit $rc
+fi
+if [ "${1:-}" = decode ]; then  # both decode paths in one process, alternating: a paired A/B
+    timeout 300 python3 scripts/bench_decode_step.py --model /tmp/spc/models/SmolLM2-135M-Instruct --device cuda \
+        --dtype bfloat16 --batches 1,8,32 --repeats 9 --json "$OUT/decode_step.json" 2>&1 | tee "$OUT/decode.log" || rc=1
     exit $rc
 fi
 timeout 240 python3 scripts/bench_learner.py --gpu-only --gpu-lengths '' --rollout-model smollm2 \
