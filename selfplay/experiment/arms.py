@@ -27,6 +27,7 @@ from selfplay.experiment.stats import fisher_exact, mcnemar_exact
 from selfplay.learner.checkpoint import latest_checkpoint
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.rundir import read_trajectories
+from selfplay.rollout.policy_factory import resolve_device
 from selfplay.store import open_store
 from selfplay.task import bug_key, count_bugs
 
@@ -228,8 +229,12 @@ class Experiment:
         self.cfg, self.tasks, self.train_tasks = cfg, list(tasks), list(train_tasks)
         self.run = run or run_selfplay
         self.path = cfg.work / "results.json"
+        config = asdict(cfg)
+        # where the evaluations sample is the machine's, not the experiment's: one stopped on a CPU resumes
+        # on a GPU (and one saved before the setting existed resumes at all); each evaluation records its own
+        config["eval"].pop("device")
         self.results: dict[str, Any] = {
-            "config": {k: str(v) for k, v in asdict(cfg).items()},
+            "config": {k: str(v) for k, v in config.items()},
             "tasks": [t.task_id for _, t in self.tasks], "evals": {}, "arms": {}}
         if self.train_tasks:
             self.results.update(train_tasks=[t.task_id for _, t in self.train_tasks], train_evals={})
@@ -286,6 +291,7 @@ class Experiment:
         rows_json = self.by_weights[digest, kind]
         summary = summarize([EpisodeRow(**r) for r in rows_json])
         entry = {"model": str(model_dir), "weights": digest, "reused": cached,
+                 "device": resolve_device(self.cfg.eval.device),
                  "wall_s": round(time.monotonic() - t0, 1), "summary": summary, "rows": rows_json}
         self.results[kind][label] = entry
         self.save()

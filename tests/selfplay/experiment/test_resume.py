@@ -105,6 +105,22 @@ def test_a_stopped_experiment_resumes_where_it_stopped(tmp_path, played):
     assert done.calls == [] and len(played) == 6
 
 
+def test_an_experiment_stopped_on_one_device_resumes_on_another(tmp_path, played):
+    """The evaluations' device is not part of the experiment's identity: stopped where they sampled on the
+    CPU, it resumes where they sample on a GPU, and each evaluation records the device it played on."""
+    from dataclasses import replace
+
+    cfg = config(tmp_path, arms=("rl",))
+    cfg = replace(cfg, eval=replace(cfg.eval, device="cpu"))
+    with pytest.raises(KeyboardInterrupt):
+        Experiment(cfg, TASKS, run=StoppingLoop(cfg.work, stop_at=("rl", 2))).execute()
+    saved = json.loads((cfg.work / "results.json").read_text())
+    assert "device" not in saved["config"]["eval"] and saved["evals"]["start"]["device"] == "cpu"
+    on_gpu = replace(cfg, eval=replace(cfg.eval, device="cuda"))
+    results = Experiment(on_gpu, TASKS, run=StoppingLoop(cfg.work), resume=True).execute()
+    assert results["evals"]["rl@2"]["device"] == "cuda" and results["evals"]["start"]["device"] == "cpu"
+
+
 def test_an_arm_stopped_before_its_first_save_resumes_its_run_directory(tmp_path, played):
     cfg = config(tmp_path, arms=("rl",))
     with pytest.raises(KeyboardInterrupt):
