@@ -211,6 +211,9 @@ def main() -> None:
     ap.add_argument("--submit-on-limit", action="store_true",
                     help="Held-out episodes that run out of turns or context are graded on the diff they left "
                          "(SWE-agent's autosubmission, `EvalSettings.submit_on_limit`).")
+    ap.add_argument("--eval-device", default="auto",
+                    help="Where the evaluations sample: auto (cuda when torch sees a GPU), cpu, cuda, cuda:N "
+                         "(`EvalSettings.device`; not part of an experiment's identity).")
     ap.add_argument("--localize", action="store_true",
                     help="Held-out solvers get the `localize` tool (for a `--locate localize` warm start).")
     ap.add_argument("--work", type=Path, default=Path("runs/bench_learning"))
@@ -280,7 +283,8 @@ def run_rl(args: argparse.Namespace) -> None:
                                              max_context_tokens=args.max_context_tokens,
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature, sample_seed=args.eval_seed,
-                                             localize=args.localize, submit_on_limit=args.submit_on_limit),
+                                             localize=args.localize, submit_on_limit=args.submit_on_limit,
+                                             device=args.eval_device),
                            arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
                            control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
@@ -457,8 +461,8 @@ def recheck_rl(args: argparse.Namespace) -> None:
         results = json.loads(path.read_text())
         try:
             final_checkpoints(results, kind)
-            settings = recheck_settings(results, samples=args.samples, sample_seed=args.eval_seed + i,
-                                        workers=args.workers)
+            settings = replace(recheck_settings(results, samples=args.samples, sample_seed=args.eval_seed + i,
+                                                workers=args.workers), device=args.eval_device)
             if args.submit_on_limit:  # on top of the experiment's own settings
                 settings = replace(settings, submit_on_limit=True)
         except ValueError as e:
@@ -516,7 +520,8 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
                             max_context_tokens=args.max_context_tokens,
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
-                            localize=args.localize, submit_on_limit=args.submit_on_limit)
+                            localize=args.localize, submit_on_limit=args.submit_on_limit,
+                            device=args.eval_device)
     # the other phase's rows pair with this one's only on the same budgets and draws (workers and device aside)
     # a setting missing from an older file had its default then; a new file pairs with anything
     was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else asdict(settings)
