@@ -291,6 +291,7 @@ class LearnerEngine:
             total_loss += float(loss.detach())
             for key, v in m.items():
                 sums[key] = sums.get(key, 0.0) + float(v) * n_tok
+        lr = float(self.scheduler.get_last_lr()[0])  # this step's: `step()` moves the scheduler to the next one
         self.engine.step()
         self.version += 1
         elapsed = time.perf_counter() - start
@@ -299,7 +300,7 @@ class LearnerEngine:
         metrics.update({
             "learner/loss": total_loss,
             "learner/grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-            "learner/lr": float(self.scheduler.get_last_lr()[0]),
+            "learner/lr": lr,
             "learner/tokens": float(sum(lens)),
             "learner/tokens_per_s": sum(lens) / elapsed,
             "learner/microbatches": float(len(plan)),
@@ -347,6 +348,7 @@ class LearnerEngine:
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             self.engine.backward(loss, scale_wrt_gas=False)
             total_loss += float(loss.detach())
+        lr = float(self.scheduler.get_last_lr()[0])  # this step's, as in `train_step`
         self.engine.step()
         self.version += 1
         elapsed = time.perf_counter() - start
@@ -354,7 +356,7 @@ class LearnerEngine:
         return {
             "sft/loss": total_loss,
             "sft/grad_norm": float(grad_norm) if grad_norm is not None else float("nan"),
-            "sft/lr": float(self.scheduler.get_last_lr()[0]),
+            "sft/lr": lr,
             "sft/tokens": float(sum(lens)),
             "sft/loss_tokens": den,
             "sft/tokens_per_s": sum(lens) / elapsed,

@@ -68,6 +68,16 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup + 1) / (span + 1))))
 
 
+def short_run_warning(warmup: int, total: int) -> str | None:
+    """What a run of `total` optimizer steps that ends inside its warm-up should say, or None: its LR never
+    reaches the peak (the Nebius preset's 10 warm-up steps outlast a small store's run at batch 64)."""
+    if total >= warmup:
+        return None
+    return (f"the warm-up ({warmup} steps) is longer than this run ({total} optimizer steps): the LR peaks at "
+            f"{total / warmup:.0%} of the preset's and never decays; give --batch-size or a warm-up that fits "
+            "this much data")
+
+
 def batches(samples: Sequence[Sample], config: SFTConfig) -> list[list[Sample]]:
     """The optimizer steps' batches: each epoch a fresh seeded shuffle cut into batch_size pieces. Injector
     samples join only the first `injector_epochs` epochs."""
@@ -104,6 +114,8 @@ def train_sft(samples: Sequence[Sample], out_dir: str | Path, config: SFTConfig 
                                         weight_decay=config.weight_decay, token_budget=config.token_budget,
                                         gradient_checkpointing=config.gradient_checkpointing, seed=config.seed))
     plan = batches(samples, config)
+    if (short := short_run_warning(config.warmup_steps, len(plan))) is not None:
+        log.warning("sft: %s", short)
     # The engine's scheduler is warm-up then constant; RFT decays to 0 (same warm-up, so step 0 agrees).
     engine.scheduler.lr_lambdas = [lambda k: lr_factor(k, config.warmup_steps, len(plan))]
     history = []

@@ -23,6 +23,20 @@ def test_adam_eps_reaches_the_optimizer():
     assert ds_config(EngineConfig(eps=1e-5), bf16=False)["optimizer"]["params"]["eps"] == 1e-5
 
 
+def test_each_step_reports_the_lr_it_took(tmp_path):
+    """Warm-up over 2 steps: the first update takes half the LR and says so (the scheduler has moved on to the
+    next step's LR by the time the step's metrics are read)."""
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    from .conftest import make_samples
+
+    engine = LearnerEngine(EngineConfig(model_dir=str(save_tiny_model(tmp_path / "tiny")), lr=1e-3, warmup_steps=2))
+    lrs = [engine.train_step(make_samples(engine.tokenizer))["learner/lr"] for _ in range(3)]
+    assert lrs == pytest.approx([5e-4, 1e-3, 1e-3])
+
+
 @pytest.mark.gpu
 def test_bf16_step_on_gpu():
     from selfplay.learner.engine import LearnerEngine

@@ -96,6 +96,15 @@ def test_lr_schedule_warmup_then_cosine_to_zero():
     assert all(a >= b for a, b in zip(f[9:], f[10:])) and 0 < f[-1] < 0.05
 
 
+def test_a_run_shorter_than_its_warm_up_says_so():
+    from selfplay.learner.sft import short_run_warning
+
+    # the Nebius preset (10 warm-up steps) on 63 demonstrations at batch 64: one step at a tenth of the LR
+    assert "peaks at 10% of the preset's" in short_run_warning(10, 1)
+    assert lr_factor(0, 10, 1) == pytest.approx(0.1)
+    assert short_run_warning(10, 10) is None and short_run_warning(1, 16) is None
+
+
 def test_batches_cover_every_sample_once_per_epoch(trajectory):
     samples = sft_samples([trajectory] * 5)
     plan = batches(samples, SFTConfig(batch_size=2, epochs=2))
@@ -154,6 +163,8 @@ def test_sft_loss_falls_and_not_at_lr_zero_and_checkpoint_loads_as_hf_policy(tmp
                     gradient_checkpointing=False, weight_decay=0.0)
     trained = train_sft(samples, tmp_path / "trained", cfg)
     losses = [m["sft/loss"] for m in trained.history]
+    # each step reports the LR it took, not the next one's
+    assert [m["sft/lr"] for m in trained.history] == pytest.approx([2e-2 * lr_factor(k, 1, 6) for k in range(6)])
     assert losses[-1] < losses[0] - 1.0 and all(b < a for a, b in zip(losses, losses[1:])), losses
     # the engine's first loss (fused head, packed micro-batch) is the masked NLL of the initial weights
     from transformers import AutoModelForCausalLM
