@@ -502,6 +502,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     from selfplay.experiment.compare import PHASES, by_repo, compare_rows, compare_table
     from selfplay.experiment.heldout import EpisodeRow, evaluate, row_dict
     from selfplay.experiment.heldout import summarize as summarize_rows
+    from selfplay.experiment.recheck import draw_settings
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.out is None:
@@ -522,10 +523,10 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
                             localize=args.localize, submit_on_limit=args.submit_on_limit,
                             device=args.eval_device)
-    # the other phase's rows pair with this one's only on the same budgets and draws (workers and device aside)
+    # the other phase's rows pair with this one's only on the same budgets and draws (`draw_settings`)
     # a setting missing from an older file had its default then; a new file pairs with anything
     was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else asdict(settings)
-    differ = sorted(k for k, v in asdict(settings).items() if k not in ("workers", "device") and was_set[k] != v)
+    differ = sorted(k for k, v in draw_settings(settings).items() if was_set[k] != v)
     if differ:
         was = ", ".join(f"{k}={was_set[k]}" for k in differ)
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "

@@ -31,14 +31,15 @@ if [ "${1:-}" = prepare ]; then
     pin() { $py -c "import importlib.metadata as m; print('$1==' + m.version('$1'))"; }
     # DeepSpeed ships only an sdist: build a pure-Python wheel (its ops compile on first use, if ever).
     DS_BUILD_OPS=0 $py -m pip wheel -q --no-deps --no-build-isolation -w .whl "$(pin deepspeed)" || exit 1
+    # the wheel of dist $2 at the venv's version into $1, for the GPU machine's Python
+    wheel() { $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d "$1" "$(pin "$2")"; }
     for name in pydantic pydantic_core hjson annotated-types typing-inspection; do
-        $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$(pin $name)" || exit 1
+        wheel .whl $name || exit 1
     done
     # The project's own dependencies, installed there only where the machine lacks them.
-    for name in $BASE_DEPS; do
-        $py -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl/base "$(pin ${name%%:*})" || exit 1
+    for pair in $BASE_DEPS; do
+        wheel .whl/base "${pair%%:*}" || exit 1
     done
     if [ -n "${2:-}" ]; then
         [ -f "$2/store.db" ] && [ -d "$2/demos" ] && [ -f "$3/config.yaml" ] \
