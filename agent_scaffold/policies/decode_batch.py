@@ -140,7 +140,9 @@ class DecodeBatch:
         torch, policy, prompt = self.torch, self.policy, req[0]
         version = policy.version
         start = hit.length if hit is not None else 0
-        cache = DynamicCache(ddp_cache_data=hit.layers()) if hit is not None else None  # None: the model's own
+        # A cache made without the model's config keeps every column of every layer: the model's own would
+        # keep only a sliding-window layer's last `window - 1`, and the batch's KV needs all layers as wide.
+        cache = DynamicCache(ddp_cache_data=hit.layers()) if hit is not None else DynamicCache()
         ids = torch.tensor([prompt[start:]], device=policy.device)  # (1, L - start)
         pos = torch.arange(start, len(prompt), device=policy.device)[None]  # (1, L - start)
         t0 = time.perf_counter()
@@ -156,6 +158,8 @@ class DecodeBatch:
 
     def _prefill_fresh(self, reqs: list[tuple]) -> None:
         """One left-padded forward over whole prompts; position ids count each row's own tokens."""
+        from transformers import DynamicCache
+
         torch, policy = self.torch, self.policy
         dev, version = policy.device, policy.version
         prompts = [r[0] for r in reqs]
@@ -166,7 +170,7 @@ class DecodeBatch:
         pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (b, W)
         t0 = time.perf_counter()
         out = self._model(input_ids=ids, attention_mask=mask if len(reqs) > 1 else None, position_ids=pos,
-                          use_cache=True, logits_to_keep=1)
+                          past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)  # see `_prefill_one`
         seconds = time.perf_counter() - t0
         total = sum(len(p) for p in prompts)
         self.prefilled_tokens += total

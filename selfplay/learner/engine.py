@@ -43,11 +43,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 from selfplay.learner.checkpoint import load_checkpoint, save_checkpoint
 from selfplay.learner.fused_loss import packed_policy_loss
+from selfplay.learner.head_transform import logit_multiplier
 from selfplay.learner.logprobs import can_fuse, decoder_hidden, fused_head_loss, packed_token_logprobs
 from selfplay.learner.lora import add_adapters, merged_state_dict
 from selfplay.learner.losses import batch_denominator, policy_loss, token_weights
 from selfplay.learner.model_options import apply_model_options
-from selfplay.learner.packing import pack, pad_rows, to_positions, unpack
+from selfplay.learner.packing import pack, packs_by_positions, pad_rows, sliding_window, to_positions, unpack
 from selfplay.learner.sequence_parallel import sp_token_logprobs
 
 log = logging.getLogger(__name__)
@@ -146,10 +147,18 @@ class LearnerEngine:
         attn = cfg.attn_implementation
         if attn == "auto":
             attn = "flash_attention_2" if cuda and _has_flash_attn() else "sdpa"
-        # SDPA needs the explicit block-diagonal mask; flash-attention uses position ids (varlen).
-        self.block_mask = attn != "flash_attention_2"
         hf_config = apply_model_options(AutoConfig.from_pretrained(model_dir), cfg.rope_scaling,
                                         cfg.max_position_embeddings)
+        logit_multiplier(hf_config)  # refuses a head the chunked logprobs cannot reproduce, before loading
+        # SDPA needs the explicit block-diagonal mask; flash-attention uses position ids (varlen), and so
+        # does a model with sliding-window layers (`packing.sliding_window`).
+        window = sliding_window(hf_config)
+        self.block_mask = attn != "flash_attention_2" and window is None
+        if window is not None and not packs_by_positions():
+            raise ImportError(
+                f"{model_dir} has sliding-window attention (window {window}); packing it needs transformers that "
+                "separates packed sequences by position ids (masking_utils.find_packed_sequence_indices). "
+                "Upgrade transformers within the `train` extra's range.")
         model = AutoModelForCausalLM.from_pretrained(model_dir, config=hf_config, dtype=self.dtype,
                                                      attn_implementation=attn)
         model.config.use_cache = False

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from selfplay.learner.head_transform import logit_multiplier
 from selfplay.learner.packing import IGNORE, Packed, shift_to_tokens
 
 TokenLoss = Callable[[torch.Tensor, int, int], torch.Tensor]
@@ -153,23 +154,26 @@ def fused_head_loss(head: torch.nn.Module, hidden: torch.Tensor, targets: torch.
     return loss, lp.new_zeros(n).index_copy_(0, idx, lp), ent.new_zeros(n).index_copy_(0, idx, ent)
 
 
-def tempered(hidden: torch.Tensor, temperature: float) -> torch.Tensor:
+def tempered(hidden: torch.Tensor, temperature: float, multiplier: float = 1.0) -> torch.Tensor:
     """Hidden states whose head logits are the model's divided by `temperature`.
 
     The head is linear and bias-free (or, on the checkpointed path, at least linear in its input for the
     heads we train), so scaling its input scales the logits: every head path (fused, chunked, sequence
     parallel) then computes logprobs, entropy and gradients of softmax(logits / T), the distribution the
     rollout engine samples from at temperature T, without a second copy of each chunk's logits.
+    `multiplier` is the constant the model's class applies to its logits after the head
+    (`head_transform.logit_multiplier`), applied here for the same reason.
     """
-    return hidden if temperature == 1.0 else hidden / temperature
+    factor = multiplier / temperature
+    return hidden if factor == 1.0 else hidden * factor
 
 
 def decoder_hidden(model: Any, packed: Packed, temperature: float = 1.0) -> torch.Tensor:
     """Final hidden states (N, H) of a packed row (the decoder stack, final norm included), scaled for
-    sampling `temperature` (`tempered`)."""
+    sampling `temperature` and the model's logit multiplier (`tempered`)."""
     out = model.base_model(input_ids=packed.input_ids, position_ids=packed.position_ids,
                            attention_mask=packed.attention_mask, use_cache=False)
-    return tempered(out.last_hidden_state[0], temperature)
+    return tempered(out.last_hidden_state[0], temperature, logit_multiplier(model.config))
 
 
 def packed_token_logprobs(model: Any, packed: Packed, chunk: int = 1024,

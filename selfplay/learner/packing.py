@@ -8,16 +8,43 @@ so RoPE sees each sequence as if alone. Attention must not cross sequences:
   GPU.
 - GPU / flash-attention: no mask; transformers detects the position-id resets and calls the varlen
   kernel (cu_seqlens), which is O(N) memory.
+- A model with sliding-window layers (`sliding_window`): no mask either. One 4D mask would serve every
+  layer, and a full-attention mask lets a windowed layer see too far back; transformers builds each layer
+  type's block-diagonal mask from the position-id resets (`masking_utils.find_packed_sequence_indices`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 IGNORE = -100
+
+
+def sliding_window(config: Any) -> int | None:
+    """The attention window of a model whose layers (some or all) attend only that far back, else None.
+
+    transformers 5 lists each layer's kind in `layer_types` (Gemma 3, Qwen 2 with `use_sliding_window`);
+    older classes (Mistral, Phi-3) window every layer when `sliding_window` is set.
+    """
+    window = getattr(config, "sliding_window", None)
+    if not window:
+        return None
+    kinds = getattr(config, "layer_types", None)
+    if kinds is not None:
+        return int(window) if "sliding_attention" in kinds else None
+    return int(window) if getattr(config, "use_sliding_window", True) else None
+
+
+def packs_by_positions() -> bool:
+    """Whether this transformers separates packed sequences by their position-id resets when given no
+    mask (with SDPA as with flash-attention)."""
+    from transformers import masking_utils
+
+    return hasattr(masking_utils, "find_packed_sequence_indices")
 
 
 @dataclass(frozen=True)

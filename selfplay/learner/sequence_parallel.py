@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from selfplay.learner.head_transform import logit_multiplier
 from selfplay.learner.logprobs import chunked_logprobs, tempered
 from selfplay.learner.packing import IGNORE, Packed, shift_to_tokens
 
@@ -67,7 +68,8 @@ def sp_token_logprobs(model: Any, packed: Packed, group: Any, chunk: int,
     tgt = torch.nn.functional.pad(packed.targets, (0, pad), value=IGNORE)
     hidden = model.base_model(input_ids=ids[:, start:end], position_ids=pos[:, start:end],
                               use_cache=False).last_hidden_state[0]
-    lp, ent = chunked_logprobs(model.get_output_embeddings(), tempered(hidden, temperature), tgt[start:end], chunk)
+    hidden = tempered(hidden, temperature, logit_multiplier(model.config))
+    lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, tgt[start:end], chunk)
     lp = gather_shards(lp, group)[:n]
     ent = gather_shards(ent.detach(), group)[:n]
     return shift_to_tokens(lp, packed.seq_lens), shift_to_tokens(ent, packed.seq_lens)

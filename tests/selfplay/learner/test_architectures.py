@@ -1,0 +1,99 @@
+"""The learner on model classes other than Llama: its logprobs are the model's own, or it refuses the model.
+
+The learner never runs the model's own forward (it packs sequences into one row and runs the head chunk by
+chunk), so a class whose attention or head differs from Llama's can train on other logprobs than its
+sampler drew with, silently. The reference here is the model's plain forward over each sequence alone.
+Before `packing.sliding_window` and `head_transform.logit_multiplier`, the packed logprobs were off by up to
+2.8 nats on the windowed classes (one full-attention mask served every layer) and up to 17 on Granite and
+Cohere (their constant on the logits was skipped).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from selfplay.learner.head_transform import UnsupportedHeadError, logit_multiplier
+from selfplay.learner.packing import sliding_window
+
+transformers = pytest.importorskip("transformers")
+
+
+def _config(arch, **overrides):
+    from selfplay.learner.tiny_model import ARCHITECTURES
+
+    return transformers.AutoConfig.for_model(arch, **{"num_hidden_layers": 2, **ARCHITECTURES.get(arch, {}), **overrides})
+
+
+def test_windows_and_logit_constants_are_read_from_each_class_config():
+    assert sliding_window(_config("llama")) is None
+    assert sliding_window(_config("qwen3")) is None
+    assert sliding_window(_config("qwen2")) == 8  # one of two layers
+    assert sliding_window(_config("qwen2", use_sliding_window=False)) is None  # Qwen 2.5's own configs
+    assert sliding_window(_config("mistral")) == 8
+    assert sliding_window(_config("mistral", sliding_window=None)) is None
+    assert sliding_window(_config("gemma3_text")) == 8
+    assert logit_multiplier(_config("llama")) == 1.0
+    assert logit_multiplier(_config("granite")) == 0.25
+    assert logit_multiplier(_config("cohere")) == 0.5
+    with pytest.raises(UnsupportedHeadError, match="final_logit_softcapping=30.0"):
+        logit_multiplier(_config("gemma2"))
+
+
+@pytest.fixture(scope="module")
+def sequences():
+    from agent_scaffold.embedded import default_model_dir
+
+    tok = transformers.AutoTokenizer.from_pretrained(default_model_dir())
+    return [tok.encode("The capital of France is Paris. " * 4), tok.encode("def f(x): return x + 1\n" * 3)]
+
+
+def _own_logprobs(model_dir, sequences, temperature):
+    """Each sequence alone through the model's own forward: log-softmax(logits / T) of its next tokens."""
+    import torch
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    out = []
+    with torch.inference_mode():
+        for s in sequences:
+            logits = model(torch.tensor([s])).logits[0].float() / temperature
+            picked = torch.log_softmax(logits, -1)[:-1].gather(1, torch.tensor(s[1:])[:, None])[:, 0]
+            out.append([0.0, *picked.tolist()])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "mistral", "gemma3_text", "phi3", "granite", "cohere"])
+def test_packed_logprobs_and_a_step_are_the_models_own(arch, sequences, tmp_path):
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.batch import Sample
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
+
+    model = str(save_tiny_model(tmp_path / arch, arch=arch, head_scale=20.0, **ARCHITECTURES.get(arch, {})))
+    assert min(len(s) for s in sequences) > 2 * 8  # both longer than the windows
+    own = _own_logprobs(model, sequences, 0.7)
+    engines = [LearnerEngine(EngineConfig(model_dir=model, lr=1e-3, warmup_steps=1, gradient_checkpointing=False,
+                                          temperature=0.7, fused_head=fused)) for fused in (False, True)]
+    learner = engines[0].logprobs(sequences)  # both sequences packed into one row
+    for got, want in zip(learner, own):
+        assert got == pytest.approx(want, abs=1e-4)
+    # The fused head's loss reads the same scaled hidden states as the chunked logprobs.
+    assert engines[1].fused
+    masks = [(0,) * 3 + (1,) * (len(s) - 3) for s in sequences]
+    batch = [Sample(tuple(s), m, tuple(lp), adv) for s, m, lp, adv in zip(sequences, masks, learner, (1.0, -1.0))]
+    plain, fused = (e.train_step(batch, learner_old=learner) for e in engines)
+    assert plain["learner/loss"] == pytest.approx(fused["learner/loss"], rel=1e-4, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_a_soft_capped_head_is_refused_before_its_weights_load(tmp_path):
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "gemma2", arch="gemma2", head_dim=8)
+    (model / "model.safetensors").unlink()  # refused from the config alone: the weights are never read
+    with pytest.raises(UnsupportedHeadError, match="soft-caps its logits"):
+        LearnerEngine(EngineConfig(model_dir=str(model)))
