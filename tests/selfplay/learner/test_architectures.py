@@ -97,3 +97,40 @@ def test_a_soft_capped_head_is_refused_before_its_weights_load(tmp_path):
     (model / "model.safetensors").unlink()  # refused from the config alone: the weights are never read
     with pytest.raises(UnsupportedHeadError, match="soft-caps its logits"):
         LearnerEngine(EngineConfig(model_dir=str(model)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["memory", "disk"])
+@pytest.mark.parametrize("arch", ["qwen2", "granite"])
+def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arch, mode, sequences, tmp_path):
+    """The loop's invariant on an untied, windowed class and on a scaled head: the rollout engine's logprobs
+    of what it samples after a sync are the learner's of the same tokens (TIS weights of 1)."""
+    pytest.importorskip("deepspeed")
+    from agent_scaffold.policies.hf import HFPolicy
+    from agent_scaffold.policy import SamplingParams
+    from selfplay.learner.batch import Sample
+    from selfplay.learner.checkpoint import save_checkpoint
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
+    from selfplay.learner.weight_sync import HFPolicySync
+
+    model = str(save_tiny_model(tmp_path / arch, arch=arch, head_scale=20.0, **ARCHITECTURES[arch]))
+    engine = LearnerEngine(EngineConfig(model_dir=model, lr=1e-2, warmup_steps=1, gradient_checkpointing=False))
+    before = engine.logprobs(sequences)
+    masks = [(0,) * 3 + (1,) * (len(s) - 3) for s in sequences]
+    engine.train_step([Sample(tuple(s), m, tuple(lp), adv)
+                       for s, m, lp, adv in zip(sequences, masks, before, (1.0, -1.0))], learner_old=before)
+    moved = engine.logprobs(sequences)
+    assert max(abs(a - b) for a, b in zip(moved[0], before[0])) > 1e-2  # the update moved the policy
+    policy = HFPolicy(model)
+    sync = HFPolicySync(policy, mode=mode)
+    if mode == "memory":
+        sync.push(engine.version, state_dict=engine.state_dict())
+    else:
+        sync.push(engine.version, checkpoint_dir=save_checkpoint(engine, tmp_path / "ck", optimizer=False))
+    sampled = policy.generate(sequences, SamplingParams(max_new_tokens=10, seed=1, stop_token_ids=()))
+    for prompt, c in zip(sequences, sampled):
+        assert c.policy_version == engine.version
+        learner = engine.logprobs([list(prompt) + list(c.token_ids)])[0][-10:]
+        assert c.logprobs == pytest.approx(learner, abs=1e-4)
