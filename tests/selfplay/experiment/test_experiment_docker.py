@@ -1,5 +1,5 @@
 """The learning experiment end to end at a tiny size: both arms of the real loop (real DeepSpeed updates
-of a tiny random Llama; the rollouts come from the documented worker double `loop_double.TableRunner`, as
+of a tiny random Llama, and of a tiny Qwen 2; the rollouts come from the documented worker double `loop_double.TableRunner`, as
 in test_loop_learner.py, so groups have reward variance without a trained model), held-out evaluations in
 real Docker toolz sandboxes graded by the real grader, the table, the page and the SVG charts."""
 
@@ -15,11 +15,14 @@ pytest.importorskip("deepspeed")
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    from selfplay.learner.tiny_model import save_tiny_model
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def tiny_model(request, tmp_path_factory):
+    """SmolLM2's class, and the class of a larger model the experiment would run on a GPU machine (Qwen 2,
+    untied, with a sliding window on one of its two layers: `tiny_model.ARCHITECTURES`)."""
+    from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
 
-    return save_tiny_model(tmp_path_factory.mktemp("tiny-llama"), max_position_embeddings=4096)
+    return save_tiny_model(tmp_path_factory.mktemp(f"tiny-{request.param}"), max_position_embeddings=4096,
+                           arch=request.param, **ARCHITECTURES.get(request.param, {}))
 
 
 def test_two_arms_tables_and_charts(tmp_path, tiny_model, toolz_spec, valid_report):
