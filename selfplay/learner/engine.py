@@ -154,6 +154,10 @@ class LearnerEngine:
         # does a model with sliding-window layers (`packing.sliding_window`).
         window = sliding_window(hf_config)
         self.block_mask = attn != "flash_attention_2" and window is None
+        if window is not None and cfg.sequence_parallel_size > 1:
+            # Ulysses drops 4D masks and shards positions; no test here shows it keeps a layer's window
+            raise ValueError(f"{model_dir} has sliding-window attention (window {window}), which sequence "
+                             "parallelism is not verified to keep; set sequence_parallel_size to 1")
         if window is not None and not packs_by_positions():
             raise ImportError(
                 f"{model_dir} has sliding-window attention (window {window}); packing it needs transformers that "

@@ -134,3 +134,15 @@ def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arc
         assert c.policy_version == engine.version
         learner = engine.logprobs([list(prompt) + list(c.token_ids)])[0][-10:]
         assert c.logprobs == pytest.approx(learner, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_sequence_parallelism_is_refused_for_a_windowed_model(tmp_path):
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
+
+    model = save_tiny_model(tmp_path / "mistral", arch="mistral", **ARCHITECTURES["mistral"])
+    with pytest.raises(ValueError, match="sliding-window attention .window 8.*sequence_parallel_size to 1"):
+        LearnerEngine(EngineConfig(model_dir=str(model), sequence_parallel_size=2))
