@@ -21,7 +21,9 @@ class UnsupportedHeadError(ValueError):
 
 def logit_multiplier(config: Any) -> float:
     """The constant the model's class multiplies its head's logits by (1.0 for most); raises
-    `UnsupportedHeadError` for a transform that is not a constant factor."""
+    `UnsupportedHeadError` for a transform that is not a constant factor. A multimodal checkpoint's head
+    settings are in its text config."""
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     cap = getattr(config, "final_logit_softcapping", None)
     if cap:
         raise UnsupportedHeadError(

@@ -24,19 +24,30 @@ import torch
 IGNORE = -100
 
 
+ATTENTION_KINDS = frozenset({"full_attention", "sliding_attention"})
+"""The layer types (`config.layer_types`) whose packed masks transformers builds from position ids."""
+
+
 def sliding_window(config: Any) -> int | None:
     """The attention window of a model whose layers (some or all) attend only that far back, else None.
 
     transformers 5 lists each layer's kind in `layer_types` (Gemma 3, Qwen 2 with `use_sliding_window`);
-    older classes (Mistral, Phi-3) window every layer when `sliding_window` is set.
+    older classes (Mistral, Phi-3) window every layer when `sliding_window` is set. A multimodal checkpoint
+    (Gemma 3 from 4B up, Mistral 3) keeps these in its text config. Other kinds of layer (Llama 4's
+    chunked attention, linear attention) raise ValueError: no test here shows packing keeps them apart.
     """
-    window = getattr(config, "sliding_window", None)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    kinds = getattr(text, "layer_types", None)
+    other = sorted(set(kinds or ()) - ATTENTION_KINDS)
+    if other:
+        raise ValueError(f"{type(text).__name__} has {', '.join(other)} layers; the learner packs and masks only "
+                         f"{' and '.join(sorted(ATTENTION_KINDS))} layers. Train a model without them.")
+    window = getattr(text, "sliding_window", None)
     if not window:
         return None
-    kinds = getattr(config, "layer_types", None)
     if kinds is not None:
         return int(window) if "sliding_attention" in kinds else None
-    return int(window) if getattr(config, "use_sliding_window", True) else None
+    return int(window) if getattr(text, "use_sliding_window", True) else None
 
 
 def packs_by_positions() -> bool:

@@ -37,6 +37,12 @@ def test_windows_and_logit_constants_are_read_from_each_class_config():
     assert logit_multiplier(_config("cohere")) == 0.5
     with pytest.raises(UnsupportedHeadError, match="final_logit_softcapping=30.0"):
         logit_multiplier(_config("gemma2"))
+    # a multimodal checkpoint (Gemma 3 from 4B up) keeps them in its text config
+    text = {"num_hidden_layers": 2, "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"]}
+    assert sliding_window(transformers.AutoConfig.for_model("gemma3", text_config=text)) == 8
+    assert logit_multiplier(transformers.AutoConfig.for_model("gemma3", text_config=text)) == 1.0
+    with pytest.raises(ValueError, match="chunked_attention layers"):
+        sliding_window(transformers.AutoConfig.for_model("llama4"))
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +152,45 @@ def test_sequence_parallelism_is_refused_for_a_windowed_model(tmp_path):
     model = save_tiny_model(tmp_path / "mistral", arch="mistral", **ARCHITECTURES["mistral"])
     with pytest.raises(ValueError, match="sliding-window attention .window 8.*sequence_parallel_size to 1"):
         LearnerEngine(EngineConfig(model_dir=str(model), sequence_parallel_size=2))
+
+
+@pytest.mark.slow
+def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_path):
+    """Gemma 3 from 4B up ships as `Gemma3ForConditionalGeneration`, its window in `text_config`: the learner
+    reads it there (at the top level it found none, and packed the windowed layer with a full mask), and
+    both the learner's and the sampler's logprobs of text are the model's own."""
+    pytest.importorskip("deepspeed")
+    import torch
+
+    from agent_scaffold.embedded import default_model_dir
+    from agent_scaffold.policies.hf import HFPolicy
+    from agent_scaffold.policy import SamplingParams
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+
+    tok = transformers.AutoTokenizer.from_pretrained(default_model_dir())
+    vocab = len(tok)
+    text = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                head_dim=8, vocab_size=vocab, sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+                bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=28,
+                  patch_size=14)
+    config = transformers.AutoConfig.for_model("gemma3", text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                                               image_token_index=vocab - 1, boi_token_index=vocab - 2,
+                                               eoi_token_index=vocab - 3)
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    assert type(model).__name__ == "Gemma3ForConditionalGeneration"
+    with torch.no_grad():
+        model.get_output_embeddings().weight.mul_(20.0)
+    model.save_pretrained(tmp_path / "gemma3")
+    tok.save_pretrained(tmp_path / "gemma3")
+    path = str(tmp_path / "gemma3")
+    engine = LearnerEngine(EngineConfig(model_dir=path, gradient_checkpointing=False))
+    assert not engine.block_mask  # the windowed layer's masks come from transformers
+    for got, want in zip(engine.logprobs(sequences), _own_logprobs(path, sequences, 1.0)):
+        assert got == pytest.approx(want, abs=1e-4)
+    sampled = HFPolicy(path).generate(sequences, SamplingParams(max_new_tokens=8, seed=3, stop_token_ids=()))
+    for prompt, c in zip(sequences, sampled):
+        own = _own_logprobs(path, [list(prompt) + list(c.token_ids)], 1.0)[0][-8:]
+        assert c.logprobs == pytest.approx(own, abs=1e-4)
