@@ -194,3 +194,21 @@ def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_pat
     for prompt, c in zip(sequences, sampled):
         own = _own_logprobs(path, [list(prompt) + list(c.token_ids)], 1.0)[0][-8:]
         assert c.logprobs == pytest.approx(own, abs=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("arch", ["qwen2", "gemma3_text"])
+def test_packed_logprobs_on_the_gpu_are_the_models_own(arch, sequences, tmp_path):
+    """The GPU twin of the packed-logprob check: bf16, and flash-attention's varlen kernel where it is
+    installed (which takes the window as an argument, not through a mask). The model's own forward runs
+    alone per sequence in float32, so the tolerance is bf16's, far below the 1-3 nats a lost window costs."""
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.config import EngineConfig
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
+
+    model = str(save_tiny_model(tmp_path / arch, arch=arch, head_scale=20.0, **ARCHITECTURES[arch]))
+    engine = LearnerEngine(EngineConfig(model_dir=model, gradient_checkpointing=False))
+    assert engine.device.type == "cuda" and engine.dtype is not None
+    for got, want in zip(engine.logprobs(sequences), _own_logprobs(model, sequences, 1.0)):
+        assert got == pytest.approx(want, abs=0.15)
