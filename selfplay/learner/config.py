@@ -77,7 +77,8 @@ class EngineConfig:
     max_position_embeddings: int | None = None
     """Context length to record in the config (e.g. 131072 with YaRN factor 4)."""
     attn_implementation: str = "auto"
-    """sdpa (CPU: explicit block-diagonal mask), flash_attention_2 (GPU: varlen via position_ids), or auto."""
+    """sdpa (CPU: explicit block-diagonal mask; a sliding-window model's masks come from transformers via
+    position_ids), flash_attention_2 (GPU: varlen via position_ids), or auto."""
     sequence_parallel_size: int = 1
     """Ulysses/ALST sequence parallelism degree (GPU only; 1 is off)."""
     seed: int = 0
