@@ -19,6 +19,7 @@ checkpoints, weight sync and rollout engines see is a plain HF state dict.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +33,8 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 SUFFIX_A, SUFFIX_B = ".lora_A", ".lora_B"
 
+log = logging.getLogger(__name__)
+
 
 def add_adapters(model: torch.nn.Module, rank: int, alpha: float, targets: Sequence[str]) -> int:
     """Freeze `model` and add rank-`rank` adapters to every `nn.Linear` whose attribute name is in `targets`;
@@ -41,9 +44,11 @@ def add_adapters(model: torch.nn.Module, rank: int, alpha: float, targets: Seque
     model.requires_grad_(False)
     scale = alpha / rank
     count = 0
+    matched: set[str] = set()
     for name, module in model.named_modules():
         if name.rsplit(".", 1)[-1] not in targets or type(module) is not torch.nn.Linear:
             continue
+        matched.add(name.rsplit(".", 1)[-1])
         weight = module.weight
         a = torch.empty(rank, module.in_features, dtype=weight.dtype, device=weight.device)
         torch.nn.init.kaiming_uniform_(a, a=math.sqrt(5))  # as nn.Linear initialises its weight (and PEFT A)
@@ -56,6 +61,13 @@ def add_adapters(model: torch.nn.Module, rank: int, alpha: float, targets: Seque
     if not count:
         raise ValueError(f"no nn.Linear layer named one of {list(targets)} in {type(model).__name__}; "
                          "set learner.engine.lora_targets to the model's projection names")
+    unmatched = [t for t in targets if t not in matched]
+    if unmatched:
+        # e.g. Phi-3 fuses q/k/v into qkv_proj and gate/up into gate_up_proj: the default targets then adapt
+        # only o_proj and down_proj, a much smaller update than intended, with nothing else said
+        log.warning("LoRA: no nn.Linear layer named %s in %s; adapters only on %s. Set learner.engine.lora_targets "
+                    "to the model's projection names", ", ".join(unmatched), type(model).__name__,
+                    ", ".join(sorted(matched)))
     return count
 
 

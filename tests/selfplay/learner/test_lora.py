@@ -97,3 +97,17 @@ def test_engine_trains_only_adapters_and_exports_the_merged_model(tiny, tmp_path
     saved = _logits(_load(path), list(ids))
     assert torch.allclose(saved, live, atol=1e-5)
     assert lr == 0 or not torch.allclose(saved, _logits(base, list(ids)), atol=1e-6)
+
+
+def test_targets_a_model_lacks_are_named(tmp_path, caplog):
+    """Phi-3 fuses q/k/v into qkv_proj and gate/up into gate_up_proj: the default targets match only two of
+    its projections, which is said, with the names that did match."""
+    from selfplay.learner.config import EngineConfig as Defaults
+    from selfplay.learner.lora import add_adapters
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    phi3 = _load(save_tiny_model(tmp_path / "phi3", arch="phi3"))
+    with caplog.at_level("WARNING", logger="selfplay.learner.lora"):
+        add_adapters(phi3, rank=2, alpha=8.0, targets=Defaults().lora_targets)
+    assert "no nn.Linear layer named q_proj, k_proj, v_proj, gate_proj, up_proj in Phi3ForCausalLM" in caplog.text
+    assert "adapters only on down_proj, o_proj" in caplog.text
