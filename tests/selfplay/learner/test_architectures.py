@@ -90,6 +90,11 @@ def test_packed_logprobs_and_a_step_are_the_models_own(arch, sequences, tmp_path
     batch = [Sample(tuple(s), m, tuple(lp), adv) for s, m, lp, adv in zip(sequences, masks, learner, (1.0, -1.0))]
     plain, fused = (e.train_step(batch, learner_old=learner) for e in engines)
     assert plain["learner/loss"] == pytest.approx(fused["learner/loss"], rel=1e-4, abs=1e-6)
+    # SFT's loss is the model's own token-mean NLL (temperature 1) over the masked tokens, through the fused head.
+    sft = LearnerEngine(EngineConfig(model_dir=model, lr=1e-3, warmup_steps=1, gradient_checkpointing=False))
+    assert sft.fused
+    nll = [-lp for row, m in zip(_own_logprobs(model, sequences, 1.0), masks) for lp, keep in zip(row, m) if keep]
+    assert sft.sft_step(batch)["sft/loss"] == pytest.approx(sum(nll) / len(nll), rel=1e-4)
 
 
 @pytest.mark.slow
