@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 ROPE_TYPES = ("yarn", "linear", "dynamic", "longrope", "llama3")
+FULL = "full_attention"
+"""The layer type whose RoPE a per-layer-type `rope_parameters` (Gemma 3) scales."""
 
 
 def rope_parameters(config: Any, rope_scaling: dict[str, Any]) -> dict[str, Any]:
@@ -25,18 +27,28 @@ def rope_parameters(config: Any, rope_scaling: dict[str, Any]) -> dict[str, Any]
     if float(rope_scaling.get("factor", 0)) <= 1.0 and kind != "llama3":
         raise ValueError(f"rope_scaling.factor must be > 1, got {rope_scaling.get('factor')}")
     base = dict(getattr(config, "rope_parameters", None) or {})
-    merged = {**base, **{k: v for k, v in rope_scaling.items() if k != "type"}, "rope_type": kind}
+    scaling = {k: v for k, v in rope_scaling.items() if k != "type"}
+    if isinstance(base.get(FULL), dict):
+        # RoPE per layer type (Gemma 3): only the full-attention layers attend past their window, so only
+        # they are scaled, as Gemma 3's own long-context checkpoints do. Merged at the top level, the keys
+        # were ignored and no layer was scaled.
+        full = {**base[FULL], **scaling, "rope_type": kind}
+        full.setdefault("original_max_position_embeddings", int(config.max_position_embeddings))
+        return {**base, FULL: full}
+    merged = {**base, **scaling, "rope_type": kind}
     merged.setdefault("original_max_position_embeddings", int(config.max_position_embeddings))
     return merged
 
 
 def apply_model_options(config: Any, rope_scaling: dict[str, Any] | None,
                         max_position_embeddings: int | None) -> Any:
-    """Mutate an HF config in place with the learner's model options; returns it."""
+    """Mutate an HF config in place with the learner's model options; returns it. A multimodal checkpoint's
+    options are set on its text config, which its language model reads."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
     if rope_scaling:
-        config.rope_parameters = rope_parameters(config, rope_scaling)
+        text.rope_parameters = rope_parameters(text, rope_scaling)
     if max_position_embeddings:
-        config.max_position_embeddings = int(max_position_embeddings)
+        text.max_position_embeddings = int(max_position_embeddings)
     if hasattr(config, "quantization_config"):
         # The embedded model was converted from GGUF; its config still says so, which would make vLLM
         # look for a .gguf file. The saved weights are plain fp32/bf16.
@@ -48,8 +60,10 @@ def write_legacy_rope_key(checkpoint_dir: Path) -> None:
     """Mirror `rope_parameters` into `rope_scaling` in config.json for transformers-4-era readers."""
     path = Path(checkpoint_dir) / "config.json"
     cfg = json.loads(path.read_text())
-    params = cfg.get("rope_parameters") or {}
+    holder = cfg if "rope_parameters" in cfg or "text_config" not in cfg else cfg["text_config"]
+    params = holder.get("rope_parameters") or {}
+    params = params[FULL] if isinstance(params.get(FULL), dict) else params
     if params.get("rope_type", "default") != "default":
-        cfg["rope_scaling"] = {k: v for k, v in params.items() if k != "rope_theta"}
-        cfg.setdefault("rope_theta", params.get("rope_theta"))
+        holder["rope_scaling"] = {k: v for k, v in params.items() if k != "rope_theta"}
+        holder.setdefault("rope_theta", params.get("rope_theta"))
         path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")

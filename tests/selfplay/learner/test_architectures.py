@@ -217,3 +217,32 @@ def test_packed_logprobs_on_the_gpu_are_the_models_own(arch, sequences, tmp_path
     assert engine.device.type == "cuda" and engine.dtype is not None
     for got, want in zip(engine.logprobs(sequences), _own_logprobs(model, sequences, 1.0)):
         assert got == pytest.approx(want, abs=0.15)
+
+
+def test_yarn_scales_the_full_attention_layers_of_a_per_layer_type_rope(tmp_path):
+    """Gemma 3 keeps RoPE per layer type: merged at the top level (as for one RoPE), YaRN's keys were ignored
+    and no layer was scaled. Now its full-attention layers are, the windowed ones keep theirs, a multimodal
+    checkpoint's text config takes them, and the legacy `rope_scaling` key mirrors the scaled layers'."""
+    import json
+
+    from selfplay.learner.model_options import apply_model_options, write_legacy_rope_key
+
+    yarn = {"rope_type": "yarn", "factor": 4.0}
+    text = apply_model_options(_config("gemma3_text", max_position_embeddings=4096), yarn, 16384)
+    full, local = text.rope_parameters["full_attention"], text.rope_parameters["sliding_attention"]
+    assert (full["rope_type"], full["factor"], full["original_max_position_embeddings"]) == ("yarn", 4.0, 4096)
+    assert local["rope_type"] == "default" and "factor" not in local and "rope_type" not in text.rope_parameters
+    assert text.max_position_embeddings == 16384
+    model = transformers.AutoModelForCausalLM.from_config(text)
+    assert model.model.rotary_emb.rope_type == {"full_attention": "yarn", "sliding_attention": "default"}
+    composite = transformers.AutoConfig.for_model("gemma3", text_config={"num_hidden_layers": 2})
+    apply_model_options(composite, yarn, 16384)
+    assert composite.text_config.rope_parameters["full_attention"]["rope_type"] == "yarn"
+    assert composite.text_config.max_position_embeddings == 16384
+    text.save_pretrained(tmp_path)
+    write_legacy_rope_key(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["rope_scaling"]["rope_type"] == "yarn" and saved["rope_scaling"]["factor"] == 4.0
+    # one RoPE for every layer (Qwen 3) is scaled as before
+    qwen = apply_model_options(_config("qwen3"), yarn, None)
+    assert qwen.rope_parameters["rope_type"] == "yarn" and qwen.rope_parameters["factor"] == 4.0
