@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from selfplay.learner.head_transform import UnsupportedHeadError, logit_multiplier
-from selfplay.learner.packing import sliding_window
-
 transformers = pytest.importorskip("transformers")
+
+from selfplay.learner.head_transform import UnsupportedHeadError, logit_multiplier  # noqa: E402
+from selfplay.learner.packing import sliding_window  # noqa: E402  (imports torch)
 
 
 def _config(arch, **overrides):
