@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from selfplay.learner.model_options import text_config
+
 
 class UnsupportedHeadError(ValueError):
     """The model's class transforms its logits in a way the learner's chunked head does not reproduce."""
@@ -23,7 +25,7 @@ def logit_multiplier(config: Any) -> float:
     """The constant the model's class multiplies its head's logits by (1.0 for most); raises
     `UnsupportedHeadError` for a transform that is not a constant factor. A multimodal checkpoint's head
     settings are in its text config."""
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    config = text_config(config)
     cap = getattr(config, "final_logit_softcapping", None)
     if cap:
         raise UnsupportedHeadError(

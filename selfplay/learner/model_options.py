@@ -27,24 +27,26 @@ def rope_parameters(config: Any, rope_scaling: dict[str, Any]) -> dict[str, Any]
     if float(rope_scaling.get("factor", 0)) <= 1.0 and kind != "llama3":
         raise ValueError(f"rope_scaling.factor must be > 1, got {rope_scaling.get('factor')}")
     base = dict(getattr(config, "rope_parameters", None) or {})
-    scaling = {k: v for k, v in rope_scaling.items() if k != "type"}
-    if isinstance(base.get(FULL), dict):
-        # RoPE per layer type (Gemma 3): only the full-attention layers attend past their window, so only
-        # they are scaled, as Gemma 3's own long-context checkpoints do. Merged at the top level, the keys
-        # were ignored and no layer was scaled.
-        full = {**base[FULL], **scaling, "rope_type": kind}
-        full.setdefault("original_max_position_embeddings", int(config.max_position_embeddings))
-        return {**base, FULL: full}
-    merged = {**base, **scaling, "rope_type": kind}
-    merged.setdefault("original_max_position_embeddings", int(config.max_position_embeddings))
-    return merged
+    # RoPE per layer type (Gemma 3): only the full-attention layers attend past their window, so only they
+    # are scaled, as Gemma 3's own long-context checkpoints do. Merged at the top level, the keys were
+    # ignored and no layer was scaled.
+    per_type = isinstance(base.get(FULL), dict)
+    scaled = {**(base[FULL] if per_type else base), **{k: v for k, v in rope_scaling.items() if k != "type"},
+              "rope_type": kind}
+    scaled.setdefault("original_max_position_embeddings", int(config.max_position_embeddings))
+    return {**base, FULL: scaled} if per_type else scaled
+
+
+def text_config(config: Any) -> Any:
+    """The config a model's language model reads: a multimodal checkpoint's `text_config`, else itself."""
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
 
 
 def apply_model_options(config: Any, rope_scaling: dict[str, Any] | None,
                         max_position_embeddings: int | None) -> Any:
     """Mutate an HF config in place with the learner's model options; returns it. A multimodal checkpoint's
     options are set on its text config, which its language model reads."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    text = text_config(config)
     if rope_scaling:
         text.rope_parameters = rope_parameters(text, rope_scaling)
     if max_position_embeddings:

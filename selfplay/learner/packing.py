@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from selfplay.learner.model_options import text_config
+
 IGNORE = -100
 
 
@@ -36,7 +38,7 @@ def sliding_window(config: Any) -> int | None:
     (Gemma 3 from 4B up, Mistral 3) keeps these in its text config. Other kinds of layer (Llama 4's
     chunked attention, linear attention) raise ValueError: no test here shows packing keeps them apart.
     """
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    text = text_config(config)
     kinds = getattr(text, "layer_types", None)
     other = sorted(set(kinds or ()) - ATTENTION_KINDS)
     if other:
