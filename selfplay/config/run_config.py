@@ -300,7 +300,8 @@ class RunConfig:
     iterations: int = 2
     """Iterations before the run finishes (0: until stopped)."""
     max_hours: float | None = None
-    """Stop cleanly after this many hours; None is no limit."""
+    """Finish within this many hours of run time, the warm start included when this run builds it: an
+    iteration starts only if one as slow as the slowest so far would end within them. None is no limit."""
     seed: int = 0
     """Seeds repo, strategy and task draws and sampling."""
     store_url: str | None = None
@@ -344,6 +345,8 @@ class RunConfig:
                              "warm_start.config.heldout_repos to the held-out split of your own")
         if self.iterations < 0:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
+        if self.max_hours is not None and not self.max_hours > 0:
+            raise ValueError(f"max_hours must be > 0 (null is no limit), got {self.max_hours}")
         if self.rollout.workers < 1 or self.rollout.sandboxes_per_repo < 1:
             raise ValueError("rollout.workers and rollout.sandboxes_per_repo must be >= 1")
         if self.rollout.redraw_rounds < 0 or self.rollout.min_signal_groups < 1:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from selfplay.config.loader import dump_config
 from selfplay.config.run_config import RunConfig
 from selfplay.errors import SelfPlayError
+from selfplay.orchestration.budget import fits_budget
 from selfplay.orchestration.components import (
     build_executor,
     build_learner,
@@ -91,6 +92,7 @@ class SelfPlayRun:
         self.executor: Any = None
         self.learner: Any = None
         self.policy: Any = None
+        self._iteration_mark = time.monotonic()
 
     # --- bookkeeping -----------------------------------------------------------------------------------
     @property
@@ -160,15 +162,20 @@ class SelfPlayRun:
     def _more(self, iteration: int) -> bool:
         if self.config.iterations and iteration >= self.config.iterations:
             return False
-        if self.config.max_hours is not None and self.ledger.wall_s() >= self.config.max_hours * 3600:
-            log.info("max_hours reached after %d iterations", iteration)
-            return False
+        if self.config.max_hours is not None:
+            spent, slowest = self.ledger.wall_s(), self.state.slowest_iteration_s
+            if not fits_budget(spent, slowest, self.config.max_hours * 3600):
+                log.info("max_hours: stopping after %d iterations at %.1f min; another, at the slowest one's "
+                         "%.1f min, would end past %.1f min", iteration, spent / 60, slowest / 60,
+                         self.config.max_hours * 60)
+                return False
         return True
 
     def loop(self) -> None:
         """Seed, inject, validate, solve, grade, reward (`play`); update, record (`finish`). In async mode
         the next iteration's `play` runs in the background while this one's `finish` trains."""
         iteration = self.state.completed
+        self._iteration_mark = time.monotonic()
         if not self._more(iteration):
             return
         background = ThreadPoolExecutor(1, thread_name_prefix="rollouts") if self.config.learner.mode == "async" \
@@ -211,9 +218,12 @@ class SelfPlayRun:
         if self.config.retention.retire_every and (it + 1) % self.config.retention.retire_every == 0:
             self.store.retire_exhausted(self.config.curriculum.sampling)
         prune_files(self.dir.trajectories, self.config.retention.keep_trajectory_files)
+        now = time.monotonic()
         with ledger.change() as state:
             state.completed = it + 1
             state.progress.pop(it, None)
+            state.slowest_iteration_s = max(state.slowest_iteration_s, now - self._iteration_mark)
+        self._iteration_mark = now
         summary = self.write_summary()
         outcome.phase_s["bookkeeping"] = time.monotonic() - t1
         record = iteration_record(outcome, learner_metrics, self.store, summary, self.config)

@@ -77,6 +77,9 @@ class LoopState:
     started_at: float = 0.0
     wall_s: float = 0.0
     """Wall time of earlier processes of this run (resumes add theirs)."""
+    slowest_iteration_s: float = 0.0
+    """Longest wall time between the ends of two iterations (for a process's first, from its loop's start):
+    `max_hours` projects the next iteration by it."""
     repo_cursor: int = 0
     """Round-robin position in the repo list."""
     baseline: dict[str, Any] = field(default_factory=dict)
