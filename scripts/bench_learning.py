@@ -77,7 +77,7 @@ from selfplay.experiment.figures import (
     turns_table,
     write_outputs,
 )
-from selfplay.experiment.heldout import EvalSettings, heldout_tasks, interleave
+from selfplay.experiment.heldout import EvalSettings, heldout_tasks, interleave, shown_task_ids
 from selfplay.experiment.stats import wilson
 from selfplay.experiment.stratum import training_tasks
 from selfplay.judge.grader import build_buggy_state, grade
@@ -238,7 +238,8 @@ def main() -> None:
         after = str(warm_start_checkpoint())
     random.seed(args.seed)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = heldout_tasks([r for r in args.repos.split(",") if r], args.n, args.seed, args.work, tok)
+    tasks = heldout_tasks([r for r in args.repos.split(",") if r], args.n, args.seed, args.work, tok,
+                          exclude=shown_task_ids([m for m in (args.before, after) if m]))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     tasks = interleave(tasks)
     saved = json.loads(args.out.read_text())["results"] if args.out and args.out.is_file() else {}
@@ -288,7 +289,7 @@ def run_rl(args: argparse.Namespace) -> None:
                            arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
                            control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok))
+    tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok, exclude=shown_task_ids([model])))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     train = (interleave(training_tasks(arm_config(cfg, "rl", cfg.iterations), per_repo=cfg.train_eval))
              if cfg.train_eval else [])
@@ -533,7 +534,8 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                          "the same options, or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     repos = [r for r in (args.repos or ",".join(HELDOUT_REPOS)).split(",") if r]
-    tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok))
+    tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok,
+                                     exclude=shown_task_ids([m for m in models.values() if m])))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     if saved.get("tasks") and saved["tasks"] != [t.task_id for _, t in tasks]:
         raise SystemExit(f"--out {args.out} holds episodes of other held-out tasks than --work {args.work} lists; "

@@ -19,7 +19,7 @@ import logging
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -100,13 +100,38 @@ class EvalSettings:
     rollouts' `policy.device` resolves). It changes the numerics, not the draws' seeds."""
 
 
-def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any) -> list[tuple[Any, Any]]:
-    """(RepoSpec, Task) pairs, `n` per repo, seeded once and listed in `out`/tasks.json."""
+def shown_task_ids(model_dirs: Sequence[str | Path]) -> frozenset[str]:
+    """Ids of every task in the stores of the warm starts these checkpoints are: the store.db beside a warm
+    start's model directory lists the tasks it demonstrated and the ones seeded while it was built. A
+    checkpoint with no store beside it (an RL run's) adds none: its run's own store is not consulted."""
+    from selfplay.store import open_store  # lazy: the store's SQL machinery
+
+    ids: set[str] = set()
+    for model in model_dirs:
+        store = Path(model).expanduser().resolve().parent / "store.db"
+        if store.is_file():
+            with open_store(str(store), create=False) as s:
+                ids.update(t.task_id for t in s.task_stats())
+    return frozenset(ids)
+
+
+def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any,
+                  exclude: Collection[str] = frozenset()) -> list[tuple[Any, Any]]:
+    """(RepoSpec, Task) pairs, `n` per repo, seeded once and listed in `out`/tasks.json. A task whose id is
+    in `exclude` (`shown_task_ids` of the checkpoints to be measured) is never held out: seeding skips it,
+    and a listed one is dropped with a warning, since a checkpoint that was built on it is not measured on
+    unseen work there."""
     cache = out / "tasks.json"
     if cache.is_file():
-        return [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
-                                           tuple(e["p2p"]), origin="procedural"))
-                for e in json.loads(cache.read_text())]
+        listed = [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
+                                             tuple(e["p2p"]), origin="procedural"))
+                  for e in json.loads(cache.read_text())]
+        kept = [(sp, t) for sp, t in listed if t.task_id not in exclude]
+        if len(kept) < len(listed):
+            log.warning("%s: %d of its %d held-out tasks are in the measured warm start's store and are left out: "
+                        "%s", cache, len(listed) - len(kept), len(listed),
+                        ", ".join(t.task_id for _, t in listed if t.task_id in exclude))
+        return kept
     tasks: list[tuple[Any, Any]] = []
     dirs: dict[str, str] = {}
     for repo in repos:
@@ -123,7 +148,9 @@ def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer:
             for r in seeded:
                 t = Task(make_task_id(repo, r.artifact), repo, r.artifact, tuple(r.report.fail_to_pass),
                          tuple(r.report.pass_to_pass), origin="procedural")
-                if fits(t, tokenizer) and all(x.task_id != t.task_id for x in found):
+                if t.task_id in exclude:
+                    log.info("held-out seeding: %s is in the measured warm start's store; skipped", t.task_id)
+                elif fits(t, tokenizer) and all(x.task_id != t.task_id for x in found):
                     found.append(t)
                     dirs[t.task_id] = str(r.directory)
             if len(found) >= n:
