@@ -48,9 +48,11 @@ def headline(summary: Mapping[str, Any]) -> str:
     updates = _num(summary, "learner_updates")
     infra = _num(summary, "infra_failures")
     excluded = f" {infra} episode(s) lost to infrastructure failures were not trained on." if infra else ""
+    budget = (" The time budget (max_hours) ended it: one more iteration, as slow as the slowest, would have "
+              "ended past it." if summary.get("stopped_by") == "max_hours" else "")
     return (f"{_num(summary, 'iterations')} iteration(s): {valid} of {injected} injected bugs were valid, "
             f"{solved} of {attempts} solver attempts solved their task, {updates} learner update(s) ran "
-            f"(policy version {_num(summary, 'policy_version')}).{excluded}")
+            f"(policy version {_num(summary, 'policy_version')}).{excluded}{budget}")
 
 
 def summary_table(summary: Mapping[str, Any]) -> Table:

@@ -53,6 +53,8 @@ class RunLedger:
         """Counted when summary.json is written (a scan of a large store is not free per event)."""
         self.warm_start: dict[str, Any] | None = None
         """Which warm start the run started from (`components.warm_start_record`)."""
+        self.stopped_by: str | None = None
+        """What ended the loop: "iterations" or "max_hours" (None while it runs, or after a failure)."""
         self._t_start = time.monotonic()
 
     @property
@@ -95,7 +97,7 @@ class RunLedger:
                     "policy_version": s.policy_version, "tasks_in_store": self.tasks_in_store,
                     "status": self.status, "error": self.error, "started_at": s.started_at,
                     "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.run_dir),
-                    "warm_start": self.warm_start}
+                    "warm_start": self.warm_start, "stopped_by": self.stopped_by}
 
     def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
         """Log a progress event and deliver it to the observer (whose failure never ends the run)."""

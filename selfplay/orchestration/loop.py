@@ -161,10 +161,12 @@ class SelfPlayRun:
 
     def _more(self, iteration: int) -> bool:
         if self.config.iterations and iteration >= self.config.iterations:
+            self.ledger.stopped_by = "iterations"
             return False
         if self.config.max_hours is not None:
             spent, slowest = self.ledger.wall_s(), self.state.slowest_iteration_s
             if not fits_budget(spent, slowest, self.config.max_hours * 3600):
+                self.ledger.stopped_by = "max_hours"
                 log.info("max_hours: stopping after %d iterations at %.1f min; another, at the slowest one's "
                          "%.1f min, would end past %.1f min", iteration, spent / 60, slowest / 60,
                          self.config.max_hours * 60)

@@ -174,6 +174,8 @@ def test_summary_says_plainly_what_the_run_did():
     assert headline({}).startswith("0 iteration(s): 0 of 0")  # an empty summary still reads
     assert headline({**summary, "infra_failures": 3}).endswith(
         "3 episode(s) lost to infrastructure failures were not trained on.")
+    assert headline({**summary, "stopped_by": "max_hours"}).endswith("would have ended past it.")
+    assert headline({**summary, "stopped_by": "iterations"}) == headline(summary)
     out = Console(file=io.StringIO(), width=100)
     out.print(summary_table({**summary, "seeded_tasks": 2}))
     assert "procedural seed tasks" in out.file.getvalue() and "higher-order" not in out.file.getvalue()

@@ -72,6 +72,7 @@ def test_no_iteration_starts_that_would_end_past_max_hours(tmp_path, clock):
     assert state["completed"] == 3
     assert state["slowest_iteration_s"] == pytest.approx(100.0)
     assert state["wall_s"] == pytest.approx(300.0)
+    assert json.loads(RunDir(path).summary.read_text())["stopped_by"] == "max_hours"
 
 
 def test_first_iteration_starts_while_the_budget_is_not_spent(tmp_path, clock):
@@ -79,6 +80,12 @@ def test_first_iteration_starts_while_the_budget_is_not_spent(tmp_path, clock):
     # no iteration has a duration yet, so the first starts, and its 500 s tell the loop to stop
     path = run_selfplay(config(tmp_path, iterations=10, max_hours=350 / 3600), runner=runner)
     assert json.loads(RunDir(path).state.read_text())["completed"] == 1
+
+
+def test_a_run_within_its_budget_stops_at_its_iterations(tmp_path, clock):
+    path = run_selfplay(config(tmp_path, iterations=2, max_hours=1.0), runner=TimedRunner(group_size=G, clock=clock))
+    summary = json.loads(RunDir(path).summary.read_text())
+    assert summary["iterations"] == 2 and summary["stopped_by"] == "iterations"
 
 
 def test_max_hours_must_be_positive(tmp_path):
