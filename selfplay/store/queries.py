@@ -218,10 +218,13 @@ def candidate_pool(
     session: Session, n: int, config: SamplingConfig, start: float, where: TaskFilter | None = None
 ) -> list[TaskStats]:
     """Random active candidates starting at rand_key `start`: pool_factor * n in the band (room for caps
-    and dedup), n unseen (the sampler never takes more), and n of any kind (fill-up and retirement)."""
+    and dedup), n unseen (the sampler never takes more), and pool_factor * n of any kind (fill-up and
+    retirement). The sampler fills up nearest the band first, so the last tier is as wide as the band's:
+    with n of any kind, a store whose band is empty handed the sampler n random tasks, and a hopeless task
+    could displace one just outside the band, where a group most likely has reward variance."""
     pool: dict[str, TaskStats] = {}
     unseen, in_band, anything = tier_conditions(config)
-    tiers = ((unseen, n, True), (in_band, config.pool_factor * n, False), (anything, n, False))
+    tiers = ((unseen, n, True), (in_band, config.pool_factor * n, False), (anything, config.pool_factor * n, False))
     for cond, limit, is_unseen in tiers:
         base = tier_select(cond, where)
         rows = _run(session, base.where(TaskStatsRow.rand_key >= start).limit(limit), is_unseen)

@@ -221,6 +221,23 @@ def test_sample_tasks_from_store_retires_and_targets_band(store):
     assert ids[25] not in {t.task_id for t in store.sample_tasks(30, config=cfg)}
 
 
+def test_sample_tasks_fills_up_nearest_the_band_when_none_is_in_it(store):
+    """No task in the 0.2-0.5 band: the draw takes the two nearest it (5 of 8 solved, 0.125 above; 1 of 8,
+    0.075 below), not the hopeless ones (0 of 8, 0.2 below) that a random pool of n mostly held. The store
+    holds no more than pool_factor * n active tasks, so nearest-first is exact here."""
+    ids = [store.record_validation(make_artifact(i), "toolz", make_report(n=i), origin="injector")
+           for i in range(10, 17)]
+    plan = [[1, 1, 0, 1, 1, 0, 1, 0], [0, 0, 0, 1, 0, 0, 0, 0]] + [[0] * 8] * 5
+    for task_id, outcomes in zip(ids, plan, strict=True):
+        for solved in outcomes:
+            store.record_attempt(task_id, role="solver", policy_version=0, reward=1.0 if solved else -1.0,
+                                 turns=1, tokens=1, termination="submitted")
+    cfg = SamplingConfig(unseen_share=0.0, max_repo_share=1.0)
+    for seed in range(10):
+        drawn = {t.task_id for t in store.sample_tasks(2, config=cfg, rng=random.Random(seed))}
+        assert drawn == set(ids[:2]), seed
+
+
 def test_open_store_defaults_to_a_file_in_the_run_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("SELFPLAY_STORE", raising=False)
     assert resolve_url(None, tmp_path / "run") == f"sqlite:///{tmp_path / 'run' / 'selfplay.db'}"
