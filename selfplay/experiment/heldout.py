@@ -126,12 +126,11 @@ def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer:
         listed = [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
                                              tuple(e["p2p"]), origin="procedural"))
                   for e in json.loads(cache.read_text())]
-        kept = [(sp, t) for sp, t in listed if t.task_id not in exclude]
-        if len(kept) < len(listed):
+        dropped = [t.task_id for _, t in listed if t.task_id in exclude]
+        if dropped:
             log.warning("%s: %d of its %d held-out tasks are in the measured warm start's store and are left out: "
-                        "%s", cache, len(listed) - len(kept), len(listed),
-                        ", ".join(t.task_id for _, t in listed if t.task_id in exclude))
-        return kept
+                        "%s", cache, len(dropped), len(listed), ", ".join(dropped))
+        return [(sp, t) for sp, t in listed if t.task_id not in exclude]
     tasks: list[tuple[Any, Any]] = []
     dirs: dict[str, str] = {}
     for repo in repos:

@@ -9,6 +9,4 @@ from __future__ import annotations
 
 def fits_budget(spent_s: float, slowest_iteration_s: float, budget_s: float) -> bool:
     """Whether an iteration started now, lasting `slowest_iteration_s`, ends within `budget_s` of run time."""
-    if spent_s >= budget_s:
-        return False
-    return spent_s + slowest_iteration_s <= budget_s
+    return spent_s < budget_s and spent_s + slowest_iteration_s <= budget_s
