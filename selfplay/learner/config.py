@@ -64,7 +64,14 @@ class EngineConfig:
     gradient_checkpointing: bool = True
     """Recompute decoder-layer activations in backward."""
     token_budget: int = 8192
-    """Max tokens per packed micro-batch (a longer single trajectory gets a micro-batch of its own)."""
+    """Max tokens per packed micro-batch (a longer single trajectory gets a micro-batch of its own); a prefix
+    shared by several trajectories (`share_prefix`) counts once."""
+    share_prefix: bool = True
+    """Run a prompt that several trajectories of an update open with (a group's G attempts at one task)
+    through the decoder once, each trajectory's remainder against its KV cache (`learner.shared_prefix`):
+    the same logprobs and gradients for fewer tokens. Used by the policy update and its logprob passes
+    where it applies: no gradient checkpointing, no sequence parallelism, no sliding-window layers. SFT
+    packs as before."""
     logprob_chunk: int = 1024
     """Positions per lm_head chunk when computing logprobs and entropy."""
     fused_head: bool = True

@@ -1,7 +1,8 @@
 """`LearnerEngine`: DeepSpeed ZeRO drives an HF causal LM through the DAPO loss.
 
 One `train_step(samples)` is one optimizer step over all samples:
-  1. plan packed micro-batches by token budget (`microbatch.py`), no padding;
+  1. plan packed micro-batches by token budget (`microbatch.py`), no padding; a prompt that several
+     samples open with runs once where `share_prefix` applies (`shared_prefix.py`);
   2. per micro-batch: decoder forward (gradient checkpointing), chunked lm_head logprobs and entropy
      (`logprobs.py`), `losses.policy_loss` with the *whole batch's* normaliser, so the sum of micro-batch
      losses is exactly the full-batch token-mean loss;
@@ -44,12 +45,27 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from selfplay.learner.checkpoint import load_checkpoint, save_checkpoint
 from selfplay.learner.fused_loss import packed_policy_loss
 from selfplay.learner.head_transform import logit_multiplier
-from selfplay.learner.logprobs import can_fuse, decoder_hidden, fused_head_loss, packed_token_logprobs
+from selfplay.learner.logprobs import (
+    can_fuse,
+    chunked_logprobs,
+    decoder_hidden,
+    fused_head_loss,
+    packed_token_logprobs,
+)
 from selfplay.learner.lora import add_adapters, merged_state_dict
 from selfplay.learner.losses import batch_denominator, policy_loss, token_weights
 from selfplay.learner.model_options import apply_model_options
-from selfplay.learner.packing import pack, packs_by_positions, pad_rows, sliding_window, to_positions, unpack
+from selfplay.learner.packing import (
+    Packed,
+    pack,
+    packs_by_positions,
+    pad_rows,
+    sliding_window,
+    to_positions,
+    unpack,
+)
 from selfplay.learner.sequence_parallel import sp_token_logprobs
+from selfplay.learner.shared_prefix import SharedPack, pack_shared, plan_shared_microbatches, shared_hidden
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +216,10 @@ class LearnerEngine:
         # directly: ZeRO-3 partitions it outside the module's own forward, and Ulysses shards positions.
         self.fused = (cfg.fused_head and cfg.zero_stage == 2 and self.sp_group is None
                       and can_fuse(self.module.get_output_embeddings()))
+        # transformers drops the cache under gradient checkpointing in training; Ulysses shards positions;
+        # a sliding window would need each layer type's mask over the prefix (`shared_prefix`)
+        self.share_prefix = (cfg.share_prefix and not cfg.gradient_checkpointing and self.sp_group is None
+                             and window is None)
         log.info("learner engine: %s, %s, ZeRO-%d, attn=%s, version %d", model_dir, self.dtype,
                  cfg.zero_stage, attn, self.version)
 
@@ -227,11 +247,34 @@ class LearnerEngine:
 
     # ---- logprobs -------------------------------------------------------------------------------
 
-    def _forward(self, model: Any, sequences: Sequence[Sequence[int]],
-                 temperature: float | None = None) -> tuple[Any, Any]:
-        """Token logprobs and entropies at `temperature` (None: the sampling temperature of the config)."""
+    def _plan(self, sequences: Sequence[Sequence[int]],
+              loss_masks: Sequence[Sequence[int]] | None = None) -> list[list[int]]:
+        """Micro-batches of `sequences` within the token budget, counting a shared prefix once when shared."""
+        if self.share_prefix:
+            return plan_shared_microbatches(sequences, self.token_budget, loss_masks)
+        return plan_microbatches([len(s) for s in sequences], self.token_budget)
+
+    def _pack(self, sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]] | None = None,
+              share: bool = True) -> Packed | SharedPack:
+        if share and self.share_prefix:
+            return pack_shared(sequences, loss_masks, device=self.device)
+        return pack(sequences, block_mask=self.block_mask, device=self.device)
+
+    def _hidden(self, model: Any, packed: Packed | SharedPack, temperature: float) -> Any:
+        if isinstance(packed, SharedPack):
+            return shared_hidden(model, packed, temperature)
+        return decoder_hidden(model, packed, temperature)
+
+    def _forward(self, model: Any, sequences: Sequence[Sequence[int]], temperature: float | None = None,
+                 loss_masks: Sequence[Sequence[int]] | None = None, share: bool = True) -> tuple[Any, Any]:
+        """Token logprobs and entropies at `temperature` (None: the sampling temperature of the config),
+        with shared prefixes run once where the engine shares them and `share` is on."""
         temperature = self.config.temperature if temperature is None else temperature
-        packed = pack(sequences, block_mask=self.block_mask, device=self.device)
+        packed = self._pack(sequences, loss_masks, share)
+        if isinstance(packed, SharedPack):
+            hidden = shared_hidden(model, packed, temperature)
+            lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, packed.targets, self.config.logprob_chunk)
+            return packed.rows(lp), packed.rows(ent)
         if self.sp_group is not None:
             lp, ent = sp_token_logprobs(model, packed, self.sp_group, self.config.logprob_chunk, temperature)
         else:
@@ -243,7 +286,7 @@ class LearnerEngine:
         """Per-token logprobs (0.0 for the first token) under the current (or given) weights."""
         lens = [len(s) for s in sequences]
         out: dict[int, list[float]] = {}
-        for idx in plan_microbatches(lens, self.token_budget):
+        for idx in self._plan(sequences):
             lp, _ = self._forward(model or self.module, [sequences[i] for i in idx])
             for row, i in zip(lp, idx):
                 out[i] = row[: lens[i]].tolist()
@@ -263,7 +306,7 @@ class LearnerEngine:
         cfg, lcfg = self.config, self.config.loss
         start = time.perf_counter()
         lens = [len(s.input_ids) for s in samples]
-        plan = plan_microbatches(lens, self.token_budget)
+        plan = self._plan([s.input_ids for s in samples], [s.loss_mask for s in samples])
         masks = [pad_rows([samples[i].loss_mask for i in idx]) for idx in plan]
         den = batch_denominator(masks, lcfg.agg, lcfg.norm_len)
         tis = lcfg.tis_cap is not None
@@ -287,13 +330,14 @@ class LearnerEngine:
             if self.ref_model is not None:
                 terms.update(ref_logprobs=self._forward_ref(mb), kl_coef=lcfg.kl_coef)
             if self.fused:
-                packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
-                hidden = decoder_hidden(self.module, packed, cfg.temperature)
+                packed = self._pack([s.input_ids for s in mb], [s.loss_mask for s in mb])
+                hidden = self._hidden(self.module, packed, cfg.temperature)
                 loss, m = packed_policy_loss(
                     self.module.get_output_embeddings(), hidden, packed, old, adv,
                     mask, agg=lcfg.agg, norm_len=lcfg.norm_len, denominator=den, chunk=cfg.logprob_chunk, **terms)
             else:
-                lp, ent = self._forward(self.module, [s.input_ids for s in mb])  # (b, T)
+                lp, ent = self._forward(self.module, [s.input_ids for s in mb],
+                                        loss_masks=[s.loss_mask for s in mb])  # (b, T)
                 loss, m = policy_loss(lp.float(), old, adv, mask, agg=lcfg.agg, norm_len=lcfg.norm_len,
                                       denominator=den, **terms)
                 m["entropy"] = (ent * mask).sum() / mask.sum().clamp(min=1)
@@ -356,7 +400,7 @@ class LearnerEngine:
                 loss, _, _ = fused_head_loss(self.module.get_output_embeddings(), hidden, packed.targets,
                                              token_loss, self.config.logprob_chunk, keep=keep)
             else:
-                lp, _ = self._forward(self.module, [s.input_ids for s in mb], temperature=1.0)  # (b, T)
+                lp, _ = self._forward(self.module, [s.input_ids for s in mb], temperature=1.0, share=False)  # (b, T)
                 loss = -(lp.float() * w).sum()
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             self.engine.backward(loss, scale_wrt_gas=False)
@@ -378,7 +422,7 @@ class LearnerEngine:
 
     @torch.no_grad()
     def _forward_ref(self, mb: Sequence[Sample]) -> Any:
-        lp, _ = self._forward(self.ref_model, [s.input_ids for s in mb])
+        lp, _ = self._forward(self.ref_model, [s.input_ids for s in mb], loss_masks=[s.loss_mask for s in mb])
         return lp.float()
 
     # ---- weights --------------------------------------------------------------------------------

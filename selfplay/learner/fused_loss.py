@@ -10,19 +10,22 @@ the detached logprobs the chunks leave behind (`losses.policy_metrics`), plus th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from selfplay.learner.logprobs import fused_head_loss
 from selfplay.learner.losses import policy_loss, policy_metrics, token_weights
-from selfplay.learner.packing import Packed, shift_to_tokens, to_positions, unpack
+from selfplay.learner.packing import Packed
+
+if TYPE_CHECKING:
+    from selfplay.learner.shared_prefix import SharedPack
 
 PER_TOKEN_TERMS = ("rollout_logprobs", "ref_logprobs")
 """Optional `policy_loss` arguments that are (B, T) tensors rather than scalars."""
 
 
-def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Packed, old_logprobs: torch.Tensor | None,
+def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Packed | SharedPack, old_logprobs: torch.Tensor | None,
                        advantages: torch.Tensor, loss_mask: torch.Tensor, *, agg: str = "token-mean",
                        norm_len: int | None = None, denominator: float | None = None, chunk: int = 1024,
                        **terms: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -33,7 +36,6 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
     and the (B, T) rollout_logprobs / ref_logprobs). `old_logprobs` None: the logprobs this forward computes,
     detached (`policy_loss`'s first-step case).
     """
-    lens = packed.seq_lens
     metric_terms = dict(terms)
     weights = token_weights(loss_mask, agg, norm_len=norm_len, denominator=denominator)
     tensors = {"adv": advantages, "w": weights}
@@ -41,10 +43,10 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
         tensors["old"] = old_logprobs
     tensors.update({k: terms.pop(k) for k in PER_TOKEN_TERMS if terms.get(k) is not None})
     dtype = torch.promote_types(hidden.dtype, torch.float32)
-    row = {k: to_positions(v.to(device=hidden.device, dtype=dtype), lens) for k, v in tensors.items()}
+    row = {k: packed.positions(v.to(device=hidden.device, dtype=dtype)) for k, v in tensors.items()}
     # Only the loss-mask positions get logits (`fused_head_loss`'s keep): the weights are 0 elsewhere, and
     # the metrics below read no others.
-    keep = to_positions(loss_mask.to(hidden.device), lens) != 0
+    keep = packed.positions(loss_mask.to(hidden.device)) != 0
     row = {k: v[keep] for k, v in row.items()}
 
     def token_loss(lp: torch.Tensor, s: int, e: int) -> torch.Tensor:
@@ -55,7 +57,7 @@ def packed_policy_loss(head: torch.nn.Module, hidden: torch.Tensor, packed: Pack
         return loss
 
     loss, lp, ent = fused_head_loss(head, hidden, packed.targets, token_loss, chunk, keep=keep)
-    lp, ent = unpack(shift_to_tokens(lp, lens), lens), unpack(shift_to_tokens(ent, lens), lens)  # (B, T)
+    lp, ent = packed.rows(lp), packed.rows(ent)  # (B, T)
     mask = loss_mask.to(device=lp.device, dtype=lp.dtype)
     metric_terms = {k: v.to(lp) if isinstance(v, torch.Tensor) else v for k, v in metric_terms.items()}
     old = lp if old_logprobs is None else old_logprobs.to(lp)

@@ -73,6 +73,15 @@ class Packed:
     attention_mask: torch.Tensor | None
     """(1, 1, N, N) block-diagonal causal mask, or None (flash-attention varlen, or a single sequence)."""
 
+    def rows(self, per_position: torch.Tensor) -> torch.Tensor:
+        """(N,) values at the positions -> (B, T_max) values aligned to the tokens they predict (0 at each
+        sequence's first token and past its end); differentiable."""
+        return unpack(shift_to_tokens(per_position, self.seq_lens), self.seq_lens)
+
+    def positions(self, rows: torch.Tensor) -> torch.Tensor:
+        """(B, T) values aligned to tokens -> (N,) at the positions that predict them."""
+        return to_positions(rows, self.seq_lens)
+
 
 def pack(sequences: Sequence[Sequence[int]], *, block_mask: bool = True, device: str | torch.device = "cpu") -> Packed:
     """Pack token-id sequences into one row."""
