@@ -29,6 +29,7 @@ import torch
 
 from selfplay.learner.head_transform import logit_multiplier
 from selfplay.learner.logprobs import tempered
+from selfplay.learner.microbatch import first_fit
 from selfplay.learner.packing import IGNORE
 
 MIN_PREFIX = 64
@@ -130,20 +131,8 @@ def plan_shared_microbatches(sequences: Sequence[Sequence[int]], token_budget: i
                 runs.append((segment_cost([len(sequences[m]) for m in cur], p), cur))
                 cur = []
             cur.append(i)
-        runs.append((segment_cost([len(sequences[m]) for m in cur], p if len(cur) > 1 else 0), cur))
-    runs.sort(key=lambda r: (-r[0], r[1][0]))
-    bins: list[list[int]] = []
-    loads: list[int] = []
-    for cost, idx in runs:
-        for b, load in enumerate(loads):
-            if load + cost <= token_budget:
-                bins[b].extend(idx)
-                loads[b] += cost
-                break
-        else:
-            bins.append(list(idx))
-            loads.append(cost)
-    return bins
+        runs.append((segment_cost([len(sequences[m]) for m in cur], p), cur))
+    return first_fit(runs, token_budget)
 
 
 @dataclass(frozen=True)
