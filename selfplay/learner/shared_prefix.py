@@ -197,14 +197,12 @@ def pack_shared(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequenc
                       torch.tensor(targets, dtype=torch.long, device=device), index.to(device), tuple(lens))
 
 
-def _fresh_cache(model: Any, layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
-    """A cache holding `layers`' keys and values, which a remainder's forward extends without changing them."""
+def _fresh_cache(layers: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A cache holding `layers`' keys and values, which a remainder's forward extends without changing them
+    (built as the sampler's decode batch builds one from a cached prompt)."""
     from transformers import DynamicCache
 
-    cache = DynamicCache(config=model.config)
-    for i, (k, v) in enumerate(layers):
-        cache.update(k, v, i)
-    return cache
+    return DynamicCache(ddp_cache_data=layers)
 
 
 def shared_hidden(model: Any, packed: SharedPack, temperature: float = 1.0) -> torch.Tensor:
@@ -226,6 +224,6 @@ def shared_hidden(model: Any, packed: SharedPack, temperature: float = 1.0) -> t
             rest = packed.sequences[b][p:]
             pos = torch.arange(p, p + len(rest), device=device)
             o = base(input_ids=torch.tensor([rest], dtype=torch.long, device=device), position_ids=pos[None],
-                     cache_position=pos, past_key_values=_fresh_cache(model, layers), use_cache=True)
+                     cache_position=pos, past_key_values=_fresh_cache(layers), use_cache=True)
             pieces.append(o.last_hidden_state[0])
     return tempered(torch.cat(pieces), temperature, logit_multiplier(model.config))
