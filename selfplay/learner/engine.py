@@ -217,9 +217,9 @@ class LearnerEngine:
         self.fused = (cfg.fused_head and cfg.zero_stage == 2 and self.sp_group is None
                       and can_fuse(self.module.get_output_embeddings()))
         # transformers drops the cache under gradient checkpointing in training; Ulysses shards positions;
-        # a sliding window would need each layer type's mask over the prefix (`shared_prefix`)
-        self.share_prefix = (cfg.share_prefix and not cfg.gradient_checkpointing and self.sp_group is None
-                             and window is None)
+        # a sliding window would need each layer type's mask over the prefix; flash-attention's varlen path
+        # is untested with a cache in training (`shared_prefix`): the attention that packs with a block mask
+        self.share_prefix = cfg.share_prefix and not cfg.gradient_checkpointing and self.block_mask
         log.info("learner engine: %s, %s, ZeRO-%d, attn=%s, version %d", model_dir, self.dtype,
                  cfg.zero_stage, attn, self.version)
 

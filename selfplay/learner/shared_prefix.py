@@ -14,7 +14,8 @@ stops before the first loss-bearing token of any member, so a shared position ne
 losses (their advantages differ).
 
 The engine uses this where transformers keeps the cache in training and the attention is plain causal:
-no gradient checkpointing, no sequence parallelism, no sliding-window layers (`LearnerEngine.share_prefix`).
+SDPA or eager attention (flash-attention's is untested here), no gradient checkpointing, no sequence
+parallelism, no sliding-window layers (`LearnerEngine.share_prefix`).
 Each remainder is its own forward of one row, where a plain pack runs one row with a block-diagonal mask:
 on CPU that mask's quadratic attention made a 3,300-token row slower than four 1,200-token ones.
 """
