@@ -122,7 +122,8 @@ def warm_start_checkpoint(config: WarmStartConfig = WarmStartConfig(), *, force:
         return _build(config, root)
 
 
-def _sft_config(config: WarmStartConfig) -> Any:
+def sft_config(config: WarmStartConfig) -> Any:
+    """The `SFTConfig` a build of `config` trains with: its preset, with the warm start's overrides."""
     return sft_preset(config.preset, model_dir=config.model_dir, seed=config.seed, epochs=config.epochs, lr=config.lr,
                       injector_epochs=config.injector_epochs, batch_size=config.batch_size)
 
@@ -207,7 +208,7 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
     if config.drills:
         samples += _drills(config)
         timings["drills"] = config.drills
-    sft = _sft_config(config)
+    sft = sft_config(config)
     steps = len(batches(samples, sft))
     content = content_key(samples, steps)
     model = root / f"model-{content}"

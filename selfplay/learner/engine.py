@@ -61,7 +61,6 @@ from selfplay.learner.packing import (
     packs_by_positions,
     pad_rows,
     sliding_window,
-    to_positions,
     unpack,
 )
 from selfplay.learner.sequence_parallel import sp_token_logprobs
@@ -254,9 +253,9 @@ class LearnerEngine:
             return plan_shared_microbatches(sequences, self.token_budget, loss_masks)
         return plan_microbatches([len(s) for s in sequences], self.token_budget)
 
-    def _pack(self, sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]] | None = None,
-              share: bool = True) -> Packed | SharedPack:
-        if share and self.share_prefix:
+    def _pack(self, sequences: Sequence[Sequence[int]],
+              loss_masks: Sequence[Sequence[int]] | None = None) -> Packed | SharedPack:
+        if self.share_prefix:
             return pack_shared(sequences, loss_masks, device=self.device)
         return pack(sequences, block_mask=self.block_mask, device=self.device)
 
@@ -266,11 +265,11 @@ class LearnerEngine:
         return decoder_hidden(model, packed, temperature)
 
     def _forward(self, model: Any, sequences: Sequence[Sequence[int]], temperature: float | None = None,
-                 loss_masks: Sequence[Sequence[int]] | None = None, share: bool = True) -> tuple[Any, Any]:
+                 loss_masks: Sequence[Sequence[int]] | None = None) -> tuple[Any, Any]:
         """Token logprobs and entropies at `temperature` (None: the sampling temperature of the config),
-        with shared prefixes run once where the engine shares them and `share` is on."""
+        with shared prefixes run once where the engine shares them."""
         temperature = self.config.temperature if temperature is None else temperature
-        packed = self._pack(sequences, loss_masks, share)
+        packed = self._pack(sequences, loss_masks)
         if isinstance(packed, SharedPack):
             hidden = shared_hidden(model, packed, temperature)
             lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, packed.targets, self.config.logprob_chunk)
@@ -378,7 +377,7 @@ class LearnerEngine:
             raise ValueError("sft_step got no samples; collect demonstrations first (`selfplay demos`)")
         start = time.perf_counter()
         lens = [len(s.input_ids) for s in samples]
-        plan = plan_microbatches(lens, self.token_budget)
+        plan = self._plan([s.input_ids for s in samples], [s.loss_mask for s in samples])
         masks = [pad_rows([samples[i].loss_mask for i in idx]) for idx in plan]
         den = batch_denominator(masks, "token-mean")
         if den == 0:
@@ -387,10 +386,11 @@ class LearnerEngine:
         for k, idx in enumerate(plan):
             mb = [samples[i] for i in idx]
             w = token_weights(masks[k].to(self.device), "token-mean", denominator=den)  # (b, T)
+            ids, loss_masks = [s.input_ids for s in mb], [s.loss_mask for s in mb]
             if self.fused:
-                packed = pack([s.input_ids for s in mb], block_mask=self.block_mask, device=self.device)
-                hidden = decoder_hidden(self.module, packed)
-                row_w = to_positions(w.to(torch.promote_types(hidden.dtype, torch.float32)), packed.seq_lens)
+                packed = self._pack(ids, loss_masks)
+                hidden = self._hidden(self.module, packed, 1.0)
+                row_w = packed.positions(w.to(torch.promote_types(hidden.dtype, torch.float32)))
                 keep = row_w != 0
                 kept_w = row_w[keep]
 
@@ -400,7 +400,7 @@ class LearnerEngine:
                 loss, _, _ = fused_head_loss(self.module.get_output_embeddings(), hidden, packed.targets,
                                              token_loss, self.config.logprob_chunk, keep=keep)
             else:
-                lp, _ = self._forward(self.module, [s.input_ids for s in mb], temperature=1.0, share=False)  # (b, T)
+                lp, _ = self._forward(self.module, ids, temperature=1.0, loss_masks=loss_masks)  # (b, T)
                 loss = -(lp.float() * w).sum()
             self.engine.set_gradient_accumulation_boundary(k == len(plan) - 1)
             self.engine.backward(loss, scale_wrt_gas=False)
@@ -416,6 +416,7 @@ class LearnerEngine:
             "sft/lr": lr,
             "sft/tokens": float(sum(lens)),
             "sft/loss_tokens": den,
+            "sft/microbatches": float(len(plan)),
             "sft/tokens_per_s": sum(lens) / elapsed,
             "sft/step_s": elapsed,
         }

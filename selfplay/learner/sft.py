@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from selfplay.learner.batch import Sample
 from selfplay.learner.checkpoint import save_hf
@@ -49,6 +50,9 @@ class SFTConfig:
     """Tokens per packed micro-batch."""
     gradient_checkpointing: bool = True
     """Recompute decoder activations in backward (off in the CPU preset: short sequences, faster)."""
+    share_prefix: bool = True
+    """Run the opening that a micro-batch's demonstrations share before their first loss token (the role's
+    system prompt) once (`EngineConfig.share_prefix`; off under gradient checkpointing)."""
     seed: int = 0
     """Shuffling and torch seed."""
 
@@ -101,23 +105,30 @@ class SFTResult:
     wall_time: float
 
 
+def sft_engine(config: SFTConfig, steps: int) -> Any:
+    """A `LearnerEngine` set up for `steps` optimizer steps of `config`'s SFT."""
+    from selfplay.learner.engine import LearnerEngine  # lazy: torch, transformers, deepspeed
+
+    engine = LearnerEngine(EngineConfig(model_dir=config.model_dir, lr=config.lr, warmup_steps=config.warmup_steps,
+                                        weight_decay=config.weight_decay, token_budget=config.token_budget,
+                                        gradient_checkpointing=config.gradient_checkpointing,
+                                        share_prefix=config.share_prefix, seed=config.seed))
+    # The engine's scheduler is warm-up then constant; RFT decays to 0 (same warm-up, so step 0 agrees).
+    engine.scheduler.lr_lambdas = [lambda k: lr_factor(k, config.warmup_steps, steps)]
+    return engine
+
+
 def train_sft(samples: Sequence[Sample], out_dir: str | Path, config: SFTConfig = SFTConfig(), *,
               on_step: Callable[[int, dict[str, float]], None] | None = None,
               metadata: dict | None = None) -> SFTResult:
     """Fine-tune on `samples` and save an HF checkpoint (weights, tokenizer, `sft.json`) to `out_dir`."""
-    from selfplay.learner.engine import LearnerEngine  # lazy: torch, transformers, deepspeed
-
     if not samples:
         raise ValueError("train_sft got no samples; collect successful trajectories first (`selfplay rft`)")
     start = time.monotonic()
-    engine = LearnerEngine(EngineConfig(model_dir=config.model_dir, lr=config.lr, warmup_steps=config.warmup_steps,
-                                        weight_decay=config.weight_decay, token_budget=config.token_budget,
-                                        gradient_checkpointing=config.gradient_checkpointing, seed=config.seed))
     plan = batches(samples, config)
     if (short := short_run_warning(config.warmup_steps, len(plan))) is not None:
         log.warning("sft: %s", short)
-    # The engine's scheduler is warm-up then constant; RFT decays to 0 (same warm-up, so step 0 agrees).
-    engine.scheduler.lr_lambdas = [lambda k: lr_factor(k, config.warmup_steps, len(plan))]
+    engine = sft_engine(config, len(plan))
     history = []
     for i, batch in enumerate(plan):
         metrics = engine.sft_step(batch)

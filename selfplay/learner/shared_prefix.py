@@ -17,7 +17,9 @@ The engine uses this where transformers keeps the cache in training and the atte
 SDPA or eager attention (flash-attention's is untested here), no gradient checkpointing, no sequence
 parallelism, no sliding-window layers (`LearnerEngine.share_prefix`).
 Each remainder is its own forward of one row, where a plain pack runs one row with a block-diagonal mask:
-on CPU that mask's quadratic attention made a 3,300-token row slower than four 1,200-token ones.
+on CPU that mask's quadratic attention made a 3,300-token row slower than four 1,200-token ones. A
+remainder's own attention to the cache is masked too, so `clusters` shares an opening only where it saves
+more than that costs (`sharing_gain`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,16 @@ from selfplay.learner.packing import IGNORE
 MIN_PREFIX = 64
 """Fewest tokens a shared prefix must save to be worth its own forward (below it, the cluster's sequences
 run on their own)."""
+
+CAUSAL_ATTENTION = 3.6e-4
+"""What a sequence of n tokens run whole costs in attention, per n squared, in units of one token's
+projections and MLP (forward and backward): SDPA's causal kernel skips the masked half. Measured for
+SmolLM2-135M in fp32 on a 2-core CPU (`scripts/bench_attention_cost.py`)."""
+
+MASKED_ATTENTION = 5.5e-4
+"""What a remainder of r tokens against a cache of p costs in attention, per r x (p + r), in the same
+units: with a cache, transformers hands SDPA an explicit mask, and the kernel computes the whole rectangle.
+So sharing a short prefix ahead of a long remainder costs more than it saves (`sharing_gain`)."""
 
 
 @dataclass(frozen=True)
@@ -67,11 +79,24 @@ def _shareable(seq: Sequence[int], mask: Sequence[int] | None) -> int:
     return len(seq)
 
 
+def whole_cost(n: int) -> float:
+    """Cost of running a sequence of `n` tokens on its own (`CAUSAL_ATTENTION`'s units)."""
+    return n + CAUSAL_ATTENTION * n * n
+
+
+def sharing_gain(lengths: Sequence[int], prefix: int) -> float:
+    """What running `prefix` once and each sequence's remainder against it saves over running the
+    sequences (of `lengths`) whole, in `whole_cost`'s units; negative when it costs more."""
+    remainders = sum(n - prefix + MASKED_ATTENTION * (n - prefix) * n for n in lengths)
+    return sum(whole_cost(n) for n in lengths) - whole_cost(prefix) - remainders
+
+
 def clusters(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[int]] | None = None,
              min_prefix: int = MIN_PREFIX) -> list[Segment]:
-    """The sequences as segments that save the most tokens: runs of the sequences in sorted order whose
-    common opening (before any loss token, when `loss_masks` are given), less its last token, is over
-    `min_prefix` tokens, the rest one per segment. Every index appears once; deterministic.
+    """The sequences as segments that save the most (`sharing_gain`): runs of the sequences in sorted
+    order whose common opening (before any loss token, when `loss_masks` are given), less its last token,
+    is over `min_prefix` tokens and saves more than it costs, the rest one per segment. Every index
+    appears once; deterministic.
 
     Sorted, a set's common opening is that of its neighbours', so the best split into runs is a dynamic
     programme over the sorted order. It matters: a group's attempts share their whole prompt, attempts at
@@ -82,7 +107,8 @@ def clusters(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[i
     # common[k]: the opening sorted sequences k and k + 1 may share
     common = [min(limit[k], limit[k + 1], common_length(sequences[order[k]], sequences[order[k + 1]]))
               for k in range(n - 1)]
-    best = [0] * (n + 1)  # best[j]: most tokens saved by segments of the first j sorted sequences
+    lens = [len(sequences[i]) for i in order]
+    best = [0.0] * (n + 1)  # best[j]: most saved by segments of the first j sorted sequences
     cut = [0] * (n + 1)
     for j in range(1, n + 1):
         best[j], cut[j] = best[j - 1], j - 1  # sequence j - 1 alone
@@ -92,8 +118,9 @@ def clusters(sequences: Sequence[Sequence[int]], loss_masks: Sequence[Sequence[i
             prefix = shared - 1
             if prefix <= min_prefix:
                 break
-            saved = best[i] + (j - i - 1) * prefix
-            if saved > best[j]:
+            gain = sharing_gain(lens[i:j], prefix)
+            saved = best[i] + gain
+            if gain > 0 and saved > best[j]:
                 best[j], cut[j] = saved, i
     segments: list[Segment] = []
     j = n

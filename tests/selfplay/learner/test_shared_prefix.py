@@ -15,6 +15,7 @@ from selfplay.learner.shared_prefix import (  # noqa: E402
     plan_shared_microbatches,
     segment_cost,
     shared_hidden,
+    sharing_gain,
 )
 
 
@@ -61,6 +62,19 @@ def test_clusters_share_only_a_long_loss_free_opening():
     # an opening of MIN_PREFIX tokens or fewer (less its last) runs each sequence whole
     short, _ = _group(rng, MIN_PREFIX, [10, 10])
     assert [s.prefix for s in clusters(short)] == [(), ()]
+
+
+def test_a_short_opening_ahead_of_long_remainders_runs_them_whole():
+    """A remainder attends to its cache under an explicit mask, over the whole rectangle: a short shared
+    opening (the chat template's, between a solver and an injector demonstration) saves less than that
+    costs, a role's system prompt ahead of two solver demonstrations saves more (the warm start's SFT)."""
+    assert sharing_gain([1192, 2632], 92) < 0
+    assert sharing_gain([1459, 1334], 438) > 0
+    rng = random.Random(3)
+    seqs, masks = _group(rng, 93, [1100, 2540])
+    assert [s.prefix for s in clusters(seqs, masks)] == [(), ()]
+    seqs, masks = _group(rng, 439, [1020, 895])
+    assert [len(s.prefix) for s in clusters(seqs, masks)] == [438]
 
 
 def test_two_groups_under_one_system_prompt_share_their_own_prompts():
@@ -206,6 +220,20 @@ def test_engine_step_with_shared_prefixes_equals_the_plain_step(tiny, tis, fused
         assert ms[key] == pytest.approx(mp[key], rel=1e-4, abs=1e-6), key
     # the shared run planned fewer micro-batches for the same samples
     assert ms["learner/microbatches"] < mp["learner/microbatches"]
+    for (name, a), (_, b) in zip(shared.module.named_parameters(), plain.module.named_parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_sft_step_with_shared_prefixes_equals_the_plain_step(tiny, fused):
+    pytest.importorskip("deepspeed")
+    path, _ = tiny
+    samples = _samples()
+    shared, plain = (_engine(path, share, fused_head=fused) for share in (True, False))
+    ms, mp = shared.sft_step(samples), plain.sft_step(samples)
+    for key in ("sft/loss", "sft/grad_norm", "sft/loss_tokens"):
+        assert ms[key] == pytest.approx(mp[key], rel=1e-4, abs=1e-6), key
+    assert ms["sft/microbatches"] < mp["sft/microbatches"]
     for (name, a), (_, b) in zip(shared.module.named_parameters(), plain.module.named_parameters()):
         assert torch.allclose(a, b, atol=1e-6), name
 
