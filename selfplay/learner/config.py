@@ -69,9 +69,10 @@ class EngineConfig:
     share_prefix: bool = True
     """Run a prompt that several trajectories of an update open with (a group's G attempts at one task)
     through the decoder once, each trajectory's remainder against its KV cache (`learner.shared_prefix`):
-    the same logprobs and gradients for fewer tokens. Used by the policy update, its logprob passes and
-    SFT (demonstrations share their role's system prompt) where it applies: SDPA or eager attention, no
-    gradient checkpointing, no sequence parallelism, no sliding-window layers."""
+    the same logprobs and gradients for fewer tokens, where the opening saves more than its remainders'
+    masked attention costs (`shared_prefix.sharing_gain`). Used by the policy update, its logprob passes
+    and SFT where it applies: SDPA or eager attention, no gradient checkpointing, no sequence parallelism,
+    no sliding-window layers."""
     logprob_chunk: int = 1024
     """Positions per lm_head chunk when computing logprobs and entropy."""
     fused_head: bool = True

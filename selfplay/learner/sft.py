@@ -51,8 +51,9 @@ class SFTConfig:
     gradient_checkpointing: bool = True
     """Recompute decoder activations in backward (off in the CPU preset: short sequences, faster)."""
     share_prefix: bool = True
-    """Run the opening that a micro-batch's demonstrations share before their first loss token (the role's
-    system prompt) once (`EngineConfig.share_prefix`; off under gradient checkpointing)."""
+    """Run an opening that a micro-batch's demonstrations share before their first loss token once, where
+    it pays (`EngineConfig.share_prefix`; off under gradient checkpointing). A role's system prompt ahead of
+    demonstrations of different tasks does not pay on CPU (docs/benchmarks.md)."""
     seed: int = 0
     """Shuffling and torch seed."""
 

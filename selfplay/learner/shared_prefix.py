@@ -39,15 +39,17 @@ MIN_PREFIX = 64
 """Fewest tokens a shared prefix must save to be worth its own forward (below it, the cluster's sequences
 run on their own)."""
 
-CAUSAL_ATTENTION = 3.6e-4
+CAUSAL_ATTENTION = 2.0e-4
 """What a sequence of n tokens run whole costs in attention, per n squared, in units of one token's
 projections and MLP (forward and backward): SDPA's causal kernel skips the masked half. Measured for
-SmolLM2-135M in fp32 on a 2-core CPU (`scripts/bench_attention_cost.py`)."""
+SmolLM2-135M in fp32 on the AVX2-only 2-core CPU (`scripts/bench_attention_cost.py`, 1.95e-4)."""
 
-MASKED_ATTENTION = 5.5e-4
+MASKED_ATTENTION = 4.5e-4
 """What a remainder of r tokens against a cache of p costs in attention, per r x (p + r), in the same
-units: with a cache, transformers hands SDPA an explicit mask, and the kernel computes the whole rectangle.
-So sharing a short prefix ahead of a long remainder costs more than it saves (`sharing_gain`)."""
+units (4.54e-4 measured with it): with a cache, transformers hands SDPA an explicit mask, and the kernel
+computes the whole rectangle. So sharing a prefix that is short next to its remainders costs more than it
+saves (`sharing_gain`): a role's 440-token system prompt ahead of two 1,400-token demonstrations does not
+pay, a group's 900-token prompt ahead of its attempts' 600-token remainders does."""
 
 
 @dataclass(frozen=True)

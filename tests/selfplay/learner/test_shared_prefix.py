@@ -65,16 +65,18 @@ def test_clusters_share_only_a_long_loss_free_opening():
 
 
 def test_a_short_opening_ahead_of_long_remainders_runs_them_whole():
-    """A remainder attends to its cache under an explicit mask, over the whole rectangle: a short shared
-    opening (the chat template's, between a solver and an injector demonstration) saves less than that
-    costs, a role's system prompt ahead of two solver demonstrations saves more (the warm start's SFT)."""
+    """A remainder attends to its cache under an explicit mask, over the whole rectangle: a shared opening
+    that is short next to its remainders (the chat template's, between a solver and an injector
+    demonstration; a role's system prompt between two solver demonstrations) saves less than that costs,
+    a group's whole prompt ahead of its attempts' remainders saves more (the default run's update)."""
     assert sharing_gain([1192, 2632], 92) < 0
-    assert sharing_gain([1459, 1334], 438) > 0
+    assert sharing_gain([1459, 1334], 438) < 0
+    assert sharing_gain([1500] * 4, 900) > 0
     rng = random.Random(3)
     seqs, masks = _group(rng, 93, [1100, 2540])
     assert [s.prefix for s in clusters(seqs, masks)] == [(), ()]
-    seqs, masks = _group(rng, 439, [1020, 895])
-    assert [len(s.prefix) for s in clusters(seqs, masks)] == [438]
+    seqs, masks = _group(rng, 901, [600, 620, 580, 610])
+    assert [len(s.prefix) for s in clusters(seqs, masks)] == [900]
 
 
 def test_two_groups_under_one_system_prompt_share_their_own_prompts():
