@@ -217,11 +217,15 @@ def test_engine_step_with_shared_prefixes_equals_the_plain_step(tiny, tis, fused
     old = plain.logprobs([s.input_ids for s in samples])
     for a, b in zip(shared.logprobs([s.input_ids for s in samples]), old):
         assert a == pytest.approx(b, abs=1e-5)
-    ms, mp = shared.train_step(samples), plain.train_step(samples)
-    for key in ("learner/loss", "learner/grad_norm", "learner/entropy"):
-        assert ms[key] == pytest.approx(mp[key], rel=1e-4, abs=1e-6), key
-    # the shared run planned fewer micro-batches for the same samples
-    assert ms["learner/microbatches"] < mp["learner/microbatches"]
+    _assert_same_step(shared, plain, shared.train_step(samples), plain.train_step(samples), "learner",
+                      ("loss", "grad_norm", "entropy"))
+
+
+def _assert_same_step(shared, plain, ms, mp, prefix: str, keys) -> None:
+    """The two engines' step metrics and weights agree, and the shared one planned fewer micro-batches."""
+    for key in keys:
+        assert ms[f"{prefix}/{key}"] == pytest.approx(mp[f"{prefix}/{key}"], rel=1e-4, abs=1e-6), key
+    assert ms[f"{prefix}/microbatches"] < mp[f"{prefix}/microbatches"]
     for (name, a), (_, b) in zip(shared.module.named_parameters(), plain.module.named_parameters()):
         assert torch.allclose(a, b, atol=1e-6), name
 
@@ -232,12 +236,8 @@ def test_sft_step_with_shared_prefixes_equals_the_plain_step(tiny, fused):
     path, _ = tiny
     samples = _samples()
     shared, plain = (_engine(path, share, fused_head=fused) for share in (True, False))
-    ms, mp = shared.sft_step(samples), plain.sft_step(samples)
-    for key in ("sft/loss", "sft/grad_norm", "sft/loss_tokens"):
-        assert ms[key] == pytest.approx(mp[key], rel=1e-4, abs=1e-6), key
-    assert ms["sft/microbatches"] < mp["sft/microbatches"]
-    for (name, a), (_, b) in zip(shared.module.named_parameters(), plain.module.named_parameters()):
-        assert torch.allclose(a, b, atol=1e-6), name
+    _assert_same_step(shared, plain, shared.sft_step(samples), plain.sft_step(samples), "sft",
+                      ("loss", "grad_norm", "loss_tokens"))
 
 
 def test_checkpointing_turns_sharing_off(tiny):
