@@ -271,7 +271,7 @@ class LearnerEngine:
         temperature = self.config.temperature if temperature is None else temperature
         packed = self._pack(sequences, loss_masks)
         if isinstance(packed, SharedPack):
-            hidden = shared_hidden(model, packed, temperature)
+            hidden = self._hidden(model, packed, temperature)
             lp, ent = chunked_logprobs(model.get_output_embeddings(), hidden, packed.targets, self.config.logprob_chunk)
             return packed.rows(lp), packed.rows(ent)
         if self.sp_group is not None:
