@@ -91,8 +91,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 {"role": "user", "content": render_template(role.task_template, values)}]
     tr = Transcript(policy.tokenizer, messages)
     tools = Toolbox(sandbox, limits.command_timeout, limits.max_observation_chars, localizer)
-    eos = policy.tokenizer.eos_token_id
-    stop_ids = tuple(sorted({*sampling.stop_token_ids, *([eos] if eos is not None else [])}))
+    stop_ids = tuple(sorted({*sampling.stop_token_ids, *tr.format.stop_ids}))
     start = time.monotonic()
     model_s = sandbox_s = 0.0
     turns = format_errors = consecutive = refused = 0

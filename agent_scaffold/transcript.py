@@ -21,16 +21,19 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from agent_scaffold.chat_format import MARK, chat_format
 from agent_scaffold.policy import Completion
 
-_MARK = "\u2402TURN-MARK\u2402"  # a string no template transforms, to locate the assistant content
 _DUMMY = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 ELIDED = "[observation of turn {turn} elided to save context]"
 """The text that replaces an old observation in a compacted context (turn is 1-based)."""
 
 
 def render(tokenizer: Any, messages: list[dict[str, str]], add_generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, tokenize=False)
+    """`messages` in the chat template's text (a system message folded into the first user message where
+    the template has no system role)."""
+    return tokenizer.apply_chat_template(chat_format(tokenizer).messages(messages),
+                                         add_generation_prompt=add_generation_prompt, tokenize=False)
 
 
 def encode(tokenizer: Any, text: str) -> list[int]:
@@ -57,9 +60,7 @@ class Transcript:
     """
 
     def __init__(self, tokenizer: Any, messages: list[dict[str, str]], observation_role: str = "user") -> None:
-        if tokenizer is None or getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError("token-exact trajectories need a tokenizer with a chat template; pass the policy's "
-                             "HF tokenizer (OpenAIPolicy(tokenizer=DIR) for a remote server)")
+        self.format = chat_format(tokenizer)
         self.tokenizer = tokenizer
         self.observation_role = observation_role
         self.messages: list[dict[str, str]] = [dict(m) for m in messages]
@@ -98,10 +99,12 @@ class Transcript:
         self.logprobs += list(completion.logprobs)
         self.turn_spans.append((start, len(self.input_ids)))
         self.versions.append(completion.policy_version)
-        eos = self.tokenizer.eos_token_id
-        self._closed = completion.finish_reason == "stop" and bool(ids) and ids[-1] == eos
+        stopped = completion.finish_reason == "stop" and bool(ids) and ids[-1] in self.format.stop_ids
+        # Only the template's own end-of-turn token closes the turn; a turn that stopped on another (EOS
+        # where the template ends turns with <|eot_id|>) gets the template's closing glued after it.
+        self._closed = stopped and ids[-1] == self.format.turn_end_id
         self._turns.append(_Turn(ids, self._closed))
-        content_ids = ids[:-1] if self._closed else ids
+        content_ids = ids[:-1] if stopped else ids
         content = self.tokenizer.decode(content_ids, skip_special_tokens=False)
         self.messages.append({"role": "assistant", "content": content})
         return content
@@ -109,10 +112,10 @@ class Transcript:
     def observation_ids(self, text: str, closed: bool | None = None) -> list[int]:
         """Tokens that would follow the last assistant turn (or one that ended with/without the end-of-turn
         token, `closed`) for an observation `text` (not appended)."""
-        full = render(self.tokenizer, _DUMMY + [{"role": "assistant", "content": _MARK},
+        full = render(self.tokenizer, _DUMMY + [{"role": "assistant", "content": MARK},
                                                 {"role": self.observation_role, "content": text}], True)
-        tail = full[full.index(_MARK) + len(_MARK):]
-        end = self.tokenizer.eos_token
+        tail = full[full.index(MARK) + len(MARK):]
+        end = self.format.turn_end
         if (self._closed if closed is None else closed) and end and tail.startswith(end):
             tail = tail[len(end):]  # the sampled turn already holds the end-of-turn token
         return encode(self.tokenizer, tail)

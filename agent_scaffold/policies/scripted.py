@@ -1,7 +1,8 @@
 """`ScriptedPolicy`: replays a fixed list of actions, one per call. A real backend for tests and demos.
 
 With a tokenizer, each action's text is tokenized (this is the one place text becomes "sampled" ids, since
-the script *is* the sampler) and the tokenizer's EOS id is appended, as a model ending its turn would;
+the script *is* the sampler) and the chat template's end-of-turn id (`ChatFormat.turn_end_id`; EOS for a
+tokenizer without a template) is appended, as a model ending its turn would;
 every logprob is 0.0 (the script chose the action with probability 1). Without a tokenizer the ids are
 the UTF-8 bytes, enough for loops that never render a chat template.
 """
@@ -12,6 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from agent_scaffold.chat_format import chat_format
 from agent_scaffold.policy import Completion, SamplingParams
 
 
@@ -45,13 +47,19 @@ class ScriptedPolicy:
             out.append(self._complete(text, params))
         return out
 
+    def _turn_end(self) -> int | None:
+        if getattr(self.tokenizer, "chat_template", None):
+            return chat_format(self.tokenizer).turn_end_id
+        return self.tokenizer.eos_token_id
+
     def _complete(self, text: str, params: SamplingParams) -> Completion:
         if self.tokenizer is None:
             ids = list(text.encode())
             eos: list[int] = []
         else:
             ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-            eos = [self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else []
+            end = self._turn_end()
+            eos = [end] if end is not None else []
         finish = "stop"
         if len(ids) + len(eos) > params.max_new_tokens:  # a script obeys the token budget like a model
             ids, eos, finish = ids[: params.max_new_tokens], [], "length"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_scaffold.chat_format import chat_format
 from agent_scaffold.localize import Suspect, observation
 from agent_scaffold.transcript import encode, render
 from repos.sources import fetch_source
@@ -98,11 +99,14 @@ def drill_messages(drill: Drill, rng: random.Random, system: str | None = None) 
 def drill_sample(tokenizer: Any, messages: list[dict[str, str]]) -> Sample:
     """The conversation as one SFT sample, token-exact under `tokenizer`'s chat template: loss on the last
     (assistant) message up to and including its end-of-turn token."""
-    prompt = encode(tokenizer, render(tokenizer, messages[:-1], True))
-    full = encode(tokenizer, render(tokenizer, messages, False))
-    eos = tokenizer.eos_token_id
-    ends = [i for i in range(len(prompt), len(full)) if full[i] == eos]
-    if full[:len(prompt)] != prompt or not ends:
+    prompt_text, text = render(tokenizer, messages[:-1], True), render(tokenizer, messages, False)
+    # The turn is tokenized after the prompt's ids, as a policy continues them: a prompt that ends in
+    # whitespace ("\n\n" in Llama-3's) tokenizes differently when the whole text is tokenized at once.
+    prompt = encode(tokenizer, prompt_text)
+    full = prompt + encode(tokenizer, text[len(prompt_text):]) if text.startswith(prompt_text) else []
+    end_id = chat_format(tokenizer).turn_end_id
+    ends = [i for i in range(len(prompt), len(full)) if full[i] == end_id]
+    if not ends:
         raise ValueError("the chat template does not render the assistant turn after the prompt and close it "
                          "with the end-of-turn token; drills need a template that does")
     end = ends[-1] + 1
