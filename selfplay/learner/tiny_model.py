@@ -29,10 +29,11 @@ Granite or Cohere head puts on its logits."""
 
 
 def save_tiny_model(out: str | Path, *, max_position_embeddings: int = 8192, seed: int = 0, arch: str = "llama",
-                    head_scale: float = 1.0, **config: Any) -> Path:
+                    head_scale: float = 1.0, tokenizer: Any = None, **config: Any) -> Path:
     """Write a 2-layer, 32-wide random model of type `arch` (config fields overridden by `config`) and the
-    embedded tokenizer to `out`; returns `out`. `head_scale` multiplies the output embeddings: a random
-    init's logits are so flat that a transform of them (a cap, a factor) hardly moves a logprob."""
+    embedded tokenizer (or `tokenizer`, e.g. one with another family's chat template and special tokens; the
+    vocabulary is sized to it) to `out`; returns `out`. `head_scale` multiplies the output embeddings: a
+    random init's logits are so flat that a transform of them (a cap, a factor) hardly moves a logprob."""
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -40,7 +41,8 @@ def save_tiny_model(out: str | Path, *, max_position_embeddings: int = 8192, see
         raise ImportError("a tiny model needs torch and transformers: pip install 'selfplay-swe[train]'") from exc
 
     out = Path(out)
-    tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(default_model_dir())
     torch.manual_seed(seed)
     sizes = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=len(tokenizer), max_position_embeddings=max_position_embeddings,

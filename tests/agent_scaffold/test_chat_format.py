@@ -127,3 +127,13 @@ def test_a_drill_sample_ends_its_loss_on_the_turn_end(family):
     last = max(i for i, m in enumerate(sample.loss_mask) if m)
     assert sample.input_ids[last] == tok.convert_tokens_to_ids(end)
     assert tok.decode([i for i, m in zip(sample.input_ids, sample.loss_mask) if m]) == "```submit\n```" + end
+
+
+def test_the_hf_policy_stops_on_the_turn_end(family, tmp_path):
+    from agent_scaffold.policies.hf import HFPolicy
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    _, tok, end = family
+    policy = HFPolicy(model_dir=save_tiny_model(tmp_path / "tiny", tokenizer=tok, max_position_embeddings=256))
+    assert {tok.convert_tokens_to_ids(end), tok.eos_token_id} <= policy.eos_ids
+    assert chat_format(policy.tokenizer) == chat_format(tok)  # the saved template reads back the same
