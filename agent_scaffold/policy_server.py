@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_scaffold.policies.batching import BatchingPolicy
 from agent_scaffold.policy import Completion, SamplingParams
+from agent_scaffold.transcript import encode, render
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +122,7 @@ class PolicyServer:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest("'messages' must be a non-empty list of {role, content}")
-        text = self.policy.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        prompt = list(self.policy.tokenizer.encode(text, add_special_tokens=False))
+        prompt = encode(self.policy.tokenizer, render(self.policy.tokenizer, messages, True))
         n = int(body.get("n") or 1)
         outs = self._generate([prompt], n, sampling_from_request(body))
         choices = []
