@@ -38,8 +38,18 @@ def test_edit_commands():
     ("```edit\nview a.py x\n```", "expected line numbers"),
     ("```edit\nstr_replace a.py\nold\nnew\n```", "<<<<<<< SEARCH"),
     ("```edit\nstr_replace a.py 3\n<<<<<<< SEARCH\nx\n=======\ny\n>>>>>>> REPLACE\n```", "`str_replace PATH:LINE`"),
+    ("<think>\nI could run\n```bash\nls\n```\nfirst", "section is not closed"),
+    ("<think>\n```bash\nls\n```\n</think>\n\nNothing to do yet.", "No action found"),
 ])
 def test_malformed_actions_explain_the_format(text, needle):
     with pytest.raises(FormatError) as info:
         parse_action(text)
     assert needle in str(info.value)
+
+
+def test_a_reasoning_models_thought_is_not_its_action():
+    """Qwen3 opens a reply with <think>...</think>: a block inside it is a thought, the one after it the action."""
+    text = "<think>\nMaybe ```bash\nrm -rf /\n``` no:\n```bash\nls\n```\n</think>\n\n```bash\npytest -x\n```"
+    assert parse_action(text) == Action("bash", command="pytest -x")
+    # Only a reply that opens with it: a command that greps for the tag is an ordinary action.
+    assert parse_action("```bash\ngrep -n '</think>' log.txt\n```").command == "grep -n '</think>' log.txt"
