@@ -65,6 +65,14 @@ def chat_format(tokenizer: Any) -> ChatFormat:
     return cached[1]
 
 
+def turn_end_id(tokenizer: Any) -> int | None:
+    """The token that ends a turn under `tokenizer`: its template's (`ChatFormat.turn_end_id`), or EOS for a
+    tokenizer without a template."""
+    if getattr(tokenizer, "chat_template", None):
+        return chat_format(tokenizer).turn_end_id
+    return tokenizer.eos_token_id
+
+
 def _read(tokenizer: Any) -> ChatFormat:
     system_role = _renders_system(tokenizer)
     probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_scaffold.chat_format import chat_format
+from agent_scaffold.chat_format import turn_end_id
 from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policies.cpu_threads import ThreadGovernor
 from agent_scaffold.policies.decode_batch import DecodeBatch
@@ -168,9 +168,7 @@ class HFPolicy:
         return step
 
     def _eos_ids(self) -> frozenset[int]:
-        ids = {self.tokenizer.eos_token_id}
-        if getattr(self.tokenizer, "chat_template", None):  # e.g. Gemma's <end_of_turn>, which EOS is not
-            ids.add(chat_format(self.tokenizer).turn_end_id)
+        ids = {self.tokenizer.eos_token_id, turn_end_id(self.tokenizer)}  # e.g. Gemma's <end_of_turn>, not EOS
         gen = getattr(self.model, "generation_config", None)
         eos = getattr(gen, "eos_token_id", None)
         ids.update(eos if isinstance(eos, list) else [eos])

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from agent_scaffold.chat_format import chat_format
+from agent_scaffold.chat_format import turn_end_id
 from agent_scaffold.policy import Completion, SamplingParams
 
 
@@ -47,18 +47,13 @@ class ScriptedPolicy:
             out.append(self._complete(text, params))
         return out
 
-    def _turn_end(self) -> int | None:
-        if getattr(self.tokenizer, "chat_template", None):
-            return chat_format(self.tokenizer).turn_end_id
-        return self.tokenizer.eos_token_id
-
     def _complete(self, text: str, params: SamplingParams) -> Completion:
         if self.tokenizer is None:
             ids = list(text.encode())
             eos: list[int] = []
         else:
             ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-            end = self._turn_end()
+            end = turn_end_id(self.tokenizer)
             eos = [end] if end is not None else []
         finish = "stop"
         if len(ids) + len(eos) > params.max_new_tokens:  # a script obeys the token budget like a model
