@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.artifact_kit import KIT_STRATEGY, install_kit
 from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
 from agent_scaffold.roles import ARTIFACT_FILES, EpisodeLimits, RoleConfig, render_template
@@ -101,6 +102,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     batch_sizes: Counter[int] = Counter()  # sampled tokens by the decode batch size they were sampled in
     engine: Counter[str] = Counter()  # prefill_tokens, prefill_s, decode_s, batch_fill, from backends that report them
     try:
+        if role.name == "injector" and role.strategy == KIT_STRATEGY:
+            install_kit(sandbox, str(values["artifact_dir"]))
         while True:
             if turns >= limits.max_turns:
                 termination = "max_turns"

@@ -89,7 +89,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                injector: int = 0, injector_max_context_tokens: int = INJECTOR_LIMITS.max_context_tokens,
                short_share: float = 0.0, seed_cache: bool | Path = True,
                injector_operators: Sequence[str] = (), visible_only: bool = False,
-               localize: bool = False, localize_ranks: int = LOCALIZE_RANKS) -> DemoReport:
+               localize: bool = False, localize_ranks: int = LOCALIZE_RANKS,
+               injector_strategy: str = "direct") -> DemoReport:
     """Up to `n` tasks of `spec`, `per_task` demonstrations each; +1 ones saved under `out_dir` and stored.
     Also up to `injector` injector demonstrations within `injector_max_context_tokens`, one per seeded
     artifact (more artifacts are seeded when `injector` > `n`), kept when the artifact they submit validates;
@@ -102,7 +103,8 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
     wanted and demonstrates them in an order that balances their operators (`balanced_next`); `localize`: the
     solver episodes have the `localize` tool and the expert locates with it (`solver_plan.localize_actions`:
     only tasks whose bug's line it lists among its first `localize_ranks`), seeded and ordered as with
-    `visible_only`."""
+    `visible_only`; `injector_strategy`: the injector demonstrations' strategy (direct, or kit: the artifact
+    kit writes the fixed parts, `agent_scaffold.artifact_kit`)."""
     if n < 1 or per_task < 1 or injector < 0:
         raise ValueError(f"-n and --per-task must be >= 1, injector >= 0 (got {n}, {per_task}, {injector})")
     start = time.monotonic()
@@ -181,12 +183,12 @@ def make_demos(spec: RepoSpec, n: int, store: TaskStore, out_dir: str | Path, *,
                     report.skipped_long += 1
                 if not injector_operators:
                     _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report,
-                                   injector_limits, wanted=injector)
+                                   injector_limits, wanted=injector, strategy=injector_strategy)
         if injector_operators and injector_need > 0:
             for result in seed_round(SeedConfig(seed=seed * 1000 + rnd, operators=tuple(injector_operators)),
                                      injector_need):
                 _injector_demo(result.artifact, spec, store, out, tokenizer, image, seed, report, injector_limits,
-                               wanted=injector)
+                               wanted=injector, strategy=injector_strategy)
         while fresh and len(report.tasks) < n:
             task = balanced_next(fresh, operator_of, demonstrated) if visible_only or localize else fresh[0]
             fresh.remove(task)
@@ -273,14 +275,14 @@ def balanced_next(pending: Sequence[Any], operator_of: Mapping[str, str], demons
 
 
 def _injector_demo(artifact: Any, spec: RepoSpec, store: TaskStore, out: Path, tokenizer: Any, image: str, seed: int,
-                   report: DemoReport, limits: EpisodeLimits, *, wanted: int) -> None:
+                   report: DemoReport, limits: EpisodeLimits, *, wanted: int, strategy: str = "direct") -> None:
     """One injector demonstration on `artifact`'s bug, kept in `report` when it validates; none once
     `wanted` are kept."""
     if len(report.injector_kept) >= wanted:
         return
     try:
         demo = run_injector_demo(artifact, spec, tokenizer, random.Random(f"{seed}:{artifact.digest()}"),
-                                 limits=limits, image=image)
+                                 limits=limits, image=image, strategy=strategy)
     except (DiffError, NotDemonstrable) as exc:
         report.dropped.append(f"injector: {exc}")
         return
@@ -288,7 +290,7 @@ def _injector_demo(artifact: Any, spec: RepoSpec, store: TaskStore, out: Path, t
         report.dropped.append(f"injector: {demo.trajectory.termination}, "
                               f"validation {demo.trajectory.metadata.get('validation')}")
         return
-    store.record_validation(demo.artifact, spec.name, demo.report, origin="injector", strategy="direct")
+    store.record_validation(demo.artifact, spec.name, demo.report, origin="injector", strategy=strategy)
     traj = demo.trajectory
     path = out / "trajectories" / f"injector-{artifact.digest()[:16]}-s{seed}.jsonl"
     save_jsonl([traj], path, append=False)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_scaffold.agent import run_episode
+from agent_scaffold.artifact_kit import KIT_COMMAND, KIT_STRATEGY, PARSER, WEAKEN
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role
 from repos.spec import RepoSpec
@@ -51,29 +52,6 @@ INJECTOR_LIMITS = EpisodeLimits(max_turns=10, max_new_tokens=1024,
                                 max_context_tokens=WarmStartConfig.injector_max_context_tokens, command_timeout=90.0,
                                 wall_clock=900.0, max_observation_chars=1200)
 """Budgets of an injector demonstration (the context budget is `WarmStartConfig.injector_max_context_tokens`)."""
-PARSER = """import json, re, sys
-out = {}
-for line in sys.stdin:
-    m = re.match(r"(PASSED|FAILED|ERROR|XFAIL|XPASS) (\\S+::.+?)(?: - .*)?$", line.rstrip())
-    if m and out.get(m[2]) != "failed":
-        out[m[2]] = "failed" if m[1] in ("FAILED", "ERROR") else "passed"
-print(json.dumps(out))
-"""
-"""The expert's test_parser.py: pytest's -rA summary lines, the same verdicts as the built-in parser
-(XFAIL and XPASS pass, ERROR fails, a failure wins)."""
-WEAKEN = """import ast, re
-bad = re.findall(r"^(?:FAILED|ERROR) (\\S+?)::(?:\\S+::)?(\\w+)", open("/tmp/buggy.log").read(), re.M)
-for path in {p for p, _ in bad}:
-    src = open(path).read().splitlines(True)
-    for n in sorted(ast.walk(ast.parse("".join(src))), key=lambda n: -getattr(n, "lineno", 0)):
-        if isinstance(n, ast.FunctionDef) and (path, n.name) in bad:
-            del src[min([n.lineno] + [d.lineno for d in n.decorator_list]) - 1:n.end_lineno]
-    open(path, "w").write("".join(src))
-"""
-"""The expert's weakening: delete every test function that failed in /tmp/buggy.log (the buggy run).
-The same text in every demonstration, so its length does not grow with the tests it deletes."""
-
-
 LIST_TESTS = "git ls-files '*test_*.py' | head -n 12"
 """The expert's first command, the same in every repo: the policy cannot know a repo's test folder before it
 has looked (the prompt does not name the repo), so a per-repo `ls tests` was a guess from memory, wrong in
@@ -153,12 +131,18 @@ def located_function(source: str, search: str) -> str:
 
 
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random, *,
-                     repo_files: Sequence[str] | None = None, lines_fallback: bool = False) -> list[str]:
+                     repo_files: Sequence[str] | None = None, lines_fallback: bool = False,
+                     strategy: str = "direct") -> list[str]:
     """The replies of one injector demonstration that writes `artifact` (whose bug is a one-file mutant).
     NotDemonstrable when `located_function` cannot show the bug's function, unless `lines_fallback`: then
     the changed lines are printed by number (the FORMAT 7-8 view), for test harnesses that need any plan
     that writes a given artifact; demonstrations never use it. `repo_files` (`git ls-files` of the repo):
-    the listing must find the bug's file by the oracle test file's name; None trusts that it does."""
+    the listing must find the bug's file by the oracle test file's name; None trusts that it does.
+    `strategy` "kit" writes the test files, the bug diff and the weakening with the artifact kit
+    (`agent_scaffold.artifact_kit`) instead of typing them: the same eight turns, about 700 tokens fewer."""
+    if strategy not in ("direct", KIT_STRATEGY):
+        raise ValueError(f"the injector expert demonstrates the direct and {KIT_STRATEGY} strategies, not {strategy!r}")
+    kit = strategy == KIT_STRATEGY
     for text in (artifact.test_script,):
         if any(line.startswith(FENCE) for line in text.splitlines()):
             raise DiffError("an artifact file holds a code-fence line; it cannot be written from a bash block")
@@ -170,11 +154,12 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
         + "\n" + block("bash", LIST_TESTS),
         _pick(rng, ["I will use {f} as the oracle: write the three test files and run them on the original code.",
                     "Select {f}, write the runner script and the parser, and check them."], f=files)
-        + "\n" + block("bash", f"mkdir -p {d} && printf '%s\\n' {files} > {d}/test_files.txt\n"
-                               f"cat > {d}/test_script.sh <<'EOF'\n{artifact.test_script.rstrip(chr(10))}\nEOF\n"
-                               f"cat > {d}/test_parser.py <<'EOF'\n{PARSER.rstrip(chr(10))}\nEOF\n"
-                               f"bash {d}/test_script.sh > /tmp/original.log 2>&1; "
-                               f"python {d}/test_parser.py < /tmp/original.log | head -c 120"),
+        + "\n" + block("bash", f"{KIT_COMMAND} oracle {files}" if kit else
+                        f"mkdir -p {d} && printf '%s\\n' {files} > {d}/test_files.txt\n"
+                        f"cat > {d}/test_script.sh <<'EOF'\n{artifact.test_script.rstrip(chr(10))}\nEOF\n"
+                        f"cat > {d}/test_parser.py <<'EOF'\n{PARSER.rstrip(chr(10))}\nEOF\n"
+                        f"bash {d}/test_script.sh > /tmp/original.log 2>&1; "
+                        f"python {d}/test_parser.py < /tmp/original.log | head -c 120"),
     ]
     for h in parse_hunks(artifact.bug_inject):
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
@@ -203,12 +188,14 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     actions += [
         _pick(rng, ["Run the tests with the bug, see which fail, and save the bug.",
                     "Some tests must fail now; then save the bug diff."])
-        + "\n" + block("bash", f"bash {d}/test_script.sh > /tmp/buggy.log 2>&1; grep -E '^(FAILED|ERROR) ' "
-                               f"/tmp/buggy.log | cut -c 1-80 | head -n 3; git diff -- {code} > {d}/bug_inject.diff"),
+        + "\n" + block("bash", f"{KIT_COMMAND} bug" if kit else
+                        f"bash {d}/test_script.sh > /tmp/buggy.log 2>&1; grep -E '^(FAILED|ERROR) ' "
+                        f"/tmp/buggy.log | cut -c 1-80 | head -n 3; git diff -- {code} > {d}/bug_inject.diff"),
         _pick(rng, ["Delete the failing tests and save the weakening.",
                     "Weaken the suite: remove the tests that failed, then save test_weaken.diff."])
-        + "\n" + block("bash", f"python - <<'EOF'\n{WEAKEN.rstrip(chr(10))}\nEOF\n"
-                               f"git diff -- {files} > {d}/test_weaken.diff && ls {d}"),
+        + "\n" + block("bash", f"{KIT_COMMAND} weaken" if kit else
+                        f"python - <<'EOF'\n{WEAKEN.rstrip(chr(10))}\nEOF\n"
+                        f"git diff -- {files} > {d}/test_weaken.diff && ls {d}"),
         _pick(rng, ["All five files are written.", "Done."]) + "\n" + block("submit"),
     ]
     return actions
@@ -230,18 +217,20 @@ class InjectorDemo:
 
 
 def run_injector_demo(artifact: BugArtifact, spec: RepoSpec, tokenizer: Any, rng: random.Random, *,
-                      limits: EpisodeLimits = INJECTOR_LIMITS, image: str | None = None) -> InjectorDemo:
-    """One injector demonstration of `artifact` in a fresh sandbox; the submission is validated for real."""
+                      limits: EpisodeLimits = INJECTOR_LIMITS, image: str | None = None,
+                      strategy: str = "direct") -> InjectorDemo:
+    """One injector demonstration of `artifact` in a fresh sandbox, as an episode of `strategy` (direct or
+    kit); the submission is validated for real."""
     start = time.monotonic()
     image = image or repo_image(spec)
-    role = load_role("injector", "direct")
+    role = load_role("injector", strategy)
     with DockerSandbox.create(image, workdir=spec.workdir) as sb:
         unlisted = sorted(set(artifact.test_files) - set(listed_tests(sb)))
         if unlisted:  # the demonstration selects only test files its first observation shows
             raise NotDemonstrable(f"test files {', '.join(unlisted)} are not among those `{LIST_TESTS}` prints")
         sources = {h.path: sb.read_file(h.path).decode() for h in parse_hunks(artifact.bug_inject)}
         files = sb.exec("git ls-files", timeout=30).output.split()
-        policy = ScriptedPolicy(injector_actions(artifact, sources, rng, repo_files=files), tokenizer=tokenizer)
+        policy = ScriptedPolicy(injector_actions(artifact, sources, rng, repo_files=files, strategy=strategy), tokenizer=tokenizer)
         ep = run_episode(policy, sb, role, {"artifact_dir": ARTIFACT_DIR}, limits=limits)
     if ep.infra_failure:
         raise SelfPlayError(f"injector demonstration: sandbox failure ({ep.error}); check the Docker engine and retry")
@@ -255,6 +244,6 @@ def run_injector_demo(artifact: BugArtifact, spec: RepoSpec, tokenizer: Any, rng
             report = validate(submitted, spec)
     reward = 1.0 if report is not None and report.valid else -1.0
     traj = dataclasses.replace(ep.trajectory, reward=reward, metadata={
-        **ep.trajectory.metadata, "repo": spec.name, "source": "demo", "strategy": "direct",
+        **ep.trajectory.metadata, "repo": spec.name, "source": "demo", "strategy": strategy,
         "validation": None if report is None else ("valid" if report.valid else report.failed_check)})
     return InjectorDemo(traj, submitted, report, time.monotonic() - start)

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 
 _KEYED_WHEN_SET = {"injector_operators": (), "injector_epochs": None, "batch_size": None, "locate": "any",
-                   "localize_ranks": 3, "drills": 0, "localize_recover": 0}
+                   "localize_ranks": 3, "drills": 0, "localize_recover": 0, "injector_strategy": "direct"}
 """Fields added after FORMAT 11, each with the value that trains as before it existed (not its default):
 they enter the key only at another value, so the configs that predate them keep their keys (and their
 cached checkpoints)."""
@@ -156,7 +156,8 @@ def _demonstrate(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, in
                              short_share=config.short_share, injector_operators=config.injector_operators,
                              visible_only=config.locate == "visible", localize=config.locate == "localize",
                              localize_ranks=config.localize_ranks,
-                             injector_max_context_tokens=config.injector_max_context_tokens)
+                             injector_max_context_tokens=config.injector_max_context_tokens,
+                             injector_strategy=config.injector_strategy)
             timings[f"seed/{repo}_s"] = rep.seed_time
             timings[f"seed/{repo}_cached_rounds"] = rep.seed_rounds_cached
             timings[f"demos/{repo}_s"] = time.monotonic() - t0 - rep.seed_time

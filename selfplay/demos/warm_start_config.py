@@ -106,6 +106,13 @@ class WarmStartConfig:
     """Repair drills added to the SFT data, spread evenly over `repos` (`selfplay.demos.drills`): the edit
     turn after `localize` alone, on mutants of lines of the training repos' code, listed first. Only with
     `locate: localize`; 0 for none."""
+    injector_strategy: Literal["direct", "kit"] = "kit"
+    """The injector demonstrations' strategy, which the run's injector episodes must draw
+    (`rollout.strategies`): "direct" types the runner script, the parser and the weakening script (about 700
+    of a demonstration's 2,500 tokens); "kit" has the artifact kit write them (`agent_scaffold.artifact_kit`),
+    so the policy learns only the choices: the oracle test file, the function and the change. The default's
+    three injector demonstrations at one epoch never held the direct plan (0 valid bugs in every default run,
+    docs/benchmarks.md)."""
     injector_operators: tuple[str, ...] = ()
     """Procedural operators whose bugs the injector demonstrations write (names of
     `selfplay.procedural.operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
@@ -183,6 +190,8 @@ class WarmStartConfig:
                              f"locate: localize with localize_ranks 1 (with more ranks the expert edits a line listed "
                              f"second directly), got {self.localize_recover} with locate {self.locate!r} and "
                              f"localize_ranks {self.localize_ranks}")
+        if self.injector_strategy not in ("direct", "kit"):
+            raise ValueError(f"warm_start.config.injector_strategy must be direct or kit, got {self.injector_strategy!r}")
         if self.locate not in ("any", "visible", "localize"):
             raise ValueError(f"warm_start.config.locate must be any, visible or localize, got {self.locate!r}")
         if self.loss_turns not in LOSS_TURNS:

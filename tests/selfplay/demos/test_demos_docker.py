@@ -26,7 +26,8 @@ def demos(demo_root):
     root = demo_root
     spec = get_repo("toolz")
     store = open_store(str(root / "s.db"))
-    report = make_demos(spec, 2, store, root / "out", seed=3, seed_cache=root / "seeds", injector=1)
+    report = make_demos(spec, 2, store, root / "out", seed=3, seed_cache=root / "seeds", injector=1,
+                         injector_strategy="kit")
     yield spec, store, report
     store.close()
 
@@ -145,7 +146,10 @@ def test_a_wrong_repair_is_graded_and_dropped(demos):
     assert demo.termination == "submitted" and demo.reward == -1 and not demo.kept
 
 
-def test_injector_expert_writes_an_artifact_that_validates(demos):
+@pytest.mark.parametrize("strategy", ["direct", "kit"])
+def test_injector_expert_writes_an_artifact_that_validates(demos, strategy):
+    """The expert's plan of either strategy submits an artifact that validates; `kit` (the artifact kit
+    writes the test files, the bug diff and the weakening) has the same eight turns with no typed script."""
     from transformers import AutoTokenizer
 
     from agent_scaffold.actions import parse_action
@@ -159,7 +163,7 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
     demo = task = None
     for task in tasks:  # the first stored bug whose function the expert's listing and view can show
         try:
-            demo = run_injector_demo(task.artifact, spec, tok, random.Random(1))
+            demo = run_injector_demo(task.artifact, spec, tok, random.Random(1), strategy=strategy)
             break
         except NotDemonstrable:
             continue
@@ -170,6 +174,10 @@ def test_injector_expert_writes_an_artifact_that_validates(demos):
     assert len(demo.trajectory.input_ids) <= WarmStartConfig().injector_max_context_tokens
     assert len(demo.trajectory.turn_spans) <= 8
     assert demo.report.valid and demo.trajectory.reward == 1.0
+    assert demo.trajectory.metadata["strategy"] == strategy
+    actions = [m["content"] for m in demo.trajectory.messages if m["role"] == "assistant"]
+    assert any("cat > /tmp/ssr_artifact/test_parser.py" in a for a in actions) == (strategy == "direct")
+    assert sum("python /tmp/kit.py " in a for a in actions) == (3 if strategy == "kit" else 0)
     # the episode wrote the same bug and the same oracle tests (headers and context may differ)
     assert demo.artifact.test_files == task.artifact.test_files
     assert set(demo.report.fail_to_pass) == set(task.fail_to_pass)
@@ -203,7 +211,7 @@ def test_injector_expert_skips_an_artifact_whose_tests_its_listing_does_not_show
 
 def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
     """make_demos(injector=1) stored an injector demonstration; its assistant turns, replayed through the
-    scripted backend with the `direct` role in a fresh sandbox, submit an artifact that validates again,
+    scripted backend with the role of its strategy in a fresh sandbox, submit an artifact that validates again,
     with the same tokens, and with loss on every turn (each parses as a valid action)."""
     from transformers import AutoTokenizer
 
@@ -225,12 +233,12 @@ def test_stored_injector_demonstrations_replay_to_valid_artifacts(demos):
     assert len(attempts) == len(report.injector_kept) == 1, report.dropped
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     (stored,) = load_jsonl(attempts[0].trajectory_path)
-    assert stored.role == "injector" and stored.reward == 1.0
+    assert stored.role == "injector" and stored.reward == 1.0 and stored.metadata["strategy"] == "kit"
     assert len(stored.input_ids) <= WarmStartConfig().injector_max_context_tokens
     assert sum(valid_turn_mask(stored)) == sum(stored.loss_mask) > 0
     actions = [m["content"] for m in stored.messages if m["role"] == "assistant"]
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:
-        ep = run_episode(ScriptedPolicy(actions, tokenizer=tok), sb, load_role("injector", "direct"),
+        ep = run_episode(ScriptedPolicy(actions, tokenizer=tok), sb, load_role("injector", stored.metadata["strategy"]),
                          {"artifact_dir": ARTIFACT_DIR}, limits=INJECTOR_LIMITS)
     assert ep.termination == "submitted"
     assert [ep.trajectory.input_ids[s:e] for s, e in ep.trajectory.turn_spans] == [

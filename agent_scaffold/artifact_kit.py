@@ -1,0 +1,152 @@
+"""The injector's artifact kit: the `kit` strategy's helper for the artifact's fixed parts.
+
+A bug artifact is five files, and three of them, plus the weakening, are the same text in every pytest repo:
+the runner script, a parser of pytest's `-rA` lines, and a script that deletes the tests the bug breaks. The
+`direct` strategy's policy types all of it (its demonstrations spend about 700 of their 2,500 tokens on it),
+which a 135M policy trained on three demonstrations for one epoch never reproduced (docs/benchmarks.md).
+The `kit` strategy gives its episodes one script, written into the sandbox before the first turn, that
+writes those parts; the policy still chooses the oracle test files, the code to break and the change, and
+`validate` judges the five submitted files exactly as it judges any others.
+
+    python /tmp/kit.py oracle FILE...   test_files.txt, test_script.sh, test_parser.py; run them
+    python /tmp/kit.py bug              run the tests on the changed code, save bug_inject.diff
+    python /tmp/kit.py weaken           delete the tests that failed, save test_weaken.diff
+
+The kit runs as the agent uid, like any command of the episode, so it can do nothing the policy could not;
+it lives in /tmp, which every sandbox reset empties, so no other episode sees it. Root writes it, so the
+policy cannot rewrite it for a later call of the same episode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sandboxes.sandbox import Sandbox
+
+KIT_STRATEGY = "kit"
+"""The injector strategy whose episodes get the kit (`agent_scaffold/prompts/injector_kit.md`)."""
+KIT_PATH = "/tmp/kit.py"
+KIT_COMMAND = f"python {KIT_PATH}"
+"""How the prompt and the demonstrations call it: the repo's interpreter, first on the sandbox's PATH."""
+
+PARSER = """import json, re, sys
+out = {}
+for line in sys.stdin:
+    m = re.match(r"(PASSED|FAILED|ERROR|XFAIL|XPASS) (\\S+::.+?)(?: - .*)?$", line.rstrip())
+    if m and out.get(m[2]) != "failed":
+        out[m[2]] = "failed" if m[1] in ("FAILED", "ERROR") else "passed"
+print(json.dumps(out))
+"""
+"""A compact test_parser.py: pytest's -rA summary lines, the same verdicts as the built-in parser (XFAIL
+and XPASS pass, ERROR fails, a failure wins). The `direct` expert types it; the kit writes it."""
+WEAKEN = """import ast, re
+bad = re.findall(r"^(?:FAILED|ERROR) (\\S+?)::(?:\\S+::)?(\\w+)", open("/tmp/buggy.log").read(), re.M)
+for path in {p for p, _ in bad}:
+    src = open(path).read().splitlines(True)
+    for n in sorted(ast.walk(ast.parse("".join(src))), key=lambda n: -getattr(n, "lineno", 0)):
+        if isinstance(n, ast.FunctionDef) and (path, n.name) in bad:
+            del src[min([n.lineno] + [d.lineno for d in n.decorator_list]) - 1:n.end_lineno]
+    open(path, "w").write("".join(src))
+"""
+"""Deletes every test function that failed in /tmp/buggy.log (the buggy run). The `direct` expert types
+it; the kit runs it."""
+
+_KIT = '''"""The injector's artifact kit (agent_scaffold/artifact_kit.py). Usage:
+  python {path} oracle FILE...   write test_files.txt, test_script.sh and test_parser.py; run them
+  python {path} bug              run the tests on the changed code; save bug_inject.diff
+  python {path} weaken           delete the tests that failed; save test_weaken.diff
+"""
+import json, os, subprocess, sys
+
+D = {artifact_dir!r}
+PARSER = {parser!r}
+WEAKEN = {weaken!r}
+
+
+def fail(message):
+    print(message)
+    sys.exit(1)
+
+
+def test_files():
+    if not os.path.exists(D + "/test_files.txt"):
+        fail("No test_files.txt yet: run `python {path} oracle FILE...` first.")
+    return open(D + "/test_files.txt").read().split()
+
+
+def run_tests(log):
+    with open(log, "w") as f:
+        subprocess.run(["bash", D + "/test_script.sh"], stdout=f, stderr=subprocess.STDOUT)
+    with open(log) as f:
+        out = subprocess.run([sys.executable, D + "/test_parser.py"], stdin=f, capture_output=True, text=True).stdout
+    try:
+        return json.loads(out or "{{}}")
+    except ValueError:
+        fail("test_parser.py printed no JSON object.")
+
+
+def git(*args):
+    return subprocess.run(["git", *args], capture_output=True, text=True).stdout
+
+
+def oracle(files):
+    if not files:
+        fail("Name the oracle test files: `python {path} oracle FILE...`.")
+    missing = [f for f in files if not os.path.isfile(f)]
+    if missing:
+        fail("No such file: " + " ".join(missing) + ". Copy test file paths from the listing.")
+    os.makedirs(D, exist_ok=True)
+    open(D + "/test_files.txt", "w").write("\\n".join(files) + "\\n")
+    open(D + "/test_script.sh", "w").write("#!/bin/bash\\npython -m pytest -rA -p no:cacheprovider " + " ".join(files) + "\\n")
+    open(D + "/test_parser.py", "w").write(PARSER)
+    verdicts = run_tests("/tmp/original.log")
+    passed = sum(v == "passed" for v in verdicts.values())
+    print("Wrote test_files.txt, test_script.sh, test_parser.py. On the original code: %d passed, %d failed."
+          % (passed, len(verdicts) - passed))
+
+
+def bug():
+    tests = test_files()
+    code = [f for f in git("diff", "--name-only").split() if f not in tests]
+    if not code:
+        fail("No code file is changed: inject the bug with str_replace first.")
+    verdicts = run_tests("/tmp/buggy.log")
+    failed = sorted(t for t, v in verdicts.items() if v == "failed")
+    open(D + "/bug_inject.diff", "w").write(git("diff", "--", *code))
+    print("Saved bug_inject.diff (%s). With the bug: %d passed, %d failed."
+          % (", ".join(code), len(verdicts) - len(failed), len(failed)))
+    for t in failed[:3]:
+        print("FAILED " + t[:72])
+    if not failed:
+        print("No test fails: change the code so that some test fails.")
+
+
+def weaken():
+    tests = test_files()
+    if not os.path.exists("/tmp/buggy.log"):
+        fail("No buggy run yet: run `python {path} bug` first.")
+    exec(WEAKEN, {{}})
+    open(D + "/test_weaken.diff", "w").write(git("diff", "--", *tests))
+    print("Deleted the failed tests; saved test_weaken.diff. " + D + " holds: " + " ".join(sorted(os.listdir(D))))
+
+
+if __name__ == "__main__":
+    command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command == "oracle":
+        oracle(args)
+    elif command in ("bug", "weaken") and not args:
+        (bug if command == "bug" else weaken)()
+    else:
+        fail(__doc__.strip())
+'''
+
+
+def kit_source(artifact_dir: str) -> str:
+    """The kit's Python source for an episode whose artifact goes to `artifact_dir`."""
+    return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN)
+
+
+def install_kit(sandbox: Sandbox, artifact_dir: str) -> None:
+    """Writes the kit to `KIT_PATH` as root (the policy can run it, not rewrite it)."""
+    sandbox.write_file(KIT_PATH, kit_source(artifact_dir), user="root")
