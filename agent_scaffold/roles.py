@@ -144,6 +144,11 @@ def load_role(name: str, strategy: str | None = None, roles_file: Path = ROLES_F
                       limits=EpisodeLimits(**entry.get("limits", {})))
 
 
+def injector_strategies(roles_file: Path = ROLES_FILE) -> tuple[str, ...]:
+    """The injection strategies `roles_file` has a prompt for."""
+    return tuple(tomllib.loads(roles_file.read_text())["injector"]["task"])
+
+
 def solver_variables(spec: str, kind: str = "tests") -> dict[str, str]:
     """Variables for the solver template: `spec` is a reversed test-weakening diff (kind "tests") or a
     natural-language issue (kind "issue")."""

@@ -145,7 +145,9 @@ class RolloutConfig:
     iteration's valid bugs then get their G attempts in a round of their own once the injectors end, on top
     of the `solver_tasks` drawn (sequentially they take drawn slots). A resumed iteration plays sequentially."""
     strategies: tuple[str, ...] = ("removal", "history")
-    """Injection strategies drawn at random per injector episode (SSR: removal + history)."""
+    """Injection strategies drawn at random per injector episode (SSR: removal + history). Also "direct"
+    (a short prompt: break any code, CPU warm starts) and "kit" (direct, with the artifact kit writing the
+    test files, the bug diff and the weakening: `agent_scaffold.artifact_kit`, the default preset's)."""
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""
@@ -345,6 +347,13 @@ class RunConfig:
                              "warm_start.config.heldout_repos to the held-out split of your own")
         if self.iterations < 0:
             raise ValueError(f"iterations must be >= 0, got {self.iterations}")
+        from agent_scaffold.roles import injector_strategies  # reads the roles file: a toml parse
+
+        known = injector_strategies()
+        unknown = [s for s in self.rollout.strategies if s not in known]
+        if unknown or not self.rollout.strategies:
+            raise ValueError(f"rollout.strategies: {', '.join(unknown) or 'an empty list'} is not an injection "
+                             f"strategy; choose from {', '.join(known)}")
         if self.max_hours is not None and not self.max_hours > 0:
             raise ValueError(f"max_hours must be > 0 (null is no limit), got {self.max_hours}")
         if self.rollout.workers < 1 or self.rollout.sandboxes_per_repo < 1:

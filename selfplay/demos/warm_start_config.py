@@ -82,7 +82,7 @@ class WarmStartConfig:
     run) instead of the full one (reproduce, locate, view, repair, re-run, restore, submit: 6-9 turns): the
     default run allows its solver 4 turns of 96 tokens, where the full plan runs out of turns."""
     injector_per_repo: int = 1
-    """Injector demonstrations (`direct` strategy) per repo, kept when their artifact validates; 0 is none."""
+    """Injector demonstrations (of `injector_strategy`) per repo, kept when their artifact validates; 0 is none."""
     locate: Literal["any", "visible", "localize"] = "any"
     """How the solver demonstrations find the bug's function: "any" greps its name whether or not the spec
     shows it (the expert's knowledge); "visible" demonstrates only tasks whose spec's added lines name it,

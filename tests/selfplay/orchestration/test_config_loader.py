@@ -73,6 +73,9 @@ def test_a_yaml_file_is_a_partial_tree_over_the_defaults(tmp_path):
     ("learner.enabled=yes", ["learner.enabled", "expected bool", "'yes'"]),
     ("name=123", ["name", "expected str", "quote it"]),
     ("rollout.strategies=removal", ["rollout.strategies", "a list of str", "write a list"]),
+    ("rollout.strategies=[kit, dirct]", ["rollout.strategies: dirct is not an injection strategy",
+                                         "removal, history, direct, kit"]),
+    ("rollout.strategies=[]", ["rollout.strategies: an empty list"]),
     ("curriculum.sampling.band=[0.1, 0.2, 0.3]", ["curriculum.sampling.band", "exactly 2"]),
     ("repos=[toolz, 3]", ["repos[1]", "expected str"]),
     ("learner.engine.dtype=fp16", ["learner.engine:", "dtype", "fp16", "override 'learner.engine.dtype=fp16'"]),
@@ -131,12 +134,12 @@ def test_every_preset_round_trips_through_dump(preset, tmp_path):
 
 
 def test_dump_quotes_strings_that_would_read_back_as_other_types(tmp_path):
-    c = _load("name='3e-6'", "rollout.strategies=['yes', 'null', '1.5']", "policy.model_name='true'")
+    c = _load("name='3e-6'", "repos=['yes', 'null', '1.5']", "policy.model_name='true'")
     f = tmp_path / "c.yaml"
     f.write_text(dump_config(c))
     back = load_config(f)
     assert back == c and back.name == "3e-6" and back.policy.model_name == "true"
-    assert back.rollout.strategies == ("yes", "null", "1.5")
+    assert back.repos == ("yes", "null", "1.5")
 
 
 def test_every_leaf_of_the_tree_can_be_overridden_with_its_own_value():
