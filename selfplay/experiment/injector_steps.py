@@ -8,6 +8,10 @@ edit. Each turn of an episode gets one label, so a table of episodes shows where
   ``_unlisted`` is appended when NAME was in no earlier observation (typed from memory);
 - ``edit_applied`` / ``edit_refused`` (SEARCH not in the file) / ``edit_noop`` (REPLACE equal to SEARCH) /
   ``edit_missing_file``;
+- the artifact kit's commands (`kit` strategy, `agent_scaffold.artifact_kit`): ``oracle_ok`` (the test files
+  written and run) / ``oracle_error``; ``bug_fails`` (bug_inject.diff saved and some test fails) /
+  ``bug_passes`` (saved, no test fails) / ``bug_error`` (refused: nothing changed, no oracle yet);
+  ``weaken_ok`` / ``weaken_error``;
 - ``format_error``; other turns are not labelled.
 """
 
@@ -18,10 +22,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.artifact_kit import KIT_PATH
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
 
-STEPS = ("list_ok", "list_missing", "view_ok", "view_ok_unlisted", "view_empty", "view_empty_unlisted", "edit_applied",
-         "edit_refused", "edit_noop", "edit_missing_file", "format_error")
+STEPS = ("oracle_ok", "oracle_error", "list_ok", "list_missing", "view_ok", "view_ok_unlisted", "view_empty",
+         "view_empty_unlisted", "edit_applied", "edit_refused", "edit_noop", "edit_missing_file", "bug_fails",
+         "bug_passes", "bug_error", "weaken_ok", "weaken_error", "format_error")
 
 
 def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -39,7 +45,14 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         except FormatError:
             steps.append("format_error")
             continue
-        if action.tool == "bash" and 'grep -n "def "' in action.command:
+        kit = _kit_command(action.command) if action.tool == "bash" else None
+        if kit == "bug":
+            steps.append("bug_error" if not after.startswith("Saved bug_inject.diff")
+                         else "bug_passes" if "No test fails" in after else "bug_fails")
+        elif kit in ("oracle", "weaken"):
+            ok = after.startswith(("Wrote test_files.txt", "Deleted the failed tests"))
+            steps.append(f"{kit}_{'ok' if ok else 'error'}")
+        elif action.tool == "bash" and 'grep -n "def "' in action.command:
             steps.append("list_missing" if "No such file" in after else "list_ok")
         elif action.tool == "bash" and "sed -n '/def " in action.command:
             name = action.command.split("/def ", 1)[1].split("(", 1)[0]
@@ -51,6 +64,13 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
                          else "edit_refused" if search_refusals([after])
                          else "edit_missing_file" if missing_file_refusals([after]) else "edit_applied")
     return tuple(steps)
+
+
+def _kit_command(command: str) -> str | None:
+    """The kit subcommand a bash command runs (the word after `KIT_PATH`), None when it runs no kit."""
+    words = command.split()
+    at = next((i for i, w in enumerate(words) if w == KIT_PATH), None)
+    return words[at + 1] if at is not None and at + 1 < len(words) else None
 
 
 def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:

@@ -42,3 +42,23 @@ def test_each_step_of_the_plan_gets_its_label():
     counts = step_counts([steps, ("list_ok",)])
     assert counts["list_ok"] == 2 and counts["edit_applied"] == 1 and counts["view_ok_unlisted"] == 0
     assert list(counts) == list(STEPS)
+
+
+def test_the_kit_commands_get_their_labels():
+    kit = "python /tmp/kit.py"
+    messages = [{"role": "system", "content": "s"}, o("task"),
+                bash(f"{kit} oracle t/test_x.py"), o("No such file: t/test_x.py. Copy test file paths from the listing.\n[exit code 1]"),
+                bash(f"{kit} oracle t/test_core.py"), o("Wrote test_files.txt, test_script.sh, test_parser.py. On the original "
+                                                        "code: 9 passed, 0 failed.\n[exit code 0]"),
+                bash(f"{kit} bug"), o("No code file is changed: inject the bug with str_replace first.\n[exit code 1]"),
+                edit("    return x + 1", "    return x - 1"), o("Edited pkg/core.py. Lines around the change:"),
+                bash(f"cd /testbed && {kit} bug"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 9 passed, 0 failed.\n"
+                                                     "No test fails: change the code so that some test fails.\n[exit code 0]"),
+                bash(f"{kit} bug"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 8 passed, 1 failed.\n"
+                                      "FAILED t/test_core.py::test_f\n[exit code 0]"),
+                bash(f"{kit} weaken"), o("Deleted the failed tests; saved test_weaken.diff. /tmp/ssr_artifact holds: ...\n"
+                                         "[exit code 0]"),
+                bash(f"cat {kit.split()[1]}"), o("..."),
+                a(f"{FENCE}submit\n{FENCE}")]
+    assert injector_steps(messages) == ("oracle_error", "oracle_ok", "bug_error", "edit_applied", "bug_passes",
+                                        "bug_fails", "weaken_ok")
