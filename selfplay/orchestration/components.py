@@ -39,9 +39,24 @@ def start_model_dir(config: RunConfig) -> str:
     if config.policy.model_dir:
         return config.policy.model_dir
     if config.starts_from_warm_start:
+        problem = undemonstrated_strategies(config)
+        if problem:
+            log.warning("%s", problem)
         return str(warm_start_checkpoint(config.warm_start.config))
 
     return str(default_model_dir())
+
+
+def undemonstrated_strategies(config: RunConfig) -> str | None:
+    """What is wrong when a run that starts from the warm start draws injector strategies it never
+    demonstrated (its injector episodes then play a prompt the policy has not seen), else None."""
+    ws, rollout = config.warm_start.config, config.rollout
+    other = [s for s in rollout.strategies if s != ws.injector_strategy]
+    if not (config.starts_from_warm_start and ws.injector_per_repo and rollout.injector_episodes and other):
+        return None
+    return (f"the warm start demonstrates the {ws.injector_strategy} injector strategy, but the run's injector "
+            f"episodes also draw {', '.join(other)}, a prompt it never showed; set "
+            f"rollout.strategies=[{ws.injector_strategy}] (or warm_start.config.injector_strategy)")
 
 
 def warm_start_record(config: RunConfig) -> dict[str, Any] | None:

@@ -204,6 +204,25 @@ def test_summary_names_the_warm_start_it_started_from(tmp_path, monkeypatch):
     assert json.loads(RunDir(path).summary.read_text())["warm_start"]["content_key"] == "content"
 
 
+def test_a_run_that_draws_a_strategy_its_warm_start_never_showed_is_told_so():
+    from dataclasses import replace
+
+    from selfplay.config.loader import load_config
+    from selfplay.orchestration.components import undemonstrated_strategies
+
+    default = load_config("default")
+    assert default.warm_start.config.injector_strategy == "kit" and undemonstrated_strategies(default) is None
+    mixed = replace(default, rollout=replace(default.rollout, strategies=("kit", "removal")))
+    assert undemonstrated_strategies(mixed) == (
+        "the warm start demonstrates the kit injector strategy, but the run's injector episodes also draw removal, "
+        "a prompt it never showed; set rollout.strategies=[kit] (or warm_start.config.injector_strategy)")
+    # no warm start, no injector demonstration or no injector episode: nothing to warn about
+    assert undemonstrated_strategies(replace(mixed, warm_start=replace(mixed.warm_start, enabled=False))) is None
+    assert undemonstrated_strategies(replace(mixed, rollout=replace(mixed.rollout, injector_episodes=0))) is None
+    no_demos = replace(mixed.warm_start.config, injector_per_repo=0)
+    assert undemonstrated_strategies(replace(mixed, warm_start=replace(mixed.warm_start, config=no_demos))) is None
+
+
 def test_redraw_ahead_plays_every_round_at_once(tmp_path, monkeypatch):
     """`rollout.redraw_ahead`: the redraw rounds' tasks are drawn with the first round's and their attempts
     go to the executor together, also when the first round alone had a group with variance."""
