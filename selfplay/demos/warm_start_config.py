@@ -130,10 +130,11 @@ class WarmStartConfig:
     8 epochs of 4 at 1e-4 (24 steps, final loss 0.065) took 26 min of SFT on an AVX2-only 2-core box, over
     the first run's 30-minute budget; 5 in steps of 2 at 1e-4 ended at loss 0.3 and its run solved
     nothing (docs/benchmarks.md, the embedded default)."""
-    injector_epochs: int | None = 1
-    """Passes over the injector demonstrations (the first ones of `epochs`); None is every epoch. An
-    injector demonstration is about twice a solver one's length, so at 8 epochs they took 48% of the SFT
-    time, and the default run's injector made no valid bug at 8 epochs either."""
+    injector_epochs: int | None = 3
+    """Passes over the injector demonstrations (the first ones of `epochs`); None is every epoch. A
+    `direct` injector demonstration is about twice a solver one's length, so at 8 epochs they took 48% of the
+    SFT time, and the default run's injector made no valid bug at 8 epochs either; at one epoch of the
+    shorter `kit` demonstrations, the policy never ran the plan's first command (docs/benchmarks.md)."""
     batch_size: int | None = 2
     """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 gives the default 17 steps with under
     half the tokens of 8 epochs of 4."""

@@ -186,3 +186,24 @@ def test_the_expert_names_its_change_before_the_edit(search, replace_, note):
 def test_the_bug_edit_turn_says_what_it_changes():
     actions = injector_actions(make_artifact(10), {"pkg/core.py": SOURCE}, random.Random(0))
     assert actions[4].splitlines()[0].endswith("`+` becomes `-`.")
+
+
+def test_the_kit_prompt_spells_out_each_command_the_kit_plan_runs():
+    """The `kit` prompt lists the plan's commands with placeholders (X, PATH, NAME, FILE), so a policy can
+    copy each from its context; every command of the expert's kit plan is that template filled in."""
+    from agent_scaffold.artifact_kit import KIT_COMMAND
+    from agent_scaffold.roles import load_role
+    from selfplay.demos.injector import list_functions_command, view_function_command
+
+    prompt = load_role("injector", "kit").task_template
+    templates = [LIST_TESTS, f"{KIT_COMMAND} oracle PATH/test_X.py", list_functions_command("X.py"),
+                 view_function_command("FILE", "NAME"), f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
+    for template in templates:
+        assert f"`{template}`" in prompt, template
+    actions = injector_actions(make_artifact(10), {"pkg/core.py": SOURCE}, random.Random(0),
+                               repo_files=["pkg/core.py", "tests/test_core.py"], strategy="kit")
+    commands = [parse_action(a).command.strip() for a in actions if parse_action(a).tool == "bash"]
+    filled = [LIST_TESTS, f"{KIT_COMMAND} oracle tests/test_core.py", list_functions_command("core.py"),
+              view_function_command("pkg/core.py", "f"), f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
+    assert commands == filled
+    assert [parse_action(a).tool for a in actions] == ["bash", "bash", "bash", "bash", "edit", "bash", "bash", "submit"]

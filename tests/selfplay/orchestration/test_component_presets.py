@@ -20,19 +20,24 @@ def test_the_shipped_presets_hold_the_documented_values():
     assert warm_start_size("default") == WarmStartConfig()
     # medium and full train every demonstration every epoch in the SFT preset's steps, as before the
     # default's injector_epochs, batch_size and lr (so they keep their cache keys)
+    # (all three keep the `direct` injector demonstrations they were measured with, and so their keys)
     assert warm_start_size("medium") == WarmStartConfig(n_per_repo=16, injector_per_repo=4, epochs=3,
-                                                        injector_epochs=None, batch_size=None, lr=None)
+                                                        injector_epochs=None, batch_size=None, lr=None,
+                                                        injector_strategy="direct")
     # visible is the fifteenth attempt's `--locate visible -n 16 --epochs 2` (docs/benchmarks.md), by name
-    assert warm_start_size("visible") == WarmStartConfig(n_per_repo=16, locate="visible", epochs=2)
+    assert warm_start_size("visible") == WarmStartConfig(n_per_repo=16, locate="visible", epochs=2, injector_epochs=1,
+                                                         injector_strategy="direct")
     assert warm_start_size("full") == WarmStartConfig(n_per_repo=60, per_task=2, injector_per_repo=10, max_rounds=30,
-                                                      epochs=1, injector_epochs=None, batch_size=None, lr=None)
+                                                      epochs=1, injector_epochs=None, batch_size=None, lr=None,
+                                                      injector_strategy="direct")
 
 
 def test_overrides_apply_and_none_keeps_the_preset():
     cfg = sft_preset("cpu", lr=3e-5, epochs=None, seed=7)
     assert (cfg.lr, cfg.epochs, cfg.seed, cfg.batch_size) == (3e-5, 1, 7, 4)
     assert warm_start_size("medium", n_per_repo=4, epochs=None) == WarmStartConfig(
-        n_per_repo=4, injector_per_repo=4, epochs=3, injector_epochs=None, batch_size=None, lr=None)
+        n_per_repo=4, injector_per_repo=4, epochs=3, injector_epochs=None, batch_size=None, lr=None,
+        injector_strategy="direct")
 
 
 def test_unknown_names_and_bad_values_are_refused_with_what_is_allowed(tmp_path, monkeypatch):
