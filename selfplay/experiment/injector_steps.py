@@ -2,6 +2,7 @@
 
 The `direct` plan (`selfplay.demos.injector`) finds the code file and prints a function before its bug
 edit. Each turn of an episode gets one label, so a table of episodes shows where the plan broke:
+- ``tests_listed``: the plan's first command, the repo's test files (`selfplay.demos.injector.LIST_TESTS`);
 - ``list_ok`` / ``list_missing``: the function listing (`grep -n "def "`) printed lines, or named a file that
   does not exist;
 - ``view_ok`` / ``view_empty``: the function view (`sed -n '/def NAME(/,+N'`) printed lines, or nothing;
@@ -23,9 +24,10 @@ from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.artifact_kit import KIT_PATH
+from selfplay.demos.injector import LIST_TESTS
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
 
-STEPS = ("oracle_ok", "oracle_error", "list_ok", "list_missing", "view_ok", "view_ok_unlisted", "view_empty",
+STEPS = ("tests_listed", "oracle_ok", "oracle_error", "list_ok", "list_missing", "view_ok", "view_ok_unlisted", "view_empty",
          "view_empty_unlisted", "edit_applied", "edit_refused", "edit_noop", "edit_missing_file", "bug_fails",
          "bug_passes", "bug_error", "weaken_ok", "weaken_error", "format_error")
 
@@ -52,6 +54,8 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         elif kit in ("oracle", "weaken"):
             ok = after.startswith(("Wrote test_files.txt", "Deleted the failed tests"))
             steps.append(f"{kit}_{'ok' if ok else 'error'}")
+        elif action.tool == "bash" and action.command.strip() == LIST_TESTS:
+            steps.append("tests_listed")
         elif action.tool == "bash" and 'grep -n "def "' in action.command:
             steps.append("list_missing" if "No such file" in after else "list_ok")
         elif action.tool == "bash" and "sed -n '/def " in action.command:

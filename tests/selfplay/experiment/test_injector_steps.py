@@ -47,6 +47,7 @@ def test_each_step_of_the_plan_gets_its_label():
 def test_the_kit_commands_get_their_labels():
     kit = "python /tmp/kit.py"
     messages = [{"role": "system", "content": "s"}, o("task"),
+                bash("git ls-files '*test_*.py' | head -n 12"), o("t/test_core.py\n[exit code 0]"),
                 bash(f"{kit} oracle t/test_x.py"), o("No such file: t/test_x.py. Copy test file paths from the listing.\n[exit code 1]"),
                 bash(f"{kit} oracle t/test_core.py"), o("Wrote test_files.txt, test_script.sh, test_parser.py. On the original "
                                                         "code: 9 passed, 0 failed.\n[exit code 0]"),
@@ -60,5 +61,5 @@ def test_the_kit_commands_get_their_labels():
                                          "[exit code 0]"),
                 bash(f"cat {kit.split()[1]}"), o("..."),
                 a(f"{FENCE}submit\n{FENCE}")]
-    assert injector_steps(messages) == ("oracle_error", "oracle_ok", "bug_error", "edit_applied", "bug_passes",
+    assert injector_steps(messages) == ("tests_listed", "oracle_error", "oracle_ok", "bug_error", "edit_applied", "bug_passes",
                                         "bug_fails", "weaken_ok")
