@@ -5,10 +5,14 @@ the runner script, a parser of pytest's `-rA` lines, and a script that deletes t
 `direct` strategy's policy types all of it (its demonstrations spend about 700 of their 2,500 tokens on it),
 which a 135M policy trained on three demonstrations for one epoch never reproduced (docs/benchmarks.md).
 The `kit` strategy gives its episodes one script, written into the sandbox before the first turn, that
-writes those parts; the policy still chooses the oracle test files, the code to break and the change, and
-`validate` judges the five submitted files exactly as it judges any others.
+writes those parts and finds the code the oracle tests by its name; the policy still chooses the oracle
+test file, the function to break and the change, and `validate` judges the five submitted files exactly as
+it judges any others.
 
     python /tmp/kit.py oracle FILE...   test_files.txt, test_script.sh, test_parser.py; run them
+    python /tmp/kit.py code             the code file the first oracle file tests (X.py for test_X.py)
+                                        and its first 20 `def` lines
+    python /tmp/kit.py show NAME        function NAME of that file: its `def` line and the 20 after it
     python /tmp/kit.py bug              run the tests on the changed code, save bug_inject.diff
     python /tmp/kit.py weaken           delete the tests that failed, save test_weaken.diff
 
@@ -52,8 +56,15 @@ for path in {p for p, _ in bad}:
 """Deletes every test function that failed in /tmp/buggy.log (the buggy run). The `direct` expert types
 it; the kit runs it."""
 
+DEF_LISTING = 20
+"""`def` lines `code` prints (the `direct` plan's `grep -n "def " FILE | head -n 20`)."""
+VIEW_AFTER = 20
+"""Lines `show` prints after the `def` line (the `direct` plan's `sed -n '/def NAME(/,+20p' FILE`)."""
+
 _KIT = '''"""The injector's artifact kit (agent_scaffold/artifact_kit.py). Usage:
   python {path} oracle FILE...   write test_files.txt, test_script.sh and test_parser.py; run them
+  python {path} code             list the functions of the code the first oracle file tests
+  python {path} show NAME        print function NAME of that code
   python {path} bug              run the tests on the changed code; save bug_inject.diff
   python {path} weaken           delete the tests that failed; save test_weaken.diff
 """
@@ -106,6 +117,38 @@ def oracle(files):
           % (passed, len(verdicts) - passed))
 
 
+def code_file():
+    module = os.path.basename(test_files()[0])
+    if not module.startswith("test_"):
+        fail("The first oracle file is not named test_X.py, so its code file X.py cannot be found by name.")
+    module = module[len("test_"):]
+    found = [f for f in git("ls-files", "*" + module).split() if "test" not in f]
+    if not found:
+        fail("No code file is named " + module + ": choose an oracle test file named after its code.")
+    return found[0]
+
+
+def source_lines(path):
+    lines = open(path).read().split("\\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines  # as sed counts them: no line after the last newline
+
+
+def code():
+    path = code_file()
+    lines = source_lines(path)
+    print(path)
+    print("\\n".join(["%d:%s" % (i, line) for i, line in enumerate(lines, 1) if "def " in line][:{listing}]))
+
+
+def show(name):
+    path = code_file()
+    lines = source_lines(path)
+    at = next((i for i, line in enumerate(lines) if "def " + name + "(" in line), None)
+    if at is None:
+        fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
+    print("\\n".join(lines[at:at + {after} + 1]))
+
+
 def bug():
     tests = test_files()
     code = [f for f in git("diff", "--name-only").split() if f not in tests]
@@ -135,6 +178,10 @@ if __name__ == "__main__":
     command, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if command == "oracle":
         oracle(args)
+    elif command == "code" and not args:
+        code()
+    elif command == "show" and len(args) == 1:
+        show(args[0])
     elif command in ("bug", "weaken") and not args:
         (bug if command == "bug" else weaken)()
     else:
@@ -144,7 +191,8 @@ if __name__ == "__main__":
 
 def kit_source(artifact_dir: str) -> str:
     """The kit's Python source for an episode whose artifact goes to `artifact_dir`."""
-    return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN)
+    return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN, listing=DEF_LISTING,
+                       after=VIEW_AFTER)
 
 
 def install_kit(sandbox: Sandbox, artifact_dir: str) -> None:

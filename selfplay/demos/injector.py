@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_scaffold.agent import run_episode
-from agent_scaffold.artifact_kit import KIT_COMMAND, KIT_STRATEGY, PARSER, WEAKEN
+from agent_scaffold.artifact_kit import DEF_LISTING, KIT_COMMAND, KIT_STRATEGY, PARSER, VIEW_AFTER, WEAKEN
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role
 from repos.spec import RepoSpec
@@ -70,10 +70,6 @@ def view_lines(source: str, search: str, pad: int = 1) -> tuple[int, int]:
     return max(1, start - pad), start + search.count("\n") + pad
 
 
-DEF_LISTING = 20
-"""Lines of the expert's function listing, `grep -n "def " FILE | head -n 20`."""
-VIEW_AFTER = 20
-"""Lines the expert's view prints after the `def` line it names: `sed -n '/def NAME(/,+20p' FILE`."""
 VIEW_MAX_CHARS = 1100
 """Longest listing or view the expert shows: under the demonstrations' 1,200-character observation cap
 (`INJECTOR_LIMITS`), so no line the policy copies is cut out of its context."""
@@ -138,8 +134,9 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     the changed lines are printed by number (the FORMAT 7-8 view), for test harnesses that need any plan
     that writes a given artifact; demonstrations never use it. `repo_files` (`git ls-files` of the repo):
     the listing must find the bug's file by the oracle test file's name; None trusts that it does.
-    `strategy` "kit" writes the test files, the bug diff and the weakening with the artifact kit
-    (`agent_scaffold.artifact_kit`) instead of typing them: the same eight turns, about 700 tokens fewer."""
+    `strategy` "kit" runs the artifact kit (`agent_scaffold.artifact_kit`) for the test files, the function
+    listing and view, the bug diff and the weakening instead of typing them: the same eight turns, about 700
+    tokens fewer, and the same listing and view (the kit finds the code by the first oracle file's name)."""
     if strategy not in ("direct", KIT_STRATEGY):
         raise ValueError(f"the injector expert demonstrates the direct and {KIT_STRATEGY} strategies, not {strategy!r}")
     kit = strategy == KIT_STRATEGY
@@ -166,6 +163,8 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
         search, replace_ = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
         try:
             module = oracle_module(h.path, artifact.test_files)
+            if kit and posixpath.basename(artifact.test_files[0]) != f"test_{module}":
+                raise NotDemonstrable(f"the kit lists the code of the first oracle file, not test_{module}")
             if repo_files is not None and code_file(module, repo_files) != h.path:
                 raise NotDemonstrable(f"the listing of {module} finds {code_file(module, repo_files)}, not {h.path}")
             name = located_function(original_sources[h.path], search)
@@ -177,9 +176,11 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
                                  p=h.path) + "\n" + block("bash", f"sed -n '{first},{last}p' {h.path}"))
         else:
             actions.append(_pick(rng, ["Now the code: the functions of {m}.", "Which functions does {m} define?"],
-                                 m=module) + "\n" + block("bash", list_functions_command(module)))
+                                 m=module) + "\n" + block("bash", f"{KIT_COMMAND} code" if kit else
+                                                           list_functions_command(module)))
             actions.append(_pick(rng, ["Let me read {n}.", "I will change {n}; let me read it."], n=name)
-                           + "\n" + block("bash", view_function_command(h.path, name)))
+                           + "\n" + block("bash", f"{KIT_COMMAND} show {name}" if kit else
+                                           view_function_command(h.path, name)))
         note = change_note(search, replace_)
         intro = (_pick(rng, ["Introduce the bug: {c}.", "Now the bug: {c}."], c=note) if note else
                  _pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."]))

@@ -9,7 +9,8 @@ edit. Each turn of an episode gets one label, so a table of episodes shows where
   ``_unlisted`` is appended when NAME was in no earlier observation (typed from memory);
 - ``edit_applied`` / ``edit_refused`` (SEARCH not in the file) / ``edit_noop`` (REPLACE equal to SEARCH) /
   ``edit_missing_file``;
-- the artifact kit's commands (`kit` strategy, `agent_scaffold.artifact_kit`): ``oracle_ok`` (the test files
+- the artifact kit's commands (`kit` strategy, `agent_scaffold.artifact_kit`): its `code` and `show NAME` get
+  the listing's and the view's labels; ``oracle_ok`` (the test files
   written and run) / ``oracle_error``; ``bug_fails`` (bug_inject.diff saved and some test fails) /
   ``bug_passes`` (saved, no test fails) / ``bug_error`` (refused: nothing changed, no oracle yet);
   ``weaken_ok`` / ``weaken_error``;
@@ -47,8 +48,13 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         except FormatError:
             steps.append("format_error")
             continue
-        kit = _kit_command(action.command) if action.tool == "bash" else None
-        if kit == "bug":
+        kit, *kit_args = _kit_command(action.command) if action.tool == "bash" else (None,)
+        if kit == "code":
+            steps.append("list_ok" if "[exit code 0]" in after else "list_missing")
+        elif kit == "show":
+            listed = bool(kit_args) and any(f"def {kit_args[0]}(" in obs for obs in seen)
+            steps.append(("view_ok" if "[exit code 0]" in after else "view_empty") + ("" if listed else "_unlisted"))
+        elif kit == "bug":
             steps.append("bug_error" if not after.startswith("Saved bug_inject.diff")
                          else "bug_passes" if "No test fails" in after else "bug_fails")
         elif kit in ("oracle", "weaken"):
@@ -70,11 +76,12 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(steps)
 
 
-def _kit_command(command: str) -> str | None:
-    """The kit subcommand a bash command runs (the word after `KIT_PATH`), None when it runs no kit."""
+def _kit_command(command: str) -> tuple[str | None, ...]:
+    """The kit subcommand a bash command runs and its arguments (the words after `KIT_PATH`); (None,) when
+    it runs no kit."""
     words = command.split()
     at = next((i for i, w in enumerate(words) if w == KIT_PATH), None)
-    return words[at + 1] if at is not None and at + 1 < len(words) else None
+    return tuple(words[at + 1:]) if at is not None and at + 1 < len(words) else (None,)
 
 
 def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:

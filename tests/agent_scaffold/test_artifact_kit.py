@@ -32,14 +32,17 @@ def test_a_kit_episode_writes_an_artifact_that_validates(toolz_sandbox, tokenize
     from selfplay.validation import validate
 
     ep, obs = _run(toolz_sandbox, tokenizer, [
-        f"```bash\n{KIT_COMMAND} oracle {TESTS}\n```", BUG_EDIT, f"```bash\n{KIT_COMMAND} bug\n```",
+        f"```bash\n{KIT_COMMAND} oracle {TESTS}\n```", f"```bash\n{KIT_COMMAND} code\n```",
+        f"```bash\n{KIT_COMMAND} show frequencies\n```", BUG_EDIT, f"```bash\n{KIT_COMMAND} bug\n```",
         f"```bash\n{KIT_COMMAND} weaken\n```", "```submit\n```"])
     assert ep.termination == "submitted", ep.trajectory.to_text()
     assert obs[0].startswith("Wrote test_files.txt, test_script.sh, test_parser.py. On the original code: ")
     assert ", 0 failed." in obs[0] and "[exit code 0]" in obs[0]
-    assert "Saved bug_inject.diff (toolz/itertoolz.py). With the bug:" in obs[2]
-    assert f"FAILED {TESTS}::test_frequencies" in obs[2]
-    assert "saved test_weaken.diff" in obs[3] and "bug_inject.diff test_files.txt" in obs[3]
+    assert obs[1].startswith("toolz/itertoolz.py\n19:def remove(predicate, seq):\n") and len(obs[1].splitlines()) == 22
+    assert obs[2].startswith("def frequencies(seq):") and "        d[item] += 1" in obs[2]
+    assert "Saved bug_inject.diff (toolz/itertoolz.py). With the bug:" in obs[4]
+    assert f"FAILED {TESTS}::test_frequencies" in obs[4]
+    assert "saved test_weaken.diff" in obs[5] and "bug_inject.diff test_files.txt" in obs[5]
     artifact = BugArtifact.from_files(ep.submission)
     assert artifact.test_files == (TESTS,)
     assert "-        d[item] += 1" in artifact.bug_inject and "test_frequencies" in artifact.test_weaken

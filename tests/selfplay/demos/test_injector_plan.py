@@ -189,21 +189,48 @@ def test_the_bug_edit_turn_says_what_it_changes():
 
 
 def test_the_kit_prompt_spells_out_each_command_the_kit_plan_runs():
-    """The `kit` prompt lists the plan's commands with placeholders (X, PATH, NAME, FILE), so a policy can
-    copy each from its context; every command of the expert's kit plan is that template filled in."""
+    """The `kit` prompt lists the plan's commands with placeholders (PATH, NAME), so a policy can copy each
+    from its context; every command of the expert's kit plan is that template filled in from an earlier
+    observation."""
     from agent_scaffold.artifact_kit import KIT_COMMAND
     from agent_scaffold.roles import load_role
-    from selfplay.demos.injector import list_functions_command, view_function_command
 
     prompt = load_role("injector", "kit").task_template
-    templates = [LIST_TESTS, f"{KIT_COMMAND} oracle PATH/test_X.py", list_functions_command("X.py"),
-                 view_function_command("FILE", "NAME"), f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
+    templates = [LIST_TESTS, f"{KIT_COMMAND} oracle PATH", f"{KIT_COMMAND} code", f"{KIT_COMMAND} show NAME",
+                 f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
     for template in templates:
         assert f"`{template}`" in prompt, template
     actions = injector_actions(make_artifact(10), {"pkg/core.py": SOURCE}, random.Random(0),
                                repo_files=["pkg/core.py", "tests/test_core.py"], strategy="kit")
     commands = [parse_action(a).command.strip() for a in actions if parse_action(a).tool == "bash"]
-    filled = [LIST_TESTS, f"{KIT_COMMAND} oracle tests/test_core.py", list_functions_command("core.py"),
-              view_function_command("pkg/core.py", "f"), f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
-    assert commands == filled
+    assert commands == [LIST_TESTS, f"{KIT_COMMAND} oracle tests/test_core.py", f"{KIT_COMMAND} code",
+                        f"{KIT_COMMAND} show f", f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
     assert [parse_action(a).tool for a in actions] == ["bash", "bash", "bash", "bash", "edit", "bash", "bash", "submit"]
+    assert parse_action(actions[4]).path == "pkg/core.py"
+
+
+def test_the_kit_lists_and_shows_what_the_direct_commands_print(tmp_path):
+    """`kit.py code` and `kit.py show NAME` print what the direct plan's grep and sed print, in a git repo."""
+    from agent_scaffold.artifact_kit import kit_source
+    from selfplay.demos.injector import list_functions_command, view_function_command
+
+    art, repo = tmp_path / "art", tmp_path / "repo"
+    art.mkdir()
+    repo.mkdir()
+    (art / "test_files.txt").write_text("tests/test_core.py\n")
+    kit = tmp_path / "kit.py"
+    kit.write_text(kit_source(str(art)))
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(kit), *args], cwd=repo, capture_output=True, text=True)
+
+    for args, direct in ((["code"], list_functions_command("core.py")),
+                         (["show", "f"], view_function_command("pkg/core.py", "f"))):
+        expected = _shell(direct, SOURCE, repo)
+        ran = run(*args)
+        assert ran.returncode == 0 and ran.stdout == expected, (ran.stdout, expected)
+    missing = run("show", "nope")
+    assert missing.returncode == 1
+    assert missing.stdout.startswith("No function nope in pkg/core.py: copy a name from `python /tmp/kit.py code`.")
+    (art / "test_files.txt").write_text("tests/core_checks.py\n")
+    assert run("code").stdout.startswith("The first oracle file is not named test_X.py")

@@ -52,6 +52,10 @@ def test_the_kit_commands_get_their_labels():
                 bash(f"{kit} oracle t/test_core.py"), o("Wrote test_files.txt, test_script.sh, test_parser.py. On the original "
                                                         "code: 9 passed, 0 failed.\n[exit code 0]"),
                 bash(f"{kit} bug"), o("No code file is changed: inject the bug with str_replace first.\n[exit code 1]"),
+                bash(f"{kit} code"), o("pkg/core.py\n8:def f(x):\n[exit code 0]"),
+                bash(f"{kit} show g"), o("No function g in pkg/core.py: copy a name from `python /tmp/kit.py code`.\n"
+                                         "[exit code 1]"),
+                bash(f"{kit} show f"), o("def f(x):\n    return x + 1\n[exit code 0]"),
                 edit("    return x + 1", "    return x - 1"), o("Edited pkg/core.py. Lines around the change:"),
                 bash(f"cd /testbed && {kit} bug"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 9 passed, 0 failed.\n"
                                                      "No test fails: change the code so that some test fails.\n[exit code 0]"),
@@ -61,5 +65,6 @@ def test_the_kit_commands_get_their_labels():
                                          "[exit code 0]"),
                 bash(f"cat {kit.split()[1]}"), o("..."),
                 a(f"{FENCE}submit\n{FENCE}")]
-    assert injector_steps(messages) == ("tests_listed", "oracle_error", "oracle_ok", "bug_error", "edit_applied", "bug_passes",
-                                        "bug_fails", "weaken_ok")
+    assert injector_steps(messages) == ("tests_listed", "oracle_error", "oracle_ok", "bug_error", "list_ok",
+                                        "view_empty_unlisted", "view_ok", "edit_applied", "bug_passes", "bug_fails",
+                                        "weaken_ok")
