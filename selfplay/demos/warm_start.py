@@ -30,7 +30,7 @@ from repos.cache import file_lock
 from repos.listfile import get_repo
 from selfplay.config.component_presets import sft_preset
 from selfplay.demos.collect import make_demos, recovery_demos
-from selfplay.demos.warm_start_config import FORMAT, RECOVERY_FORMAT, WarmStartConfig
+from selfplay.demos.warm_start_config import FORMAT, KIT_FORMAT, RECOVERY_FORMAT, WarmStartConfig
 from selfplay.learner.rft import collect, sft_samples
 from selfplay.learner.sft import batches, train_sft
 from selfplay.procedural.operators import OPERATORS
@@ -52,7 +52,8 @@ cached checkpoints)."""
 def config_key(config: WarmStartConfig) -> str:
     fields = {k: v for k, v in asdict(config).items()
               if _KEYED_WHEN_SET.get(k, object()) != (tuple(v) if isinstance(v, list) else v)}
-    versions = {"format": FORMAT, **({"recovery_format": RECOVERY_FORMAT} if config.localize_recover else {})}
+    versions = {"format": FORMAT, **({"recovery_format": RECOVERY_FORMAT} if config.localize_recover else {}),
+                **({"kit_format": KIT_FORMAT} if config.injector_strategy == "kit" and config.injector_per_repo else {})}
     return hashlib.sha256(json.dumps({**fields, **versions}, sort_keys=True).encode()).hexdigest()[:16]
 
 

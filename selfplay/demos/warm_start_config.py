@@ -29,6 +29,11 @@ RECOVERY_FORMAT = 2
 them only, so a change to them leaves every other build's key (and cached checkpoint) as it was. 2: the wrong
 edit is undone with `undo PATH`, where 1 wrote the reversed `str_replace`, and its policy, localizing again
 after a wrong edit and saying it would undo it, wrote that edit's new line as both SEARCH and REPLACE."""
+KIT_FORMAT = 2
+"""Version of the `kit` injector demonstrations and the kit (`injector_strategy: kit`); part of the config key
+of the builds that have them only. 2: the kit's `code` and `show NAME` list and print the function, where 1
+had the policy type the `direct` plan's grep and sed, and its policy copied the prompt's placeholders
+(`sed -n '/def NAME(/,+20p'`) instead of a listed name."""
 FORMAT = 20
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes

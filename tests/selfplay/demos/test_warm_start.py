@@ -235,6 +235,15 @@ def test_injector_operators_enter_the_config_key_only_when_set(monkeypatch):
     recovered, plain = ws.config_key(replace(rank1, localize_recover=8)), ws.config_key(rank1)
     monkeypatch.setattr(ws, "RECOVERY_FORMAT", ws.RECOVERY_FORMAT + 1)  # names the recovery builds only
     assert ws.config_key(replace(rank1, localize_recover=8)) != recovered and ws.config_key(rank1) == plain
+    # the kit's version names the builds with kit injector demonstrations only; direct keeps its old key
+    kit, direct = WarmStartConfig(), WarmStartConfig(injector_strategy="direct")
+    kit_key, direct_key, none_key = (ws.config_key(c) for c in (kit, direct, replace(kit, injector_per_repo=0)))
+    assert len({kit_key, direct_key}) == 2
+    monkeypatch.setattr(ws, "KIT_FORMAT", ws.KIT_FORMAT + 1)
+    assert ws.config_key(kit) != kit_key and ws.config_key(direct) == direct_key
+    assert ws.config_key(replace(kit, injector_per_repo=0)) == none_key
+    with pytest.raises(ValueError, match="injector_strategy must be direct or kit, got 'removal'"):
+        WarmStartConfig(injector_strategy="removal")
     for bad in ({"localize_recover": 8}, {"localize_recover": 8, "locate": "localize"},
                 {"localize_recover": -1, "locate": "localize", "localize_ranks": 1}):
         with pytest.raises(ValueError, match="localize_recover must be >= 0, and recovery demonstrations need"):
