@@ -209,9 +209,9 @@ def test_config_key_changes_with_every_field_and_format(monkeypatch):
 def test_injector_operators_enter_the_config_key_only_when_set(monkeypatch):
     """A field added after FORMAT 11 keeps the older configs' keys (so their cached checkpoints) at its
     default, and names another checkpoint when set, in any order a list gives it."""
-    base = WarmStartConfig()
+    base = WarmStartConfig(injector_strategy="direct")
     legacy = {k: v for k, v in asdict(base).items() if k not in ("injector_operators", "locate", "localize_ranks",
-                                                                      "drills", "localize_recover")}
+                                                                      "drills", "localize_recover", "injector_strategy")}
     assert ws.config_key(base) == hashlib.sha256(
         json.dumps({**legacy, "format": ws.FORMAT}, sort_keys=True).encode()).hexdigest()[:16]
     drop = WarmStartConfig(injector_operators=("drop_statement",))
@@ -353,7 +353,7 @@ def test_injector_operators_seed_the_injector_bugs_on_their_own(monkeypatch, tmp
         limited = config.operators != tuple(op.name for op in OPERATORS)
         return ([SimpleNamespace(artifact=f"bug{i}") for i in range(k)] if limited else []), False
 
-    def fake_demo(artifact, spec, store, out, tokenizer, image, seed, report, limits, *, wanted):
+    def fake_demo(artifact, spec, store, out, tokenizer, image, seed, report, limits, *, wanted, strategy):
         assert wanted == 3
         demonstrated.append(artifact)
         report.injector_kept.append(artifact)
