@@ -135,11 +135,13 @@ class WarmStartConfig:
     8 epochs of 4 at 1e-4 (24 steps, final loss 0.065) took 26 min of SFT on an AVX2-only 2-core box, over
     the first run's 30-minute budget; 5 in steps of 2 at 1e-4 ended at loss 0.3 and its run solved
     nothing (docs/benchmarks.md, the embedded default)."""
-    injector_epochs: int | None = 3
+    injector_epochs: int | None = 1
     """Passes over the injector demonstrations (the first ones of `epochs`); None is every epoch. A
     `direct` injector demonstration is about twice a solver one's length, so at 8 epochs they took 48% of the
-    SFT time, and the default run's injector made no valid bug at 8 epochs either; at one epoch of the
-    shorter `kit` demonstrations, the policy never ran the plan's first command (docs/benchmarks.md)."""
+    SFT time, and the default run's injector made no valid bug at 8 epochs either. With `kit`
+    demonstrations, 3 epochs took the policy further through the plan than 1 (a test file checked in 16
+    of 24 episodes against 3), still to no valid bug, for 110 s more SFT (docs/benchmarks.md, the
+    artifact kit)."""
     batch_size: int | None = 2
     """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 gives the default 17 steps with under
     half the tokens of 8 epochs of 4."""
