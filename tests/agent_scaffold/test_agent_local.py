@@ -88,7 +88,11 @@ def test_roles_and_templates():
         assert all(f in text for f in ("test_script.sh", "test_files.txt", "test_parser.py", "bug_inject.diff",
                                        "test_weaken.diff", "/tmp/ssr_artifact"))
     assert "git log" in load_role("injector", "history").task_template
-    with pytest.raises(ValueError, match="needs --strategy, one of removal, history, direct"):
+    kit = render_template(load_role("injector", "kit").task_template,
+                          load_role("injector", "kit").defaults | {"workdir": "/testbed"})
+    assert "five files in /tmp/ssr_artifact" in kit and all(
+        f"`python /tmp/kit.py {c}" in kit for c in ("oracle", "code", "show", "bug", "weaken"))
+    with pytest.raises(ValueError, match="needs --strategy, one of removal, history, direct, kit"):
         load_role("injector")
     with pytest.raises(ValueError, match="unknown role 'judge'"):
         load_role("judge")
