@@ -45,8 +45,8 @@ def episode(
     role: str = typer.Option(..., "--role", help="injector or solver."),
     repo: str = typer.Option("toolz", "--repo", help="Name in the repo list."),
     policy: str = typer.Option("hf", "--policy", help="hf (embedded SmolLM2 by default), openai or scripted."),
-    strategy: str | None = typer.Option(None, "--strategy", help="Injector: removal, history or direct "
-                                           "(default removal)."),
+    strategy: str | None = typer.Option(None, "--strategy", help="Injector: removal, history, direct or kit "
+                                           "(direct with the artifact kit; default removal)."),
     spec: Path | None = typer.Option(None, "--spec", exists=True, dir_okay=False,
                                         help="Solver: a test_weaken.diff (reversed into the spec), a reversed "
                                              "diff or an issue text (default: a demo issue)."),
