@@ -14,7 +14,9 @@ test_weaken.diff; submit. Departures from the procedural artifact, to fit 3,072 
 a 7-line parser instead of the built-in one (510 tokens) and deletes the failing tests with a fixed script
 instead of quoting the weakening diff (up to ~750 tokens); the `direct` prompt is a short one (~330
 tokens, against ~820 for removal/history). Only the bug and the repo's tests come from the procedural
-artifact; `validate` judges the rest.
+artifact; `validate` judges the rest. The `kit` strategy's plan is the same eight turns with the artifact
+kit (`agent_scaffold.artifact_kit`) writing the test files, listing and printing the function, saving the
+bug diff and the weakening: the policy types only the oracle file, the function's name and the edit.
 """
 
 from __future__ import annotations
