@@ -19,6 +19,24 @@ LIMITS = EpisodeLimits(max_turns=12, max_new_tokens=512, max_context_tokens=8192
                        max_observation_chars=4000)
 
 
+@pytest.fixture(scope="module")
+def kit_box():
+    """A toolz sandbox of this module's own: the session's shared one may have been rebased onto a bug."""
+    from repos.listfile import get_repo
+    from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
+
+    box = DockerSandbox.create(repo_image(get_repo("toolz")), workdir="/testbed")
+    yield box
+    box.close()
+
+
+@pytest.fixture
+def toolz_sandbox(kit_box):
+    kit_box.reset()
+    return kit_box
+
+
 def _run(box, tokenizer, actions, strategy="kit"):
     ep = run_episode(ScriptedPolicy(actions, tokenizer), box, load_role("injector", strategy), {"artifact_dir": ART},
                      limits=LIMITS)
