@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from local_sandbox import LocalSandbox
+from toolz_box import toolz_box
 
 
 @pytest.fixture(scope="session")
@@ -37,14 +38,7 @@ def local_sandbox(tmp_path):
 
 @pytest.fixture(scope="session")
 def toolz_sandbox_session():
-    from repos.listfile import get_repo
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
-
-    image = repo_image(get_repo("toolz"))
-    box = DockerSandbox.create(image, workdir="/testbed")
-    yield box
-    box.close()
+    yield from toolz_box()
 
 
 @pytest.fixture

@@ -22,13 +22,9 @@ LIMITS = EpisodeLimits(max_turns=12, max_new_tokens=512, max_context_tokens=8192
 @pytest.fixture(scope="module")
 def kit_box():
     """A toolz sandbox of this module's own: the session's shared one may have been rebased onto a bug."""
-    from repos.listfile import get_repo
-    from sandboxes.docker import DockerSandbox
-    from sandboxes.images import repo_image
+    from toolz_box import toolz_box
 
-    box = DockerSandbox.create(repo_image(get_repo("toolz")), workdir="/testbed")
-    yield box
-    box.close()
+    yield from toolz_box()
 
 
 @pytest.fixture
