@@ -83,7 +83,10 @@ def fail(message):
 def test_files():
     if not os.path.exists(D + "/test_files.txt"):
         fail("No test_files.txt yet: run `python {path} oracle FILE...` first.")
-    return open(D + "/test_files.txt").read().split()
+    files = open(D + "/test_files.txt").read().split()
+    if not files:
+        fail("test_files.txt is empty: run `python {path} oracle FILE...` with a listed test file.")
+    return files
 
 
 def run_tests(log):

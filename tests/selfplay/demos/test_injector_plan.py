@@ -234,3 +234,6 @@ def test_the_kit_lists_and_shows_what_the_direct_commands_print(tmp_path):
     assert missing.stdout.startswith("No function nope in pkg/core.py: copy a name from `python /tmp/kit.py code`.")
     (art / "test_files.txt").write_text("tests/core_checks.py\n")
     assert run("code").stdout.startswith("The first oracle file is not named test_X.py")
+    (art / "test_files.txt").write_text("\n")  # emptied by the policy: said, not a traceback
+    empty = run("code")
+    assert empty.returncode == 1 and empty.stdout.startswith("test_files.txt is empty: run `python /tmp/kit.py oracle")
