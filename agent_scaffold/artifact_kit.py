@@ -5,25 +5,34 @@ the runner script, a parser of pytest's `-rA` lines, and a script that deletes t
 `direct` strategy's policy types all of it (its demonstrations spend about 700 of their 2,500 tokens on it),
 which a 135M policy trained on three demonstrations for one epoch never reproduced (docs/benchmarks.md).
 The `kit` strategy gives its episodes one script, written into the sandbox before the first turn, that
-writes those parts and finds the code the oracle tests by its name; the policy still chooses the oracle
-test file, the function to break and the change, and `validate` judges the five submitted files exactly as
-it judges any others.
+writes those parts, finds the code the oracle tests by its name, and lists the changes the procedural
+operators (`agent_scaffold.mutation_operators`) can make to a function. The policy still chooses the
+oracle test file, the function to break and the change (one listed by `mutate`, or its own `str_replace`),
+and `validate` judges the five submitted files exactly as it judges any others.
 
-    python /tmp/kit.py oracle FILE...   test_files.txt, test_script.sh, test_parser.py; run them
+    python /tmp/kit.py oracle FILE...   test_files.txt, test_script.sh, test_parser.py; run them; then what
+                                        `code` prints
     python /tmp/kit.py code             the code file the first oracle file tests (X.py for test_X.py)
                                         and its first 20 `def` lines
+    python /tmp/kit.py mutate NAME      the operators' changes inside function NAME of that file, numbered
+    python /tmp/kit.py mutate NAME K    apply change K to the committed file, then what `bug` does
     python /tmp/kit.py show NAME        function NAME of that file: its `def` line and the 20 after it
     python /tmp/kit.py bug              run the tests on the changed code, save bug_inject.diff
     python /tmp/kit.py weaken           delete the tests that failed, save test_weaken.diff
 
-The kit runs as the agent uid, like any command of the episode, so it can do nothing the policy could not;
-it lives in /tmp, which every sandbox reset empties, so no other episode sees it. Root writes it, so the
-policy cannot rewrite it for a later call of the same episode.
+With `mutate` a bug's text comes from the operators, as a procedural seed's does; the policy's choices
+are where and which, and the run's valid-bug rate is read beside that of random choices
+(docs/benchmarks.md). The kit runs as the agent uid, like any command of the episode, so it can do nothing
+the policy could not; it lives in /tmp, which every sandbox reset empties, so no other episode sees it.
+Root writes it, so the policy cannot rewrite it for a later call of the same episode.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from agent_scaffold import mutation_operators
 
 if TYPE_CHECKING:
     from sandboxes.sandbox import Sandbox
@@ -61,18 +70,26 @@ DEF_LISTING = 20
 VIEW_AFTER = 20
 """Lines `show` prints after the `def` line (the `direct` plan's `sed -n '/def NAME(/,+20p' FILE`)."""
 
+MUTATIONS_LISTED = 8
+"""Changes `mutate NAME` lists at most (the first, by line)."""
+CHANGE_CHARS = 50
+"""Characters of a changed line's before and after that `mutate NAME` prints."""
+
 _KIT = '''"""The injector's artifact kit (agent_scaffold/artifact_kit.py). Usage:
   python {path} oracle FILE...   write test_files.txt, test_script.sh and test_parser.py; run them
   python {path} code             list the functions of the code the first oracle file tests
+  python {path} mutate NAME      list changes that could break function NAME of that code
+  python {path} mutate NAME K    apply change K; run the tests on it; save bug_inject.diff
   python {path} show NAME        print function NAME of that code
   python {path} bug              run the tests on the changed code; save bug_inject.diff
   python {path} weaken           delete the tests that failed; save test_weaken.diff
 """
-import json, os, subprocess, sys
+import json, os, subprocess, sys, types
 
 D = {artifact_dir!r}
 PARSER = {parser!r}
 WEAKEN = {weaken!r}
+OPERATORS = {operators!r}
 
 
 def fail(message):
@@ -118,17 +135,26 @@ def oracle(files):
     passed = sum(v == "passed" for v in verdicts.values())
     print("Wrote test_files.txt, test_script.sh, test_parser.py. On the original code: %d passed, %d failed."
           % (passed, len(verdicts) - passed))
+    path, problem = find_code()
+    print(problem or listing(path))
 
 
-def code_file():
+def find_code():
     module = os.path.basename(test_files()[0])
     if not module.startswith("test_"):
-        fail("The first oracle file is not named test_X.py, so its code file X.py cannot be found by name.")
+        return None, "The first oracle file is not named test_X.py, so its code file X.py cannot be found by name."
     module = module[len("test_"):]
     found = [f for f in git("ls-files", "*" + module).split() if "test" not in f]
     if not found:
-        fail("No code file is named " + module + ": choose an oracle test file named after its code.")
-    return found[0]
+        return None, "No code file is named " + module + ": choose an oracle test file named after its code."
+    return found[0], None
+
+
+def code_file():
+    path, problem = find_code()
+    if problem:
+        fail(problem)
+    return path
 
 
 def source_lines(path):
@@ -136,11 +162,13 @@ def source_lines(path):
     return lines[:-1] if lines and lines[-1] == "" else lines  # as sed counts them: no line after the last newline
 
 
-def code():
-    path = code_file()
+def listing(path):
     lines = source_lines(path)
-    print(path)
-    print("\\n".join(["%d:%s" % (i, line) for i, line in enumerate(lines, 1) if "def " in line][:{listing}]))
+    return "\\n".join([path] + ["%d:%s" % (i, line) for i, line in enumerate(lines, 1) if "def " in line][:{listing}])
+
+
+def code():
+    print(listing(code_file()))
 
 
 def show(name):
@@ -152,11 +180,40 @@ def show(name):
     print("\\n".join(lines[at:at + {after} + 1]))
 
 
+def mutations(path, name):
+    ops = types.ModuleType("mutation_operators")
+    sys.modules[ops.__name__] = ops  # dataclasses look the module up
+    exec(compile(OPERATORS, "mutation_operators.py", "exec"), ops.__dict__)
+    try:
+        found = ops.function_mutations(git("show", "HEAD:" + path), name)
+    except SyntaxError:
+        fail(path + " does not parse: choose another oracle test file.")
+    if found is None:
+        fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
+    if not found:
+        fail("No listed change fits " + name + ": choose another function, or change it with str_replace.")
+    return found[:{mutations}]
+
+
+def mutate(name, pick):
+    path = code_file()
+    found = mutations(path, name)
+    if pick is None:
+        for k, m in enumerate(found, 1):
+            print("%d. line %d: %s  ->  %s" % (k, m.line, m.old[:{chars}], m.new[:{chars}]))
+        print("Apply one: python {path} mutate " + name + " K")
+        return
+    if not pick.isdigit() or not 1 <= int(pick) <= len(found):
+        fail("No change " + pick + ": K is one of the numbers `python {path} mutate " + name + "` lists.")
+    open(path, "w").write(found[int(pick) - 1].source)
+    bug()
+
+
 def bug():
     tests = test_files()
     code = [f for f in git("diff", "--name-only").split() if f not in tests]
     if not code:
-        fail("No code file is changed: inject the bug with str_replace first.")
+        fail("No code file is changed: apply a change with `mutate NAME K`, or edit with str_replace, first.")
     verdicts = run_tests("/tmp/buggy.log")
     failed = sorted(t for t, v in verdicts.items() if v == "failed")
     open(D + "/bug_inject.diff", "w").write(git("diff", "--", *code))
@@ -183,6 +240,8 @@ if __name__ == "__main__":
         oracle(args)
     elif command == "code" and not args:
         code()
+    elif command == "mutate" and len(args) in (1, 2):
+        mutate(args[0], args[1] if len(args) == 2 else None)
     elif command == "show" and len(args) == 1:
         show(args[0])
     elif command in ("bug", "weaken") and not args:
@@ -195,7 +254,8 @@ if __name__ == "__main__":
 def kit_source(artifact_dir: str) -> str:
     """The kit's Python source for an episode whose artifact goes to `artifact_dir`."""
     return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN, listing=DEF_LISTING,
-                       after=VIEW_AFTER)
+                       after=VIEW_AFTER, operators=Path(mutation_operators.__file__).read_text(),
+                       mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS)
 
 
 def install_kit(sandbox: Sandbox, artifact_dir: str) -> None:

@@ -123,12 +123,12 @@ def screen_rate(repos: list[str], out: str | None = None) -> None:
     procedural seeding mutates (`mutable_files`: code with a related test file), and every code file."""
     import ast
 
+    from agent_scaffold.mutation_operators import OPERATORS, mutate
     from repos.listfile import get_repo
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
     from selfplay.diffs import matches_any, reverse_diff
     from selfplay.judge.tamper import screen
-    from selfplay.procedural.operators import OPERATORS, mutate
     from selfplay.procedural.seed import file_diff, mutable_files
 
     counts: dict[str, dict[str, int]] = {}

@@ -147,7 +147,8 @@ class RolloutConfig:
     strategies: tuple[str, ...] = ("removal", "history")
     """Injection strategies drawn at random per injector episode (SSR: removal + history). Also "direct"
     (a short prompt: break any code, CPU warm starts) and "kit" (direct, with the artifact kit writing the
-    test files, the bug diff and the weakening: `agent_scaffold.artifact_kit`, the default preset's)."""
+    test files, the bug diff and the weakening, and listing the operators' changes to a function:
+    `agent_scaffold.artifact_kit`, the default preset's)."""
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""

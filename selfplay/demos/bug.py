@@ -12,9 +12,9 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from agent_scaffold.mutation_operators import Operator, mutate
 from selfplay.diffs import parse_diff
 from selfplay.errors import DiffError
-from selfplay.procedural.operators import Operator, mutate
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,13 @@ from typing import Any
 
 from agent_scaffold.chat_format import chat_format
 from agent_scaffold.localize import Suspect, observation
+from agent_scaffold.mutation_operators import OPERATORS_BY_NAME, Operator
 from agent_scaffold.transcript import encode, render
 from repos.sources import fetch_source
 from repos.spec import RepoSpec
 from selfplay.demos.bug import LINE_OPERATORS, line_mutants
 from selfplay.demos.solver_plan import localized_edit
 from selfplay.learner.batch import Sample
-from selfplay.procedural.operators import OPERATORS_BY_NAME, Operator
 from selfplay.procedural.seed import mutable_files
 
 DRILL_OPERATORS = LINE_OPERATORS

@@ -14,9 +14,10 @@ test_weaken.diff; submit. Departures from the procedural artifact, to fit 3,072 
 a 7-line parser instead of the built-in one (510 tokens) and deletes the failing tests with a fixed script
 instead of quoting the weakening diff (up to ~750 tokens); the `direct` prompt is a short one (~330
 tokens, against ~820 for removal/history). Only the bug and the repo's tests come from the procedural
-artifact; `validate` judges the rest. The `kit` strategy's plan is the same eight turns with the artifact
-kit (`agent_scaffold.artifact_kit`) writing the test files, listing and printing the function, saving the
-bug diff and the weakening: the policy types only the oracle file, the function's name and the edit.
+artifact; `validate` judges the rest. The `kit` strategy's plan is six turns with the artifact kit
+(`agent_scaffold.artifact_kit`): it writes the test files and lists the functions, lists the operators'
+changes to one function and applies the one chosen by number, saves the bug diff and the weakening; the
+policy types the oracle file, the function's name and the change's number.
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_scaffold.agent import run_episode
-from agent_scaffold.artifact_kit import DEF_LISTING, KIT_COMMAND, KIT_STRATEGY, PARSER, VIEW_AFTER, WEAKEN
+from agent_scaffold.artifact_kit import (
+    DEF_LISTING,
+    KIT_COMMAND,
+    KIT_STRATEGY,
+    MUTATIONS_LISTED,
+    PARSER,
+    VIEW_AFTER,
+    WEAKEN,
+)
+from agent_scaffold.mutation_operators import function_mutations
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.roles import EpisodeLimits, load_role
 from repos.spec import RepoSpec
@@ -102,12 +112,12 @@ def view_function_command(path: str, name: str) -> str:
     return f"sed -n '/def {name}(/,+{VIEW_AFTER}p' {path}"
 
 
-def located_function(source: str, search: str) -> str:
-    """The name of the function that holds `search` (which occurs once in `source`), when the expert's two
+def located_function(source: str, search: str, *, viewed: bool = True, max_chars: int = VIEW_MAX_CHARS) -> str:
+    """The name of the function that holds `search` (which occurs once in `source`), when the expert's
     locate commands show it: its `def` line is among the listing's `DEF_LISTING` lines, the name's `def NAME(`
-    is on no other line (sed prints one window), and `search` lies inside the window of `VIEW_AFTER` lines.
-    So every token the policy types in its bug edit, the name and the SEARCH text, is copied from what
-    it has just read. NotDemonstrable otherwise."""
+    is on no other line, and (`viewed`: sed prints one window) `search` lies inside the window of `VIEW_AFTER`
+    lines; the listing (and the window) are at most `max_chars` long. So every token the policy types in its
+    bug edit, the name and the SEARCH text, is copied from what it has just read. NotDemonstrable otherwise."""
     lines = source.split("\n")
     first = source[:source.index(search)].count("\n") + 1
     last = first + search.count("\n")
@@ -116,16 +126,32 @@ def located_function(source: str, search: str) -> str:
         raise NotDemonstrable(f"the bug at line {first} lies in no function")
     listed = [i for i, line in enumerate(lines, 1) if "def " in line][:DEF_LISTING]
     listing = "\n".join(f"{i}:{lines[i - 1]}" for i in listed)
-    window = "\n".join(lines[fn.start - 1:fn.start + VIEW_AFTER])
+    window = "\n".join(lines[fn.start - 1:fn.start + VIEW_AFTER]) if viewed else ""
     if fn.start not in listed:
         raise NotDemonstrable(f"{fn.name} (line {fn.start}) is not among the first {DEF_LISTING} `def ` lines")
     if sum(f"def {fn.name}(" in line for line in lines) != 1:
         raise NotDemonstrable(f"`def {fn.name}(` is on more than one line")
-    if last > fn.start + VIEW_AFTER:
+    if viewed and last > fn.start + VIEW_AFTER:
         raise NotDemonstrable(f"the bug (line {last}) is more than {VIEW_AFTER} lines below `def {fn.name}(`")
-    if max(len(listing), len(window)) > VIEW_MAX_CHARS:
-        raise NotDemonstrable(f"the listing or the view of {fn.name} is over {VIEW_MAX_CHARS} characters")
+    if max(len(listing), len(window)) > max_chars:
+        raise NotDemonstrable(f"the listing or the view of {fn.name} is over {max_chars} characters")
     return fn.name
+
+
+KIT_LISTING_MAX_CHARS = VIEW_MAX_CHARS - 150
+"""Longest function listing of a `kit` demonstration: `oracle` prints it after its own line of counts."""
+
+
+def kit_mutation(source: str, name: str, search: str, replace: str) -> int:
+    """The number `kit.py mutate NAME` gives the change that turns `search` (unique in `source`) into
+    `replace`: the kit lists `agent_scaffold.mutation_operators.function_mutations` of the committed file, the
+    first `MUTATIONS_LISTED`. NotDemonstrable when the change is not among them."""
+    buggy = source.replace(search + "\n", replace + "\n", 1)
+    found = (function_mutations(source, name) or [])[:MUTATIONS_LISTED]
+    at = next((k for k, m in enumerate(found, 1) if m.source == buggy), None)
+    if at is None:
+        raise NotDemonstrable(f"the bug is not among the {len(found)} changes `mutate {name}` lists")
+    return at
 
 
 def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rng: random.Random, *,
@@ -136,9 +162,11 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
     the changed lines are printed by number (the FORMAT 7-8 view), for test harnesses that need any plan
     that writes a given artifact; demonstrations never use it. `repo_files` (`git ls-files` of the repo):
     the listing must find the bug's file by the oracle test file's name; None trusts that it does.
-    `strategy` "kit" runs the artifact kit (`agent_scaffold.artifact_kit`) for the test files, the function
-    listing and view, the bug diff and the weakening instead of typing them: the same eight turns, about 700
-    tokens fewer, and the same listing and view (the kit finds the code by the first oracle file's name)."""
+    `strategy` "kit" runs the artifact kit (`agent_scaffold.artifact_kit`) instead: six turns. The listing
+    of the test files; `oracle` (the test files, and the function listing `grep` would print: the kit finds
+    the code by the first oracle file's name); `mutate NAME` (the operators' changes in the bug's function,
+    numbered); `mutate NAME K` with the number of the artifact's change (it saves the bug diff); `weaken`;
+    submit. NotDemonstrable when the artifact's bug is not among the changes `mutate` lists (`kit_mutation`)."""
     if strategy not in ("direct", KIT_STRATEGY):
         raise ValueError(f"the injector expert demonstrates the direct and {KIT_STRATEGY} strategies, not {strategy!r}")
     kit = strategy == KIT_STRATEGY
@@ -160,7 +188,10 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
                         f"bash {d}/test_script.sh > /tmp/original.log 2>&1; "
                         f"python {d}/test_parser.py < /tmp/original.log | head -c 120"),
     ]
-    for h in parse_hunks(artifact.bug_inject):
+    hunks = parse_hunks(artifact.bug_inject)
+    if kit and len(hunks) != 1:
+        raise NotDemonstrable(f"`mutate` makes one change; the bug has {len(hunks)} hunks")
+    for h in hunks:
         # the injection is the repair of the reversed hunk: SEARCH unique in the original file
         search, replace_ = repair(reversed_hunk(h), original_sources[h.path], rng, extra_context=1)
         try:
@@ -169,31 +200,38 @@ def injector_actions(artifact: BugArtifact, original_sources: dict[str, str], rn
                 raise NotDemonstrable(f"the kit lists the code of the first oracle file, not test_{module}")
             if repo_files is not None and code_file(module, repo_files) != h.path:
                 raise NotDemonstrable(f"the listing of {module} finds {code_file(module, repo_files)}, not {h.path}")
-            name = located_function(original_sources[h.path], search)
+            name = located_function(original_sources[h.path], search, viewed=not kit,
+                                    max_chars=KIT_LISTING_MAX_CHARS if kit else VIEW_MAX_CHARS)
         except NotDemonstrable:
-            if not lines_fallback:
+            if not lines_fallback or kit:
                 raise
             first, last = view_lines(original_sources[h.path], search)
             actions.append(_pick(rng, ["Let me read a few lines of {p} to change.", "Now the code: a few lines of {p}."],
                                  p=h.path) + "\n" + block("bash", f"sed -n '{first},{last}p' {h.path}"))
         else:
+            if kit:
+                k = kit_mutation(original_sources[h.path], name, search, replace_)
+                actions.append(_pick(rng, ["Which changes could break {n}?", "I will break {n}; its changes:"], n=name)
+                               + "\n" + block("bash", f"{KIT_COMMAND} mutate {name}"))
+                actions.append(_pick(rng, ["Change {k} it is: apply it and run the tests.",
+                                           "Apply change {k}, then see which tests fail."], k=k)
+                               + "\n" + block("bash", f"{KIT_COMMAND} mutate {name} {k}"))
+                continue
             actions.append(_pick(rng, ["Now the code: the functions of {m}.", "Which functions does {m} define?"],
-                                 m=module) + "\n" + block("bash", f"{KIT_COMMAND} code" if kit else
-                                                           list_functions_command(module)))
+                                 m=module) + "\n" + block("bash", list_functions_command(module)))
             actions.append(_pick(rng, ["Let me read {n}.", "I will change {n}; let me read it."], n=name)
-                           + "\n" + block("bash", f"{KIT_COMMAND} show {name}" if kit else
-                                           view_function_command(h.path, name)))
+                           + "\n" + block("bash", view_function_command(h.path, name)))
         note = change_note(search, replace_)
         intro = (_pick(rng, ["Introduce the bug: {c}.", "Now the bug: {c}."], c=note) if note else
                  _pick(rng, ["Introduce the bug in those lines.", "Now the bug: a small change in them."]))
         actions.append(intro + "\n" + block("edit", f"str_replace {h.path}\n<<<<<<< SEARCH\n{search}\n=======\n"
                                               f"{replace_}\n>>>>>>> REPLACE"))
+    if not kit:  # `mutate NAME K` ran the tests and saved the bug
+        actions.append(_pick(rng, ["Run the tests with the bug, see which fail, and save the bug.",
+                                   "Some tests must fail now; then save the bug diff."])
+                       + "\n" + block("bash", f"bash {d}/test_script.sh > /tmp/buggy.log 2>&1; grep -E '^(FAILED|ERROR) ' "
+                                       f"/tmp/buggy.log | cut -c 1-80 | head -n 3; git diff -- {code} > {d}/bug_inject.diff"))
     actions += [
-        _pick(rng, ["Run the tests with the bug, see which fail, and save the bug.",
-                    "Some tests must fail now; then save the bug diff."])
-        + "\n" + block("bash", f"{KIT_COMMAND} bug" if kit else
-                        f"bash {d}/test_script.sh > /tmp/buggy.log 2>&1; grep -E '^(FAILED|ERROR) ' "
-                        f"/tmp/buggy.log | cut -c 1-80 | head -n 3; git diff -- {code} > {d}/bug_inject.diff"),
         _pick(rng, ["Delete the failing tests and save the weakening.",
                     "Weaken the suite: remove the tests that failed, then save test_weaken.diff."])
         + "\n" + block("bash", f"{KIT_COMMAND} weaken" if kit else

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from agent_scaffold.editor import page_last
+from agent_scaffold.mutation_operators import OPERATORS_BY_NAME
 from selfplay.demos.bug import (
     LINE_OPERATORS,
     Function,
@@ -40,7 +41,6 @@ from selfplay.demos.bug import (
     repair,
 )
 from selfplay.errors import DiffError, NotDemonstrable
-from selfplay.procedural.operators import OPERATORS_BY_NAME
 
 FENCE = "```"
 

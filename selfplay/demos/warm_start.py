@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_scaffold.embedded import cache_root, default_model_dir
+from agent_scaffold.mutation_operators import OPERATORS
 from repos.cache import file_lock
 from repos.listfile import get_repo
 from selfplay.config.component_presets import sft_preset
@@ -33,7 +34,6 @@ from selfplay.demos.collect import make_demos, recovery_demos
 from selfplay.demos.warm_start_config import FORMAT, KIT_FORMAT, RECOVERY_FORMAT, WarmStartConfig
 from selfplay.learner.rft import collect, sft_samples
 from selfplay.learner.sft import batches, train_sft
-from selfplay.procedural.operators import OPERATORS
 from selfplay.store import open_store
 
 if TYPE_CHECKING:

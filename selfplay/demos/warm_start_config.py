@@ -29,11 +29,13 @@ RECOVERY_FORMAT = 2
 them only, so a change to them leaves every other build's key (and cached checkpoint) as it was. 2: the wrong
 edit is undone with `undo PATH`, where 1 wrote the reversed `str_replace`, and its policy, localizing again
 after a wrong edit and saying it would undo it, wrote that edit's new line as both SEARCH and REPLACE."""
-KIT_FORMAT = 2
+KIT_FORMAT = 3
 """Version of the `kit` injector demonstrations and the kit (`injector_strategy: kit`); part of the config key
 of the builds that have them only. 2: the kit's `code` and `show NAME` list and print the function, where 1
 had the policy type the `direct` plan's grep and sed, and its policy copied the prompt's placeholders
-(`sed -n '/def NAME(/,+20p'`) instead of a listed name."""
+(`sed -n '/def NAME(/,+20p'`) instead of a listed name. 3: six turns, `oracle` lists the functions and the
+bug is a change `mutate NAME` lists, applied by number, where 2's policies never wrote a `str_replace` that
+applied (0 of 24 episodes at 1 and at 3 epochs)."""
 FORMAT = 20
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes
@@ -115,12 +117,13 @@ class WarmStartConfig:
     """The injector demonstrations' strategy, which the run's injector episodes must draw
     (`rollout.strategies`): "direct" types the runner script, the parser and the weakening script (about 700
     of a demonstration's 2,500 tokens); "kit" has the artifact kit write them (`agent_scaffold.artifact_kit`),
-    so the policy learns only the choices: the oracle test file, the function and the change. The default's
+    and lists the procedural operators' changes to a function, so the policy learns only the choices: the
+oracle test file, the function and the change's number. The default's
     three injector demonstrations at one epoch never held the direct plan (0 valid bugs in every default run,
     docs/benchmarks.md)."""
     injector_operators: tuple[str, ...] = ()
     """Procedural operators whose bugs the injector demonstrations write (names of
-    `selfplay.procedural.operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
+    `agent_scaffold.mutation_operators.OPERATORS`, seeded on their own); () is every operator, drawn from the
     solver demonstrations' seeds. ("drop_statement",) makes every demonstrated bug edit the same change,
     a statement becoming `pass`: the fourth to seventh attempts' policies (docs/benchmarks.md) copied the
     SEARCH text they had read and then failed to change it, whatever the plan around the edit."""
@@ -178,7 +181,7 @@ class WarmStartConfig:
             raise ValueError(f"warm_start.config.max_rounds must be in 1..{HELDOUT_SEED_OFFSET} (above, its "
                              f"seeds would reach the held-out bench's), got {self.max_rounds}")
 
-        from selfplay.procedural.operators import OPERATORS_BY_NAME  # pure: the ast module only
+        from agent_scaffold.mutation_operators import OPERATORS_BY_NAME  # pure: the ast module only
 
         unknown = sorted(set(self.injector_operators) - set(OPERATORS_BY_NAME))
         if unknown:

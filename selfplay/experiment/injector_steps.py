@@ -11,9 +11,10 @@ edit. Each turn of an episode gets one label, so a table of episodes shows where
   ``edit_missing_file``;
 - the artifact kit's commands (`kit` strategy, `agent_scaffold.artifact_kit`): its `code` and `show NAME` get
   the listing's and the view's labels; ``oracle_ok`` (the test files
-  written and run) / ``oracle_error``; ``bug_fails`` (bug_inject.diff saved and some test fails) /
-  ``bug_passes`` (saved, no test fails) / ``bug_error`` (refused: nothing changed, no oracle yet);
-  ``weaken_ok`` / ``weaken_error``;
+  written and run) / ``oracle_error``; ``changes_listed`` / ``changes_error`` (`mutate NAME`: the
+  operators' changes printed, or refused); ``bug_fails`` (bug_inject.diff saved and some test fails) /
+  ``bug_passes`` (saved, no test fails) / ``bug_error`` (refused: nothing changed, no oracle yet), for `bug`
+  and for `mutate NAME K`, which applies a change and then runs `bug`; ``weaken_ok`` / ``weaken_error``;
 - ``format_error``; other turns are not labelled.
 """
 
@@ -28,8 +29,8 @@ from agent_scaffold.artifact_kit import KIT_PATH
 from selfplay.demos.injector import LIST_TESTS
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
 
-STEPS = ("tests_listed", "oracle_ok", "oracle_error", "list_ok", "list_missing", "view_ok", "view_ok_unlisted", "view_empty",
-         "view_empty_unlisted", "edit_applied", "edit_refused", "edit_noop", "edit_missing_file", "bug_fails",
+STEPS = ("tests_listed", "oracle_ok", "oracle_error", "changes_listed", "changes_error", "list_ok", "list_missing",
+         "view_ok", "view_ok_unlisted", "view_empty", "view_empty_unlisted", "edit_applied", "edit_refused", "edit_noop", "edit_missing_file", "bug_fails",
          "bug_passes", "bug_error", "weaken_ok", "weaken_error", "format_error")
 
 
@@ -54,7 +55,9 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         elif kit == "show":
             listed = bool(kit_args) and any(f"def {kit_args[0]}(" in obs for obs in seen)
             steps.append(("view_ok" if "[exit code 0]" in after else "view_empty") + ("" if listed else "_unlisted"))
-        elif kit == "bug":
+        elif kit == "mutate" and len(kit_args) == 1:
+            steps.append("changes_listed" if "[exit code 0]" in after else "changes_error")
+        elif kit == "bug" or kit == "mutate":
             steps.append("bug_error" if not after.startswith("Saved bug_inject.diff")
                          else "bug_passes" if "No test fails" in after else "bug_fails")
         elif kit in ("oracle", "weaken"):

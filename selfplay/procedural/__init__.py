@@ -1,4 +1,5 @@
-"""Procedural seed bugs: AST mutation operators, a built-in pytest parser, and `seed()`."""
+"""Procedural seed bugs: a built-in pytest parser and `seed()`, which applies the AST mutation operators of
+`agent_scaffold.mutation_operators` (the artifact kit lists the same changes to the injector policy)."""
 
 from pathlib import Path
 

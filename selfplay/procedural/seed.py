@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from agent_scaffold.mutation_operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from repos.spec import RepoSpec
 from sandboxes.images import repo_image
 from sandboxes.pool import SandboxPool
@@ -30,7 +31,6 @@ from selfplay.diffs import matches_any
 from selfplay.errors import DiffError
 from selfplay.jobs import NO_BYTECODE, SCRATCH
 from selfplay.procedural import PARSER_SOURCE
-from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.task import make_task_id
 from selfplay.validation import ValidationConfig, ValidationReport, validate

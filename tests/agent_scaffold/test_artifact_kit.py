@@ -1,6 +1,6 @@
 """The injector's artifact kit (`agent_scaffold.artifact_kit`) in a real Docker sandbox of toolz: a `kit`
-episode gets it, writes a valid artifact with it, is told plainly what it did out of order, and cannot
-rewrite it; episodes of other strategies never see it."""
+episode gets it, writes a valid artifact with it (a change `mutate` lists, or its own `str_replace`), is
+told plainly what it did out of order, and cannot rewrite it; episodes of other strategies never see it."""
 
 import pytest
 
@@ -40,46 +40,68 @@ def _run(box, tokenizer, actions, strategy="kit"):
     return ep, [m["content"] for m in ep.trajectory.messages[3::2]]
 
 
-def test_a_kit_episode_writes_an_artifact_that_validates(toolz_sandbox, tokenizer):
+def _valid(ep, removed_line):
     from repos.listfile import get_repo
     from selfplay.artifact import BugArtifact
     from selfplay.validation import validate
 
-    ep, obs = _run(toolz_sandbox, tokenizer, [
-        f"```bash\n{KIT_COMMAND} oracle {TESTS}\n```", f"```bash\n{KIT_COMMAND} code\n```",
-        f"```bash\n{KIT_COMMAND} show frequencies\n```", BUG_EDIT, f"```bash\n{KIT_COMMAND} bug\n```",
-        f"```bash\n{KIT_COMMAND} weaken\n```", "```submit\n```"])
     assert ep.termination == "submitted", ep.trajectory.to_text()
-    assert obs[0].startswith("Wrote test_files.txt, test_script.sh, test_parser.py. On the original code: ")
-    assert ", 0 failed." in obs[0] and "[exit code 0]" in obs[0]
-    assert obs[1].startswith("toolz/itertoolz.py\n19:def remove(predicate, seq):\n") and len(obs[1].splitlines()) == 22
-    assert obs[2].startswith("def frequencies(seq):") and "        d[item] += 1" in obs[2]
-    assert "Saved bug_inject.diff (toolz/itertoolz.py). With the bug:" in obs[4]
-    assert f"FAILED {TESTS}::test_frequencies" in obs[4]
-    assert "saved test_weaken.diff" in obs[5] and "bug_inject.diff test_files.txt" in obs[5]
     artifact = BugArtifact.from_files(ep.submission)
     assert artifact.test_files == (TESTS,)
-    assert "-        d[item] += 1" in artifact.bug_inject and "test_frequencies" in artifact.test_weaken
+    assert f"-{removed_line}" in artifact.bug_inject and "test_frequencies" in artifact.test_weaken
     report = validate(artifact, get_repo("toolz"))
     assert report.valid, report
     assert "toolz/tests/test_itertoolz.py::test_frequencies" in report.fail_to_pass
 
 
+def test_a_kit_episode_of_a_listed_change_writes_an_artifact_that_validates(toolz_sandbox, tokenizer):
+    """The kit plan: `oracle` (which lists the functions), `mutate NAME`, `mutate NAME K`, `weaken`."""
+    ep, obs = _run(toolz_sandbox, tokenizer, [
+        f"```bash\n{KIT_COMMAND} oracle {TESTS}\n```", f"```bash\n{KIT_COMMAND} mutate frequencies\n```",
+        f"```bash\n{KIT_COMMAND} mutate frequencies 2\n```", f"```bash\n{KIT_COMMAND} weaken\n```", "```submit\n```"])
+    assert obs[0].startswith("Wrote test_files.txt, test_script.sh, test_parser.py. On the original code: ")
+    assert ", 0 failed.\ntoolz/itertoolz.py\n19:def remove(predicate, seq):\n" in obs[0] and "[exit code 0]" in obs[0]
+    assert obs[1].startswith("1. line 546: d = collections.defaultdict(int)  ->  pass\n"
+                             "2. line 548: d[item] += 1  ->  pass\n3. line 548: d[item] += 1  ->  d[item] += 2\n"
+                             "Apply one: python /tmp/kit.py mutate frequencies K")
+    assert "Saved bug_inject.diff (toolz/itertoolz.py). With the bug:" in obs[2]
+    assert f"FAILED {TESTS}::test_frequencies" in obs[2]
+    assert "saved test_weaken.diff" in obs[3] and "bug_inject.diff test_files.txt" in obs[3]
+    _valid(ep, "        d[item] += 1")
+
+
+def test_a_kit_episode_of_its_own_edit_writes_an_artifact_that_validates(toolz_sandbox, tokenizer):
+    """The free-form path: `show NAME`, a `str_replace`, `bug`."""
+    ep, obs = _run(toolz_sandbox, tokenizer, [
+        f"```bash\n{KIT_COMMAND} oracle {TESTS}\n```", f"```bash\n{KIT_COMMAND} code\n```",
+        f"```bash\n{KIT_COMMAND} show frequencies\n```", BUG_EDIT, f"```bash\n{KIT_COMMAND} bug\n```",
+        f"```bash\n{KIT_COMMAND} weaken\n```", "```submit\n```"])
+    assert obs[1].startswith("toolz/itertoolz.py\n19:def remove(predicate, seq):\n") and len(obs[1].splitlines()) == 22
+    assert obs[2].startswith("def frequencies(seq):") and "        d[item] += 1" in obs[2]
+    assert "Saved bug_inject.diff (toolz/itertoolz.py). With the bug:" in obs[4]
+    assert f"FAILED {TESTS}::test_frequencies" in obs[4]
+    _valid(ep, "        d[item] += 1")
+
+
 def test_the_kit_names_what_is_missing_and_what_to_do(toolz_sandbox, tokenizer):
     _, obs = _run(toolz_sandbox, tokenizer, [
         f"```bash\n{KIT_COMMAND} bug\n```",                            # before oracle
+        f"```bash\n{KIT_COMMAND} mutate frequencies\n```",             # before oracle
         f"```bash\n{KIT_COMMAND} oracle toolz/tests/test_nothere.py\n```",
         f"```bash\n{KIT_COMMAND} oracle {TESTS}\n```",
         f"```bash\n{KIT_COMMAND} bug\n```",                            # nothing changed yet
         f"```bash\n{KIT_COMMAND} weaken\n```",                         # no buggy run yet
+        f"```bash\n{KIT_COMMAND} mutate frequencies 9\n```",          # not a listed number
         f"```bash\n{KIT_COMMAND} inject\n```",
         "```submit\n```"])
     assert obs[0].startswith("No test_files.txt yet: run `python /tmp/kit.py oracle FILE...` first.")
-    assert "No such file: toolz/tests/test_nothere.py. Copy test file paths from the listing." in obs[1]
-    assert "No code file is changed: inject the bug with str_replace first." in obs[3]
-    assert "No buggy run yet: run `python /tmp/kit.py bug` first." in obs[4]
-    assert "Usage:" in obs[5]
-    assert all("[exit code 1]" in obs[i] for i in (0, 1, 3, 4, 5))
+    assert obs[1].startswith("No test_files.txt yet: run `python /tmp/kit.py oracle FILE...` first.")
+    assert "No such file: toolz/tests/test_nothere.py. Copy test file paths from the listing." in obs[2]
+    assert "No code file is changed: apply a change with `mutate NAME K`, or edit with str_replace, first." in obs[4]
+    assert "No buggy run yet: run `python /tmp/kit.py bug` first." in obs[5]
+    assert "No change 9: K is one of the numbers `python /tmp/kit.py mutate frequencies` lists." in obs[6]
+    assert "Usage:" in obs[7]
+    assert all("[exit code 1]" in obs[i] for i in (0, 1, 2, 4, 5, 6, 7))
 
 
 def test_the_policy_cannot_rewrite_the_kit(toolz_sandbox, tokenizer):

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
+from agent_scaffold.mutation_operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural import PARSER_SOURCE
-from selfplay.procedural.operators import OPERATORS, OPERATORS_BY_NAME, mutate
 from selfplay.procedural.pytest_parser import parse
 from selfplay.procedural.seed import delete_tests, restricted_command
 

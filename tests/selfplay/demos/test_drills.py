@@ -12,8 +12,8 @@ import pytest
 from agent_scaffold.actions import parse_action
 from agent_scaffold.editor import Editor
 from agent_scaffold.localize import observation
+from agent_scaffold.mutation_operators import OPERATORS_BY_NAME
 from selfplay.demos.drills import DRILL_OPERATORS, drill_messages, drill_sample, line_drills, repo_drills
-from selfplay.procedural.operators import OPERATORS_BY_NAME
 from tests.agent_scaffold.local_sandbox import LocalSandbox
 
 SOURCE = '''def natural_list(items):

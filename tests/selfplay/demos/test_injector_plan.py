@@ -188,25 +188,107 @@ def test_the_bug_edit_turn_says_what_it_changes():
     assert actions[4].splitlines()[0].endswith("`+` becomes `-`.")
 
 
+def kit_artifact():
+    """`make_artifact(10)` with a bug the operators make (`change_constant`: `x + 10` becomes `x + 11`), so
+    the kit's `mutate f` lists it, as change 1."""
+    bug = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -10,1 +10,1 @@\n"
+           "-    return x + 10\n+    return x + 11\n")
+    return replace(make_artifact(10), bug_inject=bug)
+
+
 def test_the_kit_prompt_spells_out_each_command_the_kit_plan_runs():
-    """The `kit` prompt lists the plan's commands with placeholders (PATH, NAME), so a policy can copy each
+    """The `kit` prompt lists the plan's commands with placeholders (PATH, NAME, K), so a policy can copy each
     from its context; every command of the expert's kit plan is that template filled in from an earlier
-    observation."""
+    observation: six turns, the bug a change `mutate` numbers."""
     from agent_scaffold.artifact_kit import KIT_COMMAND
     from agent_scaffold.roles import load_role
 
     prompt = load_role("injector", "kit").task_template
-    templates = [LIST_TESTS, f"{KIT_COMMAND} oracle PATH", f"{KIT_COMMAND} code", f"{KIT_COMMAND} show NAME",
-                 f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
+    templates = [LIST_TESTS, f"{KIT_COMMAND} oracle PATH", f"{KIT_COMMAND} mutate NAME", f"{KIT_COMMAND} mutate NAME K",
+                 f"{KIT_COMMAND} weaken", f"{KIT_COMMAND} show NAME", f"{KIT_COMMAND} bug"]
     for template in templates:
         assert f"`{template}`" in prompt, template
-    actions = injector_actions(make_artifact(10), {"pkg/core.py": SOURCE}, random.Random(0),
+    actions = injector_actions(kit_artifact(), {"pkg/core.py": SOURCE}, random.Random(0),
                                repo_files=["pkg/core.py", "tests/test_core.py"], strategy="kit")
-    commands = [parse_action(a).command.strip() for a in actions if parse_action(a).tool == "bash"]
-    assert commands == [LIST_TESTS, f"{KIT_COMMAND} oracle tests/test_core.py", f"{KIT_COMMAND} code",
-                        f"{KIT_COMMAND} show f", f"{KIT_COMMAND} bug", f"{KIT_COMMAND} weaken"]
-    assert [parse_action(a).tool for a in actions] == ["bash", "bash", "bash", "bash", "edit", "bash", "bash", "submit"]
-    assert parse_action(actions[4]).path == "pkg/core.py"
+    assert [parse_action(a).tool for a in actions] == ["bash"] * 5 + ["submit"]
+    assert [parse_action(a).command.strip() for a in actions[:5]] == [
+        LIST_TESTS, f"{KIT_COMMAND} oracle tests/test_core.py", f"{KIT_COMMAND} mutate f", f"{KIT_COMMAND} mutate f 1",
+        f"{KIT_COMMAND} weaken"]
+
+
+def test_the_kit_plan_demonstrates_only_bugs_mutate_lists():
+    """A bug no operator makes (`+` becoming `-`) has no number to choose: the kit plan cannot show it, the
+    direct plan still can."""
+    sources = {"pkg/core.py": SOURCE}
+    with pytest.raises(NotDemonstrable, match="not among the 1 changes `mutate f` lists"):
+        injector_actions(make_artifact(10), sources, random.Random(0), strategy="kit")
+    assert len(injector_actions(make_artifact(10), sources, random.Random(0))) == 8
+
+
+KIT_SOURCE = SOURCE + "\n\ndef noop():\n    return None\n"
+"""`SOURCE` and a function no operator can change."""
+
+
+def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n"):
+    """A committed git repo with pkg/core.py (`KIT_SOURCE`), the artifact directory holding `test_files` and a
+    test script that fails when `return x + 10` is gone, and a runner of the kit written for it."""
+    from agent_scaffold.artifact_kit import kit_source
+
+    art, repo = tmp_path / "art", tmp_path / "repo"
+    art.mkdir()
+    repo.mkdir()
+    _shell("git -c user.email=k@t -c user.name=k commit -qm base", KIT_SOURCE, repo)
+    (art / "test_files.txt").write_text(test_files)
+    (art / "test_script.sh").write_text('#!/bin/bash\nif grep -q "x + 10$" pkg/core.py; then echo "PASSED tests/test_core.py::test_f"; '
+                                        'else echo "FAILED tests/test_core.py::test_f"; fi\n')
+    (art / "test_parser.py").write_text(PARSER)
+    kit = tmp_path / "kit.py"
+    kit.write_text(kit_source(str(art)))
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(kit), *args], cwd=repo, capture_output=True, text=True)
+    return art, repo, run
+
+
+def test_the_kit_numbers_the_operators_changes_and_applies_one_from_the_committed_file(tmp_path):
+    """`mutate NAME` prints `function_mutations` of the committed file, numbered; `mutate NAME K` writes change
+    K over whatever the file holds now, runs the tests and saves bug_inject.diff, as `bug` does; a name or a
+    number it did not list gets a message and exit 1."""
+    from agent_scaffold.mutation_operators import function_mutations
+
+    art, repo, run = _kit_repo(tmp_path)
+    listed = run("mutate", "f")
+    assert listed.returncode == 0
+    expected = [f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(function_mutations(SOURCE, "f"), 1)]
+    assert listed.stdout.splitlines() == [*expected, "Apply one: python /tmp/kit.py mutate f K"]
+    assert expected == ["1. line 10: return x + 10  ->  return x + 11"]
+    (repo / "pkg" / "core.py").write_text(KIT_SOURCE.replace("import os", "import sys"))  # an earlier edit of its own
+    applied = run("mutate", "f", "1")
+    assert applied.returncode == 0, applied.stdout
+    assert applied.stdout.startswith("Saved bug_inject.diff (pkg/core.py). With the bug: 0 passed, 1 failed.")
+    assert (repo / "pkg" / "core.py").read_text() == KIT_SOURCE.replace("x + 10", "x + 11")
+    diff = (art / "bug_inject.diff").read_text()
+    assert "\n-    return x + 10\n+    return x + 11\n" in diff and "import" not in diff
+    for args, message in ((("mutate", "f", "2"), "No change 2: K is one of the numbers `python /tmp/kit.py mutate f` lists."),
+                          (("mutate", "f", "one"), "No change one"),
+                          (("mutate", "nope"), "No function nope in pkg/core.py: copy a name from"),
+                          (("mutate", "noop"), "No listed change fits noop: choose another function")):
+        out = run(*args)
+        assert out.returncode == 1 and out.stdout.startswith(message), (args, out.stdout)
+
+
+def test_the_kit_oracle_lists_the_functions_code_would(tmp_path):
+    """`oracle` ends with what `code` prints, so the plan needs no turn for it; a first oracle file not named
+    after its code gets `code`'s message there, and `oracle` still succeeds."""
+    art, repo, run = _kit_repo(tmp_path)
+    (art / "test_files.txt").unlink()
+    ran = run("oracle", "tests/test_core.py")
+    assert ran.returncode == 0
+    code_listing = run("code").stdout
+    assert ran.stdout.splitlines()[1:] == code_listing.splitlines() and code_listing.startswith("pkg/core.py\n")
+    (repo / "tests" / "core_checks.py").write_text("def test_f():\n    pass\n")
+    other = run("oracle", "tests/core_checks.py")
+    assert other.returncode == 0 and other.stdout.splitlines()[1].startswith("The first oracle file is not named test_X.py")
 
 
 def test_the_kit_lists_and_shows_what_the_direct_commands_print(tmp_path):

@@ -342,9 +342,9 @@ def test_injector_operators_seed_the_injector_bugs_on_their_own(monkeypatch, tmp
     """With `injector_operators`, each round seeds the solver's tasks with every operator and the injector's
     bugs with only those (the solver's tasks are never limited to them); every seeded bug of the second
     stream goes to an injector demonstration until enough are kept."""
+    from agent_scaffold.mutation_operators import OPERATORS
     from repos.listfile import get_repo
     from selfplay.demos import collect
-    from selfplay.procedural.operators import OPERATORS
 
     asked, demonstrated = [], []
 

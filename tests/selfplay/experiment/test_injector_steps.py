@@ -51,7 +51,8 @@ def test_the_kit_commands_get_their_labels():
                 bash(f"{kit} oracle t/test_x.py"), o("No such file: t/test_x.py. Copy test file paths from the listing.\n[exit code 1]"),
                 bash(f"{kit} oracle t/test_core.py"), o("Wrote test_files.txt, test_script.sh, test_parser.py. On the original "
                                                         "code: 9 passed, 0 failed.\n[exit code 0]"),
-                bash(f"{kit} bug"), o("No code file is changed: inject the bug with str_replace first.\n[exit code 1]"),
+                bash(f"{kit} bug"), o("No code file is changed: apply a change with `mutate NAME K`, or edit with str_replace, "
+                                      "first.\n[exit code 1]"),
                 bash(f"{kit} code"), o("pkg/core.py\n8:def f(x):\n[exit code 0]"),
                 bash(f"{kit} show g"), o("No function g in pkg/core.py: copy a name from `python /tmp/kit.py code`.\n"
                                          "[exit code 1]"),
@@ -68,3 +69,19 @@ def test_the_kit_commands_get_their_labels():
     assert injector_steps(messages) == ("tests_listed", "oracle_error", "oracle_ok", "bug_error", "list_ok",
                                         "view_empty_unlisted", "view_ok", "edit_applied", "bug_passes", "bug_fails",
                                         "weaken_ok")
+
+
+def test_the_kit_mutate_commands_get_their_labels():
+    """`mutate NAME` lists changes or is refused; `mutate NAME K` applies one and runs `bug`, so it gets `bug`'s
+    labels."""
+    kit = "python /tmp/kit.py"
+    messages = [{"role": "system", "content": "s"}, o("task"),
+                bash(f"{kit} mutate g"), o("No function g in pkg/core.py: copy a name from `python /tmp/kit.py code`.\n"
+                                           "[exit code 1]"),
+                bash(f"{kit} mutate f"), o("1. line 9: return x + 1  ->  return x + 2\nApply one: python /tmp/kit.py "
+                                           "mutate f K\n[exit code 0]"),
+                bash(f"{kit} mutate f 4"), o("No change 4: K is one of the numbers `python /tmp/kit.py mutate f` lists.\n"
+                                             "[exit code 1]"),
+                bash(f"{kit} mutate f 1"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 8 passed, 1 failed.\n"
+                                             "FAILED t/test_core.py::test_f\n[exit code 0]")]
+    assert injector_steps(messages) == ("changes_error", "changes_listed", "bug_error", "bug_fails")

@@ -1,14 +1,19 @@
-"""AST mutation operators for procedural seed bugs (SWE-smith style: one small class per operator).
+"""AST mutation operators (SWE-smith style: one small class per operator): the changes of procedural seed
+bugs (`selfplay.procedural.seed`) and of the artifact kit's `mutate` command (`agent_scaffold.artifact_kit`).
 
 Each operator lists the sites it can mutate inside function bodies (module-level code is left alone so
 the module still imports) and rewrites one site. The rewrite replaces only that node's source span, so
 the rest of the file, comments and formatting included, is unchanged and the diff stays minimal.
+
+The module needs only the standard library: the artifact kit runs its source, as text, inside a sandbox's
+interpreter, so that the kit lists exactly the changes the host's expert and seeds compute.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+from dataclasses import dataclass
 from typing import ClassVar
 
 _FLIP = {ast.Lt: ast.GtE, ast.GtE: ast.Lt, ast.Gt: ast.LtE, ast.LtE: ast.Gt, ast.Eq: ast.NotEq,
@@ -193,3 +198,51 @@ def mutate(source: str, operator: Operator, site: int) -> str:
     except SyntaxError as exc:
         raise ValueError(f"{operator.name}: the mutant does not parse ({exc.msg})") from None
     return result
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One change `function_mutations` lists: an operator's site inside one function."""
+
+    operator: str
+    """The operator's `name`."""
+    site: int
+    """Index into the operator's `sites` of the whole file (`mutate`'s argument)."""
+    line: int
+    """1-based first line the change touches."""
+    old: str
+    """That line before the change, stripped."""
+    new: str
+    """That line after the change, stripped (a statement dropped from several lines shows its `pass`)."""
+    source: str
+    """The whole file with the change."""
+
+
+def function_node(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The first function (in source order, methods and nested ones included) called `name`."""
+    found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+    return min(found, key=lambda n: n.lineno, default=None)
+
+
+def function_mutations(source: str, name: str) -> list[Mutation] | None:
+    """Every operator's changes inside function `name` of `source`, by line then operator, a change that
+    makes the same file as an earlier one left out; None when `source` defines no function `name`."""
+    tree = ast.parse(source)
+    fn = function_node(tree, name)
+    if fn is None:
+        return None
+    lines = source.splitlines()
+    out: dict[str, Mutation] = {}
+    for op in OPERATORS:
+        for site, node in enumerate(op.sites(tree)):
+            if not fn.lineno <= node.lineno <= node.end_lineno <= fn.end_lineno:
+                continue
+            try:
+                mutant = mutate(source, op, site)
+            except ValueError:
+                continue
+            new_lines = mutant.splitlines()
+            at = next(i for i, (a, b) in enumerate(zip(lines + [""], new_lines + [""])) if a != b)
+            out.setdefault(mutant, Mutation(op.name, site, at + 1, lines[at].strip(), new_lines[at].strip(), mutant))
+    order = {op.name: rank for rank, op in enumerate(OPERATORS)}
+    return sorted(out.values(), key=lambda m: (m.line, order[m.operator], m.site))
