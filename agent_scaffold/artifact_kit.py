@@ -136,7 +136,7 @@ def oracle(files):
     print("Wrote test_files.txt, test_script.sh, test_parser.py. On the original code: %d passed, %d failed."
           % (passed, len(verdicts) - passed))
     path, problem = find_code()
-    print(problem or listing(path))
+    print(problem or listing(path) + "\\nNext: python {path} mutate NAME, NAME a function listed above.")
 
 
 def find_code():
@@ -221,8 +221,7 @@ def bug():
           % (", ".join(code), len(verdicts) - len(failed), len(failed)))
     for t in failed[:3]:
         print("FAILED " + t[:72])
-    if not failed:
-        print("No test fails: change the code so that some test fails.")
+    print("Next: python {path} weaken" if failed else "No test fails: change the code so that some test fails.")
 
 
 def weaken():
@@ -232,6 +231,7 @@ def weaken():
     exec(WEAKEN, {{}})
     open(D + "/test_weaken.diff", "w").write(git("diff", "--", *tests))
     print("Deleted the failed tests; saved test_weaken.diff. " + D + " holds: " + " ".join(sorted(os.listdir(D))))
+    print("Next: submit.")
 
 
 if __name__ == "__main__":

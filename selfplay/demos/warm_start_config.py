@@ -29,13 +29,14 @@ RECOVERY_FORMAT = 2
 them only, so a change to them leaves every other build's key (and cached checkpoint) as it was. 2: the wrong
 edit is undone with `undo PATH`, where 1 wrote the reversed `str_replace`, and its policy, localizing again
 after a wrong edit and saying it would undo it, wrote that edit's new line as both SEARCH and REPLACE."""
-KIT_FORMAT = 3
+KIT_FORMAT = 4
 """Version of the `kit` injector demonstrations and the kit (`injector_strategy: kit`); part of the config key
 of the builds that have them only. 2: the kit's `code` and `show NAME` list and print the function, where 1
 had the policy type the `direct` plan's grep and sed, and its policy copied the prompt's placeholders
 (`sed -n '/def NAME(/,+20p'`) instead of a listed name. 3: six turns, `oracle` lists the functions and the
 bug is a change `mutate NAME` lists, applied by number, where 2's policies never wrote a `str_replace` that
-applied (0 of 24 episodes at 1 and at 3 epochs)."""
+applied (0 of 24 episodes at 1 and at 3 epochs). 4: `oracle`, `bug` and `weaken` end with the next command
+(`Next: ...`), where 3's policies repeated `oracle` until they ran out of turns."""
 FORMAT = 20
 """Version of the expert and the recipe; part of the config key. 6: the expert locates with a repo-wide
 `git grep` and views from the `def` line it printed. 7: the injector expert prints the lines it changes

@@ -82,7 +82,11 @@ class RandomEpisode:
     choices: KitChoices
     valid: bool
     failed_check: str | None
-    """The first validation check that failed (None when valid, "no_submission" when it did not submit)."""
+    """The first validation check that failed; None when valid; "no_submission" when the episode did not
+    submit, "incomplete" when its files are not an artifact (it stopped before the bug), "error" when
+    validation stopped outside its checks (`detail` says why)."""
+    detail: str = ""
+    """The failed check's detail, or why validation or the artifact failed."""
 
 
 def random_kit_episode(spec, tokenizer, rng: random.Random, *, image: str | None = None) -> RandomEpisode:
@@ -108,5 +112,9 @@ def random_kit_episode(spec, tokenizer, rng: random.Random, *, image: str | None
         report = validate(BugArtifact.from_files(ep.submission), spec)
     except SelfPlayError as exc:
         log.info("random injector: the submission is not an artifact: %s", exc)
-        return RandomEpisode(spec.name, choices, False, "artifact")
-    return RandomEpisode(spec.name, choices, bool(report.valid), None if report.valid else report.failed_check)
+        return RandomEpisode(spec.name, choices, False, "incomplete", str(exc))
+    if report.valid:
+        return RandomEpisode(spec.name, choices, True, None)
+    failed = next((c for c in report.checks if not c.passed), None)
+    return RandomEpisode(spec.name, choices, False, failed.name if failed else "error",
+                         failed.detail if failed else report.error or "")

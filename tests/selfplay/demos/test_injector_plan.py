@@ -265,7 +265,8 @@ def test_the_kit_numbers_the_operators_changes_and_applies_one_from_the_committe
     (repo / "pkg" / "core.py").write_text(KIT_SOURCE.replace("import os", "import sys"))  # an earlier edit of its own
     applied = run("mutate", "f", "1")
     assert applied.returncode == 0, applied.stdout
-    assert applied.stdout.startswith("Saved bug_inject.diff (pkg/core.py). With the bug: 0 passed, 1 failed.")
+    assert applied.stdout.splitlines() == ["Saved bug_inject.diff (pkg/core.py). With the bug: 0 passed, 1 failed.",
+                                           "FAILED tests/test_core.py::test_f", "Next: python /tmp/kit.py weaken"]
     assert (repo / "pkg" / "core.py").read_text() == KIT_SOURCE.replace("x + 10", "x + 11")
     diff = (art / "bug_inject.diff").read_text()
     assert "\n-    return x + 10\n+    return x + 11\n" in diff and "import" not in diff
@@ -278,14 +279,16 @@ def test_the_kit_numbers_the_operators_changes_and_applies_one_from_the_committe
 
 
 def test_the_kit_oracle_lists_the_functions_code_would(tmp_path):
-    """`oracle` ends with what `code` prints, so the plan needs no turn for it; a first oracle file not named
-    after its code gets `code`'s message there, and `oracle` still succeeds."""
+    """`oracle` ends with what `code` prints, so the plan needs no turn for it, and the next command; a first
+    oracle file not named after its code gets `code`'s message there, and `oracle` still succeeds."""
     art, repo, run = _kit_repo(tmp_path)
     (art / "test_files.txt").unlink()
     ran = run("oracle", "tests/test_core.py")
     assert ran.returncode == 0
     code_listing = run("code").stdout
-    assert ran.stdout.splitlines()[1:] == code_listing.splitlines() and code_listing.startswith("pkg/core.py\n")
+    assert ran.stdout.splitlines()[1:] == [*code_listing.splitlines(), "Next: python /tmp/kit.py mutate NAME, NAME a "
+                                                                       "function listed above."]
+    assert code_listing.startswith("pkg/core.py\n")
     (repo / "tests" / "core_checks.py").write_text("def test_f():\n    pass\n")
     other = run("oracle", "tests/core_checks.py")
     assert other.returncode == 0 and other.stdout.splitlines()[1].startswith("The first oracle file is not named test_X.py")
