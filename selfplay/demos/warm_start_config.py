@@ -153,7 +153,8 @@ oracle test file, the function and the change's number. The default's
     """Peak SFT learning rate; None is the preset's (cpu: 1e-4). 2e-4 for the default's few steps."""
     loss_turns: Literal["valid", "edit"] = "valid"
     """Which assistant turns carry loss: every valid action ("valid"), or only the `edit` actions (view,
-    str_replace: the repair the expert's opening and closing turns drown out)."""
+    str_replace: the repair the expert's opening and closing turns drown out). "edit" needs `direct` injector
+    demonstrations (or none): a `kit` one has no edit."""
     max_context_tokens: int = 2048
     """Token budget of one solver demonstration."""
     injector_max_context_tokens: int = 3072
@@ -208,6 +209,10 @@ oracle test file, the function and the change's number. The default's
             raise ValueError(f"warm_start.config.locate must be any, visible or localize, got {self.locate!r}")
         if self.loss_turns not in LOSS_TURNS:
             raise ValueError(f"warm_start.config.loss_turns must be one of {LOSS_TURNS}, got {self.loss_turns!r}")
+        if self.loss_turns == "edit" and self.injector_strategy == "kit" and self.injector_per_repo:
+            raise ValueError("warm_start.config.loss_turns: edit trains only `edit` actions, and a kit injector "
+                             "demonstration has none (`mutate` makes its change): set loss_turns: valid, "
+                             "injector_strategy: direct, or injector_per_repo: 0")
 
     def seeds(self) -> tuple[int, ...]:
         """SeedConfig seeds of its seeding rounds (`collect.make_demos` draws them in this order)."""

@@ -200,7 +200,7 @@ def test_content_key_pins_token_ids_masks_order_and_steps():
 def test_config_key_changes_with_every_field_and_format(monkeypatch):
     base = WarmStartConfig()
     keys = {ws.config_key(base), ws.config_key(SIZES["full"]), ws.config_key(WarmStartConfig(injector_per_repo=0)),
-            ws.config_key(WarmStartConfig(loss_turns="edit"))}
+            ws.config_key(WarmStartConfig(loss_turns="edit", injector_strategy="direct"))}
     assert len(keys) == 4
     monkeypatch.setattr(ws, "FORMAT", ws.FORMAT + 1)
     assert ws.config_key(base) not in keys
@@ -244,6 +244,9 @@ def test_injector_operators_enter_the_config_key_only_when_set(monkeypatch):
     assert ws.config_key(replace(kit, injector_per_repo=0)) == none_key
     with pytest.raises(ValueError, match="injector_strategy must be direct or kit, got 'removal'"):
         WarmStartConfig(injector_strategy="removal")
+    with pytest.raises(ValueError, match="a kit injector demonstration has none"):
+        WarmStartConfig(loss_turns="edit")
+    assert WarmStartConfig(loss_turns="edit", injector_per_repo=0).loss_turns == "edit"
     for bad in ({"localize_recover": 8}, {"localize_recover": 8, "locate": "localize"},
                 {"localize_recover": -1, "locate": "localize", "localize_ranks": 1}):
         with pytest.raises(ValueError, match="localize_recover must be >= 0, and recovery demonstrations need"):
