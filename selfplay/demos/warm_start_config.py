@@ -139,15 +139,15 @@ oracle test file, the function and the change's number. The default's
     8 epochs of 4 at 1e-4 (24 steps, final loss 0.065) took 26 min of SFT on an AVX2-only 2-core box, over
     the first run's 30-minute budget; 5 in steps of 2 at 1e-4 ended at loss 0.3 and its run solved
     nothing (docs/benchmarks.md, the embedded default)."""
-    injector_epochs: int | None = 1
+    injector_epochs: int | None = 3
     """Passes over the injector demonstrations (the first ones of `epochs`); None is every epoch. A
     `direct` injector demonstration is about twice a solver one's length, so at 8 epochs they took 48% of the
-    SFT time, and the default run's injector made no valid bug at 8 epochs either. With `kit`
-    demonstrations, 3 epochs took the policy further through the plan than 1 (a test file checked in 16
-    of 24 episodes against 3), still to no valid bug, for 110 s more SFT (docs/benchmarks.md, the
-    artifact kit)."""
+    SFT time, and the default run's injector made no valid bug at 8 epochs either. The default's three `kit`
+    demonstrations (KIT_FORMAT 4) at 3 epochs made 23 of 24 injector episodes valid, 19 of them a
+    demonstrated bug replayed; at 1 epoch 0 of 24, the policy repeating `oracle` or giving `mutate` a path.
+    3 epochs cost about 80 s more SFT (docs/benchmarks.md, "Thirtieth attempt")."""
     batch_size: int | None = 2
-    """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 gives the default 17 steps with under
+    """Demonstrations per SFT step; None is the preset's (cpu: 4). 2 gives the default 21 steps with under
     half the tokens of 8 epochs of 4."""
     lr: float | None = 2e-4
     """Peak SFT learning rate; None is the preset's (cpu: 1e-4). 2e-4 for the default's few steps."""
