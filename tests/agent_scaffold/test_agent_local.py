@@ -91,7 +91,7 @@ def test_roles_and_templates():
     kit = render_template(load_role("injector", "kit").task_template,
                           load_role("injector", "kit").defaults | {"workdir": "/testbed"})
     assert "five files in /tmp/ssr_artifact" in kit and all(
-        f"`python /tmp/kit.py {c}" in kit for c in ("oracle", "code", "show", "bug", "weaken"))
+        f"`python /tmp/kit.py {c}" in kit for c in ("oracle", "mutate", "show", "bug", "weaken"))
     with pytest.raises(ValueError, match="needs --strategy, one of removal, history, direct, kit"):
         load_role("injector")
     with pytest.raises(ValueError, match="unknown role 'judge'"):
