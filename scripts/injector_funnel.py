@@ -1,9 +1,12 @@
 """Where the injector episodes of run or arm directories broke the expert's plan, step by step.
 
-    .venv/bin/python scripts/injector_funnel.py runs/exp_fmt9_control/arms/control-* [--json OUT]
+    .venv/bin/python scripts/injector_funnel.py runs/exp_fmt9_control/arms/control-* [--demos WARM_START_DIR] [--json OUT]
 
-One row per directory: injector episodes, valid artifacts, and how many episodes had each step label of
-`selfplay.experiment.injector_steps` (the function listing, the view, the bug edit) at least once.
+One row per directory: injector episodes, valid artifacts, how many of those were new to the store (rewarded
+above -1; a duplicate of a stored bug is rewarded as invalid), and how many episodes had each step label of
+`selfplay.experiment.injector_steps` (the function listing, the view, the bug edit) at least once. With
+`--demos` (a warm start's cache directory), a valid kit episode whose function and change number
+(`kit_choice`) are its repo's demonstrated ones is counted as a replay. Per iteration: valid / new / replays.
 """
 
 from __future__ import annotations
@@ -13,18 +16,34 @@ import gzip
 import json
 from pathlib import Path
 
-from selfplay.experiment.injector_steps import STEPS, injector_steps, step_counts
+from selfplay.experiment.injector_steps import STEPS, injector_steps, kit_choice, step_counts
 
 
-def episodes(run_dir: Path) -> list[dict]:
+def demonstrated_choices(warm_start_dir: Path) -> dict[str, set[tuple[str, int]]]:
+    """Each repo's kit choices in the injector demonstrations of a warm start (`demos/REPO/trajectories`)."""
+    out: dict[str, set[tuple[str, int]]] = {}
+    for path in sorted(warm_start_dir.glob("demos/*/trajectories/injector-*.jsonl")):
+        for line in path.read_text().splitlines():
+            choice = kit_choice(json.loads(line)["messages"])
+            if choice:
+                out.setdefault(path.parent.parent.name, set()).add(choice)
+    return out
+
+
+def episodes(run_dir: Path, shown: dict[str, set[tuple[str, int]]]) -> list[dict]:
     out = []
     for path in sorted(run_dir.glob("trajectories/it*-injector.jsonl.gz")):
         with gzip.open(path, "rt") as fh:
             for line in fh:
                 row = json.loads(line)
                 meta, validation = row["metadata"], row["metadata"].get("validation")
-                out.append({"id": meta.get("id"), "repo": meta.get("repo"), "termination": meta.get("termination"),
-                            "valid": bool(isinstance(validation, dict) and validation.get("valid")),
+                valid = bool(isinstance(validation, dict) and validation.get("valid"))
+                choice = kit_choice(row["messages"])
+                out.append({"id": meta.get("id"), "repo": meta.get("repo"), "iteration": meta.get("iteration"),
+                            "termination": meta.get("termination"), "valid": valid, "reward": row.get("reward"),
+                            "new": valid and row.get("reward") is not None and row["reward"] > -1,
+                            "choice": list(choice) if choice else None,
+                            "replay": valid and choice in shown.get(str(meta.get("repo")), set()),
                             "steps": list(injector_steps(row["messages"]))})
     return out
 
@@ -32,16 +51,24 @@ def episodes(run_dir: Path) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dirs", nargs="+", type=Path, help="Run (or experiment arm) directories.")
+    ap.add_argument("--demos", type=Path, default=None,
+                    help="A warm start's cache directory: count valid episodes that replay its injector demonstrations.")
     ap.add_argument("--json", type=Path, default=None, help="Also write every episode's labels here.")
     args = ap.parse_args()
+    shown = demonstrated_choices(args.demos) if args.demos else {}
     result = {}
-    print("| run | episodes | valid | " + " | ".join(STEPS) + " |")
-    print("|---" * (3 + len(STEPS)) + "|")
+    print("| run | episodes | valid | new to the store | replays | per iteration | " + " | ".join(STEPS) + " |")
+    print("|---" * (6 + len(STEPS)) + "|")
     for d in args.dirs:
-        eps = episodes(d)
+        eps = episodes(d, shown)
         counts = step_counts([e["steps"] for e in eps])
-        result[str(d)] = {"episodes": eps, "counts": counts}
-        print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
+        result[str(d)] = {"episodes": eps, "counts": counts,
+                          "demonstrated": {r: sorted(c) for r, c in shown.items()}}
+        its = sorted({e["iteration"] for e in eps if e["iteration"] is not None})
+        per = ", ".join("/".join(str(sum(e[k] for e in eps if e["iteration"] == i)) for k in ("valid", "new", "replay"))
+                        for i in its)
+        print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | {sum(e['new'] for e in eps)} | "
+              f"{sum(e['replay'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 

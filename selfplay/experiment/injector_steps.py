@@ -87,6 +87,29 @@ def _kit_command(command: str) -> tuple[str | None, ...]:
     return tuple(words[at + 1:]) if at is not None and at + 1 < len(words) else (None,)
 
 
+def kit_choice(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
+    """The function and change number of a transcript's last `mutate NAME K` that saved a bug diff (the
+    kit's operator bug the episode submitted, unless a later edit changed it), or None when there is none.
+    Two episodes with the same choice on one repo wrote the same bug: how the experiment counts replays of
+    a demonstrated bug."""
+    choice = None
+    body = list(messages[2:])
+    for i, m in enumerate(body):
+        if m.get("role") != "assistant":
+            continue
+        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) else ""
+        try:
+            action = parse_action(str(m.get("content", "")))
+        except FormatError:
+            continue
+        if action.tool != "bash":
+            continue
+        kit, *args = _kit_command(action.command)
+        if kit == "mutate" and len(args) == 2 and args[1].isdigit() and after.startswith("Saved bug_inject.diff"):
+            choice = (args[0], int(args[1]))
+    return choice
+
+
 def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:
     """Episodes with each label at least once (a label per column of the docs' funnel table)."""
     counts: Counter[str] = Counter()

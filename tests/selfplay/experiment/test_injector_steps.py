@@ -1,6 +1,6 @@
 """The step labels of an injector transcript: listing, view (and whether its name was listed), bug edit."""
 
-from selfplay.experiment.injector_steps import STEPS, injector_steps, step_counts
+from selfplay.experiment.injector_steps import STEPS, injector_steps, kit_choice, step_counts
 
 FENCE = "```"
 
@@ -85,3 +85,17 @@ def test_the_kit_mutate_commands_get_their_labels():
                 bash(f"{kit} mutate f 1"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 8 passed, 1 failed.\n"
                                              "FAILED t/test_core.py::test_f\n[exit code 0]")]
     assert injector_steps(messages) == ("changes_error", "changes_listed", "bug_error", "bug_fails")
+
+
+def test_the_kit_choice_is_the_last_mutate_that_saved_a_bug():
+    """A refused `mutate NAME K` is no choice; of two that saved a diff, the later one is what was submitted."""
+    kit = "python /tmp/kit.py"
+    head = [{"role": "system", "content": "s"}, o("task")]
+    refused = [bash(f"{kit} mutate f 4"), o("No change 4: K is one of the numbers `python /tmp/kit.py mutate f` "
+                                            "lists.\n[exit code 1]")]
+    saved = [bash(f"{kit} mutate f 1"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 8 passed, 1 failed.")]
+    again = [bash(f"{kit} mutate g 2"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 7 passed, 2 failed.")]
+    assert kit_choice(head + refused) is None
+    assert kit_choice(head + refused + saved) == ("f", 1)
+    assert kit_choice(head + saved + again + [a(f"{FENCE}submit\n{FENCE}")]) == ("g", 2)
+    assert kit_choice(head + [bash(f"{kit} mutate f")]) is None  # the listing, not a change
