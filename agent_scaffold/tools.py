@@ -1,5 +1,8 @@
 """`Toolbox`: executes a parsed action in the sandbox and turns the outcome into an observation.
 
+A command's output is shown without test runners' durations (`durations.mask_durations`), so an episode's
+tokens do not depend on how fast the machine ran its tests.
+
 Agent mistakes (a failing command, an edit that does not match) become observations; `SandboxError`
 propagates so the loop can end the episode as an infrastructure failure.
 """
@@ -10,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 from agent_scaffold.actions import Action
+from agent_scaffold.durations import mask_durations
 from agent_scaffold.editor import EditError, Editor
 from agent_scaffold.localize import LocalizeError, Localizer, localize
 from sandboxes.sandbox import Sandbox
@@ -72,7 +76,7 @@ class Toolbox:
 
     def _bash(self, command: str) -> Outcome:
         res = self.sandbox.exec(command, timeout=self.command_timeout, user="agent")  # never as the grader
-        output = truncate(res.output, self.max_observation_chars)
+        output = truncate(mask_durations(res.output), self.max_observation_chars)
         if res.timed_out:
             note = f"[command timed out after {self.command_timeout:g} s and was killed]"
         else:

@@ -134,6 +134,14 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def preset_temperature(preset: str, overrides: list[str]) -> float:
+    """The rollout temperature a `selfplay run` of `preset` with `overrides` samples at: what the rl arms use
+    unless `--temperature` says otherwise, so the experiment plays the run it compares."""
+    from selfplay.config.loader import load_config
+
+    return float(load_config(preset, list(overrides)).rollout.temperature)
+
+
 def main() -> None:
     from sandboxes.reaper import registry
 
@@ -162,9 +170,10 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-5, help="rl: the RL arm's learning rate (control: 0).")
     ap.add_argument("--samples", type=int, default=2,
                     help="rl: episodes per held-out task at the training temperature (pass@k).")
-    ap.add_argument("--temperature", type=float, default=1.0,
+    ap.add_argument("--temperature", type=float, default=None,
                     help="rl: sampling temperature of training episodes (rollout.temperature; the learner's "
-                         "logprobs follow it) and of the held-out samples.")
+                         "logprobs follow it) and of the held-out samples (default: the --preset's, with the "
+                         "--set overrides: 0.5 for `default`); the other arms: of their samples (default 1.0).")
     ap.add_argument("--workers", type=int, default=4, help="rl: held-out episodes in flight at once.")
     ap.add_argument("--control-learner", choices=("on", "off"), default="on",
                     help="rl: run the control arm's learner at LR 0 (on), or not at all (off: the same weights, "
@@ -221,6 +230,8 @@ def main() -> None:
     ap.add_argument("--phase", choices=("before", "after", "both"), default="both",
                     help="Run one policy only; results of the other phase are read back from --out.")
     args = ap.parse_args()
+    if args.temperature is None:
+        args.temperature = preset_temperature(args.preset, args.overrides) if args.arm == "rl" else 1.0
     if args.arm == "rl":
         return run_rl(args)
     if args.arm == "report":

@@ -187,3 +187,13 @@ def test_a_stopped_recheck_keeps_its_first_checkpoint_and_the_same_command_conti
     with pytest.raises(SystemExit, match=f"--out {out}: cannot read it as a recheck's output"):
         bench.main()
     assert out.read_text() == "notes of mine" and played == ["R", "W", "W"]
+
+
+def test_the_rl_arms_sample_at_the_presets_temperature_unless_told(bench):
+    """Left out, `--temperature` is what `selfplay run` of the preset samples at (the default's 0.5), so the
+    experiment plays the run it stands for; a `--set rollout.temperature` is that run's too."""
+    assert bench.preset_temperature("default", []) == 0.5
+    assert bench.preset_temperature("default", ["rollout.temperature=0.7"]) == 0.7
+    from selfplay.config.loader import load_config
+
+    assert bench.preset_temperature("gpu-1node", []) == load_config("gpu-1node").rollout.temperature
