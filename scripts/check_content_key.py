@@ -13,10 +13,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from selfplay.demos.warm_start import _demonstrate, content_key, sft_config
+from selfplay.demos.warm_start import content_key, training_content
 from selfplay.demos.warm_start_config import WarmStartConfig
-from selfplay.learner.rft import sft_samples
-from selfplay.learner.sft import batches
 
 
 def main() -> None:
@@ -27,9 +25,8 @@ def main() -> None:
     keys = []
     for i in range(args.runs):
         root = Path(tempfile.mkdtemp(prefix=f"content-key-{i}-"))
-        data, _, _ = _demonstrate(config, root)
-        samples = sft_samples(data.trajectories, turns=config.loss_turns)
-        keys.append(content_key(samples, len(batches(samples, sft_config(config)))))
+        *_, samples, steps = training_content(config, root)
+        keys.append(content_key(samples, steps))
         print(f"collection {i}: {len(samples)} samples, content key {keys[-1]} ({root})", flush=True)
     print("same" if len(set(keys)) == 1 else "different")
     raise SystemExit(0 if len(set(keys)) == 1 else 1)

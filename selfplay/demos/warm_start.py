@@ -196,12 +196,9 @@ def _drills(config: WarmStartConfig) -> list[Any]:
     return out
 
 
-def _build(config: WarmStartConfig, root: Path) -> Path:
-    if (root / "store.db").exists():  # an interrupted build or a rebuild: its demonstrations would be stored twice
-        (root / "store.db").unlink()
-        shutil.rmtree(root / "demos", ignore_errors=True)
-    start = time.monotonic()
-    root.mkdir(parents=True, exist_ok=True)
+def training_content(config: WarmStartConfig, root: Path) -> tuple[Any, dict[str, int], dict[str, Any], list[Any], int]:
+    """What a build of `config` trains on, its demonstrations collected into `root`: (RFT data, operator
+    coverage, timings, SFT samples, optimizer steps); `content_key(samples, steps)` names it."""
     data, operators, timings = _demonstrate(config, root)
     leaked = sorted({t.metadata.get("repo") for t in data.trajectories} - set(config.repos))
     if leaked:  # the store is this build's own, so this is a bug in collection, not a user error
@@ -210,8 +207,17 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
     if config.drills:
         samples += _drills(config)
         timings["drills"] = config.drills
+    return data, operators, timings, samples, len(batches(samples, sft_config(config)))
+
+
+def _build(config: WarmStartConfig, root: Path) -> Path:
+    if (root / "store.db").exists():  # an interrupted build or a rebuild: its demonstrations would be stored twice
+        (root / "store.db").unlink()
+        shutil.rmtree(root / "demos", ignore_errors=True)
+    start = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    data, operators, timings, samples, steps = training_content(config, root)
     sft = sft_config(config)
-    steps = len(batches(samples, sft))
     content = content_key(samples, steps)
     model = root / f"model-{content}"
     tmp = root / "model.tmp"

@@ -21,10 +21,10 @@ edit. Each turn of an episode gets one label, so a table of episodes shows where
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.actions import Action, FormatError, parse_action
 from agent_scaffold.artifact_kit import KIT_PATH
 from selfplay.demos.injector import LIST_TESTS
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
@@ -37,16 +37,8 @@ STEPS = ("tests_listed", "oracle_ok", "oracle_error", "changes_listed", "changes
 def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     """The labels of an injector transcript's turns (system and task prompt first)."""
     steps: list[str] = []
-    seen: list[str] = []  # observations so far
-    body = list(messages[2:])
-    for i, m in enumerate(body):
-        if m.get("role") != "assistant":
-            seen.append(str(m.get("content", "")))
-            continue
-        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) else ""
-        try:
-            action = parse_action(str(m.get("content", "")))
-        except FormatError:
+    for action, after, seen in _turns(messages):
+        if action is None:
             steps.append("format_error")
             continue
         kit, *kit_args = _kit_command(action.command) if action.tool == "bash" else (None,)
@@ -79,6 +71,23 @@ def injector_steps(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
     return tuple(steps)
 
 
+def _turns(messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Action | None, str, list[str]]]:
+    """Each assistant turn after the system and task prompts: its action (None for a format error), the
+    observation that answered it, and the observations before it."""
+    seen: list[str] = []
+    body = list(messages[2:])
+    for i, m in enumerate(body):
+        if m.get("role") != "assistant":
+            seen.append(str(m.get("content", "")))
+            continue
+        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) else ""
+        try:
+            action: Action | None = parse_action(str(m.get("content", "")))
+        except FormatError:
+            action = None
+        yield action, after, seen
+
+
 def _kit_command(command: str) -> tuple[str | None, ...]:
     """The kit subcommand a bash command runs and its arguments (the words after `KIT_PATH`); (None,) when
     it runs no kit."""
@@ -93,16 +102,8 @@ def kit_choice(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     Two episodes with the same choice on one repo wrote the same bug: how the experiment counts replays of
     a demonstrated bug."""
     choice = None
-    body = list(messages[2:])
-    for i, m in enumerate(body):
-        if m.get("role") != "assistant":
-            continue
-        after = str(body[i + 1].get("content", "")) if i + 1 < len(body) else ""
-        try:
-            action = parse_action(str(m.get("content", "")))
-        except FormatError:
-            continue
-        if action.tool != "bash":
+    for action, after, _ in _turns(messages):
+        if action is None or action.tool != "bash":
             continue
         kit, *args = _kit_command(action.command)
         if kit == "mutate" and len(args) == 2 and args[1].isdigit() and after.startswith("Saved bug_inject.diff"):
