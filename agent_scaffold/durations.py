@@ -15,10 +15,13 @@ import re
 PYTEST_WIDTH = 80
 """The width pytest draws its rules to when its output is not a terminal (the toolbox's case)."""
 
-_OUTCOME = r"(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun|no tests ran)"
-_PYTEST = re.compile(rf"^(?P<rule>=+ )?(?P<title>[^\n]*?\b{_OUTCOME}\b[^\n]*?) in \d+(?:\.\d+)?s"
-                     rf"(?: \(\d+:\d\d:\d\d\))?(?(rule) =+)[ \t]*$", re.M)
-_UNITTEST = re.compile(r"^(?P<title>Ran \d+ tests?) in \d+(?:\.\d+)?s[ \t]*$", re.M)
+_OUTCOME = re.compile(r"\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|warnings?|rerun|no tests ran)\b")
+# A summary's end, searched for in one line at a time. Output is the model's to shape (up to the sandbox's
+# 1 MiB), so no pattern here may backtrack over a line: the duration is found from the end first, and the
+# title before it is checked after.
+_PYTEST_END = re.compile(r" in \d+(?:\.\d+)?s(?: \(\d+:\d\d:\d\d\))?(?P<rule> =+)?[ \t]*$")
+_PYTEST_RULE = re.compile(r"=+ ")
+_UNITTEST = re.compile(r"Ran \d+ tests?(?= in \d+(?:\.\d+)?s[ \t]*$)")
 
 
 def pytest_rule(title: str, width: int = PYTEST_WIDTH) -> str:
@@ -28,7 +31,24 @@ def pytest_rule(title: str, width: int = PYTEST_WIDTH) -> str:
     return line + "=" if len(line) + 1 <= width else line
 
 
+def _masked_line(line: str) -> str:
+    if (ran := _UNITTEST.match(line)) is not None:
+        return ran[0]
+    end = _PYTEST_END.search(line)
+    if end is None:
+        return line
+    head = line[:end.start()]
+    rule = _PYTEST_RULE.match(head) if end["rule"] else None
+    if end["rule"] and rule is None:
+        return line  # a closing rule with no opening one: not pytest's
+    title = head[rule.end():] if rule else head
+    if _OUTCOME.search(title) is None:
+        return line
+    return pytest_rule(title) if rule else title
+
+
 def mask_durations(text: str) -> str:
-    """`text` with the durations of pytest's and unittest's summary lines removed."""
-    text = _PYTEST.sub(lambda m: pytest_rule(m["title"]) if m["rule"] else m["title"], text)
-    return _UNITTEST.sub(lambda m: m["title"], text)
+    """`text` with the durations of pytest's and unittest's summary lines removed (in time linear in `text`)."""
+    if " in " not in text:
+        return text
+    return "\n".join(_masked_line(line) for line in text.split("\n"))
