@@ -40,6 +40,7 @@ def test_scripted_policy_fixes_a_real_bug(toolz_sandbox, tokenizer):
     assert "failed" in obs[0] and "[exit code 0]" in obs[1] and "d[item] = 1" in obs[2]
     assert obs[2].startswith("toolz.frequencies is defined at toolz/itertoolz.py:")
     assert "Edited toolz/itertoolz.py" in obs[3] and " passed" in obs[4] and "failed" not in obs[4]
+    assert obs[4].splitlines()[0].endswith(" passed")  # pytest's duration is not shown (agent_scaffold.durations)
     changed = [ln for ln in ep.submission.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
     assert changed == FIX_DIFF_LINES and "a/toolz/itertoolz.py" in ep.submission
 
