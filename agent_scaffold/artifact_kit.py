@@ -22,13 +22,17 @@ and `validate` judges the five submitted files exactly as it judges any others.
 
 With `mutate` a bug's text comes from the operators, as a procedural seed's does; the policy's choices
 are where and which, and the run's valid-bug rate is read beside that of random choices
-(docs/benchmarks.md). The kit runs as the agent uid, like any command of the episode, so it can do nothing
+(docs/benchmarks.md). An episode may be given the lines that the store's bugs of its repo already change
+(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes whose first changed line
+is one of them, and says how many it left out, so that a change it lists is not a bug the curriculum holds
+(the store's own rule, `selfplay.task.keys_match`, still judges every artifact). The kit runs as the agent uid, like any command of the episode, so it can do nothing
 the policy could not; it lives in /tmp, which every sandbox reset empties, so no other episode sees it.
 Root writes it, so the policy cannot rewrite it for a later call of the same episode.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +94,7 @@ D = {artifact_dir!r}
 PARSER = {parser!r}
 WEAKEN = {weaken!r}
 OPERATORS = {operators!r}
+STORED = {stored!r}
 
 
 def fail(message):
@@ -192,15 +197,22 @@ def mutations(path, name):
         fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
     if not found:
         fail("No listed change fits " + name + ": choose another function, or change it with str_replace.")
-    return found[:{mutations}]
+    stored = set(STORED.get(path, ()))
+    fresh = [m for m in found if m.line not in stored]
+    if not fresh:
+        fail("Every change of " + name + " is on a line that a bug in the store already changes: choose another "
+             "function, or change it with str_replace.")
+    return fresh[:{mutations}], len(found) - len(fresh)
 
 
 def mutate(name, pick):
     path = code_file()
-    found = mutations(path, name)
+    found, hidden = mutations(path, name)
     if pick is None:
         for k, m in enumerate(found, 1):
             print("%d. line %d: %s  ->  %s" % (k, m.line, m.old[:{chars}], m.new[:{chars}]))
+        if hidden:
+            print("(%d more on lines that bugs in the store already change: not listed.)" % hidden)
         print("Apply one: python {path} mutate " + name + " K")
         return
     if not pick.isdigit() or not 1 <= int(pick) <= len(found):
@@ -251,13 +263,18 @@ if __name__ == "__main__":
 '''
 
 
-def kit_source(artifact_dir: str) -> str:
-    """The kit's Python source for an episode whose artifact goes to `artifact_dir`."""
+def kit_source(artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = ()) -> str:
+    """The kit's Python source for an episode whose artifact goes to `artifact_dir`. `stored_lines`: (path,
+    line) of the committed files' lines that the store's bugs already change; `mutate` lists no change
+    there. Without them the kit prints what it printed before they existed, so demonstrations keep their text."""
+    stored: dict[str, list[int]] = {}
+    for path, line in sorted(set(stored_lines)):
+        stored.setdefault(path, []).append(line)
     return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN, listing=DEF_LISTING,
                        after=VIEW_AFTER, operators=Path(mutation_operators.__file__).read_text(),
-                       mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS)
+                       mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS, stored=stored)
 
 
-def install_kit(sandbox: Sandbox, artifact_dir: str) -> None:
+def install_kit(sandbox: Sandbox, artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = ()) -> None:
     """Writes the kit to `KIT_PATH` as root (the policy can run it, not rewrite it)."""
-    sandbox.write_file(KIT_PATH, kit_source(artifact_dir), user="root")
+    sandbox.write_file(KIT_PATH, kit_source(artifact_dir, stored_lines), user="root")

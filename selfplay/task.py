@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -159,6 +160,22 @@ def keys_match(a: BugKey | None, b: BugKey | None) -> bool:
     edit elsewhere (which breaks nothing more) does not make the same bug another one. Two different
     changes of one line that break the same tests count as one bug too."""
     return a is not None and b is not None and a[0] == b[0] and a[1] == b[1] and bool(a[2] & b[2])
+
+
+def stored_lines(tasks: Iterable[Task]) -> tuple[tuple[str, int], ...]:
+    """(path, line) of every original line that the first-order bugs among `tasks` remove or rewrite
+    (`bug_site`'s "-N"), sorted: a change of one of them breaking the same tests is, by `keys_match`, a
+    bug already held. Higher-order tasks and bug diffs that do not parse add nothing."""
+    lines: set[tuple[str, int]] = set()
+    for task in tasks:
+        if task.order != 1:
+            continue
+        try:
+            site = bug_site(task.artifact.bug_inject)
+        except DiffError:
+            continue
+        lines.update((path, int(at[1:])) for path, at in site if at.startswith("-"))
+    return tuple(sorted(lines))
 
 
 def same_bug(a: Task, b: Task) -> bool:

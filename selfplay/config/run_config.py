@@ -149,6 +149,11 @@ class RolloutConfig:
     (a short prompt: break any code, CPU warm starts) and "kit" (direct, with the artifact kit writing the
     test files, the bug diff and the weakening, and listing the operators' changes to a function:
     `agent_scaffold.artifact_kit`, the default preset's)."""
+    kit_store_view: bool = False
+    """Tell `kit` injector episodes which lines the store's bugs of their repo already change (as the
+    iteration starts), so that the kit's `mutate NAME` lists no change whose first changed line is one of
+    them: a listed change is then not a bug the store holds, though episodes of one iteration can still
+    write the same new one. The store's duplicate rule still judges every artifact."""
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""

@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_scaffold.artifact_kit import KIT_STRATEGY
 from agent_scaffold.trajectory import Trajectory
 from selfplay.config.run_config import RunConfig
 from selfplay.judge.rewards import injector_reward, solve_rate
@@ -40,7 +41,7 @@ from selfplay.orchestration.outcome import IterationOutcome, SolverAttempt
 from selfplay.orchestration.rundir import RunDir, append_trajectories, read_trajectories
 from selfplay.orchestration.state import InjectorVerdict, IterationProgress
 from selfplay.rollout.requests import EpisodeExecutor, EpisodeRequest, EpisodeResult
-from selfplay.task import Task, bug_key, keys_match
+from selfplay.task import Task, bug_key, keys_match, stored_lines
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -131,7 +132,16 @@ class IterationRollouts:
         requests = [EpisodeRequest(episode_id(self.run_id, it, "injector", i), "injector", repo, it,
                                    prog.policy_version, strategy=s, seed=rng.randrange(2**31))
                     for i, (repo, s) in enumerate(zip(repos, strategies))]
-        return [r for r in requests if r.episode_id not in prog.injectors]
+        todo = [r for r in requests if r.episode_id not in prog.injectors]
+        if not cfg.rollout.kit_store_view:
+            return todo
+        view = {repo: self._stored_lines(repo) for repo in {r.repo for r in todo if r.strategy == KIT_STRATEGY}}
+        return [replace(r, stored_lines=view[r.repo]) if r.repo in view and r.strategy == KIT_STRATEGY else r
+                for r in todo]
+
+    def _stored_lines(self, repo: str) -> tuple[tuple[str, int], ...]:
+        """The lines that the store's bugs of `repo` change (`rollout.kit_store_view`)."""
+        return stored_lines(self.store.get_tasks([s.task_id for s in self.store.task_stats(repo=repo)]))
 
     def _play_injectors(self, prog: IterationProgress, todo: list[EpisodeRequest], out: IterationOutcome) -> None:
         it = prog.iteration

@@ -44,6 +44,9 @@ class EpisodeRequest:
     seen: frozenset[str] = frozenset()
     """Solver: normalised hashes of the failed patches that already made higher-order tasks of `task`
     (`store.used_failed_patches(task_id)`), so a worker without the store does not derive one twice."""
+    stored_lines: tuple[tuple[str, int], ...] = ()
+    """Injector (`kit`, `rollout.kit_store_view`): (path, line) of the repo's lines that the store's bugs
+    already change when the iteration starts; the kit's `mutate NAME` lists no change there."""
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,8 @@ class Worker:
         policy = self.source.policy_for(request.role, request.policy_version)
         limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
-            seed=request.seed, temperature=self.config.rollout.temperature), localizer=localizer)
+            seed=request.seed, temperature=self.config.rollout.temperature), localizer=localizer,
+            stored_lines=request.stored_lines)
         timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
         timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)
         return ep

@@ -8,7 +8,7 @@ import pytest
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import bug_site
 from selfplay.errors import DiffError
-from selfplay.task import Task, same_bug
+from selfplay.task import Task, same_bug, stored_lines
 
 
 def one_line(new: str, line: int = 12, path: str = "boltons/jsonutils.py") -> str:
@@ -76,3 +76,14 @@ def test_same_bug_needs_the_same_lines_the_same_failing_tests_the_same_repo_and_
     assert not same_bug(a, task(one_line("failed"), ("tests/test_a.py::test_y",)))
     assert not same_bug(a, task(one_line("failed"), repo="toolz"))
     assert not same_bug(a, task(one_line("failed"), order=2))
+
+
+def test_stored_lines_are_the_old_lines_first_order_bugs_remove_or_rewrite():
+    """What the kit's `mutate` leaves out (`rollout.kit_store_view`): each first-order bug's removed lines,
+    not its insertion points; a higher-order task or a diff that does not parse adds nothing."""
+    insertion = ("diff --git a/boltons/x.py b/boltons/x.py\n--- a/boltons/x.py\n+++ b/boltons/x.py\n"
+                 "@@ -4,2 +4,3 @@\n a\n+b\n c\n")
+    tasks = [task(one_line("fail")), task(one_line("fail", line=40)), task(one_line("fail", path="boltons/o.py")),
+             task(insertion), task(one_line("fail", line=7), order=2), task("not a diff")]
+    assert stored_lines(tasks) == (("boltons/jsonutils.py", 12), ("boltons/jsonutils.py", 40), ("boltons/o.py", 12))
+    assert stored_lines([]) == ()

@@ -229,21 +229,22 @@ KIT_SOURCE = SOURCE + "\n\ndef noop():\n    return None\n"
 """`SOURCE` and a function no operator can change."""
 
 
-def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n"):
-    """A committed git repo with pkg/core.py (`KIT_SOURCE`), the artifact directory holding `test_files` and a
-    test script that fails when `return x + 10` is gone, and a runner of the kit written for it."""
+def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = KIT_SOURCE, stored=()):
+    """A committed git repo with pkg/core.py (`source`), the artifact directory holding `test_files` and a
+    test script that fails when `return x + 10` is gone, and a runner of the kit written for it (told of
+    `stored` lines)."""
     from agent_scaffold.artifact_kit import kit_source
 
     art, repo = tmp_path / "art", tmp_path / "repo"
     art.mkdir()
     repo.mkdir()
-    _shell("git -c user.email=k@t -c user.name=k commit -qm base", KIT_SOURCE, repo)
+    _shell("git -c user.email=k@t -c user.name=k commit -qm base", source, repo)
     (art / "test_files.txt").write_text(test_files)
     (art / "test_script.sh").write_text('#!/bin/bash\nif grep -q "x + 10$" pkg/core.py; then echo "PASSED tests/test_core.py::test_f"; '
                                         'else echo "FAILED tests/test_core.py::test_f"; fi\n')
     (art / "test_parser.py").write_text(PARSER)
     kit = tmp_path / "kit.py"
-    kit.write_text(kit_source(str(art)))
+    kit.write_text(kit_source(str(art), stored))
 
     def run(*args):
         return subprocess.run([sys.executable, str(kit), *args], cwd=repo, capture_output=True, text=True)
@@ -276,6 +277,38 @@ def test_the_kit_numbers_the_operators_changes_and_applies_one_from_the_committe
                           (("mutate", "noop"), "No listed change fits noop: choose another function")):
         out = run(*args)
         assert out.returncode == 1 and out.stdout.startswith(message), (args, out.stdout)
+
+
+def test_the_kit_leaves_out_the_changes_on_lines_the_store_bugs_change(tmp_path):
+    """`stored_lines` (`rollout.kit_store_view`): `mutate NAME` lists only the changes whose line no stored bug
+    changes, numbered from 1, and says how many it left out; `mutate NAME K` applies the K-th of that list.
+    A function with nothing left gets a message and exit 1; lines of another file hide nothing."""
+    from agent_scaffold.mutation_operators import function_mutations
+
+    source = KIT_SOURCE + "\n\ndef g(a, b):\n    if a < b:\n        c = a + b\n        return c\n    return a\n"
+    every = function_mutations(source, "g")
+    first = every[0].line
+    fresh = [m for m in every if m.line != first]
+    assert fresh and len(fresh) < len(every)
+    art, repo, run = _kit_repo(tmp_path, source=source, stored=[("pkg/core.py", first), ("pkg/core.py", 10),
+                                                                  ("pkg/other.py", fresh[0].line)])
+    listed = run("mutate", "g")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == [
+        *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(fresh, 1)),
+        f"({len(every) - len(fresh)} more on lines that bugs in the store already change: not listed.)",
+        "Apply one: python /tmp/kit.py mutate g K"]
+    assert run("mutate", "g", "1").returncode == 0
+    assert (repo / "pkg" / "core.py").read_text() == fresh[0].source
+    for args in (("mutate", "f"), ("mutate", "f", "1")):
+        out = run(*args)
+        assert out.returncode == 1
+        assert out.stdout.startswith("Every change of f is on a line that a bug in the store already changes: "
+                                     "choose another function, or change it with str_replace.")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "none").mkdir()
+    _, _, unaware = _kit_repo(tmp_path / "other", source=source, stored=[("pkg/other.py", first)])
+    assert unaware("mutate", "g").stdout == _kit_repo(tmp_path / "none", source=source)[2]("mutate", "g").stdout
 
 
 def test_the_kit_oracle_lists_the_functions_code_would(tmp_path):

@@ -289,3 +289,26 @@ def test_a_finished_run_closes_its_rollout_policy(tmp_path, monkeypatch):
     monkeypatch.setattr(loop, "build_learner", lambda *a, **k: (policy, None))
     run_selfplay(config(tmp_path), runner=TableRunner(group_size=G, solved_per_group=1))
     assert policy.closed == 1
+
+
+@pytest.mark.parametrize("view", [True, False])
+def test_kit_injectors_are_told_the_lines_the_store_bugs_change_as_the_iteration_starts(tmp_path, view):
+    """`rollout.kit_store_view`: a `kit` injector request carries the (path, line) that the store's bugs of
+    its repo change when its iteration starts: none in iteration 0 (an empty store), iteration 0's two bugs
+    (lines 1 and 2 of pkg/core.py) in iteration 1. Without the view no request carries any."""
+    from dataclasses import replace as with_
+
+    runner = TableRunner(group_size=G, solved_per_group=1, invalid=frozenset())
+    seen: dict[str, tuple] = {}
+
+    def spy(request):
+        if request.role == "injector":
+            seen[request.episode_id] = request.stored_lines
+        return runner(request)
+
+    spy.close = runner.close
+    cfg = config(tmp_path, iterations=2)
+    cfg = with_(cfg, rollout=with_(cfg.rollout, strategies=("kit",), solver_tasks=0, kit_store_view=view))
+    run_selfplay(cfg, runner=spy)
+    by_iteration = {it: {v for k, v in seen.items() if f"-it{it}-" in k} for it in (0, 1)}
+    assert by_iteration == {0: {()}, 1: {(("pkg/core.py", 1), ("pkg/core.py", 2)) if view else ()}}

@@ -431,3 +431,19 @@ def test_an_injector_out_of_turns_is_validated_with_submit_on_limit(worker, toke
     assert not result.infra_failure and result.termination == "max_turns", result.error
     assert result.trajectory.metadata["submitted_on_limit"] is True
     assert result.validation.valid, result.validation
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_kit_request_s_stored_lines_reach_the_kit_in_its_sandbox(worker, tokenizer):
+    """`rollout.kit_store_view` end to end below the loop: the request's (path, line) go to the kit the
+    worker installs, whose `mutate NAME` then leaves out the change on that line (toolz's frequencies:
+    line 546 holds one of its three listed changes)."""
+    from agent_scaffold.artifact_kit import KIT_COMMAND
+
+    _script(worker, tokenizer, "injector", [f"```bash\n{KIT_COMMAND} oracle toolz/tests/test_itertoolz.py\n```",
+                                            f"```bash\n{KIT_COMMAND} mutate frequencies\n```", "```submit\n```"])
+    result = worker(replace(_injector_request(3), strategy="kit", stored_lines=(("toolz/itertoolz.py", 546),)))
+    listing = result.trajectory.messages[5]["content"]
+    assert listing.startswith("1. line 548: d[item] += 1  ->  pass\n2. line 548: d[item] += 1  ->  d[item] += 2\n"
+                              "(1 more on lines that bugs in the store already change: not listed.)\n"), listing
