@@ -5,8 +5,10 @@
 One row per directory: injector episodes, valid artifacts, how many of those were new to the store (rewarded
 above -1; a duplicate of a stored bug is rewarded as invalid), and how many episodes had each step label of
 `selfplay.experiment.injector_steps` (the function listing, the view, the bug edit) at least once. With
-`--demos` (a warm start's cache directory), a valid kit episode whose function and change number
-(`kit_choice`) are its repo's demonstrated ones is counted as a replay. Per iteration: valid / new / replays.
+`--demos` (a warm start's cache directory), a valid kit episode whose change (`kit_change`: the function
+and the listed change, or the function and number of `kit_choice` where the episode printed no listing) is
+its repo's demonstrated one is counted as a replay. "Store view": episodes whose `mutate` listing left changes
+out for the store's view (`rollout.kit_store_view`). Per iteration: valid / new / replays.
 """
 
 from __future__ import annotations
@@ -16,17 +18,24 @@ import gzip
 import json
 from pathlib import Path
 
-from selfplay.experiment.injector_steps import STEPS, injector_steps, kit_choice, step_counts
+from selfplay.experiment.injector_steps import (
+    STEPS,
+    injector_steps,
+    kit_change,
+    kit_choice,
+    step_counts,
+    store_filtered,
+)
 
 
-def demonstrated_choices(warm_start_dir: Path) -> dict[str, set[tuple[str, int]]]:
-    """Each repo's kit choices in the injector demonstrations of a warm start (`demos/REPO/trajectories`)."""
-    out: dict[str, set[tuple[str, int]]] = {}
+def demonstrated_choices(warm_start_dir: Path) -> dict[str, set[tuple]]:
+    """Each repo's kit choices in the injector demonstrations of a warm start (`demos/REPO/trajectories`):
+    their `kit_choice` and their `kit_change`."""
+    out: dict[str, set[tuple]] = {}
     for path in sorted(warm_start_dir.glob("demos/*/trajectories/injector-*.jsonl")):
         for line in path.read_text().splitlines():
-            choice = kit_choice(json.loads(line)["messages"])
-            if choice:
-                out.setdefault(path.parent.parent.name, set()).add(choice)
+            messages = json.loads(line)["messages"]
+            out.setdefault(path.parent.parent.name, set()).update(c for c in (kit_choice(messages), kit_change(messages)) if c)
     return out
 
 
@@ -38,12 +47,13 @@ def episodes(run_dir: Path, shown: dict[str, set[tuple[str, int]]]) -> list[dict
                 row = json.loads(line)
                 meta, validation = row["metadata"], row["metadata"].get("validation")
                 valid = bool(isinstance(validation, dict) and validation.get("valid"))
-                choice = kit_choice(row["messages"])
+                choice, change = kit_choice(row["messages"]), kit_change(row["messages"])
                 out.append({"id": meta.get("id"), "repo": meta.get("repo"), "iteration": meta.get("iteration"),
                             "termination": meta.get("termination"), "valid": valid, "reward": row.get("reward"),
                             "new": valid and row.get("reward") is not None and row["reward"] > -1,
-                            "choice": list(choice) if choice else None,
-                            "replay": valid and choice in shown.get(str(meta.get("repo")), set()),
+                            "choice": list(choice) if choice else None, "change": list(change) if change else None,
+                            "replay": valid and (change or choice) in shown.get(str(meta.get("repo")), set()),
+                            "store_view": store_filtered(row["messages"]),
                             "steps": list(injector_steps(row["messages"]))})
     return out
 
@@ -57,18 +67,18 @@ def main() -> None:
     args = ap.parse_args()
     shown = demonstrated_choices(args.demos) if args.demos else {}
     result = {}
-    print("| run | episodes | valid | new to the store | replays | per iteration | " + " | ".join(STEPS) + " |")
-    print("|---" * (6 + len(STEPS)) + "|")
+    print("| run | episodes | valid | new to the store | replays | store view | per iteration | " + " | ".join(STEPS) + " |")
+    print("|---" * (7 + len(STEPS)) + "|")
     for d in args.dirs:
         eps = episodes(d, shown)
         counts = step_counts([e["steps"] for e in eps])
         result[str(d)] = {"episodes": eps, "counts": counts,
-                          "demonstrated": {r: sorted(c) for r, c in shown.items()}}
+                          "demonstrated": {r: sorted(c, key=str) for r, c in shown.items()}}
         its = sorted({e["iteration"] for e in eps if e["iteration"] is not None})
         per = ", ".join("/".join(str(sum(e[k] for e in eps if e["iteration"] == i)) for k in ("valid", "new", "replay"))
                         for i in its)
         print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | {sum(e['new'] for e in eps)} | "
-              f"{sum(e['replay'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
+              f"{sum(e['replay'] for e in eps)} | {sum(e['store_view'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 

@@ -111,6 +111,36 @@ def kit_choice(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     return choice
 
 
+STORE_FILTERED = ("bugs in the store already change: not listed.", "a bug in the store already changes:")
+"""What the kit's `mutate NAME` says when the store's view (`rollout.kit_store_view`) left changes out, or
+all of them."""
+
+
+def kit_change(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The function and the listed text (`line L: old  ->  new`) of the change the transcript's last saving
+    `mutate NAME K` applied, read from the latest `mutate NAME` listing before it; None without such a
+    mutate or listing. Unlike `kit_choice` it names the same change also when the store's view renumbered
+    the listing, so it tells a replay of a demonstrated bug from another change of the same number."""
+    listings: dict[str, str] = {}
+    change = None
+    for action, after, _ in _turns(messages):
+        if action is None or action.tool != "bash":
+            continue
+        kit, *args = _kit_command(action.command)
+        if kit == "mutate" and len(args) == 1 and "[exit code 0]" in after:
+            listings[args[0]] = after
+        elif kit == "mutate" and len(args) == 2 and args[1].isdigit() and after.startswith("Saved bug_inject.diff"):
+            line = next((li for li in listings.get(args[0], "").splitlines() if li.startswith(f"{int(args[1])}. ")), None)
+            change = (args[0], line.split(". ", 1)[1]) if line else None
+    return change
+
+
+def store_filtered(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """True when a `mutate NAME` of the transcript left changes out for the store's view."""
+    return any(action is not None and action.tool == "bash" and _kit_command(action.command)[0] == "mutate"
+               and any(text in after for text in STORE_FILTERED) for action, after, _ in _turns(messages))
+
+
 def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:
     """Episodes with each label at least once (a label per column of the docs' funnel table)."""
     counts: Counter[str] = Counter()

@@ -1,6 +1,13 @@
 """The step labels of an injector transcript: listing, view (and whether its name was listed), bug edit."""
 
-from selfplay.experiment.injector_steps import STEPS, injector_steps, kit_choice, step_counts
+from selfplay.experiment.injector_steps import (
+    STEPS,
+    injector_steps,
+    kit_change,
+    kit_choice,
+    step_counts,
+    store_filtered,
+)
 
 FENCE = "```"
 
@@ -99,3 +106,24 @@ def test_the_kit_choice_is_the_last_mutate_that_saved_a_bug():
     assert kit_choice(head + refused + saved) == ("f", 1)
     assert kit_choice(head + saved + again + [a(f"{FENCE}submit\n{FENCE}")]) == ("g", 2)
     assert kit_choice(head + [bash(f"{kit} mutate f")]) is None  # the listing, not a change
+
+
+def test_the_kit_change_is_read_from_the_listing_so_a_renumbered_listing_names_another_change():
+    """`kit_change`: the listed text of the applied change, from the latest listing of that function; the
+    same number after the store's view renumbered the listing is another change. `store_filtered` sees the
+    view's note and its refusal; no listing before the mutate gives None."""
+    kit = "python /tmp/kit.py"
+    head = [{"role": "system", "content": "s"}, o("task")]
+    full = [bash(f"{kit} mutate f"), o("1. line 4: a = 1  ->  pass\n2. line 5: b = 2  ->  pass\n"
+                                       "Apply one: python /tmp/kit.py mutate f K\n[exit code 0]")]
+    viewed = [bash(f"{kit} mutate f"), o("1. line 5: b = 2  ->  pass\n(1 more on lines that bugs in the store already "
+                                         "change: not listed.)\nApply one: python /tmp/kit.py mutate f K\n[exit code 0]")]
+    saved = [bash(f"{kit} mutate f 1"), o("Saved bug_inject.diff (pkg/core.py). With the bug: 8 passed, 1 failed.")]
+    assert kit_change(head + full + saved) == ("f", "line 4: a = 1  ->  pass")
+    assert kit_change(head + full + viewed + saved) == ("f", "line 5: b = 2  ->  pass")
+    assert kit_choice(head + full + saved) == kit_choice(head + viewed + saved) == ("f", 1)
+    assert kit_change(head + saved) is None and kit_change(head + full) is None
+    assert not store_filtered(head + full + saved) and store_filtered(head + viewed + saved)
+    refused = [bash(f"{kit} mutate g"), o("Every change of g is on a line that a bug in the store already changes: "
+                                          "choose another function, or change it with str_replace.\n[exit code 1]")]
+    assert store_filtered(head + refused)
