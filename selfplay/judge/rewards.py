@@ -32,8 +32,9 @@ class RewardConfig:
     """Reward a valid bug that the store already holds like a new one: the same normalised bug diff as an
     older task, or the same bug in other words (a changed line of the repo in common, breaking the same tests,
     also with an unrelated edit beside it: `selfplay.task.same_bug`). Off: it gets the invalid reward. On, RL at 135M learned to write one
-    known-valid bug again and again, and then reworded it (docs/benchmarks.md, fifth attempt). When episodes of
-    one iteration write the same new bug, the one recorded first (the first to finish) is the new one."""
+    known-valid bug again and again, and then reworded it (docs/benchmarks.md, fifth attempt). A bug is judged
+    against the store as the iteration found it: episodes of one iteration that write the same new bug are all
+    rewarded as new (which of them finished first is timing), and from the next iteration on it is held."""
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

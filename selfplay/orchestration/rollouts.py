@@ -163,7 +163,12 @@ class IterationRollouts:
                                                 strategy=r.strategy, episode_id=r.episode_id)
             verdict.artifact_id, verdict.task_id = stored.artifact_id, stored.task_id
             verdict.valid = bool(report.valid and verdict.task_id)
-            verdict.duplicate = verdict.valid and (bool(stored.duplicate) or self._near_duplicate(r.repo, verdict.task_id))
+            # Bugs first written this iteration do not count against the iteration's other episodes: which
+            # of two episodes writing one new bug finishes first is timing, not the policy.
+            ours = {v.task_id for v in prog.injectors.values() if v.valid and not v.duplicate and v.task_id}
+            verdict.duplicate = verdict.valid and (
+                (bool(stored.duplicate) and verdict.task_id not in ours)
+                or self._near_duplicate(r.repo, verdict.task_id, exclude=ours))
             if not report.valid:
                 verdict.failed_check = report.failed_check or "error"
         traj = tag(result, prog.iteration, task_id=verdict.task_id)
@@ -378,15 +383,15 @@ class IterationRollouts:
         self._pending(prog.iteration).unlink(missing_ok=True)
         out.add_time("orchestration", time.monotonic() - t0)
 
-    def _near_duplicate(self, repo: str, task_id: str | None) -> bool:
-        """True when an older task of `repo` is the same bug written with other text (`keys_match`: a
-        changed line in common, the same failing tests)."""
+    def _near_duplicate(self, repo: str, task_id: str | None, exclude: set[str | None] = frozenset()) -> bool:
+        """True when an older task of `repo`, other than those in `exclude`, is the same bug written with
+        other text (`keys_match`: a changed line in common, the same failing tests)."""
         if task_id is None:
             return False
         ids = [s.task_id for s in self.store.task_stats(repo=repo)]  # oldest first
         if task_id not in ids:
             return False
-        older = ids[:ids.index(task_id)]
+        older = [t for t in ids[:ids.index(task_id)] if t not in exclude]
         if not older:
             return False
         new, *rest = self.store.get_tasks([task_id, *older])

@@ -41,8 +41,9 @@ class InjectorVerdict:
     """Why validation rejected the artifact: the failed check's name, or "error"; None when it was valid or
     never validated (no artifact submitted)."""
     duplicate: bool = False
-    """Valid, but the store already held its task (the same normalised bug diff), or an older task of the
-    repo is the same bug in other words (`selfplay.task.same_bug`: a changed line in common, the same failing tests)."""
+    """Valid, but the store held its task before this iteration's episodes wrote it (the same normalised bug
+    diff), or such a task of the repo is the same bug in other words (`selfplay.task.same_bug`: a changed line
+    in common, the same failing tests). Episodes of one iteration that write one new bug are all new."""
 
 
 @dataclass

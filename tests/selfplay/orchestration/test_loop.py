@@ -254,24 +254,55 @@ def test_redraw_ahead_plays_every_round_at_once(tmp_path, monkeypatch):
 @pytest.mark.parametrize("variant", ["verbatim", "reworded", "extra_edit"])
 @pytest.mark.parametrize("reward_duplicates", [False, True])
 def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_path, reward_duplicates, variant):
-    """One bug written three times (consistency reward: +1 valid, -1 invalid): only the first earns the valid
-    reward, also when each time writes other text into the same line, or adds an unrelated edit elsewhere
-    (three tasks then, one bug)."""
+    """One bug written three times in each of two iterations (consistency reward: +1 valid, -1 invalid). The
+    store held it before iteration 1, so iteration 1's three get the invalid reward, also when each writes
+    other text into the same line or adds an unrelated edit elsewhere (then six tasks, one bug). Iteration
+    0's three wrote it while it was new, and all three are new, whichever finished first."""
     reword = variant != "verbatim"
     runner = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset(), repeat=True,  # no higher orders
                          reword=variant == "reworded", extra_edit=variant == "extra_edit")
-    cfg = config(tmp_path, iterations=1, rollout=RolloutConfig(injector_episodes=3, solver_tasks=0, workers=1),
+    cfg = config(tmp_path, iterations=2, rollout=RolloutConfig(injector_episodes=3, solver_tasks=0, workers=1),
                  reward=RewardConfig(group_size=G, injector_mode="consistency", reward_duplicates=reward_duplicates))
     path = run_selfplay(cfg, runner=runner)
     run = RunDir(path)
     summary = json.loads(run.summary.read_text())
-    assert summary["valid_artifacts"] == 3  # all three are valid artifacts; the store holds one task
+    assert summary["valid_artifacts"] == 6  # all six are valid artifacts
     with open_store(str(run.store_db)) as store:
-        assert len(store.list_tasks()) == (3 if reword else 1)
-        rewards = sorted(a.reward for a in store.attempts(run_id=path.name) if a.role == "injector")
-    assert rewards == ([1.0, 1.0, 1.0] if reward_duplicates else [-1.0, -1.0, 1.0])
-    trained = sorted(t.reward for t in read_trajectories(run.trajectory_file(0, "injector")))
-    assert trained == rewards
+        assert len(store.list_tasks()) == (6 if reword else 1)
+    for it, held in ((0, False), (1, True)):
+        trained = [t.reward for t in read_trajectories(run.trajectory_file(it, "injector"))]
+        assert trained == [-1.0 if held and not reward_duplicates else 1.0] * 3, (it, trained)
+
+
+def test_a_copy_of_an_iteration_s_own_new_bug_is_new_and_one_of_an_older_bug_is_not(tmp_path):
+    """Bug P (line 1) is stored before the run. Iteration 0 writes X (line 2), X reworded, and Y (lines 1 and
+    2: the same bug as X and as P by `keys_match`). X and its rewording are new, whichever finished first;
+    Y copies P, which the store held before the iteration, so it is a duplicate."""
+    from dataclasses import replace as with_
+
+    two_lines = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,2 @@\n"
+                 "-    return x + 1\n-    return x + 2\n+    return x - 1\n+    return x - 2\n")
+    bugs = {0: artifact(2), 1: artifact(2, "return x - 99"), 2: with_(artifact(2), bug_inject=two_lines)}
+    base = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset())
+
+    def runner(request):
+        result = base(request)
+        if request.role == "injector":
+            art = bugs[int(request.episode_id.rsplit("-", 1)[1])]
+            result = with_(result, artifact=art, submission=art.files())
+        return result
+
+    runner.close = base.close
+    store_url = str(tmp_path / "tasks.db")
+    with open_store(store_url) as store:
+        report = with_(make_report(True, 1), fail_to_pass=("tests/test_core.py::test_a",))  # TableRunner's test
+        store.record_validation(artifact(1), "toolz", report, origin="injector")
+    cfg = config(tmp_path, iterations=1, store_url=store_url,
+                 rollout=RolloutConfig(injector_episodes=3, solver_tasks=0, workers=1),
+                 reward=RewardConfig(group_size=G, injector_mode="consistency"))
+    run = RunDir(run_selfplay(cfg, runner=runner))
+    rewards = {t.metadata["id"].rsplit("-", 1)[1]: t.reward for t in read_trajectories(run.trajectory_file(0, "injector"))}
+    assert rewards == {"0": 1.0, "1": 1.0, "2": -1.0}
 
 
 def test_a_finished_run_closes_its_rollout_policy(tmp_path, monkeypatch):
