@@ -3,7 +3,8 @@
     .venv/bin/python scripts/injector_funnel.py runs/exp_fmt9_control/arms/control-* [--demos WARM_START_DIR] [--json OUT]
 
 One row per directory: injector episodes, valid artifacts, how many of those were new to the store (rewarded
-above -1; a duplicate of a stored bug is rewarded as invalid), and how many episodes had each step label of
+above -1; a duplicate of a stored bug is rewarded as invalid; since a558e96 every episode of an iteration
+that wrote one new bug is, before it only the first to finish), and how many episodes had each step label of
 `selfplay.experiment.injector_steps` (the function listing, the view, the bug edit) at least once. With
 `--demos` (a warm start's cache directory), a valid kit episode whose change (`kit_change`: the function
 and the listed change, or the function and number of `kit_choice` where the episode printed no listing) is
