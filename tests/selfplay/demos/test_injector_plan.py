@@ -311,6 +311,17 @@ def test_the_kit_leaves_out_the_changes_on_lines_the_store_bugs_change(tmp_path)
     assert unaware("mutate", "g").stdout == _kit_repo(tmp_path / "none", source=source)[2]("mutate", "g").stdout
 
 
+def test_stored_paths_that_a_model_wrote_stay_data_in_the_kit(tmp_path):
+    """The stored lines come from bug diffs that policies wrote, so their paths are hostile text: quotes,
+    braces, newlines and code in a path stay a key of the kit's table, run nothing, and hide nothing else."""
+    marker = tmp_path / "pwned"
+    hostile = [f'pkg/core.py"]; open("{marker}", "w")#', "a'b\n{x}\\", f"\"\"\"; open('{marker}', 'w'); \"\"\""]
+    art, repo, run = _kit_repo(tmp_path, stored=[(path, 10) for path in hostile])
+    listed = run("mutate", "f")
+    assert listed.returncode == 0 and listed.stdout.startswith("1. line 10: return x + 10  ->  return x + 11\n")
+    assert not marker.exists()
+
+
 def test_the_kit_oracle_lists_the_functions_code_would(tmp_path):
     """`oracle` ends with what `code` prints, so the plan needs no turn for it, and the next command; a first
     oracle file not named after its code gets `code`'s message there, and `oracle` still succeeds."""
