@@ -102,7 +102,8 @@ class SqlStore(StoreBase):
         """Store the artifact and its per-check validation results; when `report.valid`, also the task.
 
         `parent_id` names a task (higher orders) or an artifact. The result carries the artifact id (always) and the task id (valid only); its
-        `duplicate` is True when the task is an older one with the same normalised diff hash."""
+        `duplicate` is True when the task is an older one with the same normalised diff hash, unless the
+        artifact that made that task came from the same `episode_id` (the episode replayed after a kill)."""
         checks = [CheckRecord(c.name, bool(c.passed), c.detail or "") for c in report.checks]
         valid = bool(report.valid)
         error = report.error
@@ -143,6 +144,11 @@ class SqlStore(StoreBase):
                 meta=report.facts.to_metadata(),
                 family=rows.family_of(s, parent_task, parent_artifact),
             )
+            if not created and episode_id is not None:
+                # The task's first artifact came from this very episode: a run killed after recording it and
+                # before noting its verdict replays the episode, which must not count as its own duplicate.
+                first = s.get(ArtifactRow, s.get(TaskRow, task_id).artifact_id)
+                created = first is not None and first.episode_id == episode_id
             return StoredArtifact(artifact_id, task_id, duplicate=not created)
 
         return self._transact(fn)

@@ -56,6 +56,23 @@ def test_a_duplicate_bug_is_flagged_not_silently_merged(store):
     assert not store.record_artifact(art, "boltons", make_report(n=5), origin="injector").duplicate
 
 
+def test_an_episode_replayed_after_a_kill_is_not_its_own_duplicate(store):
+    """A run killed between recording an episode's artifact and noting its verdict replays the episode: the
+    task its first write made is its own (also when the replay's artifact differs in a file), while another
+    episode writing the same bug, or a write without an episode id, is a duplicate."""
+    art = make_artifact(7)
+    first = store.record_artifact(art, "toolz", make_report(n=7), origin="injector", episode_id="r-it0-injector-0")
+    assert not first.duplicate
+    replayed = store.record_artifact(art, "toolz", make_report(n=7), origin="injector", episode_id="r-it0-injector-0")
+    assert replayed.task_id == first.task_id and not replayed.duplicate
+    reworded = art.__class__(test_script="pytest -x\n", test_files=art.test_files, test_parser=art.test_parser,
+                             bug_inject=art.bug_inject, test_weaken=art.test_weaken)
+    assert not store.record_artifact(reworded, "toolz", make_report(n=7), origin="injector",
+                                     episode_id="r-it0-injector-0").duplicate
+    assert store.record_artifact(art, "toolz", make_report(n=7), origin="injector", episode_id="r-it0-injector-1").duplicate
+    assert store.record_artifact(art, "toolz", make_report(n=7), origin="injector").duplicate
+
+
 def _child(store, parent_id: str, layer: str, meta: dict | None = None) -> str:
     parent = store.get_task(parent_id)
     child = Task(task_id=f"{parent_id}-ho-{normalised_hash(layer)[:8]}", repo=parent.repo,
