@@ -23,11 +23,13 @@ and `validate` judges the five submitted files exactly as it judges any others.
 With `mutate` a bug's text comes from the operators, as a procedural seed's does; the policy's choices
 are where and which, and the run's valid-bug rate is read beside that of random choices
 (docs/benchmarks.md). An episode may be given the lines that the store's bugs of its repo already change
-(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes whose first changed line
-is one of them, and says how many it left out, so that a change it lists is not a bug the curriculum holds
-(the store's own rule, `selfplay.task.keys_match`, still judges every artifact). The kit runs as the agent uid, like any command of the episode, so it can do nothing
-the policy could not; it lives in /tmp, which every sandbox reset empties, so no other episode sees it.
-Root writes it, so the policy cannot rewrite it for a later call of the same episode.
+(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes whose first changed
+line is one of them, and says how many it left out, so that a change it lists is not a bug the curriculum
+holds (the store's own rule, `selfplay.task.keys_match`, still judges every artifact).
+
+The kit runs as the agent uid, like any command of the episode, so it can do nothing the policy could not;
+it lives in /tmp, which every sandbox reset empties, so no other episode sees it. Root writes it, so the
+policy cannot rewrite it for a later call of the same episode.
 """
 
 from __future__ import annotations
