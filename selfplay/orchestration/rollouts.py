@@ -163,9 +163,10 @@ class IterationRollouts:
                                                 strategy=r.strategy, episode_id=r.episode_id)
             verdict.artifact_id, verdict.task_id = stored.artifact_id, stored.task_id
             verdict.valid = bool(report.valid and verdict.task_id)
-            # Bugs first written this iteration do not count against the iteration's other episodes: which
-            # of two episodes writing one new bug finishes first is timing, not the policy.
-            ours = {v.task_id for v in prog.injectors.values() if v.valid and not v.duplicate and v.task_id}
+            verdict.created = verdict.valid and not stored.duplicate
+            # Each bug is judged against the tasks held before the iteration, never those its own episodes
+            # made: which of two episodes writing one bug finishes first is timing, not the policy.
+            ours = {v.task_id for v in prog.injectors.values() if v.created}
             verdict.duplicate = verdict.valid and (
                 (bool(stored.duplicate) and verdict.task_id not in ours)
                 or self._near_duplicate(r.repo, verdict.task_id, exclude=ours))

@@ -44,6 +44,9 @@ class InjectorVerdict:
     """Valid, but the store held its task before this iteration's episodes wrote it (the same normalised bug
     diff), or such a task of the repo is the same bug in other words (`selfplay.task.same_bug`: a changed line
     in common, the same failing tests). Episodes of one iteration that write one new bug are all new."""
+    created: bool = False
+    """Valid, and its task was made by this episode (the store held no task with its normalised bug diff):
+    tasks that the iteration's own episodes made are not among those its other episodes are judged against."""
 
 
 @dataclass

@@ -5,6 +5,7 @@ exclusion of infrastructure failures. Real store (SQLite), real run directory; n
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -274,15 +275,18 @@ def test_a_bug_the_store_already_holds_is_rewarded_as_invalid_unless_asked(tmp_p
         assert trained == [-1.0 if held and not reward_duplicates else 1.0] * 3, (it, trained)
 
 
-def test_a_copy_of_an_iteration_s_own_new_bug_is_new_and_one_of_an_older_bug_is_not(tmp_path):
-    """Bug P (line 1) is stored before the run. Iteration 0 writes X (line 2), X reworded, and Y (lines 1 and
-    2: the same bug as X and as P by `keys_match`). X and its rewording are new, whichever finished first;
-    Y copies P, which the store held before the iteration, so it is a duplicate."""
+@pytest.mark.parametrize("order", list(itertools.permutations("XRY")))
+def test_a_copy_of_an_iteration_s_own_new_bug_is_new_and_one_of_an_older_bug_is_not(tmp_path, order):
+    """Bug P (line 1) is stored before the run. Iteration 0 writes X (line 2), R (X reworded) and Y (lines 1
+    and 2: the same bug as X, R and P by `keys_match`), in every order. X and R are new; Y copies P, which the
+    store held before the iteration, so it is a duplicate. No bug is judged against a task that the
+    iteration's own episodes made, Y's included, so the order changes nothing."""
     from dataclasses import replace as with_
 
     two_lines = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n@@ -1,2 +1,2 @@\n"
                  "-    return x + 1\n-    return x + 2\n+    return x - 1\n+    return x - 2\n")
-    bugs = {0: artifact(2), 1: artifact(2, "return x - 99"), 2: with_(artifact(2), bug_inject=two_lines)}
+    written = {"X": artifact(2), "R": artifact(2, "return x - 99"), "Y": with_(artifact(2), bug_inject=two_lines)}
+    bugs = {i: written[name] for i, name in enumerate(order)}
     base = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset())
 
     def runner(request):
@@ -301,8 +305,9 @@ def test_a_copy_of_an_iteration_s_own_new_bug_is_new_and_one_of_an_older_bug_is_
                  rollout=RolloutConfig(injector_episodes=3, solver_tasks=0, workers=1),
                  reward=RewardConfig(group_size=G, injector_mode="consistency"))
     run = RunDir(run_selfplay(cfg, runner=runner))
-    rewards = {t.metadata["id"].rsplit("-", 1)[1]: t.reward for t in read_trajectories(run.trajectory_file(0, "injector"))}
-    assert rewards == {"0": 1.0, "1": 1.0, "2": -1.0}
+    rewards = {order[int(t.metadata["id"].rsplit("-", 1)[1])]: t.reward
+               for t in read_trajectories(run.trajectory_file(0, "injector"))}
+    assert rewards == {"X": 1.0, "R": 1.0, "Y": -1.0}
 
 
 def test_a_finished_run_closes_its_rollout_policy(tmp_path, monkeypatch):
