@@ -76,6 +76,11 @@ DEF_LISTING = 20
 VIEW_AFTER = 20
 """Lines `show` prints after the `def` line (the `direct` plan's `sed -n '/def NAME(/,+20p' FILE`)."""
 
+HIDDEN_NOTE = "more on lines that bugs in the store already change: not listed."
+"""How `mutate NAME` ends a listing that the store's view shortened (after the count left out)."""
+ALL_STORED = "is on a line that a bug in the store already changes"
+"""How `mutate NAME` refuses a function whose every change the store's view left out."""
+
 MUTATIONS_LISTED = 8
 """Changes `mutate NAME` lists at most (the first, by line)."""
 CHANGE_CHARS = 50
@@ -202,8 +207,7 @@ def mutations(path, name):
     stored = set(STORED.get(path, ()))
     fresh = [m for m in found if m.line not in stored]
     if not fresh:
-        fail("Every change of " + name + " is on a line that a bug in the store already changes: choose another "
-             "function, or change it with str_replace.")
+        fail("Every change of " + name + " {all_stored}: choose another function, or change it with str_replace.")
     return fresh[:{mutations}], len(found) - len(fresh)
 
 
@@ -214,7 +218,7 @@ def mutate(name, pick):
         for k, m in enumerate(found, 1):
             print("%d. line %d: %s  ->  %s" % (k, m.line, m.old[:{chars}], m.new[:{chars}]))
         if hidden:
-            print("(%d more on lines that bugs in the store already change: not listed.)" % hidden)
+            print("(%d {hidden_note})" % hidden)
         print("Apply one: python {path} mutate " + name + " K")
         return
     if not pick.isdigit() or not 1 <= int(pick) <= len(found):
@@ -274,7 +278,8 @@ def kit_source(artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = ()) 
         stored.setdefault(path, []).append(line)
     return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN, listing=DEF_LISTING,
                        after=VIEW_AFTER, operators=Path(mutation_operators.__file__).read_text(),
-                       mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS, stored=stored)
+                       mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS, stored=stored, hidden_note=HIDDEN_NOTE,
+                       all_stored=ALL_STORED)
 
 
 def install_kit(sandbox: Sandbox, artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = ()) -> None:

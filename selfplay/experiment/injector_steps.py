@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_scaffold.actions import Action, FormatError, parse_action
-from agent_scaffold.artifact_kit import KIT_PATH
+from agent_scaffold.artifact_kit import ALL_STORED, HIDDEN_NOTE, KIT_PATH
 from selfplay.demos.injector import LIST_TESTS
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
 
@@ -99,30 +99,15 @@ def _kit_command(command: str) -> tuple[str | None, ...]:
 def kit_choice(messages: Sequence[Mapping[str, Any]]) -> tuple[str, int] | None:
     """The function and change number of a transcript's last `mutate NAME K` that saved a bug diff (the
     kit's operator bug the episode submitted, unless a later edit changed it), or None when there is none.
-    Two episodes with the same choice on one repo wrote the same bug: how the experiment counts replays of
-    a demonstrated bug."""
-    choice = None
-    for action, after, _ in _turns(messages):
-        if action is None or action.tool != "bash":
-            continue
-        kit, *args = _kit_command(action.command)
-        if kit == "mutate" and len(args) == 2 and args[1].isdigit() and after.startswith("Saved bug_inject.diff"):
-            choice = (args[0], int(args[1]))
-    return choice
+    Two episodes with the same choice on one repo wrote the same bug, unless the store's view renumbered
+    the listing (`kit_change` tells those apart)."""
+    saved = list(_saving_mutates(messages))
+    return saved[-1][:2] if saved else None
 
 
-STORE_FILTERED = ("bugs in the store already change: not listed.", "a bug in the store already changes:")
-"""What the kit's `mutate NAME` says when the store's view (`rollout.kit_store_view`) left changes out, or
-all of them."""
-
-
-def kit_change(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
-    """The function and the listed text (`line L: old  ->  new`) of the change the transcript's last saving
-    `mutate NAME K` applied, read from the latest `mutate NAME` listing before it; None without such a
-    mutate or listing. Unlike `kit_choice` it names the same change also when the store's view renumbered
-    the listing, so it tells a replay of a demonstrated bug from another change of the same number."""
+def _saving_mutates(messages: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, int, str]]:
+    """(NAME, K, the latest `mutate NAME` listing before it, or "") of each `mutate NAME K` that saved a bug diff."""
     listings: dict[str, str] = {}
-    change = None
     for action, after, _ in _turns(messages):
         if action is None or action.tool != "bash":
             continue
@@ -130,15 +115,26 @@ def kit_change(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
         if kit == "mutate" and len(args) == 1 and "[exit code 0]" in after:
             listings[args[0]] = after
         elif kit == "mutate" and len(args) == 2 and args[1].isdigit() and after.startswith("Saved bug_inject.diff"):
-            line = next((li for li in listings.get(args[0], "").splitlines() if li.startswith(f"{int(args[1])}. ")), None)
-            change = (args[0], line.split(". ", 1)[1]) if line else None
-    return change
+            yield args[0], int(args[1]), listings.get(args[0], "")
+
+
+def kit_change(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """The function and the listed text (`line L: old  ->  new`) of the change the transcript's last saving
+    `mutate NAME K` applied, read from the latest `mutate NAME` listing before it; None without such a
+    mutate or listing. Unlike `kit_choice` it names the same change also when the store's view renumbered
+    the listing, so it tells a replay of a demonstrated bug from another change of the same number."""
+    saved = list(_saving_mutates(messages))
+    if not saved:
+        return None
+    name, k, listing = saved[-1]
+    line = next((li for li in listing.splitlines() if li.startswith(f"{k}. ")), None)
+    return (name, line.split(". ", 1)[1]) if line else None
 
 
 def store_filtered(messages: Sequence[Mapping[str, Any]]) -> bool:
     """True when a `mutate NAME` of the transcript left changes out for the store's view."""
     return any(action is not None and action.tool == "bash" and _kit_command(action.command)[0] == "mutate"
-               and any(text in after for text in STORE_FILTERED) for action, after, _ in _turns(messages))
+               and (HIDDEN_NOTE in after or ALL_STORED in after) for action, after, _ in _turns(messages))
 
 
 def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:

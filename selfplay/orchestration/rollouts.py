@@ -24,6 +24,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -166,7 +167,7 @@ class IterationRollouts:
             verdict.created = verdict.valid and not stored.duplicate
             # Each bug is judged against the tasks held before the iteration, never those its own episodes
             # made: which of two episodes writing one bug finishes first is timing, not the policy.
-            ours = {v.task_id for v in prog.injectors.values() if v.created}
+            ours = {v.task_id for v in prog.injectors.values() if v.created and v.task_id}
             verdict.duplicate = verdict.valid and (
                 (bool(stored.duplicate) and verdict.task_id not in ours)
                 or self._near_duplicate(r.repo, verdict.task_id, exclude=ours))
@@ -384,7 +385,7 @@ class IterationRollouts:
         self._pending(prog.iteration).unlink(missing_ok=True)
         out.add_time("orchestration", time.monotonic() - t0)
 
-    def _near_duplicate(self, repo: str, task_id: str | None, exclude: set[str | None] = frozenset()) -> bool:
+    def _near_duplicate(self, repo: str, task_id: str | None, exclude: AbstractSet[str] = frozenset()) -> bool:
         """True when an older task of `repo`, other than those in `exclude`, is the same bug written with
         other text (`keys_match`: a changed line in common, the same failing tests)."""
         if task_id is None:
