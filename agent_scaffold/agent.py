@@ -77,12 +77,13 @@ class Episode:
 def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
                 limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None,
                 on_turn: Callable[[int, str], None] | None = None, localizer: Localizer | None = None,
-                stored_lines: Collection[tuple[str, int]] = ()) -> Episode:
+                stored_lines: Collection[tuple[str, int]] = (), next_function: bool = False) -> Episode:
     """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates.
     `on_turn(turn, what)` is told after each turn what the model did (`bash: CMD`, `edit ...`, `submit`,
     `format error`), for a caller that shows progress. `localizer` gives the episode the `localize` tool
     (a solver with a spec of failing tests), and its prompt a `localize_hint` that says so. `stored_lines`
-    go to a `kit` injector's kit (`artifact_kit.kit_source`): lines whose changes its `mutate` leaves out.
+    go to a `kit` injector's kit (`artifact_kit.kit_source`): lines whose changes its `mutate` leaves out;
+    `next_function`: its `mutate` then moves on to the next function instead of refusing a used-up one.
 
     The context budget (`limits.max_context_tokens`) is clamped to the policy's window (`context_window`)
     so that no caller plans past what the model can attend to."""
@@ -105,7 +106,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     engine: Counter[str] = Counter()  # prefill_tokens, prefill_s, decode_s, batch_fill, from backends that report them
     try:
         if role.name == "injector" and role.strategy == KIT_STRATEGY:
-            install_kit(sandbox, str(values["artifact_dir"]), stored_lines)
+            install_kit(sandbox, str(values["artifact_dir"]), stored_lines, next_function)
         while True:
             if turns >= limits.max_turns:
                 termination = "max_turns"

@@ -25,7 +25,11 @@ are where and which, and the run's valid-bug rate is read beside that of random 
 (docs/benchmarks.md). An episode may be given the lines that the store's bugs of its repo already change
 (`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes whose first changed
 line is one of them, and says how many it left out, so that a change it lists is not a bug the curriculum
-holds (the store's own rule, `selfplay.task.keys_match`, still judges every artifact).
+holds (the store's own rule, `selfplay.task.keys_match`, still judges every artifact). With
+`next_function` (`rollout.kit_next_function`), a function whose every change is on such a line is not
+refused: `mutate NAME` lists the changes of the next function of the file that has one elsewhere, and says
+so, and `mutate NAME K` applies the K-th of that list, so a plan that names a used-up function still writes
+a bug the store does not hold.
 
 The kit runs as the agent uid, like any command of the episode, so it can do nothing the policy could not;
 it lives in /tmp, which every sandbox reset empties, so no other episode sees it. Root writes it, so the
@@ -80,6 +84,8 @@ HIDDEN_NOTE = "more on lines that bugs in the store already change: not listed."
 """How `mutate NAME` ends a listing that the store's view shortened (after the count left out)."""
 ALL_STORED = "is on a line that a bug in the store already changes"
 """How `mutate NAME` refuses a function whose every change the store's view left out."""
+MOVED_ON = "Listed instead: the changes of "
+"""How `mutate NAME` says that it lists another function's changes (`next_function`), the name after it."""
 
 MUTATIONS_LISTED = 8
 """Changes `mutate NAME` lists at most (the first, by line)."""
@@ -102,6 +108,7 @@ PARSER = {parser!r}
 WEAKEN = {weaken!r}
 OPERATORS = {operators!r}
 STORED = {stored!r}
+NEXT_FUNCTION = {next_function!r}
 
 
 def fail(message):
@@ -196,8 +203,9 @@ def mutations(path, name):
     ops = types.ModuleType("mutation_operators")
     sys.modules[ops.__name__] = ops  # dataclasses look the module up
     exec(compile(OPERATORS, "mutation_operators.py", "exec"), ops.__dict__)
+    source = git("show", "HEAD:" + path)
     try:
-        found = ops.function_mutations(git("show", "HEAD:" + path), name)
+        found = ops.function_mutations(source, name)
     except SyntaxError:
         fail(path + " does not parse: choose another oracle test file.")
     if found is None:
@@ -206,20 +214,31 @@ def mutations(path, name):
         fail("No listed change fits " + name + ": choose another function, or change it with str_replace.")
     stored = set(STORED.get(path, ()))
     fresh = [m for m in found if m.line not in stored]
+    if not fresh and NEXT_FUNCTION:
+        names = ops.function_names(source)
+        at = names.index(name)
+        for other in names[at + 1:] + names[:at]:  # the functions after NAME, then those before it
+            every = ops.function_mutations(source, other)
+            fresh = [m for m in every if m.line not in stored]
+            if fresh:
+                return other, fresh[:{mutations}], len(every) - len(fresh)
     if not fresh:
         fail("Every change of " + name + " {all_stored}: choose another function, or change it with str_replace.")
-    return fresh[:{mutations}], len(found) - len(fresh)
+    return name, fresh[:{mutations}], len(found) - len(fresh)
 
 
 def mutate(name, pick):
     path = code_file()
-    found, hidden = mutations(path, name)
+    listed, found, hidden = mutations(path, name)
     if pick is None:
+        if listed != name:
+            print("Every change of " + name + " {all_stored}. {moved_on}" + listed + ", the next function of "
+                  + path + " with changes that no stored bug makes:")
         for k, m in enumerate(found, 1):
             print("%d. line %d: %s  ->  %s" % (k, m.line, m.old[:{chars}], m.new[:{chars}]))
         if hidden:
             print("(%d {hidden_note})" % hidden)
-        print("Apply one: python {path} mutate " + name + " K")
+        print("Apply one: python {path} mutate " + listed + " K")
         return
     if not pick.isdigit() or not 1 <= int(pick) <= len(found):
         fail("No change " + pick + ": K is one of the numbers `python {path} mutate " + name + "` lists.")
@@ -269,19 +288,23 @@ if __name__ == "__main__":
 '''
 
 
-def kit_source(artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = ()) -> str:
+def kit_source(artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = (), next_function: bool = False) -> str:
     """The kit's Python source for an episode whose artifact goes to `artifact_dir`. `stored_lines`: (path,
     line) of the committed files' lines that the store's bugs already change; `mutate` lists no change
-    there. Without them the kit prints what it printed before they existed, so demonstrations keep their text."""
+    there. Without them the kit prints what it printed before they existed, so demonstrations keep their text.
+    `next_function`: when every change of NAME is on a stored line, `mutate NAME` lists (and `mutate NAME K`
+    applies) the changes of the next function of the file that has a change on no stored line, instead of
+    refusing."""
     stored: dict[str, list[int]] = {}
     for path, line in sorted(set(stored_lines)):
         stored.setdefault(path, []).append(line)
     return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN, listing=DEF_LISTING,
                        after=VIEW_AFTER, operators=Path(mutation_operators.__file__).read_text(),
                        mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS, stored=stored, hidden_note=HIDDEN_NOTE,
-                       all_stored=ALL_STORED)
+                       all_stored=ALL_STORED, next_function=next_function, moved_on=MOVED_ON)
 
 
-def install_kit(sandbox: Sandbox, artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = ()) -> None:
+def install_kit(sandbox: Sandbox, artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = (),
+                next_function: bool = False) -> None:
     """Writes the kit to `KIT_PATH` as root (the policy can run it, not rewrite it)."""
-    sandbox.write_file(KIT_PATH, kit_source(artifact_dir, stored_lines), user="root")
+    sandbox.write_file(KIT_PATH, kit_source(artifact_dir, stored_lines, next_function), user="root")

@@ -224,6 +224,13 @@ def function_node(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFuncti
     return min(found, key=lambda n: n.lineno, default=None)
 
 
+def function_names(source: str) -> list[str]:
+    """The names of `source`'s functions (methods and nested ones included), each once, in the order of
+    the first `def` of each name: the functions `function_mutations` can tell apart."""
+    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return list(dict.fromkeys(n.name for n in sorted(nodes, key=lambda n: n.lineno)))
+
+
 def function_mutations(source: str, name: str) -> list[Mutation] | None:
     """Every operator's changes inside function `name` of `source`, by line then operator, a change that
     makes the same file as an earlier one left out; None when `source` defines no function `name`."""

@@ -154,6 +154,10 @@ class RolloutConfig:
     iteration starts), so that the kit's `mutate NAME` lists no change whose first changed line is one of
     them: a listed change is then not a bug the store holds, though episodes of one iteration can still
     write the same new one. The store's duplicate rule still judges every artifact."""
+    kit_next_function: bool = False
+    """With `kit_store_view`: when every change of the function an episode names is on such a line, the
+    kit's `mutate NAME` lists (and `mutate NAME K` applies) the changes of the next function of the file
+    that has one elsewhere, instead of refusing. Without the view it does nothing."""
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""

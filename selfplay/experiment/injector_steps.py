@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_scaffold.actions import Action, FormatError, parse_action
-from agent_scaffold.artifact_kit import ALL_STORED, HIDDEN_NOTE, KIT_PATH
+from agent_scaffold.artifact_kit import ALL_STORED, HIDDEN_NOTE, KIT_PATH, MOVED_ON
 from selfplay.demos.injector import LIST_TESTS
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
 
@@ -122,12 +122,15 @@ def kit_change(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
     """The function and the listed text (`line L: old  ->  new`) of the change the transcript's last saving
     `mutate NAME K` applied, read from the latest `mutate NAME` listing before it; None without such a
     mutate or listing. Unlike `kit_choice` it names the same change also when the store's view renumbered
-    the listing, so it tells a replay of a demonstrated bug from another change of the same number."""
+    the listing, so it tells a replay of a demonstrated bug from another change of the same number. When the
+    listing moved on to another function (`rollout.kit_next_function`), that function is the one named."""
     saved = list(_saving_mutates(messages))
     if not saved:
         return None
     name, k, listing = saved[-1]
     line = next((li for li in listing.splitlines() if li.startswith(f"{k}. ")), None)
+    if MOVED_ON in listing:
+        name = listing.split(MOVED_ON, 1)[1].split(",", 1)[0]
     return (name, line.split(". ", 1)[1]) if line else None
 
 

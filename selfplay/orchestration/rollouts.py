@@ -137,8 +137,8 @@ class IterationRollouts:
         if not cfg.rollout.kit_store_view:
             return todo
         view = {repo: self._stored_lines(repo) for repo in {r.repo for r in todo if r.strategy == KIT_STRATEGY}}
-        return [replace(r, stored_lines=view[r.repo]) if r.repo in view and r.strategy == KIT_STRATEGY else r
-                for r in todo]
+        return [replace(r, stored_lines=view[r.repo], next_function=cfg.rollout.kit_next_function)
+                if r.repo in view and r.strategy == KIT_STRATEGY else r for r in todo]
 
     def _stored_lines(self, repo: str) -> tuple[tuple[str, int], ...]:
         """The lines that the store's bugs of `repo` change (`rollout.kit_store_view`)."""

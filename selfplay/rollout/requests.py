@@ -47,6 +47,9 @@ class EpisodeRequest:
     stored_lines: tuple[tuple[str, int], ...] = ()
     """Injector (`kit`, `rollout.kit_store_view`): (path, line) of the repo's lines that the store's bugs
     already change when the iteration starts; the kit's `mutate NAME` lists no change there."""
+    next_function: bool = False
+    """Injector (`kit`, `rollout.kit_next_function`): the kit's `mutate NAME` lists the next function's
+    changes when every change of NAME is on a stored line, instead of refusing."""
 
 
 @dataclass(frozen=True)

@@ -311,6 +311,55 @@ def test_the_kit_leaves_out_the_changes_on_lines_the_store_bugs_change(tmp_path)
     assert unaware("mutate", "g").stdout == _kit_repo(tmp_path / "none", source=source)[2]("mutate", "g").stdout
 
 
+def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next_one(tmp_path):
+    """`next_function` (`rollout.kit_next_function`): when every change of NAME is on a stored line,
+    `mutate NAME` says so and lists the next function's fresh changes (after NAME in the file, then from
+    the top), `mutate NAME K` and `mutate OTHER K` both apply the K-th of that list, and only when no
+    function has a fresh change does it refuse. Without the flag the refusal stands."""
+    from agent_scaffold.mutation_operators import function_mutations, function_names
+
+    source = KIT_SOURCE + "\n\ndef g(a, b):\n    if a < b:\n        c = a + b\n        return c\n    return a\n"
+    assert function_names(source) == ["helper", "f", "noop", "g"]  # noop has no change: passed over
+    f_lines = [(("pkg/core.py", m.line)) for m in function_mutations(source, "f")]
+    g = function_mutations(source, "g")
+    art, repo, run = _kit_repo(tmp_path, source=source, stored=[*f_lines, ("pkg/core.py", g[0].line)])
+    kit = tmp_path / "kit.py"
+    kit.write_text(kit.read_text().replace("NEXT_FUNCTION = False", "NEXT_FUNCTION = True"))  # as kit_source(.., True)
+    from agent_scaffold.artifact_kit import kit_source
+    assert kit.read_text() == kit_source(str(art), [*f_lines, ("pkg/core.py", g[0].line)], True)
+    fresh = [m for m in g if m.line != g[0].line]
+    listed = run("mutate", "f")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == [
+        "Every change of f is on a line that a bug in the store already changes. Listed instead: the changes of g, "
+        "the next function of pkg/core.py with changes that no stored bug makes:",
+        *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(fresh, 1)),
+        f"({len(g) - len(fresh)} more on lines that bugs in the store already change: not listed.)",
+        "Apply one: python /tmp/kit.py mutate g K"]
+    assert run("mutate", "f", "1").returncode == 0
+    assert (repo / "pkg" / "core.py").read_text() == fresh[0].source
+    _shell("git checkout -q -- pkg/core.py", source, repo)
+    assert run("mutate", "g", "1").returncode == 0 and (repo / "pkg" / "core.py").read_text() == fresh[0].source
+    # g used up as well: from g the search wraps around to helper, the first function of the file
+    every = [("pkg/core.py", m.line) for name in ("f", "g") for m in function_mutations(source, name)]
+    (tmp_path / "wrap").mkdir()
+    _, _, wrapped = _kit_repo(tmp_path / "wrap", source=source, stored=every)
+    (tmp_path / "wrap" / "kit.py").write_text(kit_source(str(tmp_path / "wrap" / "art"), every, True))
+    helper = function_mutations(source, "helper")
+    out = wrapped("mutate", "g")
+    assert out.returncode == 0 and "the changes of helper," in out.stdout
+    assert f"1. line {helper[0].line}: {helper[0].old}" in out.stdout
+    # nothing fresh anywhere: the refusal, with or without the flag
+    everything = every + [("pkg/core.py", m.line) for m in helper]
+    for flag in (True, False):
+        (tmp_path / f"none{flag}").mkdir()
+        _, _, none = _kit_repo(tmp_path / f"none{flag}", source=source, stored=everything)
+        (tmp_path / f"none{flag}" / "kit.py").write_text(kit_source(str(tmp_path / f"none{flag}" / "art"), everything, flag))
+        out = none("mutate", "g")
+        assert out.returncode == 1 and out.stdout.startswith("Every change of g is on a line that a bug in the store "
+                                                             "already changes: choose another function")
+
+
 def test_stored_paths_that_a_model_wrote_stay_data_in_the_kit(tmp_path):
     """The stored lines come from bug diffs that policies wrote, so their paths are hostile text: quotes,
     braces, newlines and code in a path stay a key of the kit's table, run nothing, and hide nothing else."""

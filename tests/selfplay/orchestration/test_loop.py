@@ -340,11 +340,15 @@ def test_kit_injectors_are_told_the_lines_the_store_bugs_change_as_the_iteration
     def spy(request):
         if request.role == "injector":
             seen[request.episode_id] = request.stored_lines
+            moves[request.episode_id] = request.next_function
         return runner(request)
 
+    moves: dict[str, bool] = {}
     spy.close = runner.close
     cfg = config(tmp_path, iterations=2)
-    cfg = with_(cfg, rollout=with_(cfg.rollout, strategies=("kit",), solver_tasks=0, kit_store_view=view))
+    cfg = with_(cfg, rollout=with_(cfg.rollout, strategies=("kit",), solver_tasks=0, kit_store_view=view,
+                                   kit_next_function=True))
     run_selfplay(cfg, runner=spy)
     by_iteration = {it: {v for k, v in seen.items() if f"-it{it}-" in k} for it in (0, 1)}
     assert by_iteration == {0: {()}, 1: {(("pkg/core.py", 1), ("pkg/core.py", 2)) if view else ()}}
+    assert set(moves.values()) == {view}  # `kit_next_function` rides with the view only

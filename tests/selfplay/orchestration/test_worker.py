@@ -447,3 +447,11 @@ def test_a_kit_request_s_stored_lines_reach_the_kit_in_its_sandbox(worker, token
     listing = result.trajectory.messages[5]["content"]
     assert listing.startswith("1. line 548: d[item] += 1  ->  pass\n2. line 548: d[item] += 1  ->  d[item] += 2\n"
                               "(1 more on lines that bugs in the store already change: not listed.)\n"), listing
+    # `rollout.kit_next_function`: with all of frequencies' lines stored, the request's flag makes the kit
+    # list the next function's changes instead of refusing
+    result = worker(replace(_injector_request(3), strategy="kit", next_function=True,
+                            stored_lines=(("toolz/itertoolz.py", 546), ("toolz/itertoolz.py", 548))))
+    listing = result.trajectory.messages[5]["content"]
+    assert listing.startswith("Every change of frequencies is on a line that a bug in the store already changes. "
+                              "Listed instead: the changes of "), listing
+    assert "[exit code 0]" in listing and "\n1. line " in listing, listing
