@@ -170,7 +170,7 @@ class IterationRollouts:
             ours = {v.task_id for v in prog.injectors.values() if v.created and v.task_id}
             verdict.duplicate = verdict.valid and (
                 (bool(stored.duplicate) and verdict.task_id not in ours)
-                or self._near_duplicate(r.repo, verdict.task_id, exclude=ours))
+                or self._near_duplicate(r.repo, verdict.task_id, exclude=ours, episode=r.episode_id))
             if not report.valid:
                 verdict.failed_check = report.failed_check or "error"
         traj = tag(result, prog.iteration, task_id=verdict.task_id)
@@ -385,15 +385,20 @@ class IterationRollouts:
         self._pending(prog.iteration).unlink(missing_ok=True)
         out.add_time("orchestration", time.monotonic() - t0)
 
-    def _near_duplicate(self, repo: str, task_id: str | None, exclude: AbstractSet[str] = frozenset()) -> bool:
-        """True when an older task of `repo`, other than those in `exclude`, is the same bug written with
-        other text (`keys_match`: a changed line in common, the same failing tests)."""
+    def _near_duplicate(self, repo: str, task_id: str | None, exclude: AbstractSet[str] = frozenset(),
+                        episode: str | None = None) -> bool:
+        """True when an older task of `repo`, other than those in `exclude` and those that `episode` itself
+        made (its first play, recorded before a kill), is the same bug written with other text
+        (`keys_match`: a changed line in common, the same failing tests)."""
         if task_id is None:
             return False
         ids = [s.task_id for s in self.store.task_stats(repo=repo)]  # oldest first
         if task_id not in ids:
             return False
         older = [t for t in ids[:ids.index(task_id)] if t not in exclude]
+        if episode is not None:
+            made = self.store.task_episodes(older)
+            older = [t for t in older if made.get(t) != episode]
         if not older:
             return False
         new, *rest = self.store.get_tasks([task_id, *older])

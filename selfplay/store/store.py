@@ -252,6 +252,14 @@ class SqlStore(StoreBase):
             stmt = stmt.limit(limit)
         return [queries.to_stats(r) for r in self._read(lambda s: s.execute(stmt).all())]
 
+    def task_episodes(self, task_ids: Iterable[str]) -> dict[str, str | None]:
+        """The episode whose artifact made each of `task_ids` (None for a task without one: seeds, imports);
+        unknown ids are left out."""
+        stmt = (select(TaskRow.task_id, ArtifactRow.episode_id)
+                .join(ArtifactRow, ArtifactRow.artifact_id == TaskRow.artifact_id)
+                .where(TaskRow.task_id.in_(list(task_ids))))
+        return {t: e for t, e in self._read(lambda s: s.execute(stmt).all())}
+
     def get_artifact(self, artifact_id: str) -> ArtifactRecord:
         def fn(s: Session) -> ArtifactRecord:
             row = s.get(ArtifactRow, artifact_id)

@@ -310,6 +310,36 @@ def test_a_copy_of_an_iteration_s_own_new_bug_is_new_and_one_of_an_older_bug_is_
     assert rewards == {"X": 1.0, "R": 1.0, "Y": -1.0}
 
 
+@pytest.mark.parametrize("same_episode", [True, False])
+def test_an_episode_replayed_after_a_kill_with_other_text_is_not_a_copy_of_its_own_first_write(tmp_path, same_episode):
+    """A run killed after `record_artifact` and before the verdict's save replays the episode, which may write
+    the same bug in other words (R: X reworded). The first write's task came from the same episode, so R is not
+    its near-duplicate: it is rewarded as new. The same first write from another episode makes R a duplicate."""
+    from dataclasses import replace as with_
+
+    base = TableRunner(group_size=G, solved_per_group=G, invalid=frozenset())
+    store_url = str(tmp_path / "tasks.db")
+    report = with_(make_report(True, 1), fail_to_pass=("tests/test_core.py::test_a",))  # TableRunner's test
+
+    def runner(request):
+        result = base(request)
+        if request.role == "injector":
+            with open_store(store_url) as store:  # the killed first play of this episode, recorded before the kill
+                store.record_artifact(artifact(2), "toolz", report, origin="injector",
+                                      episode_id=request.episode_id if same_episode else "another-run-it0-injector-0")
+            art = artifact(2, "return x - 99")
+            result = with_(result, artifact=art, submission=art.files())
+        return result
+
+    runner.close = base.close
+    cfg = config(tmp_path, iterations=1, store_url=store_url,
+                 rollout=RolloutConfig(injector_episodes=1, solver_tasks=0, workers=1),
+                 reward=RewardConfig(group_size=G, injector_mode="consistency"))
+    run = RunDir(run_selfplay(cfg, runner=runner))
+    [trained] = read_trajectories(run.trajectory_file(0, "injector"))
+    assert trained.reward == (1.0 if same_episode else -1.0)
+
+
 def test_a_finished_run_closes_its_rollout_policy(tmp_path, monkeypatch):
     """The hf rollout policy's decode thread keeps its weights and KV cache alive until it is closed; a
     process running loops one after another (the learning experiment's arms) grew to 24 GB without this."""

@@ -73,6 +73,17 @@ def test_an_episode_replayed_after_a_kill_is_not_its_own_duplicate(store):
     assert store.record_artifact(art, "toolz", make_report(n=7), origin="injector").duplicate
 
 
+def test_task_episodes_names_the_episode_whose_artifact_made_each_task(store):
+    """`task_episodes`: the episode id of a task's first artifact (what the loop's near-duplicate rule leaves
+    out for that episode's replay), None for a task recorded without one; unknown ids are left out."""
+    made = store.record_artifact(make_artifact(7), "toolz", make_report(n=7), origin="injector", episode_id="r-it0-injector-3")
+    store.record_artifact(make_artifact(7), "toolz", make_report(n=7), origin="injector", episode_id="r-it1-injector-0")
+    bare = store.record_artifact(make_artifact(8), "toolz", make_report(n=8), origin="injector")
+    assert store.task_episodes([made.task_id, bare.task_id, "no-such-task"]) == {made.task_id: "r-it0-injector-3",
+                                                                                 bare.task_id: None}
+    assert store.task_episodes([]) == {}
+
+
 def _child(store, parent_id: str, layer: str, meta: dict | None = None) -> str:
     parent = store.get_task(parent_id)
     child = Task(task_id=f"{parent_id}-ho-{normalised_hash(layer)[:8]}", repo=parent.repo,
