@@ -9,7 +9,8 @@ that wrote one new bug is, before it only the first to finish), and how many epi
 `--demos` (a warm start's cache directory), a valid kit episode whose change (`kit_change`: the function
 and the listed change, or the function and number of `kit_choice` where the episode printed no listing) is
 its repo's demonstrated one is counted as a replay. "Store view": episodes whose `mutate` listing left changes
-out for the store's view (`rollout.kit_store_view`). Per iteration: valid / new / replays.
+out for the store's view (`rollout.kit_store_view`); "moved on": those whose `mutate` listed the next
+function's changes instead of refusing (`rollout.kit_next_function`). Per iteration: valid / new / replays.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from selfplay.experiment.injector_steps import (
     injector_steps,
     kit_change,
     kit_choice,
+    moved_on,
     step_counts,
     store_filtered,
 )
@@ -54,7 +56,7 @@ def episodes(run_dir: Path, shown: dict[str, set[tuple[str, int]]]) -> list[dict
                             "new": valid and row.get("reward") is not None and row["reward"] > -1,
                             "choice": list(choice) if choice else None, "change": list(change) if change else None,
                             "replay": valid and (change or choice) in shown.get(str(meta.get("repo")), set()),
-                            "store_view": store_filtered(row["messages"]),
+                            "store_view": store_filtered(row["messages"]), "moved_on": moved_on(row["messages"]),
                             "steps": list(injector_steps(row["messages"]))})
     return out
 
@@ -68,8 +70,9 @@ def main() -> None:
     args = ap.parse_args()
     shown = demonstrated_choices(args.demos) if args.demos else {}
     result = {}
-    print("| run | episodes | valid | new to the store | replays | store view | per iteration | " + " | ".join(STEPS) + " |")
-    print("|---" * (7 + len(STEPS)) + "|")
+    print("| run | episodes | valid | new to the store | replays | store view | moved on | per iteration | "
+          + " | ".join(STEPS) + " |")
+    print("|---" * (8 + len(STEPS)) + "|")
     for d in args.dirs:
         eps = episodes(d, shown)
         counts = step_counts([e["steps"] for e in eps])
@@ -79,7 +82,8 @@ def main() -> None:
         per = ", ".join("/".join(str(sum(e[k] for e in eps if e["iteration"] == i)) for k in ("valid", "new", "replay"))
                         for i in its)
         print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | {sum(e['new'] for e in eps)} | "
-              f"{sum(e['replay'] for e in eps)} | {sum(e['store_view'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
+              f"{sum(e['replay'] for e in eps)} | {sum(e['store_view'] for e in eps)} | "
+              f"{sum(e['moved_on'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 

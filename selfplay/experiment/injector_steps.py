@@ -140,6 +140,13 @@ def store_filtered(messages: Sequence[Mapping[str, Any]]) -> bool:
                and (HIDDEN_NOTE in after or ALL_STORED in after) for action, after, _ in _turns(messages))
 
 
+def moved_on(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """True when a `mutate NAME` of the transcript listed another function's changes instead of refusing a
+    used-up NAME (`rollout.kit_next_function`)."""
+    return any(action is not None and action.tool == "bash" and _kit_command(action.command)[0] == "mutate"
+               and MOVED_ON in after for action, after, _ in _turns(messages))
+
+
 def step_counts(episodes: Sequence[Sequence[str]]) -> dict[str, int]:
     """Episodes with each label at least once (a label per column of the docs' funnel table)."""
     counts: Counter[str] = Counter()

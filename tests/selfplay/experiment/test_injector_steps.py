@@ -5,6 +5,7 @@ from selfplay.experiment.injector_steps import (
     injector_steps,
     kit_change,
     kit_choice,
+    moved_on,
     step_counts,
     store_filtered,
 )
@@ -133,4 +134,5 @@ def test_the_kit_change_is_read_from_the_listing_so_a_renumbered_listing_names_a
                                         "Apply one: python /tmp/kit.py mutate h K\n[exit code 0]")]
     saved_g = [bash(f"{kit} mutate g 1"), saved[1]]
     assert kit_change(head + moved + saved_g) == ("h", "line 9: c = 3  ->  pass")  # the function it moved to
-    assert store_filtered(head + moved)
+    assert store_filtered(head + moved) and moved_on(head + moved + saved_g)
+    assert not moved_on(head + viewed + saved) and not moved_on(head + refused)
