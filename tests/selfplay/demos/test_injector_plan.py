@@ -313,8 +313,8 @@ def test_the_kit_leaves_out_the_changes_on_lines_the_store_bugs_change(tmp_path)
 
 def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next_one(tmp_path):
     """`next_function` (`rollout.kit_next_function`): when every change of NAME is on a stored line,
-    `mutate NAME` says so and lists the next function's fresh changes (after NAME in the file, then from
-    the top), `mutate NAME K` and `mutate OTHER K` both apply the K-th of that list, and only when no
+    `mutate NAME` lists the next function's fresh changes (after NAME in the file, then from the top) and
+    says so below them, `mutate NAME K` and `mutate OTHER K` both apply the K-th of that list, and only when no
     function has a fresh change does it refuse. Without the flag the refusal stands."""
     from agent_scaffold.mutation_operators import function_mutations, function_names
 
@@ -331,11 +331,10 @@ def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next
     listed = run("mutate", "f")
     assert listed.returncode == 0
     assert listed.stdout.splitlines() == [
-        "Every change of f is on a line that a bug in the store already changes. Listed instead: the changes of g, "
-        "the next function of pkg/core.py with changes that no stored bug makes:",
         *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(fresh, 1)),
-        f"({len(g) - len(fresh)} more on lines that bugs in the store already change: not listed.)",
-        "Apply one: python /tmp/kit.py mutate g K"]
+        "(Every change of f is on a line that a bug in the store already changes: these are the changes of g, "
+        "the next function of pkg/core.py with one elsewhere.)",
+        "Apply one: python /tmp/kit.py mutate f K"]
     assert run("mutate", "f", "1").returncode == 0
     assert (repo / "pkg" / "core.py").read_text() == fresh[0].source
     _shell("git checkout -q -- pkg/core.py", source, repo)

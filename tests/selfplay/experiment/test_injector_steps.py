@@ -128,10 +128,10 @@ def test_the_kit_change_is_read_from_the_listing_so_a_renumbered_listing_names_a
     refused = [bash(f"{kit} mutate g"), o("Every change of g is on a line that a bug in the store already changes: "
                                           "choose another function, or change it with str_replace.\n[exit code 1]")]
     assert store_filtered(head + refused)
-    moved = [bash(f"{kit} mutate g"), o("Every change of g is on a line that a bug in the store already changes. "
-                                        "Listed instead: the changes of h, the next function of pkg/core.py with "
-                                        "changes that no stored bug makes:\n1. line 9: c = 3  ->  pass\n"
-                                        "Apply one: python /tmp/kit.py mutate h K\n[exit code 0]")]
+    moved = [bash(f"{kit} mutate g"), o("1. line 9: c = 3  ->  pass\n(Every change of g is on a line that a bug in "
+                                        "the store already changes: these are the changes of h, the next function "
+                                        "of pkg/core.py with one elsewhere.)\n"
+                                        "Apply one: python /tmp/kit.py mutate g K\n[exit code 0]")]
     saved_g = [bash(f"{kit} mutate g 1"), saved[1]]
     assert kit_change(head + moved + saved_g) == ("h", "line 9: c = 3  ->  pass")  # the function it moved to
     assert store_filtered(head + moved) and moved_on(head + moved + saved_g)
