@@ -49,8 +49,10 @@ class Operator:
         """Source text replacing `node`."""
         raise NotImplementedError
 
-    def sites(self, tree: ast.AST) -> list[ast.AST]:
-        return [n for n in _function_nodes(tree) if self.matches(n)]
+    def sites(self, tree: ast.AST, nodes: list[ast.AST] | None = None) -> list[ast.AST]:
+        """The nodes this operator can rewrite, in source order; `nodes`: `_function_nodes(tree)`, when the
+        caller already walked it (one walk for every operator)."""
+        return [n for n in (_function_nodes(tree) if nodes is None else nodes) if self.matches(n)]
 
 
 class FlipComparison(Operator):
@@ -131,8 +133,8 @@ class ReturnEarly(Operator):
         return (isinstance(node, ast.If) and len(node.body) == 1 and isinstance(node.body[0], ast.Return)
                 and not isinstance(node.test, ast.Constant))
 
-    def sites(self, tree):
-        return [n.test for n in _function_nodes(tree) if self.matches(n)]
+    def sites(self, tree, nodes=None):
+        return [n.test for n in (_function_nodes(tree) if nodes is None else nodes) if self.matches(n)]
 
     def rewrite(self, node):
         return "True"
@@ -177,8 +179,11 @@ def mutate(source: str, operator: Operator, site: int) -> str:
     Raises IndexError for a site that does not exist and ValueError when the result does not parse or
     the node cannot be rewritten in place (e.g. a statement sharing its line with another).
     """
-    tree = ast.parse(source)
-    node = operator.sites(tree)[site]
+    return _mutant(source, operator, operator.sites(ast.parse(source))[site])
+
+
+def _mutant(source: str, operator: Operator, node: ast.AST) -> str:
+    """`source` with `node` (a site of `operator` in a parse of `source`) rewritten; `mutate`'s errors."""
     lines = source.splitlines(keepends=True)
     raw = [line.encode() for line in lines]  # ast column offsets count UTF-8 bytes
     first, last = node.lineno - 1, node.end_lineno - 1
@@ -239,13 +244,14 @@ def function_mutations(source: str, name: str) -> list[Mutation] | None:
     if fn is None:
         return None
     lines = source.splitlines()
+    nodes = _function_nodes(tree)
     out: dict[str, Mutation] = {}
     for op in OPERATORS:
-        for site, node in enumerate(op.sites(tree)):
+        for site, node in enumerate(op.sites(tree, nodes)):
             if not fn.lineno <= node.lineno <= node.end_lineno <= fn.end_lineno:
                 continue
             try:
-                mutant = mutate(source, op, site)
+                mutant = _mutant(source, op, node)  # the rewrites copy nodes, so one parse serves every site
             except ValueError:
                 continue
             new_lines = mutant.splitlines()
