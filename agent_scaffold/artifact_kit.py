@@ -28,8 +28,8 @@ line is one of them, and says how many it left out, so that a change it lists is
 holds (the store's own rule, `selfplay.task.keys_match`, still judges every artifact). With
 `next_function` (`rollout.kit_next_function`), a function whose every change is on such a line is not
 refused: `mutate NAME` lists the changes of the next function of the file that has one elsewhere, says so
-below the list, and `mutate NAME K` applies the K-th of that list, so a plan that names a used-up function still writes
-a bug the store does not hold.
+below the list, and `mutate NAME K` applies the K-th of that list, so a plan that names a used-up function
+still writes a bug the store does not hold.
 
 The kit runs as the agent uid, like any command of the episode, so it can do nothing the policy could not;
 it lives in /tmp, which every sandbox reset empties, so no other episode sees it. Root writes it, so the
