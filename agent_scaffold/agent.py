@@ -22,12 +22,12 @@ import logging
 import posixpath
 import time
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
-from agent_scaffold.artifact_kit import KIT_STRATEGY, install_kit
+from agent_scaffold.artifact_kit import KIT_STRATEGY, KitView, install_kit
 from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
 from agent_scaffold.roles import ARTIFACT_FILES, EpisodeLimits, RoleConfig, render_template
@@ -77,13 +77,12 @@ class Episode:
 def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
                 limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None,
                 on_turn: Callable[[int, str], None] | None = None, localizer: Localizer | None = None,
-                stored_lines: Collection[tuple[str, int]] = (), next_function: bool = False) -> Episode:
+                kit_view: KitView | None = None) -> Episode:
     """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates.
     `on_turn(turn, what)` is told after each turn what the model did (`bash: CMD`, `edit ...`, `submit`,
     `format error`), for a caller that shows progress. `localizer` gives the episode the `localize` tool
-    (a solver with a spec of failing tests), and its prompt a `localize_hint` that says so. `stored_lines`
-    go to a `kit` injector's kit (`artifact_kit.kit_source`): lines whose changes its `mutate` leaves out;
-    `next_function`: its `mutate` then moves on to the next function instead of refusing a used-up one.
+    (a solver with a spec of failing tests), and its prompt a `localize_hint` that says so. `kit_view` is what
+    a `kit` injector's kit is told of the store and of its round (`artifact_kit.KitView`).
 
     The context budget (`limits.max_context_tokens`) is clamped to the policy's window (`context_window`)
     so that no caller plans past what the model can attend to."""
@@ -106,7 +105,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     engine: Counter[str] = Counter()  # prefill_tokens, prefill_s, decode_s, batch_fill, from backends that report them
     try:
         if role.name == "injector" and role.strategy == KIT_STRATEGY:
-            install_kit(sandbox, str(values["artifact_dir"]), stored_lines, next_function)
+            install_kit(sandbox, str(values["artifact_dir"]), kit_view)
         while True:
             if turns >= limits.max_turns:
                 termination = "max_turns"

@@ -29,7 +29,13 @@ holds (the store's own rule, `selfplay.task.keys_match`, still judges every arti
 `next_function` (`rollout.kit_next_function`), a function whose every change is on such a line is not
 refused: `mutate NAME` lists the changes of the next function of the file that has one elsewhere, says so
 below the list, and `mutate NAME K` applies the K-th of that list, so a plan that names a used-up function
-still writes a bug the store does not hold.
+still writes a bug the store does not hold; a function with no change at all moves on the same way. With a
+`share` (`rollout.kit_spread`), the episodes of one repo in one iteration, which all see the same store, each
+list a disjoint share of every function's fresh changes (episode k of n: the k-th, k+n-th, ... of them), so
+no two of them are listed the same change, unless an episode's share of every function is empty: it then
+lists the unshared changes.
+
+All of it is an episode's `KitView`: what its kit is told of the store and of its round.
 
 The kit runs as the agent uid, like any command of the episode, so it can do nothing the policy could not;
 it lives in /tmp, which every sandbox reset empties, so no other episode sees it. Root writes it, so the
@@ -38,7 +44,7 @@ policy cannot rewrite it for a later call of the same episode.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,6 +95,12 @@ MOVED_ON = "these are the changes of "
 name after it. The note goes below so that the list starts as a plain listing does: with the note above it,
 the 135M policy stopped copying NAME into `mutate NAME K` (docs/benchmarks.md, thirty-third attempt)."""
 
+SHARE_NOTE = "left to the other episodes of this round"
+"""How `mutate NAME` says that a `share` left changes out: in the count below a listing of NAME's own, and as
+the reason it moved on when NAME's fresh changes are all other episodes'."""
+NO_CHANGE = "has no listed change"
+"""How `mutate NAME` says, moving on, that no operator changes NAME (`next_function`)."""
+
 MUTATIONS_LISTED = 8
 """Changes `mutate NAME` lists at most (the first, by line)."""
 CHANGE_CHARS = 50
@@ -111,6 +123,7 @@ WEAKEN = {weaken!r}
 OPERATORS = {operators!r}
 STORED = {stored!r}
 NEXT_FUNCTION = {next_function!r}
+SHARE = {share!r}
 
 
 def fail(message):
@@ -202,6 +215,7 @@ def show(name):
 
 
 def mutations(path, name):
+    """The changes `mutate NAME` lists, and the note below them (or None)."""
     ops = types.ModuleType("mutation_operators")
     sys.modules[ops.__name__] = ops  # dataclasses look the module up
     exec(compile(OPERATORS, "mutation_operators.py", "exec"), ops.__dict__)
@@ -212,34 +226,49 @@ def mutations(path, name):
         fail(path + " does not parse: choose another oracle test file.")
     if found is None:
         fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
-    if not found:
-        fail("No listed change fits " + name + ": choose another function, or change it with str_replace.")
     stored = set(STORED.get(path, ()))
     fresh = [m for m in found if m.line not in stored]
-    if not fresh and NEXT_FUNCTION:
+    if NEXT_FUNCTION:
+        if not found:
+            why = name + " {no_change}"
+        elif not fresh:
+            why = "Every change of " + name + " {all_stored}"
+        else:
+            why = "The changes of " + name + " are {share_note}"
         names = ops.function_names(source)
         at = names.index(name)
-        for other in names[at + 1:] + names[:at]:  # the functions after NAME, then those before it
-            every = ops.function_mutations(source, other)
-            fresh = [m for m in every if m.line not in stored]
-            if fresh:
-                return other, fresh[:{mutations}], len(every) - len(fresh)
+        # this episode's share first; only where its share is empty everywhere, every fresh change
+        for share in ([SHARE] if SHARE else []) + [None]:
+            for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
+                every = found if other == name else ops.function_mutations(source, other)
+                mine = [m for m in every if m.line not in stored]
+                mine = mine[share[0]::share[1]] if share else mine
+                if not mine:
+                    continue
+                hidden = len(every) - len(mine)
+                if other != name:
+                    note = "(" + why + ": {moved_on}" + other + ", the next function of " + path + " with one elsewhere.)"
+                elif hidden and share:
+                    note = "(%d more on lines that bugs in the store already change, or {share_note}: not listed.)" % hidden
+                else:
+                    note = "(%d {hidden_note})" % hidden if hidden else None
+                return mine[:{mutations}], note
+    if not found:
+        fail("No listed change fits " + name + ": choose another function, or change it with str_replace.")
     if not fresh:
         fail("Every change of " + name + " {all_stored}: choose another function, or change it with str_replace.")
-    return name, fresh[:{mutations}], len(found) - len(fresh)
+    hidden = len(found) - len(fresh)
+    return fresh[:{mutations}], "(%d {hidden_note})" % hidden if hidden else None
 
 
 def mutate(name, pick):
     path = code_file()
-    listed, found, hidden = mutations(path, name)
+    found, note = mutations(path, name)
     if pick is None:
         for k, m in enumerate(found, 1):
             print("%d. line %d: %s  ->  %s" % (k, m.line, m.old[:{chars}], m.new[:{chars}]))
-        if listed != name:
-            print("(Every change of " + name + " {all_stored}: {moved_on}" + listed + ", the next function of "
-                  + path + " with one elsewhere.)")
-        elif hidden:
-            print("(%d {hidden_note})" % hidden)
+        if note:
+            print(note)
         print("Apply one: python {path} mutate " + name + " K")
         return
     if not pick.isdigit() or not 1 <= int(pick) <= len(found):
@@ -290,23 +319,40 @@ if __name__ == "__main__":
 '''
 
 
-def kit_source(artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = (), next_function: bool = False) -> str:
-    """The kit's Python source for an episode whose artifact goes to `artifact_dir`. `stored_lines`: (path,
-    line) of the committed files' lines that the store's bugs already change; `mutate` lists no change
-    there. Without them the kit prints what it printed before they existed, so demonstrations keep their text.
-    `next_function`: when every change of NAME is on a stored line, `mutate NAME` lists (and `mutate NAME K`
-    applies) the changes of the next function of the file that has a change on no stored line, instead of
+@dataclass(frozen=True)
+class KitView:
+    """What an episode's kit is told of the store and of its round (`rollout.kit_store_view`)."""
+
+    stored_lines: tuple[tuple[str, int], ...] = ()
+    """(path, line) of the committed files' lines that the store's bugs already change: `mutate` lists no
+    change there."""
+    next_function: bool = False
+    """`rollout.kit_next_function`: when NAME has no change off those lines (or none at all), `mutate NAME`
+    lists (and `mutate NAME K` applies) the changes of the next function of the file that has one, instead of
     refusing."""
+    share: tuple[int, int] | None = None
+    """`rollout.kit_spread`, with `next_function`: (k, n), this episode's share of the fresh changes of every
+    function (the k-th, k+n-th, ... of them) when n episodes of its repo play the same iteration."""
+
+    def __post_init__(self) -> None:
+        if self.share is not None and not 0 <= self.share[0] < self.share[1]:
+            raise ValueError(f"a kit share is (k, n) with 0 <= k < n, not {self.share!r}")
+
+
+def kit_source(artifact_dir: str, view: KitView | None = None) -> str:
+    """The kit's Python source for an episode whose artifact goes to `artifact_dir`, told `view`. Without
+    stored lines the kit prints what it printed before the view existed, so demonstrations keep their text."""
+    view = view or KitView()
     stored: dict[str, list[int]] = {}
-    for path, line in sorted(set(stored_lines)):
+    for path, line in sorted(set(view.stored_lines)):
         stored.setdefault(path, []).append(line)
     return _KIT.format(path=KIT_PATH, artifact_dir=artifact_dir, parser=PARSER, weaken=WEAKEN, listing=DEF_LISTING,
                        after=VIEW_AFTER, operators=Path(mutation_operators.__file__).read_text(),
                        mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS, stored=stored, hidden_note=HIDDEN_NOTE,
-                       all_stored=ALL_STORED, next_function=next_function, moved_on=MOVED_ON)
+                       all_stored=ALL_STORED, next_function=view.next_function, moved_on=MOVED_ON,
+                       share=view.share, share_note=SHARE_NOTE, no_change=NO_CHANGE)
 
 
-def install_kit(sandbox: Sandbox, artifact_dir: str, stored_lines: Iterable[tuple[str, int]] = (),
-                next_function: bool = False) -> None:
+def install_kit(sandbox: Sandbox, artifact_dir: str, view: KitView | None = None) -> None:
     """Writes the kit to `KIT_PATH` as root (the policy can run it, not rewrite it)."""
-    sandbox.write_file(KIT_PATH, kit_source(artifact_dir, stored_lines, next_function), user="root")
+    sandbox.write_file(KIT_PATH, kit_source(artifact_dir, view), user="root")

@@ -10,7 +10,8 @@ that wrote one new bug is, before it only the first to finish), and how many epi
 and the listed change, or the function and number of `kit_choice` where the episode printed no listing) is
 its repo's demonstrated one is counted as a replay. "Store view": episodes whose `mutate` listing left changes
 out for the store's view (`rollout.kit_store_view`); "moved on": those whose `mutate` listed the next
-function's changes instead of refusing (`rollout.kit_next_function`). Per iteration: valid / new / replays.
+function's changes instead of refusing (`rollout.kit_next_function`). "Distinct": the valid episodes' distinct
+tasks (the store files a bug written twice as one task). Per iteration: valid / new / replays.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def episodes(run_dir: Path, shown: dict[str, set[tuple[str, int]]]) -> list[dict
                 choice, change = kit_choice(row["messages"]), kit_change(row["messages"])
                 out.append({"id": meta.get("id"), "repo": meta.get("repo"), "iteration": meta.get("iteration"),
                             "termination": meta.get("termination"), "valid": valid, "reward": row.get("reward"),
+                            "task_id": meta.get("task_id"),
                             "new": valid and row.get("reward") is not None and row["reward"] > -1,
                             "choice": list(choice) if choice else None, "change": list(change) if change else None,
                             "replay": valid and (change or choice) in shown.get(str(meta.get("repo")), set()),
@@ -70,9 +72,9 @@ def main() -> None:
     args = ap.parse_args()
     shown = demonstrated_choices(args.demos) if args.demos else {}
     result = {}
-    print("| run | episodes | valid | new to the store | replays | store view | moved on | per iteration | "
+    print("| run | episodes | valid | new to the store | distinct | replays | store view | moved on | per iteration | "
           + " | ".join(STEPS) + " |")
-    print("|---" * (8 + len(STEPS)) + "|")
+    print("|---" * (9 + len(STEPS)) + "|")
     for d in args.dirs:
         eps = episodes(d, shown)
         counts = step_counts([e["steps"] for e in eps])
@@ -81,7 +83,8 @@ def main() -> None:
         its = sorted({e["iteration"] for e in eps if e["iteration"] is not None})
         per = ", ".join("/".join(str(sum(e[k] for e in eps if e["iteration"] == i)) for k in ("valid", "new", "replay"))
                         for i in its)
-        print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | {sum(e['new'] for e in eps)} | "
+        distinct = len({(e["repo"], e["task_id"]) for e in eps if e["valid"] and e["task_id"]})
+        print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | {sum(e['new'] for e in eps)} | {distinct} | "
               f"{sum(e['replay'] for e in eps)} | {sum(e['store_view'] for e in eps)} | "
               f"{sum(e['moved_on'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
     if args.json:

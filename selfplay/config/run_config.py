@@ -157,7 +157,13 @@ class RolloutConfig:
     kit_next_function: bool = False
     """With `kit_store_view`: when every change of the function an episode names is on such a line, the
     kit's `mutate NAME` lists (and `mutate NAME K` applies) the changes of the next function of the file
-    that has one elsewhere, instead of refusing. Without the view it does nothing."""
+    that has one elsewhere, instead of refusing; a function with no change at all moves on the same way.
+    Without the view it does nothing."""
+    kit_spread: bool = False
+    """With `kit_next_function`: the n `kit` injector episodes of one repo in one iteration, which all see the
+    same store, each list a disjoint share of every function's fresh changes (episode k: the k-th, k+n-th,
+    ... of them; `artifact_kit.KitView.share`), moving on where their share of a function is empty, so that
+    they do not all write the iteration's one new bug. Without the move-on it does nothing."""
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from agent_scaffold.actions import Action, FormatError, parse_action
-from agent_scaffold.artifact_kit import ALL_STORED, HIDDEN_NOTE, KIT_PATH, MOVED_ON
+from agent_scaffold.artifact_kit import ALL_STORED, HIDDEN_NOTE, KIT_PATH, MOVED_ON, SHARE_NOTE
 from selfplay.demos.injector import LIST_TESTS
 from selfplay.experiment.failures import NOOP_REFUSED, missing_file_refusals, search_refusals
 
@@ -135,9 +135,11 @@ def kit_change(messages: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
 
 
 def store_filtered(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """True when a `mutate NAME` of the transcript left changes out for the store's view."""
+    """True when a `mutate NAME` of the transcript left changes out for the store's view (or, with a share
+    of `rollout.kit_spread`, for the other episodes of its round)."""
     return any(action is not None and action.tool == "bash" and _kit_command(action.command)[0] == "mutate"
-               and (HIDDEN_NOTE in after or ALL_STORED in after) for action, after, _ in _turns(messages))
+               and any(note in after for note in (HIDDEN_NOTE, ALL_STORED, SHARE_NOTE))
+               for action, after, _ in _turns(messages))
 
 
 def moved_on(messages: Sequence[Mapping[str, Any]]) -> bool:

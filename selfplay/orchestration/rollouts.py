@@ -24,13 +24,14 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent_scaffold.artifact_kit import KIT_STRATEGY
+from agent_scaffold.artifact_kit import KIT_STRATEGY, KitView
 from agent_scaffold.trajectory import Trajectory
 from selfplay.config.run_config import RunConfig
 from selfplay.judge.rewards import injector_reward, solve_rate
@@ -57,6 +58,16 @@ def episode_id(run_id: str, iteration: int, role: str, index: int) -> str:
 def recorded_episode(attempt_path: str | None) -> str | None:
     """The episode id of a store attempt's `trajectory_path` (`file#episode id`)."""
     return attempt_path.rsplit("#", 1)[1] if attempt_path and "#" in attempt_path else None
+
+
+def kit_shares(requests: Sequence[EpisodeRequest]) -> dict[str, tuple[int, int]]:
+    """`rollout.kit_spread`: each `kit` injector request's share (k, n) among the n kit requests of its repo,
+    in request order; a repo with one such request gets none."""
+    by_repo: dict[str, list[str]] = {}
+    for r in requests:
+        if r.role == "injector" and r.strategy == KIT_STRATEGY:
+            by_repo.setdefault(r.repo, []).append(r.episode_id)
+    return {e: (k, len(ids)) for ids in by_repo.values() if len(ids) > 1 for k, e in enumerate(ids)}
 
 
 def tag(result: EpisodeResult, iteration: int, **extra: Any) -> Trajectory | None:
@@ -137,7 +148,9 @@ class IterationRollouts:
         if not cfg.rollout.kit_store_view:
             return todo
         view = {repo: self._stored_lines(repo) for repo in {r.repo for r in todo if r.strategy == KIT_STRATEGY}}
-        return [replace(r, stored_lines=view[r.repo], next_function=cfg.rollout.kit_next_function)
+        # shares come from the whole iteration, so a resumed episode gets the share it had before the crash
+        shares = kit_shares(requests) if cfg.rollout.kit_spread and cfg.rollout.kit_next_function else {}
+        return [replace(r, kit_view=KitView(view[r.repo], cfg.rollout.kit_next_function, shares.get(r.episode_id)))
                 if r.repo in view and r.strategy == KIT_STRATEGY else r for r in todo]
 
     def _stored_lines(self, repo: str) -> tuple[tuple[str, int], ...]:

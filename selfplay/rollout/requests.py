@@ -11,6 +11,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from agent_scaffold.artifact_kit import KitView
+
 if TYPE_CHECKING:
     from agent_scaffold.trajectory import Trajectory
     from selfplay.artifact import BugArtifact
@@ -44,12 +46,9 @@ class EpisodeRequest:
     seen: frozenset[str] = frozenset()
     """Solver: normalised hashes of the failed patches that already made higher-order tasks of `task`
     (`store.used_failed_patches(task_id)`), so a worker without the store does not derive one twice."""
-    stored_lines: tuple[tuple[str, int], ...] = ()
-    """Injector (`kit`, `rollout.kit_store_view`): (path, line) of the repo's lines that the store's bugs
-    already change when the iteration starts; the kit's `mutate NAME` lists no change there."""
-    next_function: bool = False
-    """Injector (`kit`, `rollout.kit_next_function`): the kit's `mutate NAME` lists the next function's
-    changes when every change of NAME is on a stored line, instead of refusing."""
+    kit_view: KitView | None = None
+    """Injector (`kit`, `rollout.kit_store_view`): what its kit is told of the store as the iteration starts
+    (the lines its repo's bugs already change) and of its round (`next_function`, `share`)."""
 
 
 @dataclass(frozen=True)

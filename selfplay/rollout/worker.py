@@ -120,7 +120,7 @@ class Worker:
         limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
             seed=request.seed, temperature=self.config.rollout.temperature), localizer=localizer,
-            stored_lines=request.stored_lines, next_function=request.next_function)
+            kit_view=request.kit_view)
         timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
         timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)
         return ep

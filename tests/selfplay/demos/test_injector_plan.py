@@ -229,11 +229,12 @@ KIT_SOURCE = SOURCE + "\n\ndef noop():\n    return None\n"
 """`SOURCE` and a function no operator can change."""
 
 
-def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = KIT_SOURCE, stored=()):
+def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = KIT_SOURCE, stored=(),
+              next_function: bool = False, share: tuple[int, int] | None = None):
     """A committed git repo with pkg/core.py (`source`), the artifact directory holding `test_files` and a
     test script that fails when `return x + 10` is gone, and a runner of the kit written for it (told of
-    `stored` lines)."""
-    from agent_scaffold.artifact_kit import kit_source
+    `stored` lines, the move-on and a share: its `KitView`)."""
+    from agent_scaffold.artifact_kit import KitView, kit_source
 
     art, repo = tmp_path / "art", tmp_path / "repo"
     art.mkdir()
@@ -244,7 +245,7 @@ def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = 
                                         'else echo "FAILED tests/test_core.py::test_f"; fi\n')
     (art / "test_parser.py").write_text(PARSER)
     kit = tmp_path / "kit.py"
-    kit.write_text(kit_source(str(art), stored))
+    kit.write_text(kit_source(str(art), KitView(tuple(stored), next_function, share)))
 
     def run(*args):
         return subprocess.run([sys.executable, str(kit), *args], cwd=repo, capture_output=True, text=True)
@@ -322,11 +323,8 @@ def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next
     assert function_names(source) == ["helper", "f", "noop", "g"]  # noop has no change: passed over
     f_lines = [(("pkg/core.py", m.line)) for m in function_mutations(source, "f")]
     g = function_mutations(source, "g")
-    art, repo, run = _kit_repo(tmp_path, source=source, stored=[*f_lines, ("pkg/core.py", g[0].line)])
-    kit = tmp_path / "kit.py"
-    kit.write_text(kit.read_text().replace("NEXT_FUNCTION = False", "NEXT_FUNCTION = True"))  # as kit_source(.., True)
-    from agent_scaffold.artifact_kit import kit_source
-    assert kit.read_text() == kit_source(str(art), [*f_lines, ("pkg/core.py", g[0].line)], True)
+    art, repo, run = _kit_repo(tmp_path, source=source, stored=[*f_lines, ("pkg/core.py", g[0].line)],
+                               next_function=True)
     fresh = [m for m in g if m.line != g[0].line]
     listed = run("mutate", "f")
     assert listed.returncode == 0
@@ -342,8 +340,7 @@ def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next
     # g used up as well: from g the search wraps around to helper, the first function of the file
     every = [("pkg/core.py", m.line) for name in ("f", "g") for m in function_mutations(source, name)]
     (tmp_path / "wrap").mkdir()
-    _, _, wrapped = _kit_repo(tmp_path / "wrap", source=source, stored=every)
-    (tmp_path / "wrap" / "kit.py").write_text(kit_source(str(tmp_path / "wrap" / "art"), every, True))
+    _, _, wrapped = _kit_repo(tmp_path / "wrap", source=source, stored=every, next_function=True)
     helper = function_mutations(source, "helper")
     out = wrapped("mutate", "g")
     assert out.returncode == 0 and "the changes of helper," in out.stdout
@@ -352,11 +349,74 @@ def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next
     everything = every + [("pkg/core.py", m.line) for m in helper]
     for flag in (True, False):
         (tmp_path / f"none{flag}").mkdir()
-        _, _, none = _kit_repo(tmp_path / f"none{flag}", source=source, stored=everything)
-        (tmp_path / f"none{flag}" / "kit.py").write_text(kit_source(str(tmp_path / f"none{flag}" / "art"), everything, flag))
+        _, _, none = _kit_repo(tmp_path / f"none{flag}", source=source, stored=everything, next_function=flag)
         out = none("mutate", "g")
         assert out.returncode == 1 and out.stdout.startswith("Every change of g is on a line that a bug in the store "
                                                              "already changes: choose another function")
+
+
+def test_with_next_function_a_function_with_no_change_moves_on_too(tmp_path):
+    """`next_function`: `mutate noop` (no operator changes noop) lists the next function's changes, wrapping
+    round to the top of the file, and says why, where without the flag it refuses."""
+    from agent_scaffold.artifact_kit import NO_CHANGE
+    from agent_scaffold.mutation_operators import function_mutations
+
+    _, repo, run = _kit_repo(tmp_path, next_function=True)
+    helper = function_mutations(KIT_SOURCE, "helper")
+    listed = run("mutate", "noop")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == [
+        *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(helper, 1)),
+        f"(noop {NO_CHANGE}: these are the changes of helper, the next function of pkg/core.py with one elsewhere.)",
+        "Apply one: python /tmp/kit.py mutate noop K"]
+    assert run("mutate", "noop", "1").returncode == 0
+    assert (repo / "pkg" / "core.py").read_text() == helper[0].source
+
+
+def test_a_share_lists_every_nth_fresh_change_and_moves_on_where_it_holds_none(tmp_path):
+    """`share` (`rollout.kit_spread`): episode k of n lists the k-th, k+n-th, ... fresh change of NAME, so the
+    n episodes' listings are disjoint and together hold every fresh change; the count below says what it left
+    out and why. A share empty for NAME moves on to the next function where its share is not; a share empty
+    everywhere lists the unshared changes, so a share never makes the kit refuse."""
+    from agent_scaffold.artifact_kit import SHARE_NOTE, KitView
+    from agent_scaffold.mutation_operators import function_mutations
+
+    source = KIT_SOURCE + ("\n\ndef g(a, b):\n    if a < b:\n        a = a + 1\n    if a > 3 and b:\n"
+                           "        return a - b\n    return b * 2\n")
+    g = function_mutations(source, "g")
+    stored = [("pkg/core.py", g[0].line)]
+    fresh = [m for m in g if m.line != g[0].line]
+    assert len(fresh) == 7
+    listings = []
+    for k in range(3):
+        (tmp_path / str(k)).mkdir()
+        _, repo, run = _kit_repo(tmp_path / str(k), source=source, stored=stored, next_function=True, share=(k, 3))
+        out = run("mutate", "g")
+        assert out.returncode == 0
+        mine = fresh[k::3]
+        assert out.stdout.splitlines() == [
+            *(f"{i}. line {m.line}: {m.old}  ->  {m.new}" for i, m in enumerate(mine, 1)),
+            f"({len(g) - len(mine)} more on lines that bugs in the store already change, or {SHARE_NOTE}: not listed.)",
+            "Apply one: python /tmp/kit.py mutate g K"]
+        assert run("mutate", "g", "1").returncode == 0
+        assert (repo / "pkg" / "core.py").read_text() == mine[0].source
+        listings.append([m.source for m in mine])
+    assert sorted(sum(listings, [])) == sorted(m.source for m in fresh)  # disjoint, and every fresh change
+    # f has one change: share (1, 2) holds none of it and moves on to g, where it holds g's 2nd, 4th, ...
+    (tmp_path / "f").mkdir()
+    _, _, run = _kit_repo(tmp_path / "f", source=source, next_function=True, share=(1, 2))
+    out = run("mutate", "f")
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[0] == f"1. line {g[1].line}: {g[1].old}  ->  {g[1].new}"
+    assert f"(The changes of f are {SHARE_NOTE}: these are the changes of g," in out.stdout
+    # a share that holds nothing anywhere: every fresh change is listed, as without a share
+    lone = SOURCE.replace("import os\n", "")
+    (tmp_path / "lone").mkdir()
+    _, _, run = _kit_repo(tmp_path / "lone", source=lone, next_function=True, share=(5, 6))
+    (tmp_path / "plain").mkdir()
+    assert run("mutate", "f").stdout == _kit_repo(tmp_path / "plain", source=lone, next_function=True)[2]("mutate", "f").stdout
+    with pytest.raises(ValueError, match="0 <= k < n"):
+        KitView(share=(2, 2))
 
 
 def test_stored_paths_that_a_model_wrote_stay_data_in_the_kit(tmp_path):

@@ -136,3 +136,12 @@ def test_the_kit_change_is_read_from_the_listing_so_a_renumbered_listing_names_a
     assert kit_change(head + moved + saved_g) == ("h", "line 9: c = 3  ->  pass")  # the function it moved to
     assert store_filtered(head + moved) and moved_on(head + moved + saved_g)
     assert not moved_on(head + viewed + saved) and not moved_on(head + refused)
+    # a share (`rollout.kit_spread`): its count, and a move-on from a function whose fresh changes are others'
+    shared = [bash(f"{kit} mutate f"), o("1. line 5: b = 2  ->  pass\n(1 more on lines that bugs in the store already "
+                                         "change, or left to the other episodes of this round: not listed.)\n"
+                                         "Apply one: python /tmp/kit.py mutate f K\n[exit code 0]")]
+    assert store_filtered(head + shared) and not moved_on(head + shared)
+    away = [bash(f"{kit} mutate g"), o("1. line 9: c = 3  ->  pass\n(The changes of g are left to the other episodes "
+                                       "of this round: these are the changes of h, the next function of pkg/core.py "
+                                       "with one elsewhere.)\nApply one: python /tmp/kit.py mutate g K\n[exit code 0]")]
+    assert moved_on(head + away + saved_g) and kit_change(head + away + saved_g) == ("h", "line 9: c = 3  ->  pass")

@@ -361,24 +361,41 @@ def test_a_finished_run_closes_its_rollout_policy(tmp_path, monkeypatch):
 def test_kit_injectors_are_told_the_lines_the_store_bugs_change_as_the_iteration_starts(tmp_path, view):
     """`rollout.kit_store_view`: a `kit` injector request carries the (path, line) that the store's bugs of
     its repo change when its iteration starts: none in iteration 0 (an empty store), iteration 0's two bugs
-    (lines 1 and 2 of pkg/core.py) in iteration 1. Without the view no request carries any."""
+    (lines 1 and 2 of pkg/core.py) in iteration 1. Without the view no request carries any. `kit_spread`
+    gives the iteration's two episodes of the one repo the shares (0, 2) and (1, 2), with the view only."""
     from dataclasses import replace as with_
 
     runner = TableRunner(group_size=G, solved_per_group=1, invalid=frozenset())
-    seen: dict[str, tuple] = {}
+    seen: dict[str, object] = {}
 
     def spy(request):
         if request.role == "injector":
-            seen[request.episode_id] = request.stored_lines
-            moves[request.episode_id] = request.next_function
+            seen[request.episode_id] = request.kit_view
         return runner(request)
 
-    moves: dict[str, bool] = {}
     spy.close = runner.close
     cfg = config(tmp_path, iterations=2)
     cfg = with_(cfg, rollout=with_(cfg.rollout, strategies=("kit",), solver_tasks=0, kit_store_view=view,
-                                   kit_next_function=True))
+                                   kit_next_function=True, kit_spread=True))
     run_selfplay(cfg, runner=spy)
-    by_iteration = {it: {v for k, v in seen.items() if f"-it{it}-" in k} for it in (0, 1)}
-    assert by_iteration == {0: {()}, 1: {(("pkg/core.py", 1), ("pkg/core.py", 2)) if view else ()}}
-    assert set(moves.values()) == {view}  # `kit_next_function` rides with the view only
+    if not view:
+        assert set(seen.values()) == {None}
+        return
+    by_iteration = {it: {v.stored_lines for k, v in seen.items() if f"-it{it}-" in k} for it in (0, 1)}
+    assert by_iteration == {0: {()}, 1: {(("pkg/core.py", 1), ("pkg/core.py", 2))}}
+    assert {v.next_function for v in seen.values()} == {True}
+    for it in (0, 1):
+        assert sorted(v.share for k, v in seen.items() if f"-it{it}-" in k) == [(0, 2), (1, 2)]
+
+
+def test_kit_shares_split_each_repo_s_kit_episodes_in_request_order():
+    """`kit_shares`: the n kit injector requests of a repo get (0, n) ... (n-1, n) in request order; a repo
+    with one kit request, other strategies and solver requests get none."""
+    from selfplay.orchestration.rollouts import kit_shares
+    from selfplay.rollout.requests import EpisodeRequest
+
+    def req(i, repo, strategy="kit", role="injector"):
+        return EpisodeRequest(f"e{i}", role, repo, 0, 0, strategy=strategy)
+    requests = [req(0, "a"), req(1, "b"), req(2, "a"), req(3, "a", "direct"), req(4, "c"), req(5, "a"),
+                req(6, "b"), req(7, "a", None, "solver")]
+    assert kit_shares(requests) == {"e0": (0, 3), "e2": (1, 3), "e5": (2, 3), "e1": (0, 2), "e6": (1, 2)}

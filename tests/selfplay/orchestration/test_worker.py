@@ -439,18 +439,18 @@ def test_a_kit_request_s_stored_lines_reach_the_kit_in_its_sandbox(worker, token
     """`rollout.kit_store_view` end to end below the loop: the request's (path, line) go to the kit the
     worker installs, whose `mutate NAME` then leaves out the change on that line (toolz's frequencies:
     line 546 holds one of its three listed changes)."""
-    from agent_scaffold.artifact_kit import KIT_COMMAND
+    from agent_scaffold.artifact_kit import KIT_COMMAND, KitView
 
     _script(worker, tokenizer, "injector", [f"```bash\n{KIT_COMMAND} oracle toolz/tests/test_itertoolz.py\n```",
                                             f"```bash\n{KIT_COMMAND} mutate frequencies\n```", "```submit\n```"])
-    result = worker(replace(_injector_request(3), strategy="kit", stored_lines=(("toolz/itertoolz.py", 546),)))
+    result = worker(replace(_injector_request(3), strategy="kit", kit_view=KitView((("toolz/itertoolz.py", 546),))))
     listing = result.trajectory.messages[5]["content"]
     assert listing.startswith("1. line 548: d[item] += 1  ->  pass\n2. line 548: d[item] += 1  ->  d[item] += 2\n"
                               "(1 more on lines that bugs in the store already change: not listed.)\n"), listing
     # `rollout.kit_next_function`: with all of frequencies' lines stored, the request's flag makes the kit
     # list the next function's changes instead of refusing
-    result = worker(replace(_injector_request(3), strategy="kit", next_function=True,
-                            stored_lines=(("toolz/itertoolz.py", 546), ("toolz/itertoolz.py", 548))))
+    result = worker(replace(_injector_request(3), strategy="kit", kit_view=KitView(
+        (("toolz/itertoolz.py", 546), ("toolz/itertoolz.py", 548)), next_function=True)))
     listing = result.trajectory.messages[5]["content"]
     assert listing.startswith("1. line "), listing
     assert ("\n(Every change of frequencies is on a line that a bug in the store already changes: these are the "
