@@ -10,8 +10,9 @@ that wrote one new bug is, before it only the first to finish), and how many epi
 and the listed change, or the function and number of `kit_choice` where the episode printed no listing) is
 its repo's demonstrated one is counted as a replay. "Store view": episodes whose `mutate` listing left changes
 out for the store's view (`rollout.kit_store_view`); "moved on": those whose `mutate` listed the next
-function's changes instead of refusing (`rollout.kit_next_function`). "Distinct": the valid episodes' distinct
-tasks (the store files a bug written twice as one task). Per iteration: valid / new / replays.
+function's changes instead of refusing (`rollout.kit_next_function`). "Distinct new": the distinct tasks of the
+episodes new to the store (the store files a bug written twice as one task). Per iteration: valid / new /
+replays.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def main() -> None:
     args = ap.parse_args()
     shown = demonstrated_choices(args.demos) if args.demos else {}
     result = {}
-    print("| run | episodes | valid | new to the store | distinct | replays | store view | moved on | per iteration | "
+    print("| run | episodes | valid | new to the store | distinct new | replays | store view | moved on | per iteration | "
           + " | ".join(STEPS) + " |")
     print("|---" * (9 + len(STEPS)) + "|")
     for d in args.dirs:
@@ -83,7 +84,7 @@ def main() -> None:
         its = sorted({e["iteration"] for e in eps if e["iteration"] is not None})
         per = ", ".join("/".join(str(sum(e[k] for e in eps if e["iteration"] == i)) for k in ("valid", "new", "replay"))
                         for i in its)
-        distinct = len({(e["repo"], e["task_id"]) for e in eps if e["valid"] and e["task_id"]})
+        distinct = len({(e["repo"], e["task_id"]) for e in eps if e["new"] and e["task_id"]})
         print(f"| {d} | {len(eps)} | {sum(e['valid'] for e in eps)} | {sum(e['new'] for e in eps)} | {distinct} | "
               f"{sum(e['replay'] for e in eps)} | {sum(e['store_view'] for e in eps)} | "
               f"{sum(e['moved_on'] for e in eps)} | {per} | " + " | ".join(str(counts[s]) for s in STEPS) + " |")
