@@ -252,6 +252,12 @@ def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = 
     return art, repo, run
 
 
+def _listing(changes, note: str | None, name: str) -> list[str]:
+    """The lines `mutate NAME` prints for `changes`, with `note` below them."""
+    return [*(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(changes, 1)), *([note] if note else []),
+            f"Apply one: python /tmp/kit.py mutate {name} K"]
+
+
 def test_the_kit_numbers_the_operators_changes_and_applies_one_from_the_committed_file(tmp_path):
     """`mutate NAME` prints `function_mutations` of the committed file, numbered; `mutate NAME K` writes change
     K over whatever the file holds now, runs the tests and saves bug_inject.diff, as `bug` does; a name or a
@@ -295,10 +301,8 @@ def test_the_kit_leaves_out_the_changes_on_lines_the_store_bugs_change(tmp_path)
                                                                   ("pkg/other.py", fresh[0].line)])
     listed = run("mutate", "g")
     assert listed.returncode == 0
-    assert listed.stdout.splitlines() == [
-        *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(fresh, 1)),
-        f"({len(every) - len(fresh)} more on lines that bugs in the store already change: not listed.)",
-        "Apply one: python /tmp/kit.py mutate g K"]
+    assert listed.stdout.splitlines() == _listing(
+        fresh, f"({len(every) - len(fresh)} more on lines that bugs in the store already change: not listed.)", "g")
     assert run("mutate", "g", "1").returncode == 0
     assert (repo / "pkg" / "core.py").read_text() == fresh[0].source
     for args in (("mutate", "f"), ("mutate", "f", "1")):
@@ -328,11 +332,9 @@ def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next
     fresh = [m for m in g if m.line != g[0].line]
     listed = run("mutate", "f")
     assert listed.returncode == 0
-    assert listed.stdout.splitlines() == [
-        *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(fresh, 1)),
-        "(Every change of f is on a line that a bug in the store already changes: these are the changes of g, "
-        "the next function of pkg/core.py with one elsewhere.)",
-        "Apply one: python /tmp/kit.py mutate f K"]
+    assert listed.stdout.splitlines() == _listing(
+        fresh, "(Every change of f is on a line that a bug in the store already changes: these are the changes of g, "
+        "the next function of pkg/core.py with one elsewhere.)", "f")
     assert run("mutate", "f", "1").returncode == 0
     assert (repo / "pkg" / "core.py").read_text() == fresh[0].source
     _shell("git checkout -q -- pkg/core.py", source, repo)
@@ -365,10 +367,9 @@ def test_with_next_function_a_function_with_no_change_moves_on_too(tmp_path):
     helper = function_mutations(KIT_SOURCE, "helper")
     listed = run("mutate", "noop")
     assert listed.returncode == 0
-    assert listed.stdout.splitlines() == [
-        *(f"{k}. line {m.line}: {m.old}  ->  {m.new}" for k, m in enumerate(helper, 1)),
-        f"(noop {NO_CHANGE}: these are the changes of helper, the next function of pkg/core.py with one elsewhere.)",
-        "Apply one: python /tmp/kit.py mutate noop K"]
+    assert listed.stdout.splitlines() == _listing(
+        helper, f"(noop {NO_CHANGE}: these are the changes of helper, the next function of pkg/core.py with one "
+        "elsewhere.)", "noop")
     assert run("mutate", "noop", "1").returncode == 0
     assert (repo / "pkg" / "core.py").read_text() == helper[0].source
 
@@ -394,10 +395,9 @@ def test_a_share_lists_every_nth_fresh_change_and_moves_on_where_it_holds_none(t
         out = run("mutate", "g")
         assert out.returncode == 0
         mine = fresh[k::3]
-        assert out.stdout.splitlines() == [
-            *(f"{i}. line {m.line}: {m.old}  ->  {m.new}" for i, m in enumerate(mine, 1)),
-            f"({len(g) - len(mine)} more on lines that bugs in the store already change, or {SHARE_NOTE}: not listed.)",
-            "Apply one: python /tmp/kit.py mutate g K"]
+        assert out.stdout.splitlines() == _listing(
+            mine, f"({len(g) - len(mine)} more on lines that bugs in the store already change, or {SHARE_NOTE}: "
+            "not listed.)", "g")
         assert run("mutate", "g", "1").returncode == 0
         assert (repo / "pkg" / "core.py").read_text() == mine[0].source
         listings.append([m.source for m in mine])
