@@ -31,9 +31,11 @@ refused: `mutate NAME` lists the changes of the next function of the file that h
 below the list, and `mutate NAME K` applies the K-th of that list, so a plan that names a used-up function
 still writes a bug the store does not hold; a function with no change at all moves on the same way. With a
 `share` (`rollout.kit_spread`), the episodes of one repo in one iteration, which all see the same store, each
-list a disjoint share of every function's fresh changes (episode k of n: the k-th, k+n-th, ... of them), so
-no two of them are listed the same change, unless an episode's share of every function is empty: it then
-lists the unshared changes.
+list a disjoint share of every function's fresh changes (`stride`: episode k of n lists the k-th, k+n-th,
+... of them), so no two of them are listed the same change, unless an episode's share of every function is
+empty: it then lists the unshared changes. `rotate` hides nothing: episode k's listing starts k/n of the
+way into the fresh changes and wraps round, so the same `mutate NAME K` applies a different change in each
+episode of the round while every listing keeps its length.
 
 All of it is an episode's `KitView`: what its kit is told of the store and of its round.
 
@@ -124,6 +126,7 @@ OPERATORS = {operators!r}
 STORED = {stored!r}
 NEXT_FUNCTION = {next_function!r}
 SHARE = {share!r}
+ROTATE = {rotate!r}
 
 
 def fail(message):
@@ -237,8 +240,8 @@ def mutations(path, name):
             why = "The changes of " + name + " are {share_note}"
         names = ops.function_names(source)
         at = names.index(name)
-        # this episode's share first; only where its share is empty everywhere, every fresh change
-        for share in ([SHARE] if SHARE else []) + [None]:
+        # a stride's share first; only where it is empty everywhere, every fresh change
+        for share in ([SHARE] if SHARE and not ROTATE else []) + [None]:
             for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
                 every = found if other == name else ops.function_mutations(source, other)
                 mine = [m for m in every if m.line not in stored]
@@ -246,6 +249,9 @@ def mutations(path, name):
                 if not mine:
                     continue
                 hidden = len(every) - len(mine)
+                if SHARE and ROTATE:  # all of them, from this episode's place on
+                    cut = SHARE[0] * len(mine) // SHARE[1]
+                    mine = mine[cut:] + mine[:cut]
                 if other != name:
                     note = "(" + why + ": {moved_on}" + other + ", the next function of " + path + " with one elsewhere.)"
                 elif hidden and share:
@@ -333,6 +339,9 @@ class KitView:
     share: tuple[int, int] | None = None
     """`rollout.kit_spread`, with `next_function`: (k, n), this episode's share of the fresh changes of every
     function (the k-th, k+n-th, ... of them) when n episodes of its repo play the same iteration."""
+    rotate: bool = False
+    """`rollout.kit_share_by: rotate`: the share lists every fresh change, starting k/n of the way in, instead
+    of every n-th."""
 
     def __post_init__(self) -> None:
         if self.share is not None and not 0 <= self.share[0] < self.share[1]:
@@ -350,7 +359,7 @@ def kit_source(artifact_dir: str, view: KitView | None = None) -> str:
                        after=VIEW_AFTER, operators=Path(mutation_operators.__file__).read_text(),
                        mutations=MUTATIONS_LISTED, chars=CHANGE_CHARS, stored=stored, hidden_note=HIDDEN_NOTE,
                        all_stored=ALL_STORED, next_function=view.next_function, moved_on=MOVED_ON,
-                       share=view.share, share_note=SHARE_NOTE, no_change=NO_CHANGE)
+                       share=view.share, rotate=view.rotate, share_note=SHARE_NOTE, no_change=NO_CHANGE)
 
 
 def install_kit(sandbox: Sandbox, artifact_dir: str, view: KitView | None = None) -> None:

@@ -24,6 +24,7 @@ Backend = Literal["hf", "openai", "vllm", "scripted"]
 Executor = Literal["local", "ray"]
 LoopMode = Literal["sync", "async"]
 RepoSampling = Literal["round_robin", "weighted"]
+ShareBy = Literal["stride", "rotate"]
 SyncMode = Literal["memory", "disk"]
 
 
@@ -164,6 +165,10 @@ class RolloutConfig:
     same store, each list a disjoint share of every function's fresh changes (episode k: the k-th, k+n-th,
     ... of them; `artifact_kit.KitView.share`), moving on where their share of a function is empty, so that
     they do not all write the iteration's one new bug. Without the move-on it does nothing."""
+    kit_share_by: ShareBy = "stride"
+    """With `kit_spread`: "stride" lists episode k every n-th fresh change from the k-th (disjoint listings,
+    each about 1/n as long); "rotate" lists them all, starting k/n of the way in and wrapping round, so the
+    same `mutate NAME K` applies a different change in each episode while each listing keeps its length."""
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""

@@ -150,8 +150,10 @@ class IterationRollouts:
         view = {repo: self._stored_lines(repo) for repo in {r.repo for r in todo if r.strategy == KIT_STRATEGY}}
         # shares come from the whole iteration, so a resumed episode gets the share it had before the crash
         shares = kit_shares(requests) if cfg.rollout.kit_spread and cfg.rollout.kit_next_function else {}
-        return [replace(r, kit_view=KitView(view[r.repo], cfg.rollout.kit_next_function, shares.get(r.episode_id)))
-                if r.repo in view and r.strategy == KIT_STRATEGY else r for r in todo]
+        rotate = cfg.rollout.kit_share_by == "rotate"
+        return [replace(r, kit_view=KitView(view[r.repo], cfg.rollout.kit_next_function, shares.get(r.episode_id),
+                                            rotate)) if r.repo in view and r.strategy == KIT_STRATEGY else r
+                for r in todo]
 
     def _stored_lines(self, repo: str) -> tuple[tuple[str, int], ...]:
         """The lines that the store's bugs of `repo` change (`rollout.kit_store_view`)."""

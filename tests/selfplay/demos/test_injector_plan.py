@@ -230,7 +230,7 @@ KIT_SOURCE = SOURCE + "\n\ndef noop():\n    return None\n"
 
 
 def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = KIT_SOURCE, stored=(),
-              next_function: bool = False, share: tuple[int, int] | None = None):
+              next_function: bool = False, share: tuple[int, int] | None = None, rotate: bool = False):
     """A committed git repo with pkg/core.py (`source`), the artifact directory holding `test_files` and a
     test script that fails when `return x + 10` is gone, and a runner of the kit written for it (told of
     `stored` lines, the move-on and a share: its `KitView`)."""
@@ -245,7 +245,7 @@ def _kit_repo(tmp_path, test_files: str = "tests/test_core.py\n", source: str = 
                                         'else echo "FAILED tests/test_core.py::test_f"; fi\n')
     (art / "test_parser.py").write_text(PARSER)
     kit = tmp_path / "kit.py"
-    kit.write_text(kit_source(str(art), KitView(tuple(stored), next_function, share)))
+    kit.write_text(kit_source(str(art), KitView(tuple(stored), next_function, share, rotate)))
 
     def run(*args):
         return subprocess.run([sys.executable, str(kit), *args], cwd=repo, capture_output=True, text=True)
@@ -417,6 +417,41 @@ def test_a_share_lists_every_nth_fresh_change_and_moves_on_where_it_holds_none(t
     assert run("mutate", "f").stdout == _kit_repo(tmp_path / "plain", source=lone, next_function=True)[2]("mutate", "f").stdout
     with pytest.raises(ValueError, match="0 <= k < n"):
         KitView(share=(2, 2))
+
+
+def test_a_rotated_share_lists_every_fresh_change_from_its_own_place(tmp_path):
+    """`rotate` (`rollout.kit_share_by`): episode k of n lists all of NAME's fresh changes, the count of stored
+    ones as without a share, starting k/n of the way in and wrapping round, so `mutate NAME 1` (and 2)
+    applies a different change in each episode; a moved-on listing is rotated the same way."""
+    from agent_scaffold.mutation_operators import function_mutations
+
+    source = KIT_SOURCE + ("\n\ndef g(a, b):\n    if a < b:\n        a = a + 1\n    if a > 3 and b:\n"
+                           "        return a - b\n    return b * 2\n")
+    g = function_mutations(source, "g")
+    stored = [("pkg/core.py", g[0].line)]
+    fresh = [m for m in g if m.line != g[0].line]
+    assert len(fresh) == 7
+    firsts, seconds = [], []
+    for k in range(3):
+        (tmp_path / str(k)).mkdir()
+        _, repo, run = _kit_repo(tmp_path / str(k), source=source, stored=stored, next_function=True, share=(k, 3),
+                                 rotate=True)
+        cut = k * 7 // 3
+        out = run("mutate", "g")
+        assert out.returncode == 0
+        assert out.stdout.splitlines() == _listing(
+            fresh[cut:] + fresh[:cut], "(1 more on lines that bugs in the store already change: not listed.)", "g")
+        assert run("mutate", "g", "1").returncode == 0
+        firsts.append((repo / "pkg" / "core.py").read_text())
+        seconds.append(fresh[(cut + 1) % 7].source)
+    assert firsts == [fresh[0].source, fresh[2].source, fresh[4].source]
+    assert len(set(seconds)) == 3
+    # f used up: the move-on to g is rotated too
+    (tmp_path / "f").mkdir()
+    f_lines = [("pkg/core.py", m.line) for m in function_mutations(source, "f")]
+    _, _, run = _kit_repo(tmp_path / "f", source=source, stored=f_lines, next_function=True, share=(1, 2), rotate=True)
+    out = run("mutate", "f").stdout.splitlines()
+    assert out[0] == f"1. line {g[4].line}: {g[4].old}  ->  {g[4].new}" and len(out) == len(g) + 2
 
 
 def test_stored_paths_that_a_model_wrote_stay_data_in_the_kit(tmp_path):

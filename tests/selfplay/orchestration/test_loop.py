@@ -362,7 +362,8 @@ def test_kit_injectors_are_told_the_lines_the_store_bugs_change_as_the_iteration
     """`rollout.kit_store_view`: a `kit` injector request carries the (path, line) that the store's bugs of
     its repo change when its iteration starts: none in iteration 0 (an empty store), iteration 0's two bugs
     (lines 1 and 2 of pkg/core.py) in iteration 1. Without the view no request carries any. `kit_spread`
-    gives the iteration's two episodes of the one repo the shares (0, 2) and (1, 2), with the view only."""
+    gives the iteration's two episodes of the one repo the shares (0, 2) and (1, 2), with the view only, and
+    `kit_share_by` whether they rotate."""
     from dataclasses import replace as with_
 
     runner = TableRunner(group_size=G, solved_per_group=1, invalid=frozenset())
@@ -376,14 +377,14 @@ def test_kit_injectors_are_told_the_lines_the_store_bugs_change_as_the_iteration
     spy.close = runner.close
     cfg = config(tmp_path, iterations=2)
     cfg = with_(cfg, rollout=with_(cfg.rollout, strategies=("kit",), solver_tasks=0, kit_store_view=view,
-                                   kit_next_function=True, kit_spread=True))
+                                   kit_next_function=True, kit_spread=True, kit_share_by="rotate"))
     run_selfplay(cfg, runner=spy)
     if not view:
         assert set(seen.values()) == {None}
         return
     by_iteration = {it: {v.stored_lines for k, v in seen.items() if f"-it{it}-" in k} for it in (0, 1)}
     assert by_iteration == {0: {()}, 1: {(("pkg/core.py", 1), ("pkg/core.py", 2))}}
-    assert {v.next_function for v in seen.values()} == {True}
+    assert {(v.next_function, v.rotate) for v in seen.values()} == {(True, True)}
     for it in (0, 1):
         assert sorted(v.share for k, v in seen.items() if f"-it{it}-" in k) == [(0, 2), (1, 2)]
 
