@@ -162,9 +162,9 @@ class RolloutConfig:
     Without the view it does nothing."""
     kit_spread: bool = False
     """With `kit_next_function`: the n `kit` injector episodes of one repo in one iteration, which all see the
-    same store, each list a disjoint share of every function's fresh changes (episode k: the k-th, k+n-th,
-    ... of them; `artifact_kit.KitView.share`), moving on where their share of a function is empty, so that
-    they do not all write the iteration's one new bug. Without the move-on it does nothing."""
+    same store, each get a share (k, n) of every function's fresh changes (`artifact_kit.KitView.share`,
+    listed as `kit_share_by` says), so that they do not all write the iteration's one new bug. Without the
+    move-on it does nothing."""
     kit_share_by: ShareBy = "stride"
     """With `kit_spread`: "stride" lists episode k every n-th fresh change from the k-th (disjoint listings,
     each about 1/n as long); "rotate" lists them all, starting k/n of the way in and wrapping round, so the
