@@ -231,40 +231,37 @@ def mutations(path, name):
         fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
     stored = set(STORED.get(path, ()))
     fresh = [m for m in found if m.line not in stored]
-    if NEXT_FUNCTION:
-        if not found:
-            why = name + " {no_change}"
-        elif not fresh:
-            why = "Every change of " + name + " {all_stored}"
-        else:
-            why = "The changes of " + name + " are {share_note}"
-        names = ops.function_names(source)
-        at = names.index(name)
-        # a stride's share first; only where it is empty everywhere, every fresh change
-        for share in ([SHARE] if SHARE and not ROTATE else []) + [None]:
-            for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
-                every = found if other == name else ops.function_mutations(source, other)
-                mine = [m for m in every if m.line not in stored]
-                mine = mine[share[0]::share[1]] if share else mine
-                if not mine:
-                    continue
-                hidden = len(every) - len(mine)
-                if SHARE and ROTATE:  # all of them, from this episode's place on
-                    cut = SHARE[0] * len(mine) // SHARE[1]
-                    mine = mine[cut:] + mine[:cut]
-                if other != name:
-                    note = "(" + why + ": {moved_on}" + other + ", the next function of " + path + " with one elsewhere.)"
-                elif hidden and share:
-                    note = "(%d more on lines that bugs in the store already change, or {share_note}: not listed.)" % hidden
-                else:
-                    note = "(%d {hidden_note})" % hidden if hidden else None
-                return mine[:{mutations}], note
+    if not found:
+        why = name + " {no_change}"
+    elif not fresh:
+        why = "Every change of " + name + " {all_stored}"
+    else:
+        why = "The changes of " + name + " are {share_note}"
+    # without the move-on only NAME is looked at, and a share does nothing
+    names, share_of = (ops.function_names(source), SHARE) if NEXT_FUNCTION else ([name], None)
+    at = names.index(name)
+    # a stride's share first; only where it is empty everywhere, every fresh change
+    for share in ([share_of] if share_of and not ROTATE else []) + [None]:
+        for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
+            every = found if other == name else ops.function_mutations(source, other)
+            mine = [m for m in every if m.line not in stored]
+            mine = mine[share[0]::share[1]] if share else mine
+            if not mine:
+                continue
+            hidden = len(every) - len(mine)
+            if share_of and ROTATE:  # all of them, from this episode's place on
+                cut = share_of[0] * len(mine) // share_of[1]
+                mine = mine[cut:] + mine[:cut]
+            if other != name:
+                note = "(" + why + ": {moved_on}" + other + ", the next function of " + path + " with one elsewhere.)"
+            elif hidden and share:
+                note = "(%d more on lines that bugs in the store already change, or {share_note}: not listed.)" % hidden
+            else:
+                note = "(%d {hidden_note})" % hidden if hidden else None
+            return mine[:{mutations}], note
     if not found:
         fail("No listed change fits " + name + ": choose another function, or change it with str_replace.")
-    if not fresh:
-        fail("Every change of " + name + " {all_stored}: choose another function, or change it with str_replace.")
-    hidden = len(found) - len(fresh)
-    return fresh[:{mutations}], "(%d {hidden_note})" % hidden if hidden else None
+    fail("Every change of " + name + " {all_stored}: choose another function, or change it with str_replace.")
 
 
 def mutate(name, pick):

@@ -374,20 +374,27 @@ def test_with_next_function_a_function_with_no_change_moves_on_too(tmp_path):
     assert (repo / "pkg" / "core.py").read_text() == helper[0].source
 
 
+def _shared_g():
+    """KIT_SOURCE with a function g of 8 changes on 4 lines, g's changes, its first line stored, and the 7
+    changes on the other lines: the round the share tests split."""
+    from agent_scaffold.mutation_operators import function_mutations
+
+    source = KIT_SOURCE + ("\n\ndef g(a, b):\n    if a < b:\n        a = a + 1\n    if a > 3 and b:\n"
+                           "        return a - b\n    return b * 2\n")
+    g = function_mutations(source, "g")
+    fresh = [m for m in g if m.line != g[0].line]
+    assert len(fresh) == 7
+    return source, g, [("pkg/core.py", g[0].line)], fresh
+
+
 def test_a_share_lists_every_nth_fresh_change_and_moves_on_where_it_holds_none(tmp_path):
     """`share` (`rollout.kit_spread`): episode k of n lists the k-th, k+n-th, ... fresh change of NAME, so the
     n episodes' listings are disjoint and together hold every fresh change; the count below says what it left
     out and why. A share empty for NAME moves on to the next function where its share is not; a share empty
     everywhere lists the unshared changes, so a share never makes the kit refuse."""
     from agent_scaffold.artifact_kit import SHARE_NOTE, KitView
-    from agent_scaffold.mutation_operators import function_mutations
 
-    source = KIT_SOURCE + ("\n\ndef g(a, b):\n    if a < b:\n        a = a + 1\n    if a > 3 and b:\n"
-                           "        return a - b\n    return b * 2\n")
-    g = function_mutations(source, "g")
-    stored = [("pkg/core.py", g[0].line)]
-    fresh = [m for m in g if m.line != g[0].line]
-    assert len(fresh) == 7
+    source, g, stored, fresh = _shared_g()
     listings = []
     for k in range(3):
         (tmp_path / str(k)).mkdir()
@@ -425,12 +432,7 @@ def test_a_rotated_share_lists_every_fresh_change_from_its_own_place(tmp_path):
     applies a different change in each episode; a moved-on listing is rotated the same way."""
     from agent_scaffold.mutation_operators import function_mutations
 
-    source = KIT_SOURCE + ("\n\ndef g(a, b):\n    if a < b:\n        a = a + 1\n    if a > 3 and b:\n"
-                           "        return a - b\n    return b * 2\n")
-    g = function_mutations(source, "g")
-    stored = [("pkg/core.py", g[0].line)]
-    fresh = [m for m in g if m.line != g[0].line]
-    assert len(fresh) == 7
+    source, g, stored, fresh = _shared_g()
     firsts, seconds = [], []
     for k in range(3):
         (tmp_path / str(k)).mkdir()
