@@ -240,10 +240,13 @@ def mutations(path, name):
     # without the move-on only NAME is looked at, and a share does nothing
     names, share_of = (ops.function_names(source), SHARE) if NEXT_FUNCTION else ([name], None)
     at = names.index(name)
+    changes = {{name: found}}  # each function's changes worked out once, though a stride scans twice
     # a stride's share first; only where it is empty everywhere, every fresh change
     for share in ([share_of] if share_of and not ROTATE else []) + [None]:
         for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
-            every = found if other == name else ops.function_mutations(source, other)
+            if other not in changes:
+                changes[other] = ops.function_mutations(source, other)
+            every = changes[other]
             mine = [m for m in every if m.line not in stored]
             mine = mine[share[0]::share[1]] if share else mine
             if not mine:
