@@ -6,7 +6,7 @@ infrastructure filter that drops a prediction's edits to test files and configur
 | `patch` | `FileDiff`, `split_diff`, `touched_files`, `normalised_hash`, `reverse_diff`, `drop_infrastructure` (the names below) |
 | `headers` | `split_sections`: git's own rules (apply.c) for file sections and their paths, pure |
 | `git_view` | `git_view`: the paths `git apply --numstat` itself reads, which `patch` cross-checks |
-| `site` | `bug_site`: the old-file lines a diff changes, whatever it writes there (near-duplicate bugs) |
+| `site` | `bug_site`: the old-file lines a diff changes, whatever it writes there (near-duplicate bugs); `site_hash`: what it writes and where (the store's task identity) |
 """
 
 from selfplay.diffs.patch import (
@@ -26,7 +26,7 @@ from selfplay.diffs.patch import (
     split_diff,
     touched_files,
 )
-from selfplay.diffs.site import bug_site
+from selfplay.diffs.site import bug_site, site_hash
 
 __all__ = [
     "STARTUP_HOOK_FILES",
@@ -43,6 +43,7 @@ __all__ = [
     "normalised_hash",
     "parse_diff",
     "reverse_diff",
+    "site_hash",
     "split_diff",
     "touched_files",
 ]

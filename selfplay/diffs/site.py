@@ -7,7 +7,9 @@ farms the valid-bug reward by rewording a bug it already knows (docs/benchmarks.
 
 from __future__ import annotations
 
-from selfplay.diffs.patch import parse_diff
+import hashlib
+
+from selfplay.diffs.patch import normalised_hash, parse_diff
 
 
 def bug_site(diff: str) -> frozenset[tuple[str, str]]:
@@ -26,3 +28,13 @@ def bug_site(diff: str) -> frozenset[tuple[str, str]]:
                 elif line.is_context:
                     old += 1
     return frozenset(site)
+
+
+def site_hash(diff: str) -> str:
+    """sha256 of what a diff writes (`normalised_hash`) and where (`bug_site`): the store's identity of a
+    buggy state. The same text on other lines is another bug (`d2 = factory()` -> `pass` in `assoc` and
+    in `dissoc` break different tests), while context lines, hunk headers' text and file order still
+    change nothing. Validation refuses a bug diff whose headers name lines git does not apply it at, so
+    the site read from the headers is where the bug is. Raises DiffError for a malformed diff."""
+    site = ",".join(f"{path}\0{at}" for path, at in sorted(bug_site(diff)))
+    return hashlib.sha256(f"{normalised_hash(diff)}\1{site}".encode()).hexdigest()

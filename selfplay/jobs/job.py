@@ -38,7 +38,8 @@ class Job:
     missing: tuple[str, ...] = ()
     """Paths to report when the original commit lacks them (`SuiteRun.missing`)."""
     check_after: tuple[str, ...] = ()
-    """Staged diffs tried with `git apply` on the original tree after the run (`SuiteRun.check_failed`)."""
+    """Staged diffs tried with `git apply` on the original tree after the run (`SuiteRun.check_failed`);
+    one that applies only away from its hunk headers' lines is named in `SuiteRun.offsets`."""
     parse_twice: bool = False
     """Run the parser twice on the output and require the same map (determinism)."""
     verify: bool = False
@@ -138,9 +139,11 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
         lines.append(f'case "$rc" in {codes}) {" ".join(verification.drop_lines())} ;; esac')
     if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
         lines.append(f"git reset -q --hard {BASE_TAG} || exit 90")
-    for name in check_after:
-        lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
-                     f"|| {{ echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; }}")
+    for name in check_after:  # -v: git names each hunk it had to apply away from its header's line
+        lines.append(f"if git apply -v --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1; then "
+                     f"grep -a '^Hunk #[0-9]* succeeded at' {s}/apply.err > {s}/offset.err "
+                     f"&& {{ echo \"{m} OFFSET {name}\"; head -c 2000 {s}/offset.err | base64 -w0; echo; }}; "
+                     f"else echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; fi")
     lines.append(f"echo \"{m} END\"")
     return "\n".join(lines)
 
@@ -201,6 +204,8 @@ def parse_job_output(output: str, marker: str, missing: tuple[str, ...] = ()) ->
         elif kind in ("APPLY", "CHECK"):
             found[kind.lower()] = f"{args[0]}: {_b64(nxt).strip()[:600]}"
             found[f"{kind.lower()}_name"] = args[0]
+        elif kind == "OFFSET":
+            found.setdefault("offsets", []).append((args[0], _b64(nxt).strip()[:600]))
         elif kind in ("SCRIPT", "VSCRIPT"):
             found[kind.lower()] = (args[0], float(args[2]) - float(args[1]), int(args[3]))
         elif kind in ("CPU", "VCPU"):

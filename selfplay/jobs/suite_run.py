@@ -70,6 +70,10 @@ class SuiteRun:
     """test_script.sh's exit status as the job printed it (None when the script did not run)."""
     check_failed: str | None = None
     """The first `Job.check_after` diff that did not apply (its message is in `apply_error`)."""
+    offsets: tuple[tuple[str, str], ...] = ()
+    """(staged name, git's `Hunk #N succeeded at L (offset K lines).` lines) of each `Job.check_after` diff
+    that git applied only away from the lines its hunk headers name: its headers do not say where it
+    changes the file."""
     died: bool = False
     """The job itself did not finish (killed, hung past its own timeout, sandbox gone): whose fault it
     is takes a control run to tell."""
@@ -148,7 +152,8 @@ def exec_job(sb: Sandbox, artifact: BugArtifact, job: Job = Job(), *, suite_time
     if res.timed_out or not found["end"] or "script" not in found:
         return _died(f"exit {res.exit_code}, timed out: {res.timed_out}")
     main = _collect(sb, found, "", suite_timeout, max_output, cpu_limit,
-                    dict(apply_error=found.get("check"), missing=missing, check_failed=found.get("check_name")))
+                    dict(apply_error=found.get("check"), missing=missing, check_failed=found.get("check_name"),
+                         offsets=tuple(found.get("offsets", ()))))
     if isinstance(main, SuiteRun):
         return main
     return Collected(canary, main[0], job.parse_twice, main[1], pending=copy)

@@ -115,6 +115,12 @@ def find_task(s: Session, repo: str, diff_hash: str) -> str | None:
     return s.scalar(select(TaskRow.task_id).where(TaskRow.repo == repo, TaskRow.diff_hash == diff_hash))
 
 
+def _bug_text(s: Session, artifact_id: str) -> str | None:
+    """The normalised hash of an artifact's bug diff (what it writes, wherever it is)."""
+    row = s.get(ArtifactRow, artifact_id)
+    return None if row is None else row.diff_hash
+
+
 def put_task(
     s: Session,
     *,
@@ -133,13 +139,22 @@ def put_task(
     family: str | None = None,
 ) -> tuple[str, bool]:
     """Insert a task and its (empty) statistics; returns (task id, created). An existing task with the
-    same normalised diff hash in the same repo wins: its id comes back with created=False."""
+    same hash of the buggy state (`diff_hash`) in the same repo wins: its id comes back with created=False.
+
+    A task id is derived from the diffs' text (`selfplay.task.make_task_id`), so a bug writing the same
+    text as a stored one on other lines (a different `diff_hash`) arrives with the stored task's id: it
+    gets that id with its hash's first 8 digits appended. An id taken by a task whose bug writes other
+    text is a caller's mistake (an import reusing an id) and raises."""
     check_origin(origin)
     check_status(status)
     existing = find_task(s, repo, diff_hash)
     if existing is not None:
         return existing, False
-    if s.get(TaskRow, task_id) is not None:
+    taken = s.get(TaskRow, task_id)
+    if taken is not None and _bug_text(s, taken.artifact_id) == _bug_text(s, artifact_id):
+        task_id = f"{task_id}-{diff_hash[:8]}"
+        taken = s.get(TaskRow, task_id)
+    if taken is not None:
         raise StoreError(
             f"task id {task_id!r} is already used by a different task; give the imported task a new id"
         )

@@ -1,9 +1,10 @@
 """`SqlStore`: the curriculum store (the `TaskStore` protocol and more) over SQLite or PostgreSQL (transactions, repos, runs and
 checkpoints live in `selfplay.store.base`).
 
-Artifacts are content-addressed; tasks are deduplicated by the normalised hash of the buggy state within
-a repo, so recording the same bug twice (from two processes, or with different context lines) yields one
-task and returns its id.
+Artifacts are content-addressed; tasks are deduplicated by the hash of the buggy state within a repo (what
+its diff writes and where, `task_hash`), so recording the same bug twice (from two processes, or with
+different context lines) yields one task and returns its id, while the same text on other lines is a task
+of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from selfplay.artifact import BugArtifact
-from selfplay.diffs import normalised_hash
+from selfplay.diffs import normalised_hash, site_hash
 from selfplay.store import queries, rows
 from selfplay.store.base import StoreBase
 from selfplay.store.engine import check_reachable, make_engine, migrate, resolve_url
@@ -75,11 +76,12 @@ def open_store(url: str | None = None, run_dir: str | Path | None = None, *, cre
 
 
 def task_hash(bug_inject: str, pred_patch: str | None) -> str:
-    """Normalised hash of a buggy state: the bug diff, plus the failed prediction for higher orders."""
-    base = normalised_hash(bug_inject)
+    """Hash of a buggy state: what the bug diff writes and where (`site_hash`), plus the failed prediction's
+    for higher orders."""
+    base = site_hash(bug_inject)
     if not pred_patch:
         return base
-    return hashlib.sha256(f"{base}+{normalised_hash(pred_patch)}".encode()).hexdigest()
+    return hashlib.sha256(f"{base}+{site_hash(pred_patch)}".encode()).hexdigest()
 
 
 class SqlStore(StoreBase):

@@ -79,23 +79,34 @@ def check_test_script(original: Mapping[str, str], min_passing: int) -> CheckRes
 
 
 def check_patch_hygiene(artifact: BugArtifact, test_patterns: tuple[str, ...],
-                        apply_errors: Mapping[str, str | None]) -> CheckResult:
+                        apply_errors: Mapping[str, str | None], bug_offset: str | None = None) -> CheckResult:
     """Paths are the ones `git apply` itself reads (`selfplay.diffs.touched_files`), so a quoted,
-    odd-prefix or mixed `---`/`+++` section cannot hide a code edit inside test_weaken.diff."""
+    odd-prefix or mixed `---`/`+++` section cannot hide a code edit inside test_weaken.diff.
+
+    `bug_offset`: git's `Hunk #N succeeded at L (offset K lines).` lines when bug_inject.diff applied only
+    away from the lines its hunk headers name. Such a diff is refused: where a bug is (`bug_site`, from
+    the headers) is what tells it apart from a stored bug with the same text elsewhere, and what the
+    near-duplicate rule compares, so a policy must not be able to move a known bug to new lines by
+    rewriting its headers. `git diff`, which every injector prompt asks for, never writes one."""
     try:
-        return _patch_hygiene(artifact, test_patterns, apply_errors)
+        return _patch_hygiene(artifact, test_patterns, apply_errors, bug_offset)
     except DiffError as exc:
         return CheckResult("patch_hygiene", False, str(exc))
 
 
 def _patch_hygiene(artifact: BugArtifact, test_patterns: tuple[str, ...],
-                   apply_errors: Mapping[str, str | None]) -> CheckResult:
+                   apply_errors: Mapping[str, str | None], bug_offset: str | None) -> CheckResult:
     for name, text in (("bug_inject.diff", artifact.bug_inject), ("test_weaken.diff", artifact.test_weaken)):
         if has_binary(text):
             return CheckResult("patch_hygiene", False, f"{name} has binary hunks")
     for name, error in apply_errors.items():
         if error:
             return CheckResult("patch_hygiene", False, f"{name} does not apply cleanly: {error.strip()[:400]}")
+    if bug_offset:
+        return CheckResult("patch_hygiene", False,
+                           f"bug_inject.diff's hunk headers do not name the lines it changes (git: "
+                           f"{' '.join(bug_offset.split())[:300]}); save it with `git diff -- CODE_FILES > "
+                           f"bug_inject.diff` from the original commit instead of writing the headers by hand")
     bug_files = touched_files(artifact.bug_inject)
     tests_hit = [p for p in bug_files if p in artifact.test_files or matches_any(p, test_patterns)]
     if tests_hit:

@@ -285,7 +285,8 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
     if (rep := stop(parser, flaky=tuple(sorted(flaky)))) is not None:
         return rep
     original = {t: s for t, s in maps[0].items() if t not in flaky}
-    hygiene = checks.check_patch_hygiene(artifact, spec.test_patterns, apply_errors)
+    hygiene = checks.check_patch_hygiene(artifact, spec.test_patterns, apply_errors,
+                                         dict(probe.offsets).get("bug_inject.diff"))
     if hygiene.passed and (tamper := screen(artifact.bug_inject, config.tamper)) is not None:
         hygiene = CheckResult("patch_hygiene", False, f"bug_inject.diff: runner tampering: {tamper}")
     script = checks.check_test_script(original, config.min_passing_tests)

@@ -110,6 +110,20 @@ def test_each_fixture_fails_exactly_its_check(check, toolz_spec, toolz_pool):
 
 
 @pytest.mark.docker
+def test_a_bug_diff_whose_headers_name_other_lines_is_refused(toolz_spec, toolz_pool):
+    """git applies a hunk whose header names the wrong lines wherever its context fits (an offset), so a
+    policy could move a stored bug to "new" lines by editing its headers alone; validation refuses it, and
+    the same diff with its true headers stays valid."""
+    artifact = load_artifact(ARTIFACTS / "valid")
+    moved = artifact.bug_inject.replace("@@ -153,7 +153,7 @@", "@@ -141,7 +141,7 @@")
+    assert moved != artifact.bug_inject
+    report = validate(replace(artifact, bug_inject=moved), toolz_spec, pool=toolz_pool)
+    assert not report.valid and report.failed_check == "patch_hygiene", report.to_json()
+    detail = report.checks[-1].detail
+    assert "hunk headers do not name the lines" in detail and "offset 12 lines" in detail and "git diff" in detail
+
+
+@pytest.mark.docker
 def test_hanging_parser_fails_the_parser_check_with_a_timeout(toolz_spec, toolz_pool):
     report = validate(load_artifact(ARTIFACTS / "malformed_hanging_parser"), toolz_spec,
                       ValidationConfig(parser_timeout=2), pool=toolz_pool)
@@ -188,6 +202,25 @@ def test_job_output_only_trusts_lines_with_this_jobs_marker():
     found = parse_job_output(text, mark)
     assert found["end"] and "apply" not in found and found["script"] == ("0", 1.5, 10)
     assert base64.b64decode(found["output"]).decode() == forged
+
+
+def test_job_output_names_each_diff_git_applied_at_an_offset():
+    import base64
+
+    from selfplay.jobs.canary import Canary
+    from selfplay.jobs.job import Job, job_command, parse_job_output
+
+    mark = "__sp0123__"
+    hunk = base64.b64encode(b"Hunk #1 succeeded at 153 (offset 12 lines).\n").decode()
+    found = parse_job_output(f"{mark} OFFSET bug_inject.diff\n{hunk}\n{mark} END\n", mark)
+    assert found["offsets"] == [("bug_inject.diff", "Hunk #1 succeeded at 153 (offset 12 lines).")]
+    assert "offsets" not in parse_job_output(f"{mark} END\n", mark)
+    script = job_command(Job(check_after=("bug_inject.diff",)), marker=mark, canary=Canary.new(), suite_timeout=5)
+    assert "git apply -v" in script and f"{mark} OFFSET bug_inject.diff" in script
+    assert checks.check_patch_hygiene(load_artifact(ARTIFACTS / "valid"), (), {}).passed
+    refused = checks.check_patch_hygiene(load_artifact(ARTIFACTS / "valid"), (), {},
+                                         "Hunk #1 succeeded at 153 (offset 12 lines).")
+    assert not refused.passed and "offset 12 lines" in refused.detail
 
 
 def test_a_corrupt_bug_diff_is_refused_before_any_suite_runs(toolz_spec):

@@ -97,3 +97,36 @@ def test_0004_indexes_higher_order_children(store_url):
                 plan = conn.execute(text("EXPLAIN QUERY PLAN SELECT pred_patch, meta FROM tasks "
                                          "WHERE parent_id = :p"), {"p": parent}).all()
             assert "ix_tasks_parent_id" in str(plan), plan
+
+
+def test_0005_hashes_what_a_bug_writes_and_where(store_url):
+    """Up: every task's hash (and its `task_stats` copy) is `task_hash`, what the bug writes and where. Down:
+    text only again, except that a second task writing the same text elsewhere keeps its own hash."""
+    from selfplay.diffs import normalised_hash
+    from selfplay.store.store import task_hash
+
+    with open_store(store_url) as store:
+        art = make_artifact(3)
+        elsewhere = art.__class__(test_script=art.test_script, test_files=art.test_files, test_parser=art.test_parser,
+                                  bug_inject=art.bug_inject.replace("@@ -3,1 +3,1 @@", "@@ -30,1 +30,1 @@"),
+                                  test_weaken=art.test_weaken)
+        ids = [store.record_validation(a, "toolz", make_report(n=3), origin="injector")
+               for a in (art, elsewhere, make_artifact(4))]
+        bugs = {i: store.get_task(i).artifact.bug_inject for i in ids}
+        engine = store.engine
+
+        def hashes() -> dict[str, tuple[str, str]]:
+            with engine.connect() as conn:
+                return {t: (h, conn.execute(text("SELECT diff_hash FROM task_stats WHERE task_id = :t"),
+                                            {"t": t}).scalar_one())
+                        for t, h in conn.execute(text("SELECT task_id, diff_hash FROM tasks")).all()}
+
+        assert hashes() == {i: (task_hash(b, None),) * 2 for i, b in bugs.items()}
+        downgrade(engine, "0004")
+        down = hashes()
+        assert down[ids[0]] == (normalised_hash(art.bug_inject),) * 2
+        assert down[ids[2]] == (normalised_hash(bugs[ids[2]]),) * 2
+        assert down[ids[1]] == (task_hash(elsewhere.bug_inject, None),) * 2  # the same text: kept its own
+        migrate(engine)
+        assert hashes() == {i: (task_hash(b, None),) * 2 for i, b in bugs.items()}
+        assert store.record_artifact(elsewhere, "toolz", make_report(n=3), origin="injector").task_id == ids[1]

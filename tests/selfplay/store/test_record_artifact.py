@@ -56,6 +56,24 @@ def test_a_duplicate_bug_is_flagged_not_silently_merged(store):
     assert not store.record_artifact(art, "boltons", make_report(n=5), origin="injector").duplicate
 
 
+def test_the_same_text_on_other_lines_is_a_new_bug_not_a_duplicate(store):
+    """Two functions holding the same line (`d2 = factory()`): the same change in each writes the same diff
+    text at other lines and breaks other tests. The second is a task of its own, with an id of its own
+    (the text-derived id is taken), and only writing it again is a duplicate."""
+    art = make_artifact(5)
+    first = store.record_artifact(art, "toolz", make_report(n=5), origin="injector", episode_id="r-it0-injector-0")
+    elsewhere = art.__class__(test_script=art.test_script, test_files=art.test_files, test_parser=art.test_parser,
+                              bug_inject=art.bug_inject.replace("@@ -5,1 +5,1 @@", "@@ -25,1 +25,1 @@"),
+                              test_weaken=art.test_weaken)
+    second = store.record_artifact(elsewhere, "toolz", make_report(n=5), origin="injector",
+                                   episode_id="r-it0-injector-1")
+    assert not second.duplicate and second.task_id != first.task_id
+    assert store.get_task(second.task_id).artifact.bug_inject == elsewhere.bug_inject
+    again = store.record_artifact(elsewhere, "toolz", make_report(n=5), origin="injector", episode_id="r-it1-injector-0")
+    assert again.duplicate and again.task_id == second.task_id
+    assert store.record_artifact(art, "toolz", make_report(n=5), origin="injector").task_id == first.task_id
+
+
 def test_an_episode_replayed_after_a_kill_is_not_its_own_duplicate(store):
     """A run killed between recording an episode's artifact and noting its verdict replays the episode: the
     task its first write made is its own (also when the replay's artifact differs in a file), while another

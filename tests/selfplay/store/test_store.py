@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,16 +71,16 @@ def test_validation_artifact_task_round_trip(store):
     assert [t.task_id for t in store.list_tasks()] == [task_id]
 
 
-def test_dedup_by_normalised_diff_hash(store):
+def test_dedup_by_what_the_bug_writes_and_where(store):
     art = make_artifact(5)
     first = store.record_validation(art, "toolz", make_report(n=5), origin="injector")
-    # Same bug with different context/trailing whitespace and a different test script: the same task
-    # (leading and interior whitespace count: an indentation-only bug is a different bug).
+    # Same bug with a context line, a header's section text, trailing whitespace and a different test
+    # script: the same task (leading and interior whitespace count: an indentation-only bug is another bug).
     noisy = art.__class__(
         test_script="pytest -x\n",
         test_files=art.test_files,
         test_parser=art.test_parser,
-        bug_inject=art.bug_inject.replace("@@ -5,1 +5,1 @@", "@@ -50,1 +50,1 @@ def f(x):").replace(
+        bug_inject=art.bug_inject.replace("@@ -5,1 +5,1 @@\n", "@@ -4,2 +4,2 @@ def f(x):\n def f(x):\n").replace(
             "return x - 5", "return x - 5  "
         ),
         test_weaken=art.test_weaken,
@@ -87,6 +88,12 @@ def test_dedup_by_normalised_diff_hash(store):
     assert store.record_validation(noisy, "toolz", make_report(n=5), origin="injector") == first
     assert len(store.list_tasks()) == 1
     assert store.record_validation(art, "boltons", make_report(n=5), origin="injector") != first  # other repo
+    # The same text on other lines is another bug (`d2 = factory()` -> `pass` in two functions).
+    elsewhere = replace(art, bug_inject=art.bug_inject.replace("@@ -5,1 +5,1 @@", "@@ -50,1 +50,1 @@"))
+    other = store.record_validation(elsewhere, "toolz", make_report(n=5), origin="injector")
+    assert other not in (None, first) and other.startswith(first + "-")
+    assert store.record_validation(elsewhere, "toolz", make_report(n=5), origin="injector") == other
+    assert len(store.list_tasks()) == 3
 
 
 def test_higher_order_parent_and_family(store):
