@@ -23,8 +23,8 @@ and `validate` judges the five submitted files exactly as it judges any others.
 With `mutate` a bug's text comes from the operators, as a procedural seed's does; the policy's choices
 are where and which, and the run's valid-bug rate is read beside that of random choices
 (docs/benchmarks.md). An episode may be given the lines that the store's bugs of its repo already change
-(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes whose first changed
-line is one of them, and says how many it left out, so that a change it lists is not a bug the curriculum
+(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes that touch one of them
+(from the change's first line to its last, as the store's `keys_match` compares them), and says how many it left out, so that a change it lists is not a bug the curriculum
 holds (the store's own rule, `selfplay.task.keys_match`, still judges every artifact). With
 `next_function` (`rollout.kit_next_function`), a function whose every change is on such a line is not
 refused: `mutate NAME` lists the changes of the next function of the file that has one elsewhere, says so
@@ -230,7 +230,7 @@ def mutations(path, name):
     if found is None:
         fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
     stored = set(STORED.get(path, ()))
-    fresh = [m for m in found if m.line not in stored]
+    fresh = [m for m in found if not stored.intersection(range(m.line, m.last + 1))]
     if not found:
         why = name + " {no_change}"
     elif not fresh:
@@ -247,7 +247,7 @@ def mutations(path, name):
             if other not in changes:
                 changes[other] = ops.function_mutations(source, other)
             every = changes[other]
-            mine = [m for m in every if m.line not in stored]
+            mine = [m for m in every if not stored.intersection(range(m.line, m.last + 1))]
             mine = mine[share[0]::share[1]] if share else mine
             if not mine:
                 continue

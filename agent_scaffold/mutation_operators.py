@@ -215,6 +215,9 @@ class Mutation:
     """Index into the operator's `sites` of the whole file (`mutate`'s argument)."""
     line: int
     """1-based first line the change touches."""
+    last: int
+    """1-based last line of the original that the change touches (`line` for a one-line change; the
+    statement's last line for a statement dropped from several)."""
     old: str
     """That line before the change, stripped."""
     new: str
@@ -256,6 +259,11 @@ def function_mutations(source: str, name: str) -> list[Mutation] | None:
                 continue
             new_lines = mutant.splitlines()
             at = next(i for i, (a, b) in enumerate(zip(lines + [""], new_lines + [""])) if a != b)
-            out.setdefault(mutant, Mutation(op.name, site, at + 1, lines[at].strip(), new_lines[at].strip(), mutant))
+            same_end = 0  # lines after the change that both files share
+            while (same_end < min(len(lines), len(new_lines)) - at - 1
+                   and lines[-1 - same_end] == new_lines[-1 - same_end]):
+                same_end += 1
+            out.setdefault(mutant, Mutation(op.name, site, at + 1, max(at + 1, len(lines) - same_end),
+                                            lines[at].strip(), new_lines[at].strip(), mutant))
     order = {op.name: rank for rank, op in enumerate(OPERATORS)}
     return sorted(out.values(), key=lambda m: (m.line, order[m.operator], m.site))

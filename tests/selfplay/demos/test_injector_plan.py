@@ -316,6 +316,29 @@ def test_the_kit_leaves_out_the_changes_on_lines_the_store_bugs_change(tmp_path)
     assert unaware("mutate", "g").stdout == _kit_repo(tmp_path / "none", source=source)[2]("mutate", "g").stdout
 
 
+def test_the_kit_leaves_out_a_change_that_touches_a_stored_line_after_its_first(tmp_path):
+    """A statement dropped from several lines changes each of them, and the store's rule (`keys_match`) calls a
+    bug with any changed line in common the same bug: a stored line inside the statement, not only its
+    first, hides the change. `Mutation.last` is the statement's last line; a one-line change ends where it
+    starts."""
+    from agent_scaffold.mutation_operators import function_mutations
+
+    source = KIT_SOURCE + "\n\ndef h(a):\n    total = max(\n        a,\n        0,\n    )\n    return total\n"
+    every = function_mutations(source, "h")
+    dropped = next(m for m in every if m.new == "pass")
+    assert dropped.last == dropped.line + 3 and source.splitlines()[dropped.last - 1].strip() == ")"
+    assert [m.last for m in every if m.old == "0,"] == [dropped.line + 2]  # `0,` -> `1,`: one line
+    inside = dropped.line + 1  # the `a,` line: not the first line of any change
+    assert all(m.line != inside for m in every)
+    fresh = [m for m in every if not m.line <= inside <= m.last]
+    assert dropped not in fresh and fresh
+    _, _, run = _kit_repo(tmp_path, source=source, stored=[("pkg/core.py", inside)])
+    listed = run("mutate", "h")
+    assert listed.returncode == 0
+    assert listed.stdout.splitlines() == _listing(
+        fresh, f"({len(every) - len(fresh)} more on lines that bugs in the store already change: not listed.)", "h")
+
+
 def test_with_next_function_the_kit_moves_on_from_a_used_up_function_to_the_next_one(tmp_path):
     """`next_function` (`rollout.kit_next_function`): when every change of NAME is on a stored line,
     `mutate NAME` lists the next function's fresh changes (after NAME in the file, then from the top) and
