@@ -224,9 +224,10 @@ def mutations(path, name):
     exec(compile(OPERATORS, "mutation_operators.py", "exec"), ops.__dict__)
     source = git("show", "HEAD:" + path)
     try:
-        found = ops.function_mutations(source, name)
+        changes = ops.FileChanges(source)  # each function's changes worked out once, when the scan reaches it
     except SyntaxError:
         fail(path + " does not parse: choose another oracle test file.")
+    found = changes.of(name)
     if found is None:
         fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
     stored = set(STORED.get(path, ()))
@@ -238,15 +239,12 @@ def mutations(path, name):
     else:
         why = "The changes of " + name + " are {share_note}"
     # without the move-on only NAME is looked at, and a share does nothing
-    names, share_of = (ops.function_names(source), SHARE) if NEXT_FUNCTION else ([name], None)
+    names, share_of = (changes.names, SHARE) if NEXT_FUNCTION else ([name], None)
     at = names.index(name)
-    changes = {{name: found}}  # each function's changes worked out once, though a stride scans twice
     # a stride's share first; only where it is empty everywhere, every fresh change
     for share in ([share_of] if share_of and not ROTATE else []) + [None]:
         for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
-            if other not in changes:
-                changes[other] = ops.function_mutations(source, other)
-            every = changes[other]
+            every = changes.of(other)
             mine = [m for m in every if not stored.intersection(range(m.line, m.last + 1))]
             mine = mine[share[0]::share[1]] if share else mine
             if not mine:

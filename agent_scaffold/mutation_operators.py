@@ -182,8 +182,10 @@ def mutate(source: str, operator: Operator, site: int) -> str:
     return _mutant(source, operator, operator.sites(ast.parse(source))[site])
 
 
-def _mutant(source: str, operator: Operator, node: ast.AST) -> str:
-    """`source` with `node` (a site of `operator` in a parse of `source`) rewritten; `mutate`'s errors."""
+def _mutant(source: str, operator: Operator, node: ast.AST, unit: tuple[int, int] | None = None) -> str:
+    """`source` with `node` (a site of `operator` in a parse of `source`) rewritten; `mutate`'s errors.
+    `unit`: the 0-based first and last line of the top-level statement holding `node`, the only text whose
+    parse the rewrite can change (`FileChanges`); None parses the whole mutant."""
     lines = source.splitlines(keepends=True)
     raw = [line.encode() for line in lines]  # ast column offsets count UTF-8 bytes
     first, last = node.lineno - 1, node.end_lineno - 1
@@ -198,8 +200,8 @@ def _mutant(source: str, operator: Operator, node: ast.AST) -> str:
     result = b"".join(new_raw).decode()
     if result == source:
         raise ValueError(f"{operator.name}: the rewrite at line {node.lineno} changes nothing")
-    try:
-        ast.parse(result)
+    try:  # the rewritten lines first..last are one item of new_raw now
+        ast.parse(result if unit is None else b"".join(new_raw[unit[0]:unit[1] - (last - first) + 1]).decode())
     except SyntaxError as exc:
         raise ValueError(f"{operator.name}: the mutant does not parse ({exc.msg})") from None
     return result
@@ -232,38 +234,81 @@ def function_node(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFuncti
     return min(found, key=lambda n: n.lineno, default=None)
 
 
+def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return sorted((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                  key=lambda n: n.lineno)
+
+
 def function_names(source: str) -> list[str]:
     """The names of `source`'s functions (methods and nested ones included), each once, in the order of
     the first `def` of each name: the functions `function_mutations` can tell apart."""
-    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return list(dict.fromkeys(n.name for n in sorted(nodes, key=lambda n: n.lineno)))
+    return list(dict.fromkeys(n.name for n in _functions(ast.parse(source))))
 
 
 def function_mutations(source: str, name: str) -> list[Mutation] | None:
     """Every operator's changes inside function `name` of `source`, by line then operator, a change that
     makes the same file as an earlier one left out; None when `source` defines no function `name`."""
-    tree = ast.parse(source)
-    fn = function_node(tree, name)
-    if fn is None:
-        return None
-    lines = source.splitlines()
-    nodes = _function_nodes(tree)
-    out: dict[str, Mutation] = {}
-    for op in OPERATORS:
-        for site, node in enumerate(op.sites(tree, nodes)):
-            if not fn.lineno <= node.lineno <= node.end_lineno <= fn.end_lineno:
-                continue
-            try:
-                mutant = _mutant(source, op, node)  # the rewrites copy nodes, so one parse serves every site
-            except ValueError:
-                continue
-            new_lines = mutant.splitlines()
-            at = next(i for i, (a, b) in enumerate(zip(lines + [""], new_lines + [""])) if a != b)
-            same_end = 0  # lines after the change that both files share
-            while (same_end < min(len(lines), len(new_lines)) - at - 1
-                   and lines[-1 - same_end] == new_lines[-1 - same_end]):
-                same_end += 1
-            out.setdefault(mutant, Mutation(op.name, site, at + 1, max(at + 1, len(lines) - same_end),
-                                            lines[at].strip(), new_lines[at].strip(), mutant))
-    order = {op.name: rank for rank, op in enumerate(OPERATORS)}
-    return sorted(out.values(), key=lambda m: (m.line, order[m.operator], m.site))
+    return FileChanges(source).of(name)
+
+
+class FileChanges:
+    """`function_mutations` of one file's functions, each worked out when first asked for, from one parse and
+    one pass over the operators' sites. The kit's move-on may look at every function of a file: a call of
+    `function_mutations` per function parsed and walked the whole file each time, and checked each mutant
+    by parsing the whole file again (docs/benchmarks.md: a minute on a 5,600-line file). Here a mutant is
+    checked by parsing only the top-level statement it changes, which the rest of the file cannot make
+    parse or fail: every rewrite is an `ast.unparse`, balanced by construction, and top-level statements
+    start at column 0."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        tree = ast.parse(source)
+        self._functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for fn in _functions(tree):
+            self._functions.setdefault(fn.name, fn)
+        nodes = _function_nodes(tree)  # the rewrites copy nodes, so one parse serves every site
+        self._sites = [(op, site, node) for op in OPERATORS for site, node in enumerate(op.sites(tree, nodes))]
+        self._units = [(min([s.lineno, *(d.lineno for d in getattr(s, "decorator_list", ()))]) - 1, s.end_lineno - 1)
+                       for s in tree.body]
+        self._lines = source.splitlines()
+        self._done: dict[str, list[Mutation]] = {}
+
+    @property
+    def names(self) -> list[str]:
+        """`function_names(source)`."""
+        return list(self._functions)
+
+    def of(self, name: str) -> list[Mutation] | None:
+        """`function_mutations(source, name)`."""
+        fn = self._functions.get(name)
+        if fn is None:
+            return None
+        if name not in self._done:
+            found: dict[str, Mutation] = {}
+            for op, site, node in self._sites:
+                if not fn.lineno <= node.lineno <= node.end_lineno <= fn.end_lineno:
+                    continue
+                try:
+                    mutant = _mutant(self.source, op, node, self._unit(node))
+                except ValueError:
+                    continue
+                if mutant not in found:
+                    found[mutant] = _change(op.name, site, self._lines, mutant)
+            order = {op.name: rank for rank, op in enumerate(OPERATORS)}
+            self._done[name] = sorted(found.values(), key=lambda m: (m.line, order[m.operator], m.site))
+        return self._done[name]
+
+    def _unit(self, node: ast.AST) -> tuple[int, int]:
+        """0-based first and last line of the top-level statement holding `node` (decorators included)."""
+        return next(u for u in self._units if u[0] <= node.lineno - 1 <= u[1])
+
+
+def _change(operator: str, site: int, lines: list[str], mutant: str) -> Mutation:
+    """The `Mutation` that turns the file of `lines` into `mutant`."""
+    new_lines = mutant.splitlines()
+    at = next(i for i, (a, b) in enumerate(zip(lines + [""], new_lines + [""])) if a != b)
+    same_end = 0  # lines after the change that both files share
+    while same_end < min(len(lines), len(new_lines)) - at - 1 and lines[-1 - same_end] == new_lines[-1 - same_end]:
+        same_end += 1
+    return Mutation(operator, site, at + 1, max(at + 1, len(lines) - same_end), lines[at].strip(),
+                    new_lines[at].strip(), mutant)

@@ -227,3 +227,45 @@ def test_a_mutant_whose_generated_diffs_do_not_parse_is_skipped_not_fatal(monkey
                                 config=seed_mod.SeedConfig(attempts_per_bug=3))
     assert results == [] and len(attempts) == 3
     assert "its diffs do not parse" in caplog.text and "corrupt patch" in caplog.text
+
+
+def test_one_files_changes_are_each_functions_own_and_parse_as_the_whole_file_would():
+    """`FileChanges` (the kit's move-on) lists exactly what a fresh `function_mutations` call lists for each
+    name, and what a check of each mutant by parsing the whole file keeps: on real modules of this package,
+    and on methods, a decorated class, a nested function (whose changes are the outer function's too) and a
+    name defined twice (the first `def` counts)."""
+    import ast
+    from pathlib import Path
+
+    import agent_scaffold.mutation_operators as ops
+
+    root = Path(__file__).resolve().parents[2]
+    nested = ("import functools\n\n\ndef outer(a):\n    def inner(b):\n        return b + 1\n    return inner(a) < 2\n\n\n"
+              "@functools.total_ordering\nclass K:\n    @staticmethod\n    def m(x):\n        return x * 3\n\n\n"
+              "def twice(x):\n    return x - 1\n\n\ndef twice(x):\n    return x + 1\n")
+    sources = [nested, *(p.read_text() for p in (root / "selfplay/task.py", root / "agent_scaffold/mutation_operators.py",
+                                                 root / "selfplay/orchestration/rollouts.py"))]
+    for source in sources:
+        changes = ops.FileChanges(source)
+        assert changes.names == ops.function_names(source)
+        tree = ast.parse(source)
+        whole = [(node, ops._mutant(source, op, node)) for op in ops.OPERATORS
+                 for node in op.sites(tree, ops._function_nodes(tree)) if _parses_whole(ops, source, op, node)]
+        for name in changes.names:
+            listed = changes.of(name)
+            assert listed == ops.function_mutations(source, name)
+            fn = ops.function_node(tree, name)
+            assert {m.source for m in listed} == {mutant for node, mutant in whole
+                                                  if fn.lineno <= node.lineno <= node.end_lineno <= fn.end_lineno}
+        assert changes.of("no_such_function") is None
+    nested_changes = ops.FileChanges(nested)
+    assert {m.source for m in nested_changes.of("inner")} <= {m.source for m in nested_changes.of("outer")}
+    assert nested_changes.of("inner") and nested_changes.of("m")
+
+
+def _parses_whole(ops, source, op, node) -> bool:
+    try:
+        ops._mutant(source, op, node)
+    except ValueError:
+        return False
+    return True
