@@ -23,9 +23,10 @@ and `validate` judges the five submitted files exactly as it judges any others.
 With `mutate` a bug's text comes from the operators, as a procedural seed's does; the policy's choices
 are where and which, and the run's valid-bug rate is read beside that of random choices
 (docs/benchmarks.md). An episode may be given the lines that the store's bugs of its repo already change
-(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes that touch one of them
-(from the change's first line to its last, as the store's `keys_match` compares them), and says how many it left out, so that a change it lists is not a bug the curriculum
-holds (the store's own rule, `selfplay.task.keys_match`, still judges every artifact). With
+(`stored_lines`, `rollout.kit_store_view`): `mutate NAME` then leaves out the changes that touch one of
+them anywhere from their first line to their last, and says how many it left out, so that a change it
+lists is not a bug the curriculum holds (the store's own rule, `selfplay.task.keys_match`, which compares
+every changed line, still judges every artifact). With
 `next_function` (`rollout.kit_next_function`), a function whose every change is on such a line is not
 refused: `mutate NAME` lists the changes of the next function of the file that has one elsewhere, says so
 below the list, and `mutate NAME K` applies the K-th of that list, so a plan that names a used-up function

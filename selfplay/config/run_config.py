@@ -153,8 +153,8 @@ class RolloutConfig:
     kit_store_view: bool = False
     """Tell `kit` injector episodes which lines the store's bugs of their repo already change (as the
     iteration starts), so that the kit's `mutate NAME` lists no change that touches one of them (any line
-    from its first to its last, as the store's duplicate rule compares them): a listed change is then not a bug the store holds, though episodes of one iteration can still
-    write the same new one. The store's duplicate rule still judges every artifact."""
+    from its first to its last, as the store's duplicate rule compares them): a listed change is then not
+    a bug the store holds, though episodes of one iteration can still write the same new one. The store's duplicate rule still judges every artifact."""
     kit_next_function: bool = False
     """With `kit_store_view`: when every change of the function an episode names is on such a line, the
     kit's `mutate NAME` lists (and `mutate NAME K` applies) the changes of the next function of the file

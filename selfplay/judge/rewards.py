@@ -30,8 +30,8 @@ class RewardConfig:
     """"ssr" for Eq. 1; "consistency" for the paper's ablation (+1 valid, -1 invalid)."""
     reward_duplicates: bool = False
     """Reward a valid bug that the store already holds like a new one: the same bug diff as an older task
-    (the same text on the same lines, `selfplay.diffs.site_hash`), or the same bug in other words (a changed line of the repo in common, breaking the same tests,
-    also with an unrelated edit beside it: `selfplay.task.same_bug`). Off: it gets the invalid reward. On, RL at 135M learned to write one
+    (the same text on the same lines, `selfplay.diffs.site_hash`), or the same bug in other words (a
+    changed line of the repo in common, breaking the same tests, also with an unrelated edit beside it: `selfplay.task.same_bug`). Off: it gets the invalid reward. On, RL at 135M learned to write one
     known-valid bug again and again, and then reworded it (docs/benchmarks.md, fifth attempt). A bug is judged
     against the store as the iteration found it: episodes of one iteration that write the same new bug are all
     rewarded as new (which of them finished first is timing), and from the next iteration on it is held."""
