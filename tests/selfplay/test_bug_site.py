@@ -87,3 +87,20 @@ def test_stored_lines_are_the_old_lines_first_order_bugs_remove_or_rewrite():
              task(insertion), task(one_line("fail", line=7), order=2), task("not a diff")]
     assert stored_lines(tasks) == (("boltons/jsonutils.py", 12), ("boltons/jsonutils.py", 40), ("boltons/o.py", 12))
     assert stored_lines([]) == ()
+
+
+def test_the_site_hash_is_what_a_diff_writes_and_where():
+    """`site_hash` (the store's task identity): another line or other text is another hash; the context lines
+    around the change, a header's section text and the order of file sections are not."""
+    from selfplay.diffs import site_hash
+
+    bug = one_line("fail")
+    narrow = ("diff --git a/boltons/jsonutils.py b/boltons/jsonutils.py\n--- a/boltons/jsonutils.py\n"
+              "+++ b/boltons/jsonutils.py\n@@ -12,1 +12,1 @@ def load(x):\n-        pass\n+        fail\n")
+    assert site_hash(narrow) == site_hash(bug)
+    assert site_hash(one_line("fail", line=40)) != site_hash(bug)
+    assert site_hash(one_line("failed")) != site_hash(bug)
+    other = one_line("x = 1", line=5, path="boltons/other.py")
+    assert site_hash(bug + other) == site_hash(other + bug) != site_hash(bug)
+    with pytest.raises(DiffError):
+        site_hash("diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,3 +1,3 @@\n-a\n")
