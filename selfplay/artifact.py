@@ -68,7 +68,8 @@ class BugArtifact:
         )
 
     def digest(self) -> str:
-        """Stable sha256 over the normalised diffs (the artifact's identity for dedup)."""
+        """Stable sha256 over the normalised diffs' text (task ids, seeding's dedup). Two bugs writing the same
+        text on other lines share it; the store tells them apart by their lines (`selfplay.diffs.site_hash`)."""
         h = hashlib.sha256()
         h.update(normalised_hash(self.bug_inject).encode())
         h.update(normalised_hash(self.test_weaken).encode())

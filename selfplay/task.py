@@ -131,7 +131,8 @@ def _without_shebang(script: str) -> str:
 
 
 def make_task_id(repo: str, artifact: BugArtifact, pred_patch: str | None = None) -> str:
-    """Stable id from the repo and the normalised diff hashes (same bug, same id)."""
+    """Stable id from the repo and the normalised diff hashes (the same text, the same id; the store gives a
+    bug writing the same text on other lines this id with a suffix, `selfplay.store.rows.put_task`)."""
     h = hashlib.sha256(f"{repo}\0{artifact.digest()}".encode())
     if pred_patch:
         h.update(normalised_hash(pred_patch).encode())
