@@ -139,8 +139,8 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
         lines.append(f'case "$rc" in {codes}) {" ".join(verification.drop_lines())} ;; esac')
     if check_after:  # on the original tree: the appended tokens and canaries would shift end-of-file hunks
         lines.append(f"git reset -q --hard {BASE_TAG} || exit 90")
-    for name in check_after:  # -v: git names each hunk it had to apply away from its header's line
-        lines.append(f"if git apply -v --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1; then "
+    for name in check_after:  # -v: git names each hunk it had to apply away from its header's line (in English)
+        lines.append(f"if LC_ALL=C git apply -v --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1; then "
                      f"grep -a '^Hunk #[0-9]* succeeded at' {s}/apply.err > {s}/offset.err "
                      f"&& {{ echo \"{m} OFFSET {name}\"; head -c 2000 {s}/offset.err | base64 -w0; echo; }}; "
                      f"else echo \"{m} CHECK {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; fi")

@@ -216,7 +216,7 @@ def test_job_output_names_each_diff_git_applied_at_an_offset():
     assert found["offsets"] == [("bug_inject.diff", "Hunk #1 succeeded at 153 (offset 12 lines).")]
     assert "offsets" not in parse_job_output(f"{mark} END\n", mark)
     script = job_command(Job(check_after=("bug_inject.diff",)), marker=mark, canary=Canary.new(), suite_timeout=5)
-    assert "git apply -v" in script and f"{mark} OFFSET bug_inject.diff" in script
+    assert "LC_ALL=C git apply -v" in script and f"{mark} OFFSET bug_inject.diff" in script
     assert checks.check_patch_hygiene(load_artifact(ARTIFACTS / "valid"), (), {}).passed
     refused = checks.check_patch_hygiene(load_artifact(ARTIFACTS / "valid"), (), {},
                                          "Hunk #1 succeeded at 153 (offset 12 lines).")
