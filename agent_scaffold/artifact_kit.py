@@ -232,7 +232,11 @@ def mutations(path, name):
     if found is None:
         fail("No function " + name + " in " + path + ": copy a name from `python {path} code`.")
     stored = set(STORED.get(path, ()))
-    fresh = [m for m in found if not stored.intersection(range(m.line, m.last + 1))]
+
+    def untouched(listed):  # the changes with no line, from their first to their last, a stored bug changes
+        return [m for m in listed if not stored.intersection(range(m.line, m.last + 1))]
+
+    fresh = untouched(found)
     if not found:
         why = name + " {no_change}"
     elif not fresh:
@@ -246,7 +250,7 @@ def mutations(path, name):
     for share in ([share_of] if share_of and not ROTATE else []) + [None]:
         for other in [name] + names[at + 1:] + names[:at]:  # NAME, the functions after it, then those before
             every = changes.of(other)
-            mine = [m for m in every if not stored.intersection(range(m.line, m.last + 1))]
+            mine = untouched(every)
             mine = mine[share[0]::share[1]] if share else mine
             if not mine:
                 continue

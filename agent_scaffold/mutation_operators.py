@@ -171,6 +171,8 @@ class ChangeConstant(Operator):
 OPERATORS: tuple[Operator, ...] = (FlipComparison(), ShiftBound(), SwapBooleanOperator(), DropStatement(),
                                    ReturnEarly(), SwapArguments(), ChangeConstant())
 OPERATORS_BY_NAME = {op.name: op for op in OPERATORS}
+_RANK = {op.name: rank for rank, op in enumerate(OPERATORS)}
+"""An operator's place in OPERATORS: a listing's order among changes of one line."""
 
 
 def mutate(source: str, operator: Operator, site: int) -> str:
@@ -228,15 +230,15 @@ class Mutation:
     """The whole file with the change."""
 
 
-def function_node(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    """The first function (in source order, methods and nested ones included) called `name`."""
-    found = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
-    return min(found, key=lambda n: n.lineno, default=None)
-
-
 def _functions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Every function of `tree` (methods and nested ones included), in source order."""
     return sorted((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
                   key=lambda n: n.lineno)
+
+
+def function_node(tree: ast.AST, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The first function (in source order, methods and nested ones included) called `name`."""
+    return next((n for n in _functions(tree) if n.name == name), None)
 
 
 def function_names(source: str) -> list[str]:
@@ -294,8 +296,7 @@ class FileChanges:
                     continue
                 if mutant not in found:
                     found[mutant] = _change(op.name, site, self._lines, mutant)
-            order = {op.name: rank for rank, op in enumerate(OPERATORS)}
-            self._done[name] = sorted(found.values(), key=lambda m: (m.line, order[m.operator], m.site))
+            self._done[name] = sorted(found.values(), key=lambda m: (m.line, _RANK[m.operator], m.site))
         return self._done[name]
 
     def _unit(self, node: ast.AST) -> tuple[int, int]:

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 from agent_scaffold.artifact_kit import KitView, kit_source
-from agent_scaffold.mutation_operators import function_mutations, function_names
+from agent_scaffold.mutation_operators import FileChanges
 
 
 def main() -> None:
@@ -34,10 +33,9 @@ def main() -> None:
     ap.add_argument("--share", default=None, help="K/N: a stride share (`rollout.kit_spread`).")
     args = ap.parse_args()
     source = (args.repo / args.file).read_text()
-    start = time.perf_counter()
-    names = function_names(source)
-    every = {n: function_mutations(source, n) or [] for n in names}
-    listed = time.perf_counter() - start
+    changes = FileChanges(source)
+    names = changes.names
+    every = {n: changes.of(n) for n in names}
     changed = [n for n in names if every[n]]
     keep = changed[-1]  # the one function left with a fresh change: the scan reaches it last
     kept = {line for m in every[keep] for line in range(m.line, m.last + 1)}
@@ -50,7 +48,7 @@ def main() -> None:
     (args.out / "kit.py").write_text(kit_source(str(art), KitView(tuple(stored), True, share)))
     print(json.dumps({"functions": len(names), "with_changes": len(changed),
                       "changes": sum(len(v) for v in every.values()), "stored_lines": len(stored),
-                      "first": changed[0], "kept": keep, "one_call_per_function_s": round(listed, 1),
+                      "first": changed[0], "kept": keep,
                       "command": f"cd {args.repo} && python {args.out / 'kit.py'} mutate {changed[0]}"}))
 
 

@@ -39,7 +39,8 @@ def _rehash(of) -> None:
 
     bind = op.get_bind()
     tasks = bind.execute(sa.text("SELECT t.task_id, t.repo, t.diff_hash, t.pred_patch, a.bug_inject FROM tasks t "
-                                 "JOIN artifacts a ON a.artifact_id = t.artifact_id")).all()
+                                 "JOIN artifacts a ON a.artifact_id = t.artifact_id "
+                                 "ORDER BY t.created_at, t.task_id")).all()  # the older task of a pair goes first
     used = {(repo, old) for _, repo, old, _, _ in tasks}
     for task_id, repo, old, pred, bug in tasks:
         try:
