@@ -1,7 +1,7 @@
 """The agent loop: prompt, then turns of (sample, parse, act, observe) until an ending.
 
-Endings (`Episode.termination`): submitted, max_turns, context_exhausted, timeout, format_errors,
-sandbox_error. A `SandboxError` ends the episode as `sandbox_error` with `infra_failure=True`, so it is
+Endings (`Episode.termination`): submitted, max_turns, context_exhausted, timeout, format_errors, repeated
+(`EpisodeLimits.max_repeats`), sandbox_error. A `SandboxError` ends the episode as `sandbox_error` with `infra_failure=True`, so it is
 never scored as a model failure. Errors of the policy backend (HTTP failures after retries, ...) are not
 caught: there is no trajectory worth keeping from a sampler that failed mid-turn.
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent_scaffold.actions import FormatError, parse_action
+from agent_scaffold.actions import Action, FormatError, parse_action
 from agent_scaffold.artifact_kit import KIT_STRATEGY, KitView, install_kit
 from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
@@ -97,7 +97,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     stop_ids = tuple(sorted({*sampling.stop_token_ids, *tr.format.stop_ids}))
     start = time.monotonic()
     model_s = sandbox_s = 0.0
-    turns = format_errors = consecutive = refused = 0
+    turns = format_errors = consecutive = refused = repeats = 0
+    previous: tuple[Action, str] | None = None  # the last parsed action and its observation
     termination, submission, error = "max_turns", None, None
     notes: dict[str, Any] = {}
     compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
@@ -135,6 +136,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                     on_turn(turns, "format error")
                 format_errors += 1
                 consecutive += 1
+                previous = None
                 if consecutive >= limits.max_format_errors:
                     termination = "format_errors"
                     break
@@ -160,6 +162,12 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 sandbox_s += time.monotonic() - t0
                 if submission is not None:
                     termination = "submitted"
+                    break
+                repeats = repeats + 1 if previous == (action, observation) else 0
+                previous = (action, observation)
+                if limits.max_repeats is not None and repeats >= limits.max_repeats:
+                    notes["unsent_observation"] = observation
+                    termination = "repeated"
                     break
             obs_ids = tr.observation_ids(observation)
             limit = limits.max_context_tokens - limits.min_turn_tokens

@@ -52,6 +52,12 @@ class EpisodeLimits:
     """Longer observations keep their head and tail around a truncation marker."""
     max_format_errors: int = 3
     """Consecutive malformed replies before the episode ends with `format_errors`."""
+    max_repeats: int | None = None
+    """Consecutive repeats of the previous turn before the episode ends with `repeated`: a reply whose action
+    equals the previous reply's, answered with the same observation, is a repeat. The policy is then in a
+    loop that leaves the sandbox and its context as they were, and the turns it would still sample change
+    nothing but the cost (a third of the default run's solver tokens went to such repeats; docs/benchmarks.md).
+    None never ends an episode for repeating."""
     on_context_full: Literal["stop", "compact"] = "stop"
     """When the next observation would leave fewer than `min_turn_tokens` of `max_context_tokens`:
     "stop" ends the episode with `context_exhausted`; "compact" starts a new trajectory segment whose
@@ -76,6 +82,9 @@ class EpisodeLimits:
             if f.name == "refused_submits":
                 if self.refused_submits < 0:
                     raise ValueError(f"EpisodeLimits.refused_submits must be 0 or more, got {self.refused_submits}")
+            elif f.name == "max_repeats":
+                if self.max_repeats is not None and self.max_repeats <= 0:
+                    raise ValueError(f"EpisodeLimits.max_repeats must be positive or None, got {self.max_repeats}")
             elif f.name not in ("on_context_full", "submit_on_limit") and getattr(self, f.name) <= 0:
                 raise ValueError(f"EpisodeLimits.{f.name} must be positive, got {getattr(self, f.name)}")
         if self.min_turn_tokens >= self.max_context_tokens:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-Termination = Literal["submitted", "max_turns", "context_exhausted", "timeout", "format_errors", "sandbox_error"]
+Termination = Literal["submitted", "max_turns", "context_exhausted", "timeout", "format_errors", "repeated",
+                      "sandbox_error"]
 """Why an episode ended; `agent_scaffold.agent.run_episode` produces exactly these (see its docstring)."""
 TERMINATIONS: tuple[Termination, ...] = get_args(Termination)
 TRUNCATED: tuple[Termination, ...] = ("context_exhausted", "max_turns")

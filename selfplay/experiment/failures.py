@@ -10,7 +10,8 @@ One label per episode, the first that applies:
   files changed, none of them the bug's), ``wrong_fix`` (the bug's file changed, the oracle tests still
   fail);
 - not submitted: ``search_mismatch`` when a SEARCH text was refused, ``wrong_path`` when an edit named a
-  missing file, else ``out_of_turns``.
+  missing file, ``repeated`` when the loop ended it for repeating one action (`EpisodeLimits.max_repeats`),
+  else ``out_of_turns``.
 
 An injector episode gets one label too (`injector_outcome`): ``valid``, ``infra``, ``not_submitted``
 (out of turns or context, or format errors), ``incomplete`` (submitted without one of the artifact's five
@@ -34,7 +35,7 @@ from selfplay.diffs import touched_files
 from selfplay.errors import DiffError
 
 FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong_path", "wrong_file", "wrong_fix",
-            "out_of_turns")
+            "out_of_turns", "repeated")
 SEARCH_REFUSED = ("str_replace: the SEARCH text",)
 """Prefixes of the editor's refusals of a SEARCH block (`agent_scaffold.editor`)."""
 NOOP_REFUSED = "str_replace: the REPLACE text is the same as the SEARCH text"
@@ -106,7 +107,9 @@ def classify(f: EpisodeFacts) -> str:
         if not edits:
             return "search_mismatch" if refused else "wrong_path" if missing else "no_edit"
         return "wrong_fix" if set(edits) & set(f.bug_files) else "wrong_file"
-    return "search_mismatch" if refused else "wrong_path" if missing else "out_of_turns"
+    if refused or missing:
+        return "search_mismatch" if refused else "wrong_path"
+    return "repeated" if f.termination == "repeated" else "out_of_turns"
 
 
 def empty_or_unchanged(f: EpisodeFacts) -> bool:

@@ -172,3 +172,50 @@ def test_submit_on_limit_takes_the_diff_of_an_episode_out_of_turns(local_sandbox
     if taken:
         assert "README" in ep.submission and "+changed" in ep.submission
     assert ep.trajectory.metadata.get("submitted_on_limit", False) is taken
+
+
+NOOP = "```edit\nstr_replace {path}\n<<<<<<< SEARCH\nx = 1\n=======\nx = 1\n>>>>>>> REPLACE\n```"
+
+
+@pytest.mark.parametrize("max_repeats, turns, ending", [(None, 6, "max_turns"), (1, 2, "repeated"), (2, 3, "repeated")])
+def test_a_repeated_action_with_the_same_observation_ends_the_episode(local_sandbox, tokenizer, max_repeats, turns,
+                                                                      ending):
+    """The same refused edit again and again (the 135M policy's commonest loop) ends the episode after
+    `max_repeats` repeats; the thought before the block may differ, the action and its answer may not."""
+    from dataclasses import replace
+
+    local_sandbox.exec("printf 'x = 1\\n' > m.py")
+    role = load_role("solver")
+    role = replace(role, limits=replace(role.limits, max_turns=6, max_repeats=max_repeats))
+    thoughts = ["Fix it.", "Again.", "Once more.", "Still.", "Hm.", "Last."]
+    ep = run_episode(ScriptedPolicy([f"{t}\n{NOOP.format(path='m.py')}" for t in thoughts], tokenizer),
+                     local_sandbox, role, solver_variables("spec"))
+    assert (ep.termination, ep.turns, ep.trajectory.termination) == (ending, turns, ending)
+    observations = [m["content"] for m in ep.trajectory.messages[2:] if m["role"] == "user"]
+    assert len(observations) == turns - (ending == "repeated")  # the repeat's answer is not sent
+    assert all("REPLACE text is the same as the SEARCH text" in o for o in observations)
+    if ending == "repeated":
+        assert "REPLACE text is the same" in ep.trajectory.metadata["unsent_observation"]
+
+
+def test_a_repeat_needs_the_same_action_and_the_same_observation(local_sandbox, tokenizer):
+    """A command whose output changes, an action between two equal ones, or a format error between them
+    is not a repeat; the episode runs to its turn limit."""
+    from dataclasses import replace
+
+    role = load_role("solver")
+    role = replace(role, limits=replace(role.limits, max_turns=7, max_repeats=1, max_format_errors=5))
+    counter = "```bash\necho x >> n.txt && wc -l < n.txt\n```"  # same command, a new line count each time
+    ls = "```bash\nls m.py n.txt\n```"
+    local_sandbox.exec("touch m.py")
+    actions = [counter, counter, ls, "```bash\ntrue\n```", ls, "no block here", ls]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, solver_variables("spec"))
+    assert (ep.termination, ep.turns, ep.format_errors) == ("max_turns", 7, 1)
+
+
+def test_max_repeats_must_be_positive():
+    from agent_scaffold.roles import EpisodeLimits
+
+    with pytest.raises(ValueError, match="max_repeats must be positive or None"):
+        EpisodeLimits(max_repeats=0)
+    assert EpisodeLimits().max_repeats is None

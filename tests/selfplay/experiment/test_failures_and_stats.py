@@ -39,6 +39,8 @@ def facts(termination="submitted", reward=-1.0, turns=3, format_errors=0, submis
     (facts(submission="", observations=[MISSING, REFUSED]), "search_mismatch"),  # it found the file later
     (facts(submission=LIB, observations=[MISSING]), "wrong_fix"),  # an edit landed: the path is not the story
     (facts(termination="context_exhausted", submission=None), "out_of_turns"),
+    (facts(termination="repeated", submission=None), "repeated"),  # ended by `EpisodeLimits.max_repeats`
+    (facts(termination="repeated", submission=None, observations=[REFUSED, REFUSED]), "search_mismatch"),
 ])
 def test_failure_labels(f, label):
     assert classify(f) == label

@@ -301,6 +301,8 @@ def test_limits_take_overrides_and_never_exceed_the_model_window():
     small = episode_limits(role, LimitsOverride(max_context_tokens=4096))
     assert fit_context_window(small, hf_like).max_context_tokens == 4096
     assert episode_limits(role, LimitsOverride(max_observation_chars=1200)).max_observation_chars == 1200
+    assert episode_limits(role, LimitsOverride()).max_repeats is None  # the role's default: never
+    assert episode_limits(role, LimitsOverride(max_repeats=2)).max_repeats == 2
     assert context_window(hf_like) == 8192
     assert context_window(SimpleNamespace(policy=hf_like, tokenizer=None)) == 8192  # a wrapper (batching)
     assert context_window(SimpleNamespace(tokenizer=SimpleNamespace(model_max_length=int(1e30)))) is None
