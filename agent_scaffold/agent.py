@@ -1,8 +1,9 @@
 """The agent loop: prompt, then turns of (sample, parse, act, observe) until an ending.
 
 Endings (`Episode.termination`): submitted, max_turns, context_exhausted, timeout, format_errors, repeated
-(`EpisodeLimits.max_repeats`), sandbox_error. A `SandboxError` ends the episode as `sandbox_error` with `infra_failure=True`, so it is
-never scored as a model failure. Errors of the policy backend (HTTP failures after retries, ...) are not
+(`EpisodeLimits.max_repeats`: one action answered the same, turn after turn), sandbox_error. A
+`SandboxError` ends the episode as `sandbox_error` with `infra_failure=True`, so it is never scored as a
+model failure. Errors of the policy backend (HTTP failures after retries, ...) are not
 caught: there is no trajectory worth keeping from a sampler that failed mid-turn.
 
 With `EpisodeLimits.submit_on_limit`, an episode that runs out of turns, context or time submits the
@@ -26,10 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from agent_scaffold.actions import Action, FormatError, parse_action
+from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.artifact_kit import KIT_STRATEGY, KitView, install_kit
 from agent_scaffold.localize import Localizer
 from agent_scaffold.policy import TRAINING, Policy, SamplingParams
+from agent_scaffold.repeats import RepeatCounter
 from agent_scaffold.roles import ARTIFACT_FILES, EpisodeLimits, RoleConfig, render_template
 from agent_scaffold.tools import Toolbox
 from agent_scaffold.trajectory import TRUNCATED, Termination, Trajectory
@@ -97,8 +99,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     stop_ids = tuple(sorted({*sampling.stop_token_ids, *tr.format.stop_ids}))
     start = time.monotonic()
     model_s = sandbox_s = 0.0
-    turns = format_errors = consecutive = refused = repeats = 0
-    previous: tuple[Action, str] | None = None  # the last parsed action and its observation
+    turns = format_errors = consecutive = refused = 0
+    repeats = RepeatCounter()
     termination, submission, error = "max_turns", None, None
     notes: dict[str, Any] = {}
     compactions: list[list[int]] = []  # per compaction, the (1-based) turns whose observations it elided
@@ -136,7 +138,7 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                     on_turn(turns, "format error")
                 format_errors += 1
                 consecutive += 1
-                previous = None
+                repeats.malformed()
                 if consecutive >= limits.max_format_errors:
                     termination = "format_errors"
                     break
@@ -163,9 +165,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 if submission is not None:
                     termination = "submitted"
                     break
-                repeats = repeats + 1 if previous == (action, observation) else 0
-                previous = (action, observation)
-                if limits.max_repeats is not None and repeats >= limits.max_repeats:
+                run = repeats.see(action, observation)
+                if limits.max_repeats is not None and run >= limits.max_repeats:
                     notes["unsent_observation"] = observation
                     termination = "repeated"
                     break
