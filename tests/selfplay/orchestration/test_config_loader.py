@@ -45,6 +45,15 @@ def test_later_overrides_win_and_unset_keys_keep_the_preset():
     assert c.rollout.solver_limits.max_turns == load_config("default").rollout.solver_limits.max_turns
 
 
+def test_the_default_run_ends_loops_and_an_override_turns_that_off():
+    """Both roles of the default preset end an episode at its second repeat (docs/benchmarks.md, "Ending a
+    loop"); `null` gives the role's default back, which never ends one."""
+    c = load_config("default")
+    assert (c.rollout.solver_limits.max_repeats, c.rollout.injector_limits.max_repeats) == (2, 2)
+    assert _load("rollout.solver_limits.max_repeats=null").rollout.solver_limits.max_repeats is None
+    assert _load("rollout.solver_limits.max_repeats=3").rollout.solver_limits.max_repeats == 3
+
+
 def test_the_shared_suite_limits_load_into_each_section_on_their_own():
     c = _load("grader.suite_timeout=7", "validation.suite_timeout=9", "validation.tamper.enabled=false",
               "grader.max_test_output=1024")
