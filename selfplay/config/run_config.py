@@ -116,7 +116,7 @@ class LimitsOverride:
     max_repeats: int | None = None
     """Consecutive repeats of the previous action, answered with the same observation, before the episode
     ends with `repeated` (`EpisodeLimits.max_repeats`). None keeps the role's default, which never ends
-    an episode for repeating."""
+    an episode for repeating; the `default` preset sets 2 for both roles."""
     submit_on_limit: bool | None = None
     """Grade the sandbox's state when an episode runs out of turns, context or time
     (`EpisodeLimits.submit_on_limit`). The episode still ends truncated, so the learner's
