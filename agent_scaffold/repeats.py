@@ -8,7 +8,9 @@ A malformed reply breaks the run: the turn after it is compared with nothing.
 
 from __future__ import annotations
 
-from agent_scaffold.actions import Action
+from collections.abc import Mapping, Sequence
+
+from agent_scaffold.actions import Action, FormatError, parse_action
 
 
 class RepeatCounter:
@@ -28,3 +30,20 @@ class RepeatCounter:
     def malformed(self) -> None:
         """Record a reply that did not parse."""
         self._last, self.run = None, 0
+
+
+def cut_turn(messages: Sequence[Mapping[str, str]], max_repeats: int) -> int | None:
+    """The 0-based turn at which a limit of `max_repeats` would have ended an episode played without it, from
+    its messages (system, task, then each reply and its observation), or None. The last reply has no
+    observation in the messages when the episode ended after it, so it is never a cut."""
+    turns = messages[2:]
+    counter = RepeatCounter()
+    for i in range(0, len(turns), 2):
+        try:
+            action = parse_action(turns[i]["content"])
+        except FormatError:
+            counter.malformed()
+            continue
+        if i + 1 < len(turns) and counter.see(action, turns[i + 1]["content"]) >= max_repeats:
+            return i // 2
+    return None

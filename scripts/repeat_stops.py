@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/repeat_stops.py runs/default-* [--max-repeats 1,2,3] [--json OUT]
 
-Replays each trajectory's turns through `agent_scaffold.repeats.RepeatCounter`, as the loop counts them,
+Replays each trajectory's turns through `agent_scaffold.repeats.cut_turn` (the loop's `RepeatCounter`),
 and reports per role and K: the episodes that a limit of K repeats would have ended early, how many of
 those got a reward that matters (a solver attempt that solved, an injector artifact that validated:
 reward above -1), and the sampled tokens and turns after the cut, against all sampled. A cut episode
@@ -18,24 +18,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from agent_scaffold.actions import FormatError, parse_action
-from agent_scaffold.repeats import RepeatCounter
-
-
-def cut_turn(messages: list[dict], max_repeats: int) -> int | None:
-    """The 0-based turn at which a limit of `max_repeats` ends the episode, or None."""
-    turns = messages[2:]  # system, task, then assistant and observation in turn
-    counter = RepeatCounter()
-    for i in range(0, len(turns), 2):
-        observation = turns[i + 1]["content"] if i + 1 < len(turns) else None
-        try:
-            action = parse_action(turns[i]["content"])
-        except FormatError:
-            counter.malformed()
-            continue
-        if observation is not None and counter.see(action, observation) >= max_repeats:
-            return i // 2
-    return None
+from agent_scaffold.repeats import cut_turn
 
 
 def counted(reward: float, role: str) -> bool:

@@ -196,6 +196,10 @@ def test_a_repeated_action_with_the_same_observation_ends_the_episode(local_sand
     assert all("REPLACE text is the same as the SEARCH text" in o for o in observations)
     if ending == "repeated":
         assert "REPLACE text is the same" in ep.trajectory.metadata["unsent_observation"]
+    else:  # the replay of runs played without a limit (scripts/repeat_stops.py) cuts where the loop would
+        from agent_scaffold.repeats import cut_turn
+
+        assert (cut_turn(ep.trajectory.messages, 1), cut_turn(ep.trajectory.messages, 2)) == (1, 2)
 
 
 def test_a_repeat_needs_the_same_action_and_the_same_observation(local_sandbox, tokenizer):
