@@ -63,11 +63,13 @@ def test_a_loop_of_one_refused_edit_ends_as_repeated(toolz_sandbox, tokenizer):
     """The loop the embedded policy falls into (docs/benchmarks.md): the same no-op `str_replace` after the
     same refusal. With `max_repeats` 2 the third such turn ends the episode, in a real sandbox whose tree it
     left as it was."""
-    noop = f"```edit\nstr_replace toolz/itertoolz.py\n<<<<<<< SEARCH\n{BUG}=======\n{BUG}>>>>>>> REPLACE\n```"
+    line = "def frequencies(seq):\n"  # in the file whether or not another test left the bug in
+    noop = f"```edit\nstr_replace toolz/itertoolz.py\n<<<<<<< SEARCH\n{line}=======\n{line}>>>>>>> REPLACE\n```"
     limits = EpisodeLimits(max_turns=8, max_new_tokens=256, max_context_tokens=4096, max_repeats=2)
+    before = toolz_sandbox.exec("git status --porcelain && git diff").output
     ep = run_episode(ScriptedPolicy(["```edit\nview toolz/itertoolz.py 1 3\n```", *[noop] * 7], tokenizer),
                      toolz_sandbox, load_role("solver"), solver_variables("frequencies is wrong", kind="issue"),
                      limits=limits)
     assert (ep.termination, ep.turns, ep.submission) == ("repeated", 4, None)
     assert "REPLACE text is the same as the SEARCH text" in ep.trajectory.metadata["unsent_observation"]
-    assert toolz_sandbox.exec("git status --porcelain").output.strip() == ""
+    assert toolz_sandbox.exec("git status --porcelain && git diff").output == before
