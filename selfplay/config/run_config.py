@@ -8,7 +8,7 @@ learner's engine and batch), so a field is never declared twice.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from selfplay.demos.warm_start_config import WarmStartConfig
@@ -123,6 +123,12 @@ class LimitsOverride:
     `learner.batch.overlong` handling applies to it: its default `negative` mode trains it at -1 whatever
     its grade and `mask` drops it, so pair this with another mode (or a `truncated_terminations` without
     the ending) for the grade to reach the advantages."""
+
+    def __post_init__(self) -> None:
+        # refused when the config loads, by the checks of the limits these become, not per episode
+        from agent_scaffold.roles import EpisodeLimits
+
+        EpisodeLimits(**{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None})
 
 
 @dataclass(frozen=True)

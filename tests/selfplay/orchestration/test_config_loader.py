@@ -54,6 +54,13 @@ def test_the_default_run_ends_loops_and_an_override_turns_that_off():
     assert _load("rollout.solver_limits.max_repeats=3").rollout.solver_limits.max_repeats == 3
 
 
+@pytest.mark.parametrize("override, named", [("rollout.solver_limits.max_repeats=0", "max_repeats must be positive"),
+                                             ("rollout.injector_limits.max_turns=0", "max_turns must be positive")])
+def test_a_limit_out_of_range_is_refused_when_the_config_loads(override, named):
+    with pytest.raises(ConfigError, match=named):
+        _load(override)
+
+
 def test_the_shared_suite_limits_load_into_each_section_on_their_own():
     c = _load("grader.suite_timeout=7", "validation.suite_timeout=9", "validation.tamper.enabled=false",
               "grader.max_test_output=1024")
