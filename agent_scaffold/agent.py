@@ -90,11 +90,8 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
     so that no caller plans past what the model can attend to."""
     limits = fit_context_window(limits or role.limits, policy)
     sampling = sampling or TRAINING
-    values = {**role.defaults, "workdir": sandbox.workdir, "command_timeout": f"{limits.command_timeout:g}",
-              **variables, **({"localize_hint": LOCALIZE_HINT} if localizer is not None else {})}
-    messages = [{"role": "system", "content": render_template(role.system_template, values)},
-                {"role": "user", "content": render_template(role.task_template, values)}]
-    tr = Transcript(policy.tokenizer, messages)
+    values = _prompt_values(role, variables, sandbox.workdir, limits, localizer is not None)
+    tr = Transcript(policy.tokenizer, _opening(role, values))
     tools = Toolbox(sandbox, limits.command_timeout, limits.max_observation_chars, localizer)
     stop_ids = tuple(sorted({*sampling.stop_token_ids, *tr.format.stop_ids}))
     start = time.monotonic()
@@ -208,6 +205,28 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                       segments=tuple(tr.segments) if compactions else ())
     return Episode(traj, termination, submission, infra_failure=error is not None, error=error, timings=timings,
                    turns=turns, format_errors=format_errors)
+
+
+def _prompt_values(role: RoleConfig, variables: dict[str, Any], workdir: str, limits: EpisodeLimits,
+                   localize: bool) -> dict[str, Any]:
+    return {**role.defaults, "workdir": workdir, "command_timeout": f"{limits.command_timeout:g}", **variables,
+            **({"localize_hint": LOCALIZE_HINT} if localize else {})}
+
+
+def _opening(role: RoleConfig, values: dict[str, Any]) -> list[dict[str, str]]:
+    return [{"role": "system", "content": render_template(role.system_template, values)},
+            {"role": "user", "content": render_template(role.task_template, values)}]
+
+
+def first_turn_room(policy: Policy, role: RoleConfig, variables: dict[str, Any], workdir: str,
+                    limits: EpisodeLimits | None = None, localize: bool = False) -> int:
+    """Tokens `run_episode` would leave for the first turn of `role` with `variables` (its prompt rendered
+    and tokenized exactly as the episode would, in a sandbox at `workdir`, with the `localize` tool or
+    without). Below `limits.min_turn_tokens`, the episode would end `context_exhausted` before sampling
+    anything: a caller can refuse such an episode (a bug whose spec no solver can read) without playing it."""
+    limits = fit_context_window(limits or role.limits, policy)
+    prompt = Transcript(policy.tokenizer, _opening(role, _prompt_values(role, variables, workdir, limits, localize)))
+    return limits.max_context_tokens - len(prompt)
 
 
 def context_window(policy: Policy) -> int | None:

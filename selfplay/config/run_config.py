@@ -182,6 +182,13 @@ class RolloutConfig:
     solver_localize: bool = False
     """Give solver episodes the `localize` tool (`agent_scaffold.localize`: spectrum-based fault localization
     over the spec's tests), as a `locate: localize` warm start's demonstrations had it."""
+    refuse_unreadable_specs: bool = True
+    """An injector's artifact whose spec (its reversed test_weaken.diff) makes the solver's prompt too long
+    for a first turn (less than the solver's `min_turn_tokens` left of its context, clamped to the model's
+    window: `agent_scaffold.agent.first_turn_room`) is invalid, before any suite runs: every solver attempt
+    on it would end `context_exhausted` before sampling a token, so it is no bug a solver can be asked to
+    fix. False validates it, and its task is scored as unsolved (the injector's reward is then -alpha, not
+    the -1 of an invalid bug)."""
     temperature: float = 1.0
     """Sampling temperature of every training episode (top-p, top-k and min-p stay off). The learner
     computes its logprobs at the same temperature (`learner.engine.temperature` follows it), so the policy

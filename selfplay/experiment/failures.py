@@ -15,8 +15,10 @@ One label per episode, the first that applies:
 
 An injector episode gets one label too (`injector_outcome`): ``valid``, ``infra``, ``not_submitted``
 (out of turns or context, or format errors), ``incomplete`` (submitted without one of the artifact's five
-files), ``failed_<check>`` (the first consistency check that failed, e.g. ``failed_bug_breaks_tests``) or
-``invalid`` (refused before any check, e.g. a corrupt diff).
+files), ``failed_<check>`` (the first consistency check that failed, e.g. ``failed_bug_breaks_tests``),
+``spec_too_long`` (refused before any check because the solver's prompt with its spec would leave no room
+for a turn, `RolloutConfig.refuse_unreadable_specs`) or ``invalid`` (refused before any check otherwise,
+e.g. a corrupt diff).
 
 `empty_or_unchanged` is reported beside the format-valid rate: a policy that runs the tests and submits
 an empty diff has every turn format-valid and repairs nothing.
@@ -33,6 +35,7 @@ from typing import Any
 from agent_scaffold.actions import Action, FormatError, parse_action
 from selfplay.diffs import touched_files
 from selfplay.errors import DiffError
+from selfplay.validation.report import UNREADABLE_SPEC
 
 FAILURES = ("solved", "infra", "no_action", "no_edit", "search_mismatch", "wrong_path", "wrong_file", "wrong_fix",
             "out_of_turns", "repeated")
@@ -117,7 +120,7 @@ def empty_or_unchanged(f: EpisodeFacts) -> bool:
     return f.termination == "submitted" and not library_edits(f.submission, f.test_files)
 
 
-INJECTOR_OUTCOMES = ("valid", "infra", "not_submitted", "incomplete", "invalid")
+INJECTOR_OUTCOMES = ("valid", "infra", "not_submitted", "incomplete", "spec_too_long", "invalid")
 """Injector labels other than ``failed_<check>``."""
 
 
@@ -131,6 +134,8 @@ def injector_outcome(termination: str, validation: Mapping[str, Any] | None, inf
         return "valid"
     if v.get("failed_check"):  # an artifact taken at a limit (`submit_on_limit`) is labelled by its check too
         return f"failed_{v['failed_check']}"
+    if str(v.get("error") or "").startswith(UNREADABLE_SPEC):  # taken at a limit or submitted alike
+        return "spec_too_long"
     if termination != "submitted":
         return "not_submitted"
     if "is missing" in str(v.get("error") or ""):

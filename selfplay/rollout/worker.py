@@ -1,7 +1,8 @@
 """`build_runner`: the rollout worker, which turns an `EpisodeRequest` into an `EpisodeResult`.
 
 An injector request runs the episode in a pooled sandbox of its repo, gives the sandbox back, parses the
-submitted files (`BugArtifact.from_files`) and validates them with the same pool. A solver request builds
+submitted files (`BugArtifact.from_files`) and validates them with the same pool, unless its spec would
+leave the solver no room for a turn (`RolloutConfig.refuse_unreadable_specs`: invalid, before any suite run). A solver request builds
 the task's buggy state (`build_buggy_state`) in a pooled sandbox, runs the episode, grades the diff in
 another pooled sandbox and, when the attempt failed, derives a higher-order task. The solver's sandbox is
 recreated before it goes back: `build_buggy_state` rebases it, which moves its reset snapshot to the buggy
@@ -27,9 +28,9 @@ import threading
 import time
 from typing import Any
 
-from agent_scaffold.agent import run_episode
+from agent_scaffold.agent import first_turn_room, run_episode
 from agent_scaffold.localize import Localizer
-from agent_scaffold.policy import TRAINING
+from agent_scaffold.policy import TRAINING, Policy
 from agent_scaffold.roles import EpisodeLimits, RoleConfig, load_role, solver_variables
 from repos.listfile import get_repo
 from sandboxes.errors import SandboxError
@@ -37,7 +38,8 @@ from sandboxes.images import repo_image
 from sandboxes.pool import SandboxPool
 from selfplay.artifact import BugArtifact
 from selfplay.config.run_config import LimitsOverride, RunConfig
-from selfplay.errors import SelfPlayError, ValidationInfraError
+from selfplay.diffs import reverse_diff
+from selfplay.errors import DiffError, SelfPlayError, ValidationInfraError
 from selfplay.facts import TaskFacts
 from selfplay.higher_order import make_higher_order_task
 from selfplay.judge.grader import build_buggy_state, grade
@@ -45,7 +47,7 @@ from selfplay.judge.verdict import failed_grade
 from selfplay.rollout.policy_factory import PolicySource, policy_source
 from selfplay.rollout.requests import EpisodeRequest, EpisodeResult, RequestRunner, infra_failure_result
 from selfplay.validation import validate
-from selfplay.validation.report import ValidationReport
+from selfplay.validation.report import ValidationReport, unreadable_spec_error
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +116,8 @@ class Worker:
         timings["wall"] = time.monotonic() - start
         return dataclasses.replace(result, timings=timings, worker=self.name)
 
-    def _episode(self, request: EpisodeRequest, sb: Any, role: RoleConfig, variables: dict[str, Any],
+    def _episode(self, request: EpisodeRequest, policy: Policy, sb: Any, role: RoleConfig, variables: dict[str, Any],
                  override: LimitsOverride, timings: dict[str, float], localizer: Localizer | None = None):
-        policy = self.source.policy_for(request.role, request.policy_version)
         limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
             seed=request.seed, temperature=self.config.rollout.temperature), localizer=localizer,
@@ -146,11 +147,14 @@ class Worker:
     def _injector(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
         role = load_role("injector", request.strategy or "removal")
         pool = self.pool(request.repo)
+        policy = self.source.policy_for(request.role, request.policy_version)
         with pool.checkout() as sb:  # given back before validation, which needs sandboxes of this pool
-            ep = self._episode(request, sb, role, {}, self.config.rollout.injector_limits, timings)
-        return self._checked(request, ep, pool, timings, self._validated)
+            ep = self._episode(request, policy, sb, role, {}, self.config.rollout.injector_limits, timings)
+        return self._checked(request, ep, pool, timings,
+                             lambda *args: self._validated(*args, policy=policy))
 
-    def _validated(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
+    def _validated(self, request: EpisodeRequest, ep, pool, timings: dict[str, float], *,
+                   policy: Policy) -> EpisodeResult:
         files = ep.submission if isinstance(ep.submission, dict) else None
         if files is None:  # not submitted (nor taken at a limit, `EpisodeLimits.submit_on_limit`)
             report = ValidationReport(valid=False, error=f"no artifact submitted (the episode ended {ep.termination})")
@@ -162,6 +166,11 @@ class Worker:
             report = ValidationReport(valid=False, error=str(exc))
             return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
                                  timings=timings)
+        unreadable = self._unreadable_spec(request.repo, artifact, policy)
+        if unreadable is not None:  # no suite runs for a bug no solver could be shown
+            return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files,
+                                 validation=ValidationReport(valid=False, error=unreadable), artifact=artifact,
+                                 timings=timings)
         t0 = time.monotonic()
         try:
             with self._admit[request.repo]:
@@ -170,6 +179,23 @@ class Worker:
             timings["validation"] = time.monotonic() - t0
         return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
                              artifact=artifact, timings=timings)
+
+    def _unreadable_spec(self, repo: str, artifact: BugArtifact, policy: Policy) -> str | None:
+        """Why no solver attempt on `artifact`'s task could take a turn (`RolloutConfig.refuse_unreadable_specs`),
+        or None. `policy` is the injector's: one policy plays both roles, so the solver reads with its
+        tokenizer and window. A test_weaken.diff that does not reverse is left to validation, which names
+        the problem."""
+        if not self.config.rollout.refuse_unreadable_specs:
+            return None
+        try:
+            spec = reverse_diff(artifact.test_weaken)
+        except DiffError:
+            return None
+        role = load_role("solver")
+        limits = episode_limits(role, self.config.rollout.solver_limits)
+        room = first_turn_room(policy, role, solver_variables(spec, "tests"), self.spec(repo).workdir, limits,
+                               localize=self.config.rollout.solver_localize)
+        return None if room >= limits.min_turn_tokens else unreadable_spec_error(room, limits.min_turn_tokens)
 
     def _solver(self, request: EpisodeRequest, timings: dict[str, float]) -> EpisodeResult:
         task = request.task
@@ -185,7 +211,8 @@ class Worker:
             timings["sandbox"] = time.monotonic() - t0
             localizer = task.localizer(self.spec(request.repo).test_command) \
                 if self.config.rollout.solver_localize else None
-            ep = self._episode(request, sb, role, solver_variables(task.spec, "tests"),
+            policy = self.source.policy_for(request.role, request.policy_version)
+            ep = self._episode(request, policy, sb, role, solver_variables(task.spec, "tests"),
                                self.config.rollout.solver_limits, timings, localizer)
         return self._checked(request, ep, pool, timings, self._graded)
 

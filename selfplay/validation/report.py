@@ -18,6 +18,19 @@ CHECK_NAMES: tuple[str, ...] = (
     "inverse_mutation",
 )
 
+UNREADABLE_SPEC = "spec too long for the solver"
+"""How `ValidationReport.error` begins for an artifact the rollout refuses before validation
+(`RolloutConfig.refuse_unreadable_specs`); the injector's outcome label `spec_too_long`
+(`selfplay.experiment.failures.injector_outcome`) reads it."""
+
+
+def unreadable_spec_error(room: int, min_turn_tokens: int) -> str:
+    """The refusal of a bug whose solver prompt leaves `room` tokens of the context for a first turn."""
+    fits = (f"is {-room} tokens longer than the solver's context" if room < 0
+            else f"leaves {room} tokens of the solver's context for a first turn")
+    return (f"{UNREADABLE_SPEC}: the solver's prompt with this spec (the reversed test_weaken.diff) {fits}, and a "
+            f"turn needs {min_turn_tokens}: weaken fewer or shorter tests, so that the spec fits")
+
 
 @dataclass(frozen=True)
 class CheckResult:

@@ -155,6 +155,38 @@ def test_context_budget_is_clamped_to_the_policys_window(local_sandbox, tokenize
         fit_context_window(EpisodeLimits(min_turn_tokens=9000, max_context_tokens=65536), hf_policy)
 
 
+@pytest.mark.parametrize("localize", [False, True])
+def test_first_turn_room_is_what_the_episode_leaves_for_its_first_turn(local_sandbox, tokenizer, localize):
+    """`first_turn_room` renders and tokenizes the prompt as `run_episode` does: with exactly
+    `min_turn_tokens` of room the episode takes a turn, with one token less it ends before sampling."""
+    from dataclasses import replace
+
+    from agent_scaffold.agent import first_turn_room
+    from agent_scaffold.localize import Localizer
+
+    role = load_role("solver")
+    variables = solver_variables("diff --git a/t.py b/t.py\n" + "+    assert f(1) == 2\n" * 40)
+    limits = replace(role.limits, max_context_tokens=4096, min_turn_tokens=64)
+    room = first_turn_room(ScriptedPolicy([], tokenizer), role, variables, local_sandbox.workdir, limits, localize)
+    localizer = Localizer("spec", "true") if localize else None
+    opened = run_episode(ScriptedPolicy(["```submit\n```"], tokenizer), local_sandbox, role, variables,
+                         limits=limits, localizer=localizer)
+    assert room == 4096 - opened.trajectory.turn_spans[0][0]  # the prompt is everything before the first turn
+    exact = replace(limits, max_context_tokens=4096 - room + 64)
+    ep = run_episode(ScriptedPolicy(["```submit\n```"], tokenizer), local_sandbox, role, variables, limits=exact,
+                     localizer=localizer)
+    assert ep.turns == 1 and ep.termination == "submitted"
+    short = replace(exact, max_context_tokens=exact.max_context_tokens - 1)
+    assert first_turn_room(ScriptedPolicy([], tokenizer), role, variables, local_sandbox.workdir, short,
+                           localize) == 63
+    ep = run_episode(ScriptedPolicy(["```submit\n```"], tokenizer), local_sandbox, role, variables, limits=short,
+                     localizer=localizer)
+    assert ep.turns == 0 and ep.termination == "context_exhausted"
+    policy = ScriptedPolicy([], tokenizer)  # the budget is clamped to the model's window, as the episode's is
+    policy.context_window = 4096 - room + 10
+    assert first_turn_room(policy, role, variables, local_sandbox.workdir, limits, localize) == 10
+
+
 @pytest.mark.parametrize("edit, on_limit, taken", [
     (True, True, True),     # out of turns with a change: the diff is the submission
     (True, False, False),   # the default: nothing is submitted

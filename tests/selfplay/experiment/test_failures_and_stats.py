@@ -204,6 +204,7 @@ def test_injector_outcome_labels_from_real_verdicts():
     from selfplay.artifact import BugArtifact
     from selfplay.errors import ArtifactError
     from selfplay.experiment.failures import injector_outcome
+    from selfplay.validation.report import unreadable_spec_error
 
     with pytest.raises(ArtifactError) as missing:  # the error a five-file-short submission gets
         BugArtifact.from_files({"test_script.sh": "x"})
@@ -218,6 +219,12 @@ def test_injector_outcome_labels_from_real_verdicts():
         == "failed_bug_validity"
     assert injector_outcome("submitted", {"valid": False, "error": "bug_inject.diff: corrupt patch"}) == "invalid"
     assert injector_outcome("submitted", None, infra_failure=True) == "infra"
+    too_long = unreadable_spec_error(-400, 96)  # the rollout's refusal of a bug no solver could read
+    assert too_long.startswith("spec too long for the solver: the solver's prompt with this spec (the reversed "
+                               "test_weaken.diff) is 400 tokens longer than the solver's context, and a turn needs 96")
+    assert "leaves 30 tokens of the solver's context for a first turn" in unreadable_spec_error(30, 96)
+    assert injector_outcome("submitted", {"valid": False, "error": too_long}) == "spec_too_long"
+    assert injector_outcome("max_turns", {"valid": False, "error": too_long}) == "spec_too_long"
 
 
 def test_injector_comparison_counts_rl_after_its_first_update():

@@ -153,6 +153,40 @@ def test_injector_that_never_submits_is_invalid(worker, tokenizer):
     assert result.validation is not None and not result.validation.valid and "no artifact" in result.validation.error
 
 
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_bug_whose_spec_leaves_the_solver_no_turn_is_refused_before_any_suite_runs(worker, tokenizer, toolz_spec,
+                                                                                   injector_actions, injected):
+    """The same valid artifact, with a solver context too small for its spec: invalid, with the reason, and
+    no validation run (`rollout.refuse_unreadable_specs`); the injector's outcome label says why."""
+    from agent_scaffold.agent import first_turn_room
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.roles import load_role, solver_variables
+    from selfplay.diffs import reverse_diff
+    from selfplay.experiment.failures import injector_outcome
+    from selfplay.rollout.worker import episode_limits
+
+    role, config = load_role("solver"), worker.config
+    spec = reverse_diff(injected.artifact.test_weaken)
+    room = first_turn_room(ScriptedPolicy([], tokenizer), role, solver_variables(spec), toolz_spec.workdir,
+                           episode_limits(role, LIMITS))
+    small = replace(LIMITS, max_context_tokens=LIMITS.max_context_tokens - room + role.limits.min_turn_tokens - 1)
+    worker.config = replace(config, rollout=replace(config.rollout, solver_limits=small))
+    try:
+        _script(worker, tokenizer, "injector", injector_actions)
+        result = worker(_injector_request(3))
+    finally:
+        worker.config = config
+    assert not result.infra_failure and result.termination == "submitted"
+    assert not result.validation.valid and result.validation.suite_runs == 0 and "validation" not in result.timings
+    assert result.validation.error == (
+        f"spec too long for the solver: the solver's prompt with this spec (the reversed test_weaken.diff) leaves "
+        f"{role.limits.min_turn_tokens - 1} tokens of the solver's context for a first turn, and a turn needs "
+        f"{role.limits.min_turn_tokens}: weaken fewer or shorter tests, so that the spec fits")
+    assert result.artifact == injected.artifact  # kept: the store records the refused artifact and why
+    assert injector_outcome(result.termination, {"valid": False, "error": result.validation.error}) == "spec_too_long"
+
+
 def _solver_request(task, i: int) -> EpisodeRequest:
     return EpisodeRequest(f"test-it0-solver-{i}", "solver", "toolz", 0, 0, task=task, group_id="g0", seed=i)
 
