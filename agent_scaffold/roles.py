@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +89,11 @@ class EpisodeLimits:
                 raise ValueError(f"EpisodeLimits.{f.name} must be positive, got {getattr(self, f.name)}")
         if self.min_turn_tokens >= self.max_context_tokens:
             raise ValueError("EpisodeLimits.min_turn_tokens must be below max_context_tokens")
+
+    def overridden(self, **values: Any) -> EpisodeLimits:
+        """These limits with each of `values` that is not None in its place (a command's optional overrides),
+        checked as any limits are."""
+        return replace(self, **{k: v for k, v in values.items() if v is not None})
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ eval_app = typer.Typer(help="Evaluate a policy on SWE-bench (Verified, verified-
                             "file, our exported tasks included).", no_args_is_help=True)
 
 POLICY_HELP = "hf (embedded SmolLM2 or --model DIR), openai (any OpenAI-compatible --base-url), vllm or scripted."
+REPEATS_HELP = ("End the episode when this many turns in a row repeat the turn before, the same action answered "
+                "the same (ending `repeated`); default: never.")
 
 
 def policy_factory(policy: str, *, model: str | None, base_url: str, script: Path | None,
@@ -89,9 +91,10 @@ def swebench(
     temperature: float = typer.Option(1.0, "--temperature", help="SSR default 1.0."),
     top_p: float = typer.Option(0.95, "--top-p", help="SSR default 0.95."),
     seed: int | None = typer.Option(None, "--seed", help="Base sampling seed."),
-    max_turns: int | None = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
-    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
-    max_context: int | None = typer.Option(None, "--max-context", help="Override the context budget."),
+    max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Override the solver's turn limit."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", min=1, help="Override tokens per turn."),
+    max_context: int | None = typer.Option(None, "--max-context", min=1, help="Override the context budget."),
+    max_repeats: int | None = typer.Option(None, "--max-repeats", min=1, help=REPEATS_HELP),
 ) -> None:
     """Solve each instance's problem statement in its image (history stripped, no network), write
     harness-format predictions, grade them, and print resolved % per run, mean ± stderr and pass@K."""
@@ -116,7 +119,8 @@ def swebench(
     config = EvalConfig(out_dir=out, model_name=model_name or model or policy, runs=runs, workers=workers,
                         grader=grader,  # type: ignore[arg-type]
                         sampling=SSR_SAMPLING.with_(temperature=temperature, top_p=top_p), seed=seed,
-                        max_turns=max_turns, max_new_tokens=max_new_tokens, max_context=max_context)
+                        max_turns=max_turns, max_new_tokens=max_new_tokens, max_context=max_context,
+                        max_repeats=max_repeats)
     report = evaluate(insts, factory, config)
     console = Console()
     table = Table("instance", *[f"run {k}" for k in range(runs)], "resolved")

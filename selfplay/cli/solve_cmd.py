@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from selfplay.cli.eval_cmd import POLICY_HELP, policy_factory
+from selfplay.cli.eval_cmd import POLICY_HELP, REPEATS_HELP, policy_factory
 from selfplay.solve.errors import SolveError
 
 
@@ -26,8 +26,9 @@ def solve(
     out: Path = typer.Option(Path("patch.diff"), "--out", help="Where to write the patch."),
     branch: str | None = typer.Option(None, "--branch", help="Also commit the patch to this new local "
                                          "branch (local repos; needs a clean working tree)."),
-    max_turns: int | None = typer.Option(None, "--max-turns", help="Override the solver's turn limit."),
-    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
+    max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Override the solver's turn limit."),
+    max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", min=1, help="Override tokens per turn."),
+    max_repeats: int | None = typer.Option(None, "--max-repeats", min=1, help=REPEATS_HELP),
 ) -> None:
     """Run the solver on an issue in a sandbox built for the repo (no network while the agent works), write
     the patch, and print the files changed, the turns taken and the tests the agent ran. The repo's working
@@ -53,7 +54,7 @@ def solve(
     console.print(f"solving in {repo}: building the sandbox, then the agent works turn by turn", highlight=False)
     try:
         res = run_solve(repo, None, pol, commit=commit, setup=setup, out=out, branch=branch,
-                        max_turns=max_turns, max_new_tokens=max_new_tokens, issue_text=text,
+                        max_turns=max_turns, max_new_tokens=max_new_tokens, max_repeats=max_repeats, issue_text=text,
                         on_turn=lambda turn, what: console.print(f"turn {turn}: {what}", highlight=False,
                                                                  markup=False))
     except SolveError as exc:

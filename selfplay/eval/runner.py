@@ -29,7 +29,7 @@ from typing import Any, Literal
 from agent_scaffold.agent import AGENT_ENV, run_episode
 from agent_scaffold.policies import make_policy
 from agent_scaffold.policy import SSR_SAMPLING, Policy, SamplingParams
-from agent_scaffold.roles import load_role, solver_variables
+from agent_scaffold.roles import EpisodeLimits, RoleConfig, load_role, solver_variables
 from agent_scaffold.trajectory import save_jsonl
 from sandboxes.docker import DockerSandbox
 from sandboxes.sandbox import WORKDIR
@@ -67,6 +67,9 @@ class EvalConfig:
     """Override of the tokens per turn."""
     max_context: int | None = None
     """Override of the context budget."""
+    max_repeats: int | None = None
+    """End an episode when this many turns in a row repeat the one before, the same action answered the
+    same (`EpisodeLimits.max_repeats`, ending `repeated`); None, the solver role's default, never does."""
     test_timeout: int = 1800
     """Seconds the eval script may run per instance (the harness's default)."""
     sandbox: dict[str, Any] = field(default_factory=dict)
@@ -79,6 +82,7 @@ PolicyFor = Callable[[str], Policy]
 
 def evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig) -> EvalReport:
     """Run, grade and report `config.runs` runs over `instances` (normalised; see selfplay.eval.dataset)."""
+    solver_limits(load_role("solver"), config)  # an override out of range fails here, before any instance
     out = config.out_dir
     out.mkdir(parents=True, exist_ok=True)
     dataset = out / "dataset.jsonl"
@@ -125,13 +129,17 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
         list(pool.map(one, todo))
 
 
+def solver_limits(role: RoleConfig, config: EvalConfig) -> EpisodeLimits:
+    """The solver role's limits with the evaluation's overrides (a ValueError names one out of range)."""
+    return role.limits.overridden(max_turns=config.max_turns, max_new_tokens=config.max_new_tokens,
+                                  max_context_tokens=config.max_context, max_repeats=config.max_repeats)
+
+
 def solve_instance(instance: dict[str, Any], policy: Policy, config: EvalConfig, *, seed: int | None = None):
     """One solver episode on `instance` in a fresh sandbox of its image, history stripped first.
     Returns (Episode, Trajectory with the instance id in its metadata)."""
     role = load_role("solver")
-    overrides = {k: v for k, v in (("max_turns", config.max_turns), ("max_new_tokens", config.max_new_tokens),
-                                   ("max_context_tokens", config.max_context)) if v is not None}
-    limits = dataclasses.replace(role.limits, **overrides)
+    limits = solver_limits(role, config)
     image = ensure_instance_image(instance)
     cfg = sandbox_config(instance, **{k: v for k, v in config.sandbox.items() if k != "network"})
     with DockerSandbox.create(image, workdir=WORKDIR, config=cfg, env=AGENT_ENV) as sb:

@@ -190,7 +190,7 @@ class PolicyLearner:
             return evaluate_checkpoint(checkpoint, instances, checkpoint.parent.parent / "eval" / checkpoint.name,
                                        runs=settings.runs, max_turns=settings.max_turns or limits.max_turns,
                                        max_new_tokens=settings.max_new_tokens or limits.max_new_tokens,
-                                       max_context=limits.max_context_tokens)
+                                       max_context=limits.max_context_tokens, max_repeats=limits.max_repeats)
         except Exception as exc:  # an evaluation must not end the training run
             log.exception("evaluation of %s failed: %s", checkpoint, exc)
             return {"eval/swebench/failed": 1.0}

@@ -55,9 +55,7 @@ log = logging.getLogger(__name__)
 def episode_limits(role: RoleConfig, override: LimitsOverride) -> EpisodeLimits:
     """The role's budgets with the run's overrides. `run_episode` lowers the context budget to the model's
     window (`agent_scaffold.agent.fit_context_window`)."""
-    changes = {f.name: getattr(override, f.name) for f in dataclasses.fields(override)
-               if getattr(override, f.name) is not None}
-    return dataclasses.replace(role.limits, **changes)
+    return role.limits.overridden(**{f.name: getattr(override, f.name) for f in dataclasses.fields(override)})
 
 
 class Worker:

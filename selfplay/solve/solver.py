@@ -7,7 +7,6 @@ episode, so a failure (repo does not install, sandbox error) leaves nothing behi
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from dataclasses import dataclass
@@ -83,23 +82,23 @@ def check_inputs(repo: str, issue: str | None, *, issue_file: str | Path | None 
 
 def solve(repo: str, issue: str | None, policy: Policy, *, commit: str | None = None, setup: str | None = None,
           out: Path | None = None, branch: str | None = None, sampling: SamplingParams | None = None,
-          max_turns: int | None = None, max_new_tokens: int | None = None, issue_file: str | Path | None = None,
-          issue_text: str | None = None, on_turn: Any = None) -> SolveResult:
+          max_turns: int | None = None, max_new_tokens: int | None = None, max_repeats: int | None = None,
+          issue_file: str | Path | None = None, issue_text: str | None = None, on_turn: Any = None) -> SolveResult:
     """Run the solver on `issue` (URL, file or text; or `issue_file`) in `repo` (URL or local path); see the
     module docstring. `issue_text` is the text `check_inputs` returned (the inputs are then not re-read);
-    `on_turn(turn, what)` is told each turn's action."""
+    `on_turn(turn, what)` is told each turn's action. `max_turns`, `max_new_tokens` and `max_repeats`
+    override the solver role's limits (`EpisodeLimits`; a value out of range is a ValueError before any work)."""
+    role = load_role("solver")
+    limits = role.limits.overridden(max_turns=max_turns, max_new_tokens=max_new_tokens, max_repeats=max_repeats)
     text = issue_text if issue_text is not None else check_inputs(repo, issue, issue_file=issue_file,
                                                                   commit=commit, branch=branch)
     co = make_checkout(repo, commit)
     try:
         image = build_solve_image(co, setup=setup)
-        role = load_role("solver")
-        overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens))
-                     if v is not None}
         with DockerSandbox.create(image, workdir=WORKDIR, config=DockerSandboxConfig(network=False),
                                   env=AGENT_ENV) as sb:
             ep = run_episode(policy, sb, role, solver_variables(text, "issue"),
-                             limits=dataclasses.replace(role.limits, **overrides),
+                             limits=limits,
                              sampling=sampling or SSR_SAMPLING, on_turn=on_turn)
     finally:
         co.cleanup()

@@ -255,3 +255,15 @@ def test_max_repeats_must_be_positive():
     with pytest.raises(ValueError, match="max_repeats must be positive or None"):
         EpisodeLimits(max_repeats=0)
     assert EpisodeLimits().max_repeats is None
+
+
+def test_overridden_limits_take_what_is_given_and_check_it():
+    from agent_scaffold.roles import EpisodeLimits
+
+    base = EpisodeLimits(max_turns=10, max_repeats=3)
+    assert base.overridden(max_turns=None, max_repeats=None) == base  # None: the limit stays
+    assert base.overridden(max_turns=4, max_repeats=1) == EpisodeLimits(max_turns=4, max_repeats=1)
+    with pytest.raises(ValueError, match="max_turns must be positive, got 0"):
+        base.overridden(max_turns=0)
+    with pytest.raises(TypeError):
+        base.overridden(max_turn=4)  # a misspelt limit is not silently dropped

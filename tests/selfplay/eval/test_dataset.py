@@ -78,7 +78,9 @@ def test_cli_reports_bad_input_without_writing_anything(tmp_path):
     path.write_text(json.dumps(ROW) + "\n")
     out = tmp_path / "out"
     for args, message in ((["--dataset", str(path), "--instances", "nope__nope-1"], "nope__nope-1"),
-                          (["--dataset", str(tmp_path / "gone.jsonl")], "does not exist")):
+                          (["--dataset", str(tmp_path / "gone.jsonl")], "does not exist"),
+                          (["--dataset", str(path), "--max-repeats", "0"], "'--max-repeats': Input should be greater than or equal to 1"),
+                          (["--dataset", str(path), "--max-turns", "0"], "'--max-turns': Input should be greater than or equal to 1")):
         res = CliRunner().invoke(app, ["eval", "swebench", "--policy", "scripted", "--out", str(out), *args])
         text = re.sub(r"[\s│╭╮╰╯─]+", " ", res.output)  # rich wraps the message in a box
         assert res.exit_code != 0 and message in text, res.output

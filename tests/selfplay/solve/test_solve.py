@@ -44,13 +44,13 @@ def _repo(root: Path, *, setup_py: str | None = None) -> Path:
     return repo
 
 
-def _solve(tmp_path: Path, repo: Path, *extra: str):
+def _solve(tmp_path: Path, repo: Path, *extra: str, actions: list[str] = ACTIONS):
     from typer.testing import CliRunner
 
     from selfplay.cli import app
 
     script = tmp_path / "actions.json"
-    script.write_text(json.dumps(ACTIONS))
+    script.write_text(json.dumps(actions))
     return CliRunner().invoke(app, ["solve", "--repo", str(repo), "--policy", "scripted", "--script",
                                     str(script), "--max-turns", "6", *extra])
 
@@ -79,6 +79,30 @@ def test_solve_local_repo_writes_the_patch_and_a_branch(tmp_path):
     assert "return a + b" in _git(repo, "show", "fix-add:calc/__init__.py")
     assert _git(repo, "rev-parse", "HEAD").strip() == head and _git(repo, "status", "--porcelain") == ""
     assert (repo / "calc" / "__init__.py").read_text().endswith("return a - b\n")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_max_repeats_ends_a_loop_of_one_action_with_an_empty_patch(tmp_path):
+    """The agent reads the same file again and again: with --max-repeats 2 the third equal turn ends the
+    episode as `repeated`, and nothing is written as a fix."""
+    repo = _repo(tmp_path)
+    out = tmp_path / "fix.diff"
+    res = _solve(tmp_path, repo, "--issue", ISSUE, "--out", str(out), "--max-repeats", "2",
+                 actions=["```bash\ncat calc/__init__.py\n```"] * 6)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    text = _flat(res.output)
+    assert "ended: repeated after 3 turns" in text and "the patch is empty" in text, text
+    assert out.read_text() == ""
+
+
+def test_a_limit_out_of_range_is_refused_before_any_work(tmp_path):
+    repo = _repo(tmp_path)
+    out = tmp_path / "fix.diff"
+    for option in ("--max-repeats", "--max-turns", "--max-new-tokens"):
+        res = _solve(tmp_path, repo, "--issue", ISSUE, "--out", str(out), option, "0")
+        assert res.exit_code == 2 and f"Invalid value for '{option}'" in _flat(res.output), res.output
+        assert not out.exists()
 
 
 @pytest.mark.docker
