@@ -220,6 +220,10 @@ def main() -> None:
     ap.add_argument("--submit-on-limit", action="store_true",
                     help="Held-out episodes that run out of turns or context are graded on the diff they left "
                          "(SWE-agent's autosubmission, `EvalSettings.submit_on_limit`).")
+    ap.add_argument("--max-repeats", type=int, default=None,
+                    help="Held-out episodes end when this many turns in a row repeat the one before, the same "
+                         "action answered the same (`EvalSettings.max_repeats`, as the default preset's training "
+                         "rollouts do with 2); default never, as every earlier evaluation.")
     ap.add_argument("--eval-device", default="auto",
                     help="Where the evaluations sample: auto (cuda when torch sees a GPU), cpu, cuda, cuda:N "
                          "(`EvalSettings.device`; not part of an experiment's identity).")
@@ -230,6 +234,8 @@ def main() -> None:
     ap.add_argument("--phase", choices=("before", "after", "both"), default="both",
                     help="Run one policy only; results of the other phase are read back from --out.")
     args = ap.parse_args()
+    if args.max_repeats is not None and args.max_repeats < 1:
+        raise SystemExit(f"--max-repeats must be 1 or more, got {args.max_repeats}")
     if args.temperature is None:
         args.temperature = preset_temperature(args.preset, args.overrides) if args.arm == "rl" else 1.0
     if args.arm == "rl":
@@ -296,7 +302,7 @@ def run_rl(args: argparse.Namespace) -> None:
                                              samples=args.samples, workers=args.workers,
                                              temperature=args.temperature, sample_seed=args.eval_seed,
                                              localize=args.localize, submit_on_limit=args.submit_on_limit,
-                                             device=args.eval_device),
+                                             max_repeats=args.max_repeats, device=args.eval_device),
                            arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
                            control_learner=args.control_learner == "on")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
@@ -477,6 +483,8 @@ def recheck_rl(args: argparse.Namespace) -> None:
                                                 workers=args.workers), device=args.eval_device)
             if args.submit_on_limit:  # on top of the experiment's own settings
                 settings = replace(settings, submit_on_limit=True)
+            if args.max_repeats is not None:
+                settings = replace(settings, max_repeats=args.max_repeats)
         except ValueError as e:
             raise SystemExit(f"--recheck {work}: {e}") from None
         checked.append((work, results, settings))
@@ -534,7 +542,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                             max_context_tokens=args.max_context_tokens,
                             temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
                             localize=args.localize, submit_on_limit=args.submit_on_limit,
-                            device=args.eval_device)
+                            max_repeats=args.max_repeats, device=args.eval_device)
     # the other phase's rows pair with this one's only on the same budgets and draws (`draw_settings`)
     # a setting missing from an older file had its default then; a new file pairs with anything
     was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else asdict(settings)

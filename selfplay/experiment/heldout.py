@@ -95,9 +95,18 @@ class EvalSettings:
     submit_on_limit: bool = False
     """Grade the sandbox's diff when an episode runs out of turns or context (`EpisodeLimits.submit_on_limit`,
     SWE-agent's autosubmission); its ending and failure label stay the limit's, a solve counts as solved."""
+    max_repeats: int | None = None
+    """End an episode when this many turns in a row repeat the one before, the same action answered the same
+    (`EpisodeLimits.max_repeats`, ending and failure label `repeated`), as the training rollouts of the
+    `default` preset do with 2. None, as in every evaluation before it existed, never does; it is part of
+    the draws' identity (`recheck.draw_settings`) only when set."""
     device: str = "auto"
     """Where the checkpoint samples: a torch device, or auto (cuda when torch sees a GPU, as the training
     rollouts' `policy.device` resolves). It changes the numerics, not the draws' seeds."""
+
+    def __post_init__(self) -> None:
+        if self.max_repeats is not None and self.max_repeats < 1:
+            raise ValueError(f"EvalSettings.max_repeats must be 1 or more, or None (never), got {self.max_repeats}")
 
 
 def shown_task_ids(model_dirs: Sequence[str | Path]) -> frozenset[str]:
@@ -214,15 +223,20 @@ def episode_seed(task_id: str, sample: int, sample_seed: int = 0) -> int:
     return zlib.crc32(key.encode())
 
 
+def eval_limits(settings: EvalSettings) -> EpisodeLimits:
+    """The solver's limits in a held-out episode."""
+    return EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
+                         max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
+                         max_observation_chars=OBSERVATION_CHARS,  # the demonstrations'
+                         submit_on_limit=settings.submit_on_limit, max_repeats=settings.max_repeats)
+
+
 def play(policy: Any, spec: Any, task: Any, mode: str, sample: int, settings: EvalSettings,
          transcripts: Path | None = None) -> EpisodeRow:
     """One held-out episode in a fresh buggy sandbox, graded when it submits; its messages written to
     `transcripts/<task>-<mode><sample>.txt` when given (to read where it failed, turn by turn)."""
     t0 = time.monotonic()
-    limits = EpisodeLimits(max_turns=settings.max_turns, max_new_tokens=settings.max_new_tokens,
-                           max_context_tokens=settings.max_context_tokens, command_timeout=60.0,
-                           max_observation_chars=OBSERVATION_CHARS,  # the demonstrations'
-                           submit_on_limit=settings.submit_on_limit)
+    limits = eval_limits(settings)
     seed = episode_seed(task.task_id, sample, settings.sample_seed)
     sampling = GREEDY if mode == "greedy" else TRAINING.with_(seed=seed, temperature=settings.temperature)
     with DockerSandbox.create(repo_image(spec), workdir=spec.workdir) as sb:

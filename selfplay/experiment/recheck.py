@@ -116,8 +116,10 @@ def pooled(rechecks: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def draw_settings(settings: EvalSettings) -> dict[str, Any]:
     """The settings an episode's draw depends on: all but `workers` (how many play at once) and `device`
-    (where: it moves numerics, as batching does, not seeds)."""
-    return {k: v for k, v in asdict(settings).items() if k not in ("workers", "device")}
+    (where: it moves numerics, as batching does, not seeds); `max_repeats` only when set, so that the draws
+    of evaluations made before it existed (which never ended an episode for repeating) still match."""
+    return {k: v for k, v in asdict(settings).items()
+            if k not in ("workers", "device") and not (k == "max_repeats" and v is None)}
 
 
 def reusable_arm(earlier: Sequence[Mapping[str, Any]], model: str, tasks: Sequence[str], settings: EvalSettings,

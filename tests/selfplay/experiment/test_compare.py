@@ -56,3 +56,8 @@ def test_compare_refuses_bad_input_before_playing(refused, tmp_path):
     msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
                   "--temperature", "0.5", "--submit-on-limit")
     assert "played with other submit_on_limit (submit_on_limit=False)" in msg
+    msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
+                  "--temperature", "0.5", "--max-repeats", "2")
+    assert "played with other max_repeats (max_repeats=None)" in msg
+    assert "--max-repeats must be 1 or more, got 0" in refused("--arm", "compare", "--out", out, "--after",
+                                                               str(tmp_path), "--max-repeats", "0")

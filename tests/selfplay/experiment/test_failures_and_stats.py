@@ -435,6 +435,28 @@ def test_the_device_is_this_machines_and_leaves_the_draws_alone():
     assert "device" not in draw_settings(EvalSettings())
 
 
+def test_a_repeat_limit_is_part_of_the_draws_only_when_set():
+    """Evaluations made before `EvalSettings.max_repeats` existed (no key) are the same draws as one without
+    a limit, so their rechecks are still reused; one with a limit is not (its episodes can end earlier)."""
+    from dataclasses import replace
+
+    from selfplay.experiment.heldout import EvalSettings, eval_limits
+    from selfplay.experiment.recheck import draw_settings, recheck_settings, reusable_arm
+
+    old = {"config": {"eval": str({"max_turns": 12, "temperature": 0.5})}}  # saved before the field
+    s = recheck_settings(old, samples=4, sample_seed=5, workers=2)
+    assert s.max_repeats is None and "max_repeats" not in draw_settings(s)
+    earlier = [{"kind": "evals", "tasks": ["t"], "settings": draw_settings(s), "arms": {"rl": {"model": "/m"}}}]
+    assert reusable_arm(earlier, "/m", ["t"], s, "evals") == {"model": "/m"}
+    limited = replace(s, max_repeats=2)
+    assert draw_settings(limited)["max_repeats"] == 2 and reusable_arm(earlier, "/m", ["t"], limited, "evals") is None
+    assert eval_limits(limited).max_repeats == 2 and eval_limits(s).max_repeats is None
+    new = {"config": {"eval": str({"max_turns": 12, "temperature": 0.5, "max_repeats": 2})}}
+    assert recheck_settings(new, samples=4, sample_seed=5, workers=2).max_repeats == 2  # the experiment's own
+    with pytest.raises(ValueError, match="max_repeats must be 1 or more, or None"):
+        EvalSettings(max_repeats=0)
+
+
 def test_recovery_moves_count_undos_and_the_lines_edited_besides(tmp_path):
     """A wrong edit put back by a reversed `str_replace`, another line repaired, a refused edit, then an `undo`:
     the observations are the real editor's."""
