@@ -128,7 +128,7 @@ class LimitsOverride:
         # refused when the config loads, by the checks of the limits these become, not per episode
         from agent_scaffold.roles import EpisodeLimits
 
-        EpisodeLimits(**{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None})
+        EpisodeLimits().overridden(**{f.name: getattr(self, f.name) for f in fields(self)})
 
 
 @dataclass(frozen=True)
