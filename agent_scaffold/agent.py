@@ -79,12 +79,16 @@ class Episode:
 def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: dict[str, Any], *,
                 limits: EpisodeLimits | None = None, sampling: SamplingParams | None = None,
                 on_turn: Callable[[int, str], None] | None = None, localizer: Localizer | None = None,
-                kit_view: KitView | None = None) -> Episode:
+                kit_view: KitView | None = None,
+                submit_check: Callable[[str | dict[str, str]], str | None] | None = None) -> Episode:
     """Run one episode of `role` with `policy` in `sandbox`. `variables` fill the role's templates.
     `on_turn(turn, what)` is told after each turn what the model did (`bash: CMD`, `edit ...`, `submit`,
     `format error`), for a caller that shows progress. `localizer` gives the episode the `localize` tool
     (a solver with a spec of failing tests), and its prompt a `localize_hint` that says so. `kit_view` is what
-    a `kit` injector's kit is told of the store and of its round (`artifact_kit.KitView`).
+    a `kit` injector's kit is told of the store and of its round (`artifact_kit.KitView`). `submit_check` is a
+    caller's own check of a complete submission (what is wrong with it, as the policy is told it, or None):
+    while `limits.refused_submits` allows, a submit it faults is refused as an incomplete one is, and the
+    episode goes on.
 
     The context budget (`limits.max_context_tokens`) is clamped to the policy's window (`context_window`)
     so that no caller plans past what the model can attend to."""
@@ -151,8 +155,12 @@ def run_episode(policy: Policy, sandbox: Sandbox, role: RoleConfig, variables: d
                 observation = outcome.observation
                 if outcome.submitted:
                     submission = _submission(sandbox, role, values)
-                    problem = incomplete_submission(submission, values)
-                    if problem is not None and refused < limits.refused_submits:
+                    problem = None
+                    if refused < limits.refused_submits:
+                        problem = incomplete_submission(submission, values)
+                        if problem is None and submit_check is not None:
+                            problem = submit_check(submission)
+                    if problem is not None:
                         refused += 1
                         observation = (f"Submit refused ({refused} of {limits.refused_submits}): {problem}; "
                                        "then submit again. The next submit after the last refusal ends the "

@@ -112,7 +112,8 @@ class LimitsOverride:
     observation can fill a 2,048-token context."""
     refused_submits: int | None = None
     """Incomplete submits answered with what is missing before a submit ends the episode as it is
-    (`EpisodeLimits.refused_submits`)."""
+    (`EpisodeLimits.refused_submits`). For the injector, with `refuse_unreadable_specs`, a complete artifact
+    whose spec the solver could not read is refused the same way, with the reason validation would give."""
     max_repeats: int | None = None
     """Consecutive repeats of the previous action, answered with the same observation, before the episode
     ends with `repeated` (`EpisodeLimits.max_repeats`). None keeps the role's default, which never ends
@@ -188,7 +189,8 @@ class RolloutConfig:
     window: `agent_scaffold.agent.first_turn_room`) is invalid, before any suite runs: every solver attempt
     on it would end `context_exhausted` before sampling a token, so it is no bug a solver can be asked to
     fix. False validates it, and its task is scored as unsolved (the injector's reward is then -alpha, not
-    the -1 of an invalid bug)."""
+    the -1 of an invalid bug). With `injector_limits.refused_submits`, the injector is told so at its submit
+    and may weaken again before the episode ends."""
     temperature: float = 1.0
     """Sampling temperature of every training episode (top-p, top-k and min-p stay off). The learner
     computes its logprobs at the same temperature (`learner.engine.temperature` follows it), so the policy

@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agent_scaffold.agent import first_turn_room, run_episode
@@ -115,11 +116,12 @@ class Worker:
         return dataclasses.replace(result, timings=timings, worker=self.name)
 
     def _episode(self, request: EpisodeRequest, policy: Policy, sb: Any, role: RoleConfig, variables: dict[str, Any],
-                 override: LimitsOverride, timings: dict[str, float], localizer: Localizer | None = None):
+                 override: LimitsOverride, timings: dict[str, float], localizer: Localizer | None = None,
+                 submit_check: Callable[[str | dict[str, str]], str | None] | None = None):
         limits = episode_limits(role, override)
         ep = run_episode(policy, sb, role, variables, limits=limits, sampling=TRAINING.with_(
             seed=request.seed, temperature=self.config.rollout.temperature), localizer=localizer,
-            kit_view=request.kit_view)
+            kit_view=request.kit_view, submit_check=submit_check)
         timings["model"] = timings.get("model", 0.0) + ep.timings.get("model", 0.0)
         timings["sandbox"] = timings.get("sandbox", 0.0) + ep.timings.get("sandbox", 0.0)
         return ep
@@ -146,8 +148,13 @@ class Worker:
         role = load_role("injector", request.strategy or "removal")
         pool = self.pool(request.repo)
         policy = self.source.policy_for(request.role, request.policy_version)
+        def spec_check(files: str | dict[str, str]) -> str | None:  # a refused submit says why (refused_submits)
+            weaken = files.get("test_weaken.diff") if isinstance(files, dict) else None
+            return self._unreadable_spec(request.repo, weaken, policy) if weaken else None
+
         with pool.checkout() as sb:  # given back before validation, which needs sandboxes of this pool
-            ep = self._episode(request, policy, sb, role, {}, self.config.rollout.injector_limits, timings)
+            ep = self._episode(request, policy, sb, role, {}, self.config.rollout.injector_limits, timings,
+                               submit_check=spec_check)
         return self._checked(request, ep, pool, timings,
                              lambda *args: self._validated(*args, policy=policy))
 
@@ -164,7 +171,7 @@ class Worker:
             report = ValidationReport(valid=False, error=str(exc))
             return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
                                  timings=timings)
-        unreadable = self._unreadable_spec(request.repo, artifact, policy)
+        unreadable = self._unreadable_spec(request.repo, artifact.test_weaken, policy)
         if unreadable is not None:  # no suite runs for a bug no solver could be shown
             return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files,
                                  validation=ValidationReport(valid=False, error=unreadable), artifact=artifact,
@@ -178,15 +185,16 @@ class Worker:
         return EpisodeResult(request, ep.trajectory, ep.termination, False, None, files, validation=report,
                              artifact=artifact, timings=timings)
 
-    def _unreadable_spec(self, repo: str, artifact: BugArtifact, policy: Policy) -> str | None:
-        """Why no solver attempt on `artifact`'s task could take a turn (`RolloutConfig.refuse_unreadable_specs`),
-        or None. `policy` is the injector's: one policy plays both roles, so the solver reads with its
-        tokenizer and window. A test_weaken.diff that does not reverse is left to validation, which names
-        the problem."""
+    def _unreadable_spec(self, repo: str, test_weaken: str, policy: Policy) -> str | None:
+        """Why no solver attempt on the task of a bug weakened by `test_weaken` could take a turn
+        (`RolloutConfig.refuse_unreadable_specs`), or None. `policy` is the injector's: one policy plays both
+        roles, so the solver reads with its tokenizer and window. A test_weaken.diff that does not reverse
+        is left to validation, which names the problem. Asked at a submit too, where
+        `injector_limits.refused_submits` lets the injector hear it and weaken again."""
         if not self.config.rollout.refuse_unreadable_specs:
             return None
         try:
-            spec = reverse_diff(artifact.test_weaken)
+            spec = reverse_diff(test_weaken)
         except DiffError:
             return None
         role = load_role("solver")

@@ -74,6 +74,53 @@ def test_an_empty_diff_submit_is_refused_for_the_solver(local_sandbox, tokenizer
     assert ep.trajectory.messages[3]["content"].startswith("Submit refused (1 of 1): the diff is empty")
 
 
+@pytest.mark.parametrize("allowed", [0, 1])
+def test_a_callers_check_refuses_a_complete_submit_only(local_sandbox, tokenizer, allowed):
+    """`submit_check` is asked only of complete submissions and only while a refusal is left: its answer is
+    the refusal's reason, and the next submit ends the episode as it is."""
+    from dataclasses import replace
+
+    role = load_role("solver")
+    role = replace(role, limits=replace(role.limits, refused_submits=allowed))
+    asked = []
+
+    def check(submission):
+        asked.append(submission)
+        return "the fix touches README.md, not the code"
+
+    actions = ["```submit\n```", "```bash\necho changed >> README.md\n```", "```submit\n```", "```submit\n```"]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, solver_variables("spec"),
+                     submit_check=check)
+    observations = [m["content"] for m in ep.trajectory.messages[2:] if m["role"] == "user"]
+    assert ep.termination == "submitted" and ep.trajectory.metadata["refused_submits"] == allowed
+    if allowed == 0:  # nothing refused, nothing asked: the empty diff ends the episode
+        assert ep.turns == 1 and ep.submission == "" and asked == []
+        return
+    assert observations[0].startswith("Submit refused (1 of 1): the diff is empty")  # incomplete: not asked
+    assert ep.turns == 3 and "README.md" in ep.submission and asked == []  # no refusal left at the second submit
+
+
+def test_a_callers_check_is_told_to_the_policy(local_sandbox, tokenizer):
+    from dataclasses import replace
+
+    role = load_role("solver")
+    role = replace(role, limits=replace(role.limits, refused_submits=1))
+    asked = []
+
+    def check(submission):
+        asked.append(submission)
+        return "the fix touches README.md, not the code"
+
+    actions = ["```bash\necho changed >> README.md\n```", "```submit\n```", "```submit\n```"]
+    ep = run_episode(ScriptedPolicy(actions, tokenizer), local_sandbox, role, solver_variables("spec"),
+                     submit_check=check)
+    assert ep.termination == "submitted" and ep.turns == 3 and ep.trajectory.metadata["refused_submits"] == 1
+    assert len(asked) == 1 and "README.md" in asked[0] and ep.submission == asked[0]
+    assert ep.trajectory.messages[5]["content"] == (
+        "Submit refused (1 of 1): the fix touches README.md, not the code; then submit again. The next submit "
+        "after the last refusal ends the episode as it is.")
+
+
 def test_refused_submits_must_not_be_negative():
     from agent_scaffold.roles import EpisodeLimits
 

@@ -171,20 +171,32 @@ def test_a_bug_whose_spec_leaves_the_solver_no_turn_is_refused_before_any_suite_
     room = first_turn_room(ScriptedPolicy([], tokenizer), role, solver_variables(spec), toolz_spec.workdir,
                            episode_limits(role, LIMITS))
     small = replace(LIMITS, max_context_tokens=LIMITS.max_context_tokens - room + role.limits.min_turn_tokens - 1)
+    error = (f"spec too long for the solver: the solver's prompt with this spec (the reversed test_weaken.diff) "
+             f"leaves {role.limits.min_turn_tokens - 1} tokens of the solver's context for a first turn, and a turn "
+             f"needs {role.limits.min_turn_tokens}: weaken fewer or shorter tests, so that the spec fits")
     worker.config = replace(config, rollout=replace(config.rollout, solver_limits=small))
     try:
         _script(worker, tokenizer, "injector", injector_actions)
         result = worker(_injector_request(3))
+        # with a refusal to spend, the injector is told at its submit, and its next submit ends the episode
+        worker.config = replace(worker.config, rollout=replace(
+            worker.config.rollout, injector_limits=replace(LIMITS, refused_submits=1)))
+        _script(worker, tokenizer, "injector", [*injector_actions, "```submit\n```"])
+        told = worker(_injector_request(4))
     finally:
         worker.config = config
     assert not result.infra_failure and result.termination == "submitted"
     assert not result.validation.valid and result.validation.suite_runs == 0 and "validation" not in result.timings
-    assert result.validation.error == (
-        f"spec too long for the solver: the solver's prompt with this spec (the reversed test_weaken.diff) leaves "
-        f"{role.limits.min_turn_tokens - 1} tokens of the solver's context for a first turn, and a turn needs "
-        f"{role.limits.min_turn_tokens}: weaken fewer or shorter tests, so that the spec fits")
+    assert result.validation.error == error
+    assert result.trajectory.metadata["refused_submits"] == 0
     assert result.artifact == injected.artifact  # kept: the store records the refused artifact and why
     assert injector_outcome(result.termination, {"valid": False, "error": result.validation.error}) == "spec_too_long"
+
+    assert told.termination == "submitted" and told.trajectory.metadata["refused_submits"] == 1
+    refusals = [m["content"] for m in told.trajectory.messages if m["content"].startswith("Submit refused")]
+    assert refusals == [f"Submit refused (1 of 1): {error}; then submit again. The next submit after the last "
+                        "refusal ends the episode as it is."]
+    assert told.validation.error == error and told.artifact == injected.artifact
 
 
 def _solver_request(task, i: int) -> EpisodeRequest:
