@@ -199,6 +199,36 @@ def test_a_bug_whose_spec_leaves_the_solver_no_turn_is_refused_before_any_suite_
     assert told.validation.error == error and told.artifact == injected.artifact
 
 
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_spec_check_that_fails_at_a_submit_leaves_the_submit_standing(worker, tokenizer, injector_actions,
+                                                                        injected, caplog):
+    """An error of our own in the check asked at a submit does not end the episode or refuse the submit: the
+    rule is asked again before validation, which judges the artifact as usual."""
+    calls = []
+    real = worker._unreadable_spec
+
+    def flaky(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise RuntimeError("tokenizer gone")
+        return real(*args)
+
+    config = worker.config
+    worker.config = replace(config, rollout=replace(config.rollout, injector_limits=replace(LIMITS, refused_submits=1)))
+    worker._unreadable_spec = flaky
+    try:
+        _script(worker, tokenizer, "injector", injector_actions)
+        result = worker(_injector_request(5))
+    finally:
+        worker.config = config
+        del worker._unreadable_spec
+    assert not result.infra_failure and result.termination == "submitted"
+    assert result.trajectory.metadata["refused_submits"] == 0 and len(calls) == 2
+    assert "the spec check at a submit failed" in caplog.text
+    assert result.validation.valid and result.artifact == injected.artifact
+
+
 def _solver_request(task, i: int) -> EpisodeRequest:
     return EpisodeRequest(f"test-it0-solver-{i}", "solver", "toolz", 0, 0, task=task, group_id="g0", seed=i)
 
