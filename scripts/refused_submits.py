@@ -12,22 +12,15 @@ recovery is an episode refused for its spec that ends with a valid artifact.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from selfplay.orchestration.rundir import read_trajectories
 from selfplay.validation.report import UNREADABLE_SPEC
 
 REFUSED = "Submit refused ("
-
-
-def _trajectories(run: Path):
-    for path in sorted(run.glob("trajectories/*-injector.jsonl.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            for line in fh:
-                yield json.loads(line)
 
 
 def _after(messages: list[dict[str, str]], at: int) -> list[str]:
@@ -47,18 +40,20 @@ def _after(messages: list[dict[str, str]], at: int) -> list[str]:
 
 def episodes(run: Path) -> list[dict[str, Any]]:
     rows = []
-    for t in _trajectories(run):
-        messages = list(t["messages"])
-        refusals = [i for i, m in enumerate(messages) if m["role"] != "assistant" and m["content"].startswith(REFUSED)]
-        if not refusals:
-            continue
-        first = messages[refusals[0]]["content"]
-        validation = t["metadata"].get("validation") or {}
-        rows.append({"run": str(run), "id": t["metadata"].get("id"), "repo": t["metadata"].get("repo"),
-                     "reason": "spec" if UNREADABLE_SPEC in first else "incomplete",
-                     "after": _after(messages, refusals[0]), "termination": t["termination"],
-                     "valid": bool(validation.get("valid")),
-                     "spec_refused_at_the_end": str(validation.get("error") or "").startswith(UNREADABLE_SPEC)})
+    for path in sorted(run.glob("trajectories/*-injector.jsonl.gz")):
+        for t in read_trajectories(path):
+            messages = list(t.messages)
+            refusals = [i for i, m in enumerate(messages)
+                        if m["role"] != "assistant" and m["content"].startswith(REFUSED)]
+            if not refusals:
+                continue
+            first = messages[refusals[0]]["content"]
+            validation = t.metadata.get("validation") or {}
+            rows.append({"run": str(run), "id": t.metadata.get("id"), "repo": t.metadata.get("repo"),
+                         "reason": "spec" if UNREADABLE_SPEC in first else "incomplete",
+                         "after": _after(messages, refusals[0]), "termination": t.termination,
+                         "valid": bool(validation.get("valid")),
+                         "spec_refused_at_the_end": str(validation.get("error") or "").startswith(UNREADABLE_SPEC)})
     return rows
 
 
