@@ -32,8 +32,9 @@ COUNTS = (("injector_episodes", "injector episodes"), ("valid_artifacts", "valid
 OPTIONAL_COUNTS = (("seeded_tasks", "procedural seed tasks"), ("demonstrated_tasks", "demonstrated tasks (warm start)"),
                    ("higher_order_tasks", "higher-order tasks"),
                    ("skipped_batches", "updates skipped (empty batch)"),
-                   ("staleness_dropped", "stale rollouts dropped"))
-"""Shown in the closing table when the loop reports them."""
+                   ("staleness_dropped", "stale rollouts dropped"),
+                   ("unreadable_tasks", "tasks retired unplayed (spec too long)"))
+"""Shown in the closing table when the loop reports them and they are not 0."""
 
 
 def _num(summary: Mapping[str, Any], key: str) -> int:
@@ -66,7 +67,7 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     for key, label in COUNTS:
         table.add_row(label, str(_num(summary, key)))
     for key, label in OPTIONAL_COUNTS:
-        if key in summary:
+        if _num(summary, key):
             table.add_row(label, str(_num(summary, key)))
     wall = summary.get("wall_s")
     if isinstance(wall, (int, float)):

@@ -84,7 +84,8 @@ def show(task_id: str, store: str = typer.Option(None, "--store", help=STORE_HEL
     info = Table(title=task.task_id, show_header=False)
     for key, value in (
         ("repo", task.repo),
-        ("status", stats.status),
+        ("status", stats.status + (f" ({task.metadata['retired_reason']})"
+                                   if task.metadata.get("retired_reason") else "")),
         ("origin", task.origin),
         ("order", task.order),
         ("parent", task.parent_id or "-"),

@@ -190,7 +190,9 @@ class RolloutConfig:
     on it would end `context_exhausted` before sampling a token, so it is no bug a solver can be asked to
     fix. False validates it, and its task is scored as unsolved (the injector's reward is then -alpha, not
     the -1 of an invalid bug). With `injector_limits.refused_submits`, the injector is told so at its submit
-    and may weaken again before the episode ends."""
+    and may weaken again before the episode ends. A stored task with such a spec (a procedural seed, a task
+    from before the rule, or from a run with a larger solver context or another model) is retired when
+    drawn, unplayed, with the reason (`selfplay tasks show`; summary.json's `unreadable_tasks`)."""
     temperature: float = 1.0
     """Sampling temperature of every training episode (top-p, top-k and min-p stay off). The learner
     computes its logprobs at the same temperature (`learner.engine.temperature` follows it), so the policy

@@ -15,7 +15,8 @@ seeds from their own stream). A resumed overlapped iteration plays what is left 
 Episode ids are deterministic (`<run>-it<i>-<role>-<k>`), and a store attempt's `trajectory_path` is
 `<file>#<episode id>`, so a resume knows from the store which episodes are done and finds their
 trajectories in the file; only in-flight episodes are played again. Infrastructure failures are written
-(flagged) but never recorded as attempts or trained on.
+(flagged) but never recorded as attempts or trained on. A drawn task whose spec leaves the solver no turn
+(`EpisodeResult.unplayable`) is retired unplayed, with nothing written or recorded.
 """
 
 from __future__ import annotations
@@ -327,7 +328,8 @@ class IterationRollouts:
                 out.attempts.append(SolverAttempt(result.request.episode_id, task.task_id, task.repo, task.order,
                                                   result.grade))
             out.add_time("orchestration", time.monotonic() - t1)
-            grade = "infra failure" if result.infra_failure else (
+            grade = "infra failure" if result.infra_failure else "not played: spec too long" \
+                if result.unplayable is not None else (
                 "solved" if result.grade is not None and result.grade.resolved else "not solved")
             self.ledger.emit("episode", it, f"solver {result.request.repo}: {grade}")
 
@@ -346,6 +348,9 @@ class IterationRollouts:
 
     def _record_solver(self, result: EpisodeResult, path: Path) -> Trajectory | None:
         r = result.request
+        if result.unplayable is not None:  # no attempt was played: retire the task, record nothing
+            self._retire_unplayable(r.task, result.unplayable)
+            return None
         traj = tag(result, r.iteration)
         if traj is not None:
             with self._solver_file:
@@ -366,6 +371,13 @@ class IterationRollouts:
             new_task = bool(self.store.add_task(result.higher_order)) and not before
         self.ledger.count(solver_attempts=1, solved=int(result.grade.resolved), higher_order_tasks=int(new_task))
         return traj
+
+    def _retire_unplayable(self, task: Task, reason: str) -> None:
+        """A stored task no solver attempt of this policy can take a turn on leaves the draw, with the reason
+        (`selfplay tasks list --status retired`); the task's other attempts of the round say the same."""
+        if self.store.set_status([task.task_id], "retired", reason):
+            log.warning("task %s (%s) retired unplayed: %s", task.task_id, task.repo, reason)
+            self.ledger.count(unreadable_tasks=1)
 
     # --- injector rewards ------------------------------------------------------------------------------
     def _injector_rewards(self, prog: IterationProgress, out: IterationOutcome) -> None:

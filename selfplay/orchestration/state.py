@@ -18,7 +18,7 @@ from selfplay.orchestration.rundir import write_json_atomic
 
 COUNTERS = ("injector_episodes", "valid_artifacts", "solver_attempts", "solved", "learner_updates",
             "infra_failures", "skipped_batches", "staleness_dropped", "episodes_dropped", "higher_order_tasks",
-            "seeded_tasks", "demonstrated_tasks")
+            "seeded_tasks", "demonstrated_tasks", "unreadable_tasks")
 """Run totals shown in summary.json (and counted across resumes)."""
 
 

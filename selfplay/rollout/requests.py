@@ -73,6 +73,10 @@ class EpisodeResult:
     """Injector, when all five files parse."""
     higher_order: Task | None = None
     """Solver, failed: the derived higher-order task."""
+    unplayable: str | None = None
+    """Solver: why the task was not attempted, because no attempt by this policy could take a turn (its
+    spec leaves no room, `RolloutConfig.refuse_unreadable_specs`). Nothing is graded, recorded or trained;
+    the loop retires the task with this reason."""
     timings: dict[str, float] = field(default_factory=dict)
     """Seconds: wall, model, sandbox, validation, grading."""
     worker: str = ""

@@ -3,7 +3,8 @@
 An injector request runs the episode in a pooled sandbox of its repo, gives the sandbox back, parses the
 submitted files (`BugArtifact.from_files`) and validates them with the same pool, unless its spec would
 leave the solver no room for a turn (`RolloutConfig.refuse_unreadable_specs`: invalid, before any suite
-run). A solver request builds the task's buggy state (`build_buggy_state`) in a pooled sandbox, runs the
+run). A solver request whose stored task has such a spec comes back unplayed (`EpisodeResult.unplayable`,
+the loop retires the task); any other builds the task's buggy state (`build_buggy_state`) in a pooled sandbox, runs the
 episode, grades the diff in another pooled sandbox and, when the attempt failed, derives a higher-order
 task. The solver's sandbox is recreated before it goes back: `build_buggy_state` rebases it, which moves its
 reset snapshot to the buggy tree for good.
@@ -202,6 +203,10 @@ class Worker:
             spec = reverse_diff(test_weaken)
         except DiffError:
             return None
+        return self._spec_room_error(repo, spec, policy)
+
+    def _spec_room_error(self, repo: str, spec: str, policy: Policy) -> str | None:
+        """Why a solver with `policy` could take no first turn on a task of `repo` whose spec is `spec`."""
         role = load_role("solver")
         limits = episode_limits(role, self.config.rollout.solver_limits)
         room = first_turn_room(policy, role, solver_variables(spec, "tests"), self.spec(repo).workdir, limits,
@@ -213,6 +218,11 @@ class Worker:
         if task is None:
             raise ValueError(f"solver request {request.episode_id} carries no task")
         role = load_role("solver")
+        policy = self.source.policy_for(request.role, request.policy_version)
+        unreadable = self._unreadable_task(request, policy)
+        if unreadable is not None:  # before any sandbox: no turn could be taken, so nothing to grade or train
+            return EpisodeResult(request, None, "spec_too_long", False, unreadable, None, unplayable=unreadable,
+                                 timings=timings)
         pool = self.pool(request.repo)
         # The rebase makes the buggy state this sandbox's reset snapshot; the pool recreates a rebased sandbox
         # when it is given back (in the background), so no buggy tree reaches validation or grading.
@@ -222,10 +232,23 @@ class Worker:
             timings["sandbox"] = time.monotonic() - t0
             localizer = task.localizer(self.spec(request.repo).test_command) \
                 if self.config.rollout.solver_localize else None
-            policy = self.source.policy_for(request.role, request.policy_version)
             ep = self._episode(request, policy, sb, role, solver_variables(task.spec, "tests"),
                                self.config.rollout.solver_limits, timings, localizer)
         return self._checked(request, ep, pool, timings, self._graded)
+
+    def _unreadable_task(self, request: EpisodeRequest, policy: Policy) -> str | None:
+        """Why the solver could take no turn on the request's stored task (its spec leaves `policy` no room,
+        `RolloutConfig.refuse_unreadable_specs`), or None. Validation refuses such bugs, but a store can
+        hold tasks it never judged so: procedural seeds, tasks from before the rule, or from a run with a
+        larger solver context or another model. An error of our own here plays the attempt as before."""
+        if not self.config.rollout.refuse_unreadable_specs:
+            return None
+        try:
+            return self._spec_room_error(request.repo, request.task.spec, policy)
+        except Exception:
+            log.exception("episode %s: the spec check of a stored task failed; the attempt is played",
+                          request.episode_id)
+            return None
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         task, spec = request.task, self.spec(request.repo)

@@ -77,6 +77,7 @@ def task_select() -> Select:
         t.fail_to_pass,
         t.pass_to_pass,
         t.status,
+        t.retired_reason,
         t.origin,
         t.order,
         t.parent_id,
@@ -95,6 +96,8 @@ def to_task(row) -> Task:
     """A `Task` from a `task_select()` row."""
     meta = json.loads(row.meta)
     meta.update(status=row.status, artifact_id=row.artifact_id)
+    if row.retired_reason and row.status != "active":
+        meta["retired_reason"] = row.retired_reason
     if row.strategy:
         meta["strategy"] = row.strategy
     return Task(

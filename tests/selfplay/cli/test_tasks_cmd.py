@@ -35,6 +35,13 @@ def test_tasks_commands(tmp_path):
     assert res.exit_code != 0 and "unknown status 'done'; use one of active, retired, invalid" in res.output
     res = runner.invoke(app, ["tasks", "show", ids[0], "--store", db], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "bug_validity" in res.output and "return x - 1" in res.output
+    with open_store(db) as store:
+        store.retire([ids[1]], "spec too long for the solver: a test's reason")
+    res = runner.invoke(app, ["tasks", "show", ids[1], "--store", db], env={"COLUMNS": "200"})
+    assert res.exit_code == 0 and "retired (spec too long for the solver: a test's reason)" in res.output
+    with open_store(db) as store:
+        store.set_status([ids[1]], "active")
+        assert "retired_reason" not in store.get_task(ids[1]).metadata
     res = runner.invoke(app, ["tasks", "show", "nope", "--store", db])
     assert res.exit_code != 0 and "no task 'nope'" in res.output
     res = runner.invoke(app, ["tasks", "stats", "--store", db], env={"COLUMNS": "200"})

@@ -128,6 +128,38 @@ def test_infra_failures_are_counted_not_recorded(tmp_path):
     assert len(solver) == G - 1  # an infrastructure failure with no trajectory leaves no line
 
 
+def test_a_drawn_task_no_solver_can_read_is_retired_unplayed_and_nothing_is_recorded(tmp_path):
+    """The worker sends a stored task whose spec leaves the solver no turn back unplayed
+    (`EpisodeResult.unplayable`; test_worker.py plays that for real): the loop retires it with the reason,
+    once for its G results, and records, writes and trains none of them; the iteration goes on."""
+    from selfplay.rollout.requests import EpisodeResult
+
+    reason = "spec too long for the solver: a test's reason"
+
+    class Unreadable(TableRunner):  # higher-order tasks (drawn from iteration 1 on) have unreadable specs
+        def __call__(self, request):
+            if request.role == "solver" and request.task.origin == "higher_order":
+                return EpisodeResult(request, None, "spec_too_long", False, reason, None, unplayable=reason)
+            return super().__call__(request)
+
+    cfg = config(tmp_path, rollout=RolloutConfig(injector_episodes=2, solver_tasks=2, workers=2))
+    path = run_selfplay(cfg, runner=Unreadable(group_size=G, solved_per_group=1))
+    run = RunDir(path)
+    summary = json.loads(run.summary.read_text())
+    assert summary["unreadable_tasks"] == 1 and summary["solver_attempts"] == 2 * G
+    assert summary["infra_failures"] == 0
+    with open_store(str(run.store_db)) as store:
+        (retired,) = store.task_stats(status="retired")
+        task = store.get_task(retired.task_id)
+        assert task.origin == "higher_order" and task.metadata["retired_reason"] == reason
+        assert store.attempts(task_id=retired.task_id) == []
+        assert "retired_reason" not in store.get_task(task.parent_id).metadata
+    lines = list(read_trajectories(run.trajectory_file(1, "solver")))
+    assert len(lines) == G and retired.task_id not in {t.metadata["task_id"] for t in lines}
+    record = json.loads(run.metrics.read_text().splitlines()[1])
+    assert record["episode/termination/spec_too_long"] == G and record["tasks/retired"] == 1
+
+
 def test_failure_sets_status_failed(tmp_path):
     class Broken(TableRunner):
         def close(self):

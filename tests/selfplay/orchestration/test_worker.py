@@ -277,6 +277,40 @@ def test_solver_episodes_have_the_localize_tool_only_with_rollout_solver_localiz
 
 @pytest.mark.docker
 @pytest.mark.slow
+def test_a_stored_task_whose_spec_leaves_the_solver_no_turn_comes_back_unplayed(worker, tokenizer, toolz_spec, task):
+    """A store can hold a task whose spec no solver of this policy can read (a procedural seed, a task from
+    before the rule, or from a run with a larger context): the attempt comes back unplayed, before any
+    sandbox, with validation's reason; without the rule it is played and ends before a turn, as before."""
+    from agent_scaffold.agent import first_turn_room
+    from agent_scaffold.policies.scripted import ScriptedPolicy
+    from agent_scaffold.roles import load_role, solver_variables
+    from selfplay.rollout.worker import episode_limits
+    from selfplay.validation.report import unreadable_spec_error
+
+    role, config = load_role("solver"), worker.config
+    room = first_turn_room(ScriptedPolicy([], tokenizer), role, solver_variables(task.spec, "tests"),
+                           toolz_spec.workdir, episode_limits(role, LIMITS))
+    small = replace(LIMITS, max_context_tokens=LIMITS.max_context_tokens - room + role.limits.min_turn_tokens - 1)
+    results = {}
+    try:
+        for rule in (True, False):
+            worker.config = replace(config, rollout=replace(config.rollout, solver_limits=small,
+                                                            refuse_unreadable_specs=rule))
+            _script(worker, tokenizer, "solver", ["```submit\n```"])
+            results[rule] = worker(_solver_request(task, 20 + rule))
+    finally:
+        worker.config = config
+    unplayed, played = results[True], results[False]
+    reason = unreadable_spec_error(role.limits.min_turn_tokens - 1, role.limits.min_turn_tokens)
+    assert unplayed.unplayable == reason == unplayed.error and not unplayed.infra_failure
+    assert unplayed.termination == "spec_too_long" and unplayed.trajectory is None and unplayed.grade is None
+    assert "sandbox" not in unplayed.timings and unplayed.worker
+    assert played.unplayable is None and played.termination == "context_exhausted"
+    assert played.trajectory.turn_spans == () and played.grade.reward == -1 and "sandbox" in played.timings
+
+
+@pytest.mark.docker
+@pytest.mark.slow
 def test_solver_with_a_wrong_fix_fails_and_makes_a_higher_order_task(worker, tokenizer, task):
     from selfplay.demos.bug import parse_hunks
 
