@@ -129,4 +129,5 @@ def _close(console: Any, err: Any, display: Any, run_dir: Path | None, *, status
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to `app`."""
-    app.command("run")(run)
+    # unknown options (`--repos`) reach the overrides, whose error says how to write them
+    app.command("run", context_settings={"ignore_unknown_options": True})(run)

@@ -87,6 +87,12 @@ def parse_override(override: str) -> tuple[str, Any]:
     """`a.b.c=value` -> ("a.b.c", value read as YAML); ConfigError names the malformed override."""
     key, sep, text = override.partition("=")
     key = key.strip()
+    if key.startswith("-"):  # `--repos toolz`, as other CLIs take settings; ours are overrides
+        name = key.lstrip("-").replace("-", "_")
+        hint = f"write it as {name}=VALUE" if _KEY.match(name) else "config keys are set as KEY=VALUE"
+        raise ConfigError(f"{key!r} is not an option of this command; settings are dotted KEY=VALUE overrides "
+                          f"without dashes: {hint}, e.g. 'repos=[toolz, parse]' seed=3 "
+                          "(`--print-config` shows every key)", name)
     if not sep or not _KEY.match(key):
         raise ConfigError(f"override {override!r} is not KEY=VALUE with a dotted key, e.g. "
                           "learner.engine.lr=3e-6 or 'repos=[toolz, parse]'", key)

@@ -88,6 +88,9 @@ def fake_loop(monkeypatch, tmp_path):
     (["run", "rollout.strategies=removal"], ["rollout.strategies=[removal]"]),
     (["run", "--resume", "no/such/run"], ["not a run directory"]),
     (["run", "--resume", "x", "--config", "smoke"], ["drop --config"]),
+    (["run", "--repos", "toolz"], ["'--repos' is not an option", "write it as repos=VALUE"]),
+    (["run", "--learner.engine.lr=1e-5"], ["write it as learner.engine.lr=VALUE"]),
+    (["run", "--max-hours", "2"], ["write it as max_hours=VALUE"]),
 ])
 def test_bad_config_exits_2_before_anything_starts(args, expected, fake_loop):
     fake = fake_loop()
