@@ -3,10 +3,10 @@
 An injector request runs the episode in a pooled sandbox of its repo, gives the sandbox back, parses the
 submitted files (`BugArtifact.from_files`) and validates them with the same pool, unless its spec would
 leave the solver no room for a turn (`RolloutConfig.refuse_unreadable_specs`: invalid, before any suite
-run). A solver request whose stored task has such a spec comes back unplayed (`EpisodeResult.unplayable`,
-the loop retires the task); any other builds the task's buggy state (`build_buggy_state`) in a pooled sandbox, runs the
-episode, grades the diff in another pooled sandbox and, when the attempt failed, derives a higher-order
-task. The solver's sandbox is recreated before it goes back: `build_buggy_state` rebases it, which moves its
+run). A solver request whose stored task has such a spec comes back unplayed (`EpisodeResult.unplayable`;
+the loop retires the task); any other builds the task's buggy state (`build_buggy_state`) in a pooled
+sandbox, runs the episode, grades the diff in another pooled sandbox and, when the attempt failed, derives
+a higher-order task. The solver's sandbox is recreated before it goes back: `build_buggy_state` rebases it, which moves its
 reset snapshot to the buggy tree for good.
 
 Deadlock freedom: a request never holds a sandbox while it waits for another (the episode's sandbox goes

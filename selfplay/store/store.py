@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 # Task metadata keys the store fills in itself on read (not stored in `meta`).
-DERIVED_META = ("status", "artifact_id", "strategy")
+DERIVED_META = ("status", "artifact_id", "strategy", "retired_reason")
 
 
 def open_store(url: str | None = None, run_dir: str | Path | None = None, *, create: bool = True,

@@ -39,7 +39,9 @@ def test_tasks_commands(tmp_path):
         store.retire([ids[1]], "spec too long for the solver: a test's reason")
     res = runner.invoke(app, ["tasks", "show", ids[1], "--store", db], env={"COLUMNS": "200"})
     assert res.exit_code == 0 and "retired (spec too long for the solver: a test's reason)" in res.output
-    with open_store(db) as store:
+    with open_store(db) as store, open_store(str(tmp_path / "other.db")) as other:
+        other.add_task(store.get_task(ids[1]))  # the reason is the store's, not the task's: not copied
+        assert "retired_reason" not in other.get_task(ids[1]).metadata
         store.set_status([ids[1]], "active")
         assert "retired_reason" not in store.get_task(ids[1]).metadata
     res = runner.invoke(app, ["tasks", "show", "nope", "--store", db])
