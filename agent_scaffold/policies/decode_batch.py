@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_scaffold.policies.hf_cache import returned_cache, with_cache
 from agent_scaffold.policies.kv_store import PrefixKVStore, common_prefix
 from agent_scaffold.policies.lookup import NgramIndex, accepted, draft_lengths
 from agent_scaffold.policies.sampling import import_torch, inverse_cdf, process_logits
@@ -146,10 +147,11 @@ class DecodeBatch:
         ids = torch.tensor([prompt[start:]], device=policy.device)  # (1, L - start)
         pos = torch.arange(start, len(prompt), device=policy.device)[None]  # (1, L - start)
         t0 = time.perf_counter()
-        out = self._model(input_ids=ids, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self._model(input_ids=ids, position_ids=pos, use_cache=True, logits_to_keep=1,
+                          **with_cache(policy.model, cache))
         seconds = time.perf_counter() - t0
         self.prefilled_tokens += len(prompt) - start
-        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (1, H, L, D) each
+        layers = [(layer.keys, layer.values) for layer in returned_cache(out).layers]  # (1, H, L, D) each
         if self.store is not None:
             self.store.put(prompt, layers, version)  # group mates with the same prompt reuse it
         row = self._new_row(req, version)
@@ -170,11 +172,11 @@ class DecodeBatch:
         pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (b, W)
         t0 = time.perf_counter()
         out = self._model(input_ids=ids, attention_mask=mask if len(reqs) > 1 else None, position_ids=pos,
-                          past_key_values=DynamicCache(), use_cache=True, logits_to_keep=1)  # see `_prefill_one`
+                          use_cache=True, logits_to_keep=1, **with_cache(policy.model, DynamicCache()))  # `_prefill_one`
         seconds = time.perf_counter() - t0
         total = sum(len(p) for p in prompts)
         self.prefilled_tokens += total
-        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]  # (b, H, W, D) each
+        layers = [(layer.keys, layer.values) for layer in returned_cache(out).layers]  # (b, H, W, D) each
         if self.store is not None:
             for i, p in enumerate(prompts):  # cloned: a view would keep the whole padded batch alive
                 self.store.put(p, [(k[i:i + 1, :, width - len(p):].clone(), v[i:i + 1, :, width - len(p):].clone())
@@ -243,7 +245,8 @@ class DecodeBatch:
         else:
             cache, mask = self.kv.step_inputs()
             logits = self._run(self.policy.model, input_ids=step[:, None], attention_mask=mask,
-                               position_ids=pos[:, None], past_key_values=cache, use_cache=True).logits[:, -1]
+                               position_ids=pos[:, None], use_cache=True,
+                               **with_cache(self.policy.model, cache)).logits[:, -1]
         self.kv.advanced()
         self.logits = logits.float()  # (B, V)
         return []

@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from agent_scaffold.policies.hf_cache import returned_cache, with_cache
 from selfplay.learner.head_transform import logit_multiplier
 from selfplay.learner.logprobs import tempered
 from selfplay.learner.microbatch import first_fit
@@ -248,12 +249,12 @@ def shared_hidden(model: Any, packed: SharedPack, temperature: float = 1.0) -> t
             pieces.append(base(input_ids=ids, use_cache=False).last_hidden_state[0])
             continue
         out = base(input_ids=torch.tensor([seg.prefix], dtype=torch.long, device=device), use_cache=True)
-        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        layers = [(layer.keys, layer.values) for layer in returned_cache(out).layers]
         pieces.append(out.last_hidden_state[0])
         for b in seg.members:
             rest = packed.sequences[b][p:]
             pos = torch.arange(p, p + len(rest), device=device)
             o = base(input_ids=torch.tensor([rest], dtype=torch.long, device=device), position_ids=pos[None],
-                     cache_position=pos, past_key_values=_fresh_cache(layers), use_cache=True)
+                     cache_position=pos, use_cache=True, **with_cache(base, _fresh_cache(layers)))
             pieces.append(o.last_hidden_state[0])
     return tempered(torch.cat(pieces), temperature, logit_multiplier(model.config))
