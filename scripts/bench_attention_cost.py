@@ -37,6 +37,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
 
     from agent_scaffold.embedded import default_model_dir
+    from agent_scaffold.policies.hf_cache import returned_cache, with_cache
 
     model = AutoModelForCausalLM.from_pretrained(args.model or default_model_dir(), dtype=torch.float32,
                                                  attn_implementation="sdpa").train()
@@ -58,10 +59,10 @@ def main() -> None:
 
     def remainder(p: int, r: int) -> torch.Tensor:
         with torch.no_grad():
-            cache = base(input_ids=ids(p), use_cache=True).past_key_values
+            cache = returned_cache(base(input_ids=ids(p), use_cache=True))
         pos = torch.arange(p, p + r)[None]
-        return base(input_ids=ids(r), position_ids=pos, cache_position=pos[0], past_key_values=cache,
-                    use_cache=True).last_hidden_state
+        return base(input_ids=ids(r), position_ids=pos, cache_position=pos[0], use_cache=True,
+                    **with_cache(base, cache)).last_hidden_state
 
     whole = {n: timed(lambda n=n: base(input_ids=ids(n), use_cache=False).last_hidden_state) for n in WHOLE}
     xs = torch.tensor([[float(n), float(n) ** 2] for n in WHOLE], dtype=torch.float64)
