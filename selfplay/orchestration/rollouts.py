@@ -96,6 +96,15 @@ def tag(result: EpisodeResult, iteration: int, **extra: Any) -> Trajectory | Non
     return replace(t, metadata=meta, reward=None if result.infra_failure else reward)
 
 
+def _solver_ending(result: EpisodeResult) -> str:
+    """How the run's events name a solver attempt's ending."""
+    if result.infra_failure:
+        return "infra failure"
+    if result.unplayable is not None:
+        return "not played: spec too long"
+    return "solved" if result.grade is not None and result.grade.resolved else "not solved"
+
+
 class IterationRollouts:
     """Plays and records the episodes of iterations; shared by the sync and async loops. Every counter and
     progress note goes through the run's ledger."""
@@ -328,10 +337,7 @@ class IterationRollouts:
                 out.attempts.append(SolverAttempt(result.request.episode_id, task.task_id, task.repo, task.order,
                                                   result.grade))
             out.add_time("orchestration", time.monotonic() - t1)
-            grade = "infra failure" if result.infra_failure else "not played: spec too long" \
-                if result.unplayable is not None else (
-                "solved" if result.grade is not None and result.grade.resolved else "not solved")
-            self.ledger.emit("episode", it, f"solver {result.request.repo}: {grade}")
+            self.ledger.emit("episode", it, f"solver {result.request.repo}: {_solver_ending(result)}")
 
     def _replayed(self, traj: Trajectory, task: Task, out: IterationOutcome) -> None:
         """An attempt played before a resume: its trajectory, and its grade read back from the file."""

@@ -6,8 +6,8 @@ leave the solver no room for a turn (`RolloutConfig.refuse_unreadable_specs`: in
 run). A solver request whose stored task has such a spec comes back unplayed (`EpisodeResult.unplayable`;
 the loop retires the task); any other builds the task's buggy state (`build_buggy_state`) in a pooled
 sandbox, runs the episode, grades the diff in another pooled sandbox and, when the attempt failed, derives
-a higher-order task. The solver's sandbox is recreated before it goes back: `build_buggy_state` rebases it, which moves its
-reset snapshot to the buggy tree for good.
+a higher-order task. The solver's sandbox is recreated before it goes back: `build_buggy_state` rebases
+it, which moves its reset snapshot to the buggy tree for good.
 
 Deadlock freedom: a request never holds a sandbox while it waits for another (the episode's sandbox goes
 back before validation or grading starts), and validations of one repo, the only users that hold several
@@ -152,11 +152,9 @@ class Worker:
 
         def spec_check(files: str | dict[str, str]) -> str | None:  # a refused submit says why (refused_submits)
             weaken = files.get("test_weaken.diff") if isinstance(files, dict) else None
-            try:
-                return self._unreadable_spec(request.repo, weaken, policy) if weaken else None
-            except Exception:  # never end the episode on our own check: the rule is applied again after it
-                log.exception("episode %s: the spec check at a submit failed; the submit stands", request.episode_id)
-                return None
+            # the rule is applied again before validation, so an error of ours here lets the submit stand
+            return _lenient(lambda: self._unreadable_spec(request.repo, weaken, policy) if weaken else None,
+                            request.episode_id, "at a submit", "the submit stands")
 
         with pool.checkout() as sb:  # given back before validation, which needs sandboxes of this pool
             ep = self._episode(request, policy, sb, role, {}, self.config.rollout.injector_limits, timings,
@@ -197,17 +195,17 @@ class Worker:
         roles, so the solver reads with its tokenizer and window. A test_weaken.diff that does not reverse
         is left to validation, which names the problem. Asked at a submit too, where
         `injector_limits.refused_submits` lets the injector hear it and weaken again."""
-        if not self.config.rollout.refuse_unreadable_specs:
-            return None
         try:
             spec = reverse_diff(test_weaken)
         except DiffError:
             return None
-        return self._spec_room_error(repo, spec, policy)
+        return self._spec_room_error(repo, spec, policy, load_role("solver"))
 
-    def _spec_room_error(self, repo: str, spec: str, policy: Policy) -> str | None:
-        """Why a solver with `policy` could take no first turn on a task of `repo` whose spec is `spec`."""
-        role = load_role("solver")
+    def _spec_room_error(self, repo: str, spec: str, policy: Policy, role: RoleConfig) -> str | None:
+        """Why a solver (`role`) with `policy` could take no first turn on a task of `repo` whose spec is
+        `spec`, or None (always, without `RolloutConfig.refuse_unreadable_specs`)."""
+        if not self.config.rollout.refuse_unreadable_specs:
+            return None
         limits = episode_limits(role, self.config.rollout.solver_limits)
         room = first_turn_room(policy, role, solver_variables(spec, "tests"), self.spec(repo).workdir, limits,
                                localize=self.config.rollout.solver_localize)
@@ -219,7 +217,10 @@ class Worker:
             raise ValueError(f"solver request {request.episode_id} carries no task")
         role = load_role("solver")
         policy = self.source.policy_for(request.role, request.policy_version)
-        unreadable = self._unreadable_task(request, policy)
+        # Validation refuses a bug no solver can read, but a store can hold tasks it never judged so: procedural
+        # seeds, tasks from before the rule, or from a run with a larger solver context or another model.
+        unreadable = _lenient(lambda: self._spec_room_error(request.repo, task.spec, policy, role),
+                              request.episode_id, "of a stored task", "the attempt is played")
         if unreadable is not None:  # before any sandbox: no turn could be taken, so nothing to grade or train
             return EpisodeResult(request, None, "spec_too_long", False, unreadable, None, unplayable=unreadable,
                                  timings=timings)
@@ -235,20 +236,6 @@ class Worker:
             ep = self._episode(request, policy, sb, role, solver_variables(task.spec, "tests"),
                                self.config.rollout.solver_limits, timings, localizer)
         return self._checked(request, ep, pool, timings, self._graded)
-
-    def _unreadable_task(self, request: EpisodeRequest, policy: Policy) -> str | None:
-        """Why the solver could take no turn on the request's stored task (its spec leaves `policy` no room,
-        `RolloutConfig.refuse_unreadable_specs`), or None. Validation refuses such bugs, but a store can
-        hold tasks it never judged so: procedural seeds, tasks from before the rule, or from a run with a
-        larger solver context or another model. An error of our own here plays the attempt as before."""
-        if not self.config.rollout.refuse_unreadable_specs:
-            return None
-        try:
-            return self._spec_room_error(request.repo, request.task.spec, policy)
-        except Exception:
-            log.exception("episode %s: the spec check of a stored task failed; the attempt is played",
-                          request.episode_id)
-            return None
 
     def _graded(self, request: EpisodeRequest, ep, pool, timings: dict[str, float]) -> EpisodeResult:
         task, spec = request.task, self.spec(request.repo)
@@ -274,6 +261,16 @@ class Worker:
             timings["grading"] = time.monotonic() - t0
         return EpisodeResult(request, ep.trajectory, ep.termination, False, None, ep.submission, grade=result,
                              higher_order=higher, timings=timings)
+
+
+def _lenient(check: Callable[[], str | None], episode_id: str, where: str, outcome: str) -> str | None:
+    """`check()` of the spec rule, or None when it raises: an error of our own in the rule never ends or
+    refuses an episode (it is logged with `outcome`, what happens instead)."""
+    try:
+        return check()
+    except Exception:
+        log.exception("episode %s: the spec check %s failed; %s", episode_id, where, outcome)
+        return None
 
 
 def build_runner(config: RunConfig, policy: Any = None, run_id: str = "") -> RequestRunner:
