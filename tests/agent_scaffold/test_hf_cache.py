@@ -6,8 +6,6 @@ from __future__ import annotations
 import warnings
 from types import SimpleNamespace
 
-import pytest
-
 from agent_scaffold.policies.hf_cache import returned_cache, with_cache
 
 
@@ -33,7 +31,7 @@ def test_the_returned_cache_is_read_under_either_name():
 
 
 def test_a_real_forward_takes_the_cache_without_a_deprecation_and_continues_from_it(tiny_dir):
-    torch = pytest.importorskip("torch")
+    import torch
     from transformers import AutoModelForCausalLM, DynamicCache
 
     model = AutoModelForCausalLM.from_pretrained(tiny_dir).eval()
