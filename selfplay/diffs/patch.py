@@ -27,6 +27,13 @@ from selfplay.errors import DiffError
 # editing one can deselect, skip or xfail oracle tests, or load a plugin.
 TEST_CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml",
                                "noxfile.py", "Makefile"})
+# pytest looks for its configuration from the folder common to its arguments upwards, so one of these
+# in a package folder (`toolz/pyproject.toml`) is the run's config when the tests live below it: they are
+# infrastructure at any depth.
+PYTEST_CONFIG_FILES = frozenset({"pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
+# pytest's default `--doctest-glob`: such a file anywhere under a test path is collected and its `>>>`
+# lines run inside the test process, with `getfixture` at hand.
+DOCTEST_GLOB = "test*.txt"
 # Executed by every Python process at start-up when found on sys.path (the repo is on it for
 # `python -m pytest`, and for editable installs always), so they can rewrite any test outcome.
 STARTUP_HOOK_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
@@ -269,8 +276,10 @@ def infrastructure_reason(path: str, *, new: bool = False, test_files: tuple[str
         return "git metadata (changes how the grader's git sees the tree)"
     if name == "conftest.py":
         return "conftest.py (pytest hooks)"
-    if len(p.parts) == 1 and name in TEST_CONFIG_FILES:
+    if len(p.parts) == 1 and name in TEST_CONFIG_FILES or name in PYTEST_CONFIG_FILES:
         return f"test configuration ({name})"
+    if fnmatch.fnmatchcase(name, DOCTEST_GLOB):
+        return f"doctest file ({name}: pytest collects {DOCTEST_GLOB} files and runs their examples)"
     if name in STARTUP_HOOK_FILES or name.endswith(".pth"):
         return f"interpreter start-up hook ({name})"
     if any(part.endswith((".egg-info", ".dist-info")) for part in p.parts):

@@ -1,8 +1,10 @@
 """Canary tests: an integrity check on each suite run that does not trust the code under test.
 
-Every job (validation and grading alike, so an artifact cannot tell them apart) appends two tests with
+Every job (validation and grading alike, so an artifact cannot tell them apart) appends tests with
 fresh random names to each Python oracle test file after the patches and restores: one that must pass
-and one that must fail. They are a `unittest.TestCase` class, which pytest and unittest both collect.
+and one that must fail, twice: as a `unittest.TestCase` class, which pytest and unittest both collect,
+and as plain functions, which pytest collects. A rewrite that spares one kind of test (every failure
+made a pass except in TestCase classes, say) still flips the canary of the other kind.
 After parsing, their ids are taken out of the status map (no check ever sees them) and compared with
 what an honest run reports:
 - the must-fail canary reported "passed": the run was tampered with (code under test rewrote the
@@ -43,7 +45,9 @@ class Canary:
         return (f"\n\n\nimport unittest as _unittest_{self.cls}\n\n\n"
                 f"class TestC{self.cls}(_unittest_{self.cls}.TestCase):\n"
                 f"    def test_p{self.passing}(self):\n        pass\n\n"
-                f"    def test_f{self.failing}(self):\n        self.fail('f{self.failing}')\n")
+                f"    def test_f{self.failing}(self):\n        self.fail('f{self.failing}')\n\n\n"
+                f"def test_p{self.passing}():\n    pass\n\n\n"
+                f"def test_f{self.failing}():\n    raise AssertionError('f{self.failing}')\n")
 
     def split(self, statuses: Mapping[str, str]) -> tuple[dict[str, str], str]:
         """(the map without canary ids, the integrity verdict: "ok", "inconclusive: ..." or "tampered: ...")."""

@@ -107,6 +107,12 @@ def test_reverse_diff_undoes_edits_additions_deletions_and_no_newline(git_repo):
     ("tox.ini", False, "test configuration"),
     ("setup.cfg", False, "test configuration"),
     ("pyproject.toml", False, "test configuration"),
+    ("toolz/pyproject.toml", True, "test configuration"),
+    ("toolz/sub/pytest.ini", True, "test configuration"),
+    ("toolz/.pytest.ini", True, "test configuration"),
+    ("toolz/setup.cfg", False, "test configuration"),
+    ("toolz/test_notes.txt", True, "doctest file"),
+    ("docs/testing.txt", False, "doctest file"),
     ("sitecustomize.py", True, "start-up hook"),
     ("toolz/usercustomize.py", True, "start-up hook"),
     ("hack.pth", True, "start-up hook"),
@@ -123,14 +129,15 @@ def test_infrastructure_reasons(path, new, reason):
 
 
 def test_code_files_are_not_infrastructure():
-    for path in ("toolz/itertoolz.py", "toolz/json.py", "setup.py", "README.rst"):
+    for path in ("toolz/itertoolz.py", "toolz/json.py", "setup.py", "README.rst", "toolz/NOTES.txt",
+                 "toolz/Makefile", "toolz/noxfile.py", "docs/test_notes.rst"):
         assert infrastructure_reason(path, new=True, test_files=TEST_FILES, test_patterns=PATTERNS) is None
 
 
 def test_files_read_by_the_script_are_infrastructure():
-    script = "python -m pytest $(cat ci/tests.txt) -c ci/pytest.cfg\n"
-    assert "test_script.sh" in infrastructure_reason("ci/tests.txt", script=script)
-    assert infrastructure_reason("ci/tests.txt.bak", script=script) is None
+    script = "python -m pytest $(cat ci/select.txt) -c ci/pytest.cfg\n"
+    assert "test_script.sh" in infrastructure_reason("ci/select.txt", script=script)
+    assert infrastructure_reason("ci/select.txt.bak", script=script) is None
 
 
 def test_drop_infrastructure_keeps_code_and_reports_each_drop():
