@@ -42,6 +42,17 @@ def message(exc: BaseException) -> str:
             "traceback, and report it)")
 
 
+def print_error(message: str) -> None:
+    """Print `error: message` on stderr. The message is shown as written: paths, artifact text and config
+    names carry square brackets (`[defaults]`, `run[1]`) that Rich would otherwise read as markup and drop."""
+    from rich.console import Console
+    from rich.text import Text
+
+    line = Text("error:", style="red")
+    line.append(f" {message}")
+    Console(stderr=True).print(line, highlight=False, soft_wrap=True)
+
+
 def fail(exc: BaseException) -> None:
     """Print `exc` as one line on stderr and exit with its code."""
     from rich.console import Console

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from selfplay.cli.failure import print_error
+
 
 def report(
     run_dir: Path = typer.Argument(..., help="A run directory, runs/<run_id>/."),
@@ -21,11 +23,10 @@ def report(
     # lazy: keeps `selfplay --help` fast
     from selfplay.report import EpisodeLimits, ReportError, build_report
 
-    console = Console(stderr=True)
     try:
         page = build_report(run_dir, EpisodeLimits(max_episodes=max_episodes, max_text_chars=max_text_chars))
     except ReportError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from None
     size = page.stat().st_size
     Console().print(f"report written to {page} ({size / 1024:,.0f} KiB); open file://{page.resolve()}")

@@ -8,6 +8,7 @@ import typer
 
 from repos.errors import RepoError
 from repos.listfile import get_repo, load_repo_list
+from selfplay.cli.failure import print_error
 
 repos_app = typer.Typer(help="Build and list repo images (see docs/repos.md for the list format).",
                         no_args_is_help=True)
@@ -18,12 +19,10 @@ LIST_OPTION = typer.Option(None, "--list", "-l", help="Repo list TOML file (defa
 
 def select_specs(names: list[str] | None, list_file: Path | None):
     """The named entries of the list (all of them when no names), exiting with the error on bad input."""
-    from rich.console import Console
-
     try:
         return [get_repo(n, list_file) for n in names] if names else load_repo_list(list_file)
     except RepoError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        print_error(str(exc))
         raise typer.Exit(2) from None
 
 

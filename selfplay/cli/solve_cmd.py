@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from selfplay.cli.eval_cmd import POLICY_HELP, REPEATS_HELP, policy_factory
+from selfplay.cli.failure import print_error
 from selfplay.solve.errors import SolveError
 
 
@@ -39,7 +40,7 @@ def solve(
     from selfplay.solve.solver import check_inputs
     from selfplay.solve.solver import solve as run_solve
 
-    console, err = Console(), Console(stderr=True)
+    console = Console()
     if out.exists() and out.is_dir():
         raise typer.BadParameter(f"--out {out} is a directory; name a file", param_hint="--out")
     if issue is None and issue_file is None:
@@ -48,7 +49,7 @@ def solve(
     try:  # every input is checked before a model is loaded (minutes on a CPU) or a sandbox built
         text = check_inputs(repo, issue, issue_file=issue_file, commit=commit, branch=branch)
     except SolveError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(2) from None
     pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key)("solve")
     console.print(f"solving in {repo}: building the sandbox, then the agent works turn by turn", highlight=False)
@@ -58,7 +59,7 @@ def solve(
                         on_turn=lambda turn, what: console.print(f"turn {turn}: {what}", highlight=False,
                                                                  markup=False))
     except SolveError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        print_error(str(exc))
         raise typer.Exit(1) from None
     console.print(f"ended: {res.termination} after {res.turns} turns (from commit {res.commit[:12]})")
     console.print(f"files changed: {', '.join(res.files) or 'none'}")

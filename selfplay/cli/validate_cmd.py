@@ -19,6 +19,7 @@ from repos.errors import RepoError
 from repos.listfile import get_repo
 from selfplay.artifact import load_artifact
 from selfplay.cli.config_options import config_options
+from selfplay.cli.failure import print_error
 from selfplay.diffs.headers import split_sections
 from selfplay.errors import ArtifactError
 from selfplay.judge.grader import grade
@@ -32,9 +33,7 @@ STORE = typer.Option(None, "--store", help="Also record into this task store (SQ
 
 
 def _fail(message: str) -> typer.Exit:
-    from rich.console import Console
-
-    Console(stderr=True).print(f"[red]error:[/] {message}")
+    print_error(message)
     return typer.Exit(2)
 
 
@@ -73,6 +72,7 @@ def _record(store_url: str | None, artifact, repo: str, report, origin: str, str
 
 def _print_report(report, as_json: bool, task_id: str | None = None) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     if as_json:
         data = report.to_json()
@@ -82,9 +82,9 @@ def _print_report(report, as_json: bool, task_id: str | None = None) -> None:
         return
     console = Console()
     for c in report.checks:
-        console.print(f"{'[green]PASS' if c.passed else '[red]FAIL'}[/] {c.name}: {c.detail}", highlight=False)
+        console.print(f"{'[green]PASS' if c.passed else '[red]FAIL'}[/] {c.name}: {escape(c.detail)}", highlight=False)
     if report.error:
-        console.print(f"[red]malformed artifact:[/] {report.error}", highlight=False)
+        console.print(f"[red]malformed artifact:[/] {escape(report.error)}", highlight=False)
     verdict = "[green]valid[/]" if report.valid else "[red]invalid[/]"
     console.print(f"{verdict}: {len(report.fail_to_pass)} FAIL_TO_PASS, {len(report.pass_to_pass)} PASS_TO_PASS "
                   f"({report.suite_runs} suite runs, {report.duration:.1f}s)"
@@ -256,17 +256,18 @@ def _grade_all(artifact, predictions, f2p, p2p, spec) -> list[dict]:
 
 def _print_grades(objects: list[dict]) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     for o in objects:
-        head = f"{o['patch']}: " if len(objects) > 1 else ""
+        head = escape(f"{o['patch']}: ") if len(objects) > 1 else ""
         for line in o["dropped_hunks"]:
-            console.print(f"{head}[yellow]dropped[/] {line}", highlight=False)
+            console.print(f"{head}[yellow]dropped[/] {escape(line)}", highlight=False)
         if o["reward"] is None:
-            console.print(f"{head}[red]not graded[/]: {o['error']}", highlight=False)
+            console.print(f"{head}[red]not graded[/]: {escape(o['error'])}", highlight=False)
             continue
         if o["error"]:  # the tests did not run as a verdict on it: counting them "failed" would mislead
-            console.print(f"{head}reward {o['reward']:+d} (not resolved): {o['error']}", highlight=False)
+            console.print(f"{head}reward {o['reward']:+d} (not resolved): {escape(o['error'])}", highlight=False)
             continue
         failed = [t for t, s in o["tests"].items() if s != "passed"]
         console.print(f"{head}reward {o['reward']:+d} ({'resolved' if o['resolved'] else 'not resolved'}; "

@@ -23,3 +23,10 @@ class SuiteLimits:
     tamper: TamperConfig = field(default_factory=TamperConfig)
     """The runner-tampering screen: of bug_inject.diff in validation (at the patch_hygiene check), of the
     kept sections of each prediction in grading."""
+
+    def __post_init__(self) -> None:
+        # A limit of 0 or less would not limit: `timeout 0` waits forever, and a negative one reaches the
+        # artifact's verdict as a failure of its own (an empty parse, an output "flood" of 1 byte).
+        for name in ("suite_timeout", "parser_timeout", "max_test_output"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{type(self).__name__}.{name} must be > 0, got {getattr(self, name)}")

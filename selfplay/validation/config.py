@@ -36,6 +36,7 @@ class ValidationConfig(SuiteLimits):
     time when the verdict turns out not to count (its output is then never parsed or used)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for name in ("min_passing_tests", "min_changed_files", "min_failing_tests"):
             if getattr(self, name) < 0:
                 raise ValueError(f"ValidationConfig.{name} must be >= 0, got {getattr(self, name)}")

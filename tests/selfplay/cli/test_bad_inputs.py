@@ -82,6 +82,15 @@ ROWS = [
     Row("validate-missing", ("validate", "noartifact", "--repo", "toolz"), 2, "noartifact"),
     Row("validate-repo", ("validate", str(VALID), "--repo", "nosuchrepo"), 2, "nosuchrepo"),
     Row("validate-50mb", ("validate", "big", "--repo", "toolz"), 1, "bug_inject.diff"),
+    # square brackets in a name are shown, not read as Rich markup
+    Row("validate-brackets", ("validate", "no[bold]dir", "--repo", "toolz"), 2, "no[bold]dir"),
+    Row("repos-list-brackets", ("repos", "list", "--list", "norepos.toml"), 2, "[defaults] table and [[repo]]"),
+    # a limit of 0 or less is a usage error, not the artifact's failure
+    Row("validate-suite-timeout", ("validate", str(VALID), "--repo", "toolz", "--suite-timeout", "-3"), 2,
+        "suite_timeout must be > 0"),
+    Row("validate-max-output", ("validate", str(VALID), "--repo", "toolz", "--max-test-output", "0"), 2,
+        "max_test_output must be > 0"),
+    Row("run-parser-timeout", ("run", "grader.parser_timeout=-1"), 2, "parser_timeout must be > 0"),
     Row("grade-not-diff", ("grade", str(VALID), "--repo", "toolz", "--patch", "notadiff.txt"), 0,
         "prediction is not a unified diff"),
     Row("grade-missing-patch", ("grade", str(VALID), "--repo", "toolz", "--patch", "nope.diff"), 2, "nope.diff"),
@@ -96,6 +105,7 @@ def _materials(root: Path) -> None:
     (root / "notutf8.jsonl").write_bytes(b'{"instance_id": "\xff"}\n')
     (root / "notutf8.yaml").write_bytes(NOT_UTF8)
     (root / "empty.md").write_text("")
+    (root / "norepos.toml").write_text("x = 1\n")
     (root / "notadiff.txt").write_text("I fixed it: add() now adds.\n")
     (root / "nogit").mkdir()
     repo = root / "repo"
