@@ -62,12 +62,27 @@ def _load(directory: Path):
         return None, str(exc)
 
 
-def _record(store_url: str | None, artifact, repo: str, report, origin: str, strategy: str | None = None):
-    if store_url is None or artifact is None:
+def _open_store(store_url: str | None):
+    """The store a command records into, opened before any suite runs: a store that cannot be opened must not
+    cost the minutes of validation first (StoreError, exit 2)."""
+    if store_url is None:
         return None
     from selfplay.store import open_store  # lazy: SQLAlchemy, off `selfplay --help`
 
-    return open_store(store_url).record_validation(artifact, repo, report, origin=origin, strategy=strategy)
+    return open_store(store_url)
+
+
+def _record(store, artifact, repo: str, report, origin: str, strategy: str | None = None):
+    """Record a verdict; a store that fails on the write (a corrupt page, a full disk) is exit 2, naming it."""
+    if store is None or artifact is None:
+        return None
+    try:
+        return store.record_validation(artifact, repo, report, origin=origin, strategy=strategy)
+    except Exception as exc:
+        cause = getattr(exc, "orig", None) or exc  # SQLAlchemy's own text repeats the whole statement
+        where = store.engine.url.render_as_string(hide_password=True)
+        raise _fail(f"--store {where}: the verdict was not recorded ({str(cause).strip()}); the store may be "
+                    "damaged or its disk full: repair it or pass another --store") from exc
 
 
 def _print_report(report, as_json: bool, task_id: str | None = None) -> None:
@@ -103,6 +118,7 @@ def validate_cmd(
     """Run the eight consistency checks on an artifact (exit 0 valid, 1 invalid, 2 error)."""
     spec = _spec(repo)
     artifact, error = _load(artifact_dir)
+    recorder = _open_store(store)
     if artifact is None:
         report = ValidationReport(valid=False, error=error)
     else:
@@ -111,7 +127,11 @@ def validate_cmd(
                 report = validate(artifact, spec, config, pool=pool)
         except Exception as exc:  # engine, image or sandbox failure: no verdict
             raise _fail(f"validation could not run: {exc}") from exc
-    task_id = _record(store, artifact, repo, report, origin="imported")
+    try:
+        task_id = _record(recorder, artifact, repo, report, origin="imported")
+    except typer.Exit:
+        _print_report(report, as_json)  # the verdict still stands; only its record is missing
+        raise
     _print_report(report, as_json, task_id)
     raise typer.Exit(0 if report.valid else 1)
 
@@ -168,12 +188,17 @@ def seed_cmd(
     spec = _spec(repo)
     if n < 1:
         raise _fail("-n must be at least 1")
+    if out.exists() and not out.is_dir():
+        raise _fail(f"--out {out} is a file; name a directory (one folder per artifact goes in it)")
+    recorder = _open_store(store)
 
     def record(result) -> None:
-        _record(store, result.artifact, repo, result.report, origin="procedural", strategy=result.operator)
+        _record(recorder, result.artifact, repo, result.report, origin="procedural", strategy=result.operator)
 
     try:
         results = run_seed(spec, n, out, config=SeedConfig(seed=seed), on_valid=record)
+    except typer.Exit:
+        raise
     except Exception as exc:
         raise _fail(f"seeding could not run: {exc}") from None
     if as_json:

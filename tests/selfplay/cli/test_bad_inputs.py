@@ -82,6 +82,9 @@ ROWS = [
     Row("validate-missing", ("validate", "noartifact", "--repo", "toolz"), 2, "noartifact"),
     Row("validate-repo", ("validate", str(VALID), "--repo", "nosuchrepo"), 2, "nosuchrepo"),
     Row("validate-50mb", ("validate", "big", "--repo", "toolz"), 1, "bug_inject.diff"),
+    # a store or --out that cannot take the result is refused before any suite runs
+    Row("validate-store-dir", ("validate", str(VALID), "--repo", "toolz", "--store", "nogit"), 2, "nogit"),
+    Row("seed-out-file", ("seed", "--repo", "toolz", "--out", "empty.md"), 2, "--out empty.md is a file"),
     # square brackets in a name are shown, not read as Rich markup
     Row("validate-brackets", ("validate", "no[bold]dir", "--repo", "toolz"), 2, "no[bold]dir"),
     Row("repos-list-brackets", ("repos", "list", "--list", "norepos.toml"), 2, "[defaults] table and [[repo]]"),
