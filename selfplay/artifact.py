@@ -101,6 +101,12 @@ def load_artifact(directory: str | Path) -> BugArtifact:
     if missing:
         raise ArtifactError(f"artifact {root} is missing {', '.join(missing)} "
                             f"(an artifact needs all of: {', '.join(ARTIFACT_FILES)})")
+    # An artifact may come from anywhere (a model's output, an import): a link would have the host read,
+    # and send into a sandbox, a file outside the artifact.
+    linked = [name for name in ARTIFACT_FILES if (root / name).is_symlink()]
+    if linked:
+        raise ArtifactError(f"{', '.join(linked)} in {root} {'is a symbolic link' if len(linked) == 1 else 'are symbolic links'}; "
+                            "artifact files must be regular files: copy the file in")
     for name in ARTIFACT_FILES:
         size = (root / name).stat().st_size
         if size > MAX_FILE_BYTES:  # checked before reading: a 50 MB diff is refused, not parsed and run

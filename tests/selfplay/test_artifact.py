@@ -43,6 +43,18 @@ def test_missing_directory_is_a_file_not_found(tmp_path):
         load_artifact(tmp_path / "nope")
 
 
+def test_a_linked_artifact_file_is_refused_before_it_is_read(tmp_path):
+    """A link would have the host read a file outside the artifact and send it into a sandbox."""
+    copy = tmp_path / "linked"
+    shutil.copytree(ARTIFACTS / "valid", copy)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host-only\n")
+    (copy / "test_script.sh").unlink()
+    (copy / "test_script.sh").symlink_to(secret)
+    with pytest.raises(ArtifactError, match="test_script.sh in .* is a symbolic link; artifact files must be regular"):
+        load_artifact(copy)
+
+
 def _valid() -> BugArtifact:
     return load_artifact(ARTIFACTS / "valid")
 
