@@ -176,14 +176,15 @@ class DockerSandbox:
             pids_limit=cfg.pids_limit, network_mode=None if cfg.network else "none",
             tmpfs=tmpfs, shm_size=tmp // 2, security_opt=["no-new-privileges"],
             cap_drop=["ALL"], cap_add=list(ROOT_CAPS))
-        container = self._api.create_container(
-            self.image, command=["bash", "-c", shell.KEEPER, "selfplay-keeper", self.workdir, self.mode],
-            environment={"PATH": path, "LANG": "C.UTF-8", **self._env},
-            labels={**owner_labels(self.run_id), **cfg.labels}, host_config=host_config,
-            network_disabled=not cfg.network, stop_signal="SIGKILL")
+        with registry.creating():
+            container = self._api.create_container(
+                self.image, command=["bash", "-c", shell.KEEPER, "selfplay-keeper", self.workdir, self.mode],
+                environment={"PATH": path, "LANG": "C.UTF-8", **self._env},
+                labels={**owner_labels(self.run_id), **cfg.labels}, host_config=host_config,
+                network_disabled=not cfg.network, stop_signal="SIGKILL")
+            registry.register(self._client, container["Id"])  # before start: a signal now still removes it
         self.id = container["Id"]
         self.rebased = False
-        registry.register(self._client, self.id)  # before start: a signal now still removes it
         try:
             self._api.start(self.id)
         except Exception:

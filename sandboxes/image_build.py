@@ -69,8 +69,9 @@ def build_in_container(base: str, command: list[str], *, tag: str, archive: byte
     meanwhile. Returns the new image's id."""
     client = docker_client()
     start = time.monotonic()
-    container = client.containers.create(base, command=command, **create)
-    registry.register(client, container.id)
+    with registry.creating():
+        container = client.containers.create(base, command=command, **create)
+        registry.register(client, container.id)
     try:
         container.put_archive("/", archive)
         container.start()

@@ -12,9 +12,13 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from sandboxes.errors import SandboxError
 
 if TYPE_CHECKING:
     import docker
@@ -26,6 +30,9 @@ LABEL_PID = "selfplay.owner.pid"
 LABEL_START = "selfplay.owner.start"
 LABEL_HOST = "selfplay.owner.host"
 LABEL_RUN = "selfplay.run_id"
+CREATE_GRACE = 10.0
+"""Seconds a terminating signal waits for container creations already sent to the engine, so that what they
+create is removed too (a creation answered after the process died would leak, as a "Created" container)."""
 
 
 def process_start(pid: int) -> str | None:
@@ -127,13 +134,37 @@ class _Registry:
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # re-entrant: the signal handler runs on the main thread
+        self._settled = threading.Condition(self._lock)
         self._live: dict[str, docker.DockerClient] = {}
         self._previous: dict[int, object] = {}
         self._at_exit = False
         self._on_signals = False
+        self._creating: dict[int, int] = {}  # thread id -> creations in flight
+        self._closing = False
+
+    @contextmanager
+    def creating(self) -> Iterator[None]:
+        """Around a container's creation and its `register`: a terminating signal waits (`CREATE_GRACE`) for
+        the creations in flight, and refuses new ones, so that none outlives the process."""
+        with self._lock:
+            if self._closing:
+                raise SandboxError("not creating a container: this process is shutting down on a signal")
+            me = threading.get_ident()
+            self._creating[me] = self._creating.get(me, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._creating[me] -= 1
+                if not self._creating[me]:
+                    del self._creating[me]
+                self._settled.notify_all()
 
     def register(self, client: docker.DockerClient, cid: str) -> None:
         with self._lock:
+            if self._closing:  # created while the process shuts down: nobody would remove it later
+                _remove(client, [cid])
+                raise SandboxError("container removed at once: this process is shutting down on a signal")
             self._live[cid] = client
             if not self._at_exit:
                 self._at_exit = True
@@ -179,9 +210,21 @@ class _Registry:
         self.cleanup()
         prev = self._previous.get(signum)
         if callable(prev):
-            prev(signum, frame)  # SIGINT's default raises KeyboardInterrupt
+            prev(signum, frame)  # SIGINT's default raises KeyboardInterrupt; a late creation meets atexit
             return
-        # The default action (terminate): restore it and die of the same signal, as the caller expects.
+        # The default action (terminate): no atexit will run, so creations in flight are waited for and
+        # removed here; then restore the action and die of the same signal, as the caller expects.
+        me = threading.get_ident()  # the handler may interrupt this thread's own creation: not waited for
+
+        def others() -> int:
+            return sum(n for ident, n in self._creating.items() if ident != me)
+
+        with self._lock:
+            self._closing = True
+            if not self._settled.wait_for(lambda: others() == 0, timeout=CREATE_GRACE):
+                log.warning("%d container creation(s) still unanswered after %.0f s; `selfplay sandboxes gc` "
+                            "removes what they leave", others(), CREATE_GRACE)
+        self.cleanup()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 

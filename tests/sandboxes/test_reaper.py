@@ -104,6 +104,47 @@ def test_sigterm_removes_containers_that_worker_threads_created(repo_image, how)
     assert _labelled(run_id) == []
 
 
+# A worker thread's creation reaches the engine, and its answer comes back slowly: SIGTERM arrives in between.
+SLOW_ANSWER_OWNER = """
+import os, signal, sys, threading, time
+import docker.api.client
+from sandboxes.docker import DockerSandbox
+from sandboxes.reaper import registry
+image, run_id = sys.argv[1:3]
+sent = threading.Event()
+real = docker.api.client.APIClient.create_container
+def slow(self, *a, **k):
+    answer = real(self, *a, **k)  # the container exists in the engine from here on
+    sent.set()
+    time.sleep(3)
+    return answer
+docker.api.client.APIClient.create_container = slow
+registry.install_signal_cleanup()
+threading.Thread(target=lambda: DockerSandbox.create(image, run_id=run_id), daemon=True).start()
+sent.wait(60)
+print("sent", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(60)
+"""
+
+
+def test_sigterm_waits_for_a_creation_in_flight_and_removes_what_it_made(repo_image):
+    """A SIGTERM that lands while a worker's creation is unanswered used to leave that container behind
+    ("Created", its owner dead): the handler removed what was registered and the process died before the
+    creation's answer registered it."""
+    run_id = f"pytest-inflight-{os.getpid()}"
+    proc, said = _owner(repo_image, run_id, SLOW_ANSWER_OWNER)
+    assert said == "sent"
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGTERM
+    time.sleep(1)
+    left = _labelled(run_id)
+    if left:  # do not leak from the test itself
+        from sandboxes.engine import docker_client
+        reaper._remove(docker_client(), left)
+    assert left == []
+
+
 def test_the_handler_is_installed_from_the_main_thread_only():
     # In a process of its own: the handler is process state.
     script = """
