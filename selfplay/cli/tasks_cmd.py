@@ -22,6 +22,13 @@ def _open(url: str | None, *, create: bool = False):
     return open_store(url, create=create)
 
 
+def _check_status(status: str | None) -> None:
+    if status is not None and status not in STATUSES:
+        raise typer.BadParameter(
+            f"unknown status {status!r}; use one of {', '.join(STATUSES)}", param_hint="--status"
+        )
+
+
 def _rate(solves: int, attempts: int) -> str:
     return f"{solves / attempts:.2f}" if attempts else "-"
 
@@ -30,17 +37,14 @@ def _rate(solves: int, attempts: int) -> str:
 def list_tasks(
     status: str = typer.Option(None, "--status", help="active, retired or invalid."),
     repo: str = typer.Option(None, "--repo", help="Only this repo."),
-    limit: int = typer.Option(200, "--limit", help="At most this many rows."),
+    limit: int = typer.Option(200, "--limit", min=1, help="At most this many rows (1 or more)."),
     store: str = typer.Option(None, "--store", help=STORE_HELP),
 ) -> None:
     """One row per task: origin, order, status, attempts and solve rates."""
     from rich.console import Console
     from rich.table import Table
 
-    if status is not None and status not in STATUSES:
-        raise typer.BadParameter(
-            f"unknown status {status!r}; use one of {', '.join(STATUSES)}", param_hint="--status"
-        )
+    _check_status(status)
     with _open(store) as st:
         rows = st.task_stats(status=status, repo=repo, limit=limit)
     table = Table(title=f"tasks ({len(rows)} shown)")
@@ -175,9 +179,12 @@ def export(
         raise typer.BadParameter(
             f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}", param_hint="--format"
         )
+    _check_status(status)
     with _open(store) as st:
         count = export_swebench(st, out, status=status, repo=repo)
-    Console().print(f"wrote {count} tasks to {out}")
+    # An empty selection writes an empty file only where there was none (export_swebench refuses to
+    # replace one); say so, since an empty file is rarely what was wanted.
+    Console().print(f"wrote {count} tasks to {out}" + ("" if count else " (no stored task matches the selection)"))
 
 
 @tasks_app.command("import")
@@ -192,7 +199,9 @@ def import_(
     from rich.console import Console
 
     try:  # all-or-nothing per file: every entry is checked before the store is even opened
-        parse_export(path)
+        if not parse_export(path):
+            # Most likely a truncated copy or the wrong file; an error, not "imported 0", and no store made.
+            raise ImportFormatError(f"{path} holds no tasks (it is empty or blank lines only)")
         with _open(store, create=True) as st:
             summary = import_swebench(st, path)
     except ImportFormatError as exc:

@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from repos.retry import retry
+from selfplay.store.engine import sqlite_error, store_name
 from selfplay.store.models import CheckpointRow, RepoRow, RunRow, utcnow
 from selfplay.store.records import CheckpointRecord, RepoRecord, RunRecord
 
@@ -60,12 +62,25 @@ class StoreBase:
             with self._write_sessions.begin() as session:
                 return fn(session)
 
-        return retry(once, attempts=attempts, transient=_retryable,
-                     backoff=lambda k: random.uniform(0, 0.01 * 2 ** (k - 1)), what="store write")
+        with self._named_errors():
+            return retry(once, attempts=attempts, transient=_retryable,
+                         backoff=lambda k: random.uniform(0, 0.01 * 2 ** (k - 1)), what="store write")
 
     def _read(self, fn: Callable[[Session], T]) -> T:
-        with self._read_sessions.begin() as session:
+        with self._named_errors(), self._read_sessions.begin() as session:
             return fn(session)
+
+    @contextmanager
+    def _named_errors(self) -> Iterator[None]:
+        # A SQLite file can go bad after it was opened fine (a corrupted page deep in a table, a lock held
+        # past the busy timeout): say so, naming the file and the remedy, instead of an SQL dump.
+        try:
+            yield
+        except DBAPIError as exc:
+            error = sqlite_error(exc, store_name(self.engine))
+            if error is None:
+                raise
+            raise error from exc
 
     # -- repos, runs, checkpoints --------------------------------------------------------------------
     def upsert_repo(

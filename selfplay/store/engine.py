@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def make_engine(url: str, *, create: bool = True) -> Engine:
         if create:
             _make_parent(db)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
-        _configure_sqlite(engine)
+        _configure_sqlite(engine, wal=create)
         return engine
     try:
         return create_engine(url, pool_pre_ping=True)
@@ -81,31 +82,89 @@ def _make_parent(db: Path) -> None:
                          "with a path in a writable folder") from exc
 
 
-def check_reachable(engine: Engine) -> None:
+def store_name(engine: Engine) -> str:
+    """How messages name the store: a SQLite file's path, else the URL without its password."""
+    if engine.dialect.name == "sqlite":
+        return str(engine.url.database)
+    return engine.url.render_as_string(hide_password=True)
+
+
+def sqlite_error(exc: BaseException, store: str) -> StoreError | None:
+    """A StoreError naming the cause and its remedy for a SQLite failure of `store` that is not a bug in the
+    caller (a locked, corrupted, foreign or unwritable file), else None."""
+    orig = getattr(exc, "orig", exc)
+    if not isinstance(orig, sqlite3.Error):
+        return None
+    cause = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+    if "locked" in cause or "busy" in cause:
+        # SQLite waited out the busy timeout: another process holds the file's write lock all that time.
+        return StoreError(f"store {store} is locked by another process ({cause}): another selfplay command, such "
+                          "as a running `selfplay run`, holds it; wait for that command to finish, or stop it, "
+                          "and try again")
+    if "malformed" in cause:
+        return StoreError(f"store {store} is corrupted ({cause}); nothing was changed. Restore it from a copy, "
+                          "or pass --store with another store")
+    if "not a database" in cause:
+        return StoreError(f"{store} is not a SQLite database ({cause}); pass --store with a selfplay store "
+                          "(a run's is runs/<run_id>/store.db)")
+    if "readonly" in cause or "unable to open" in cause:
+        return StoreError(f"cannot open or write store {store} ({cause}); pass --store with a file in a "
+                          "writable folder")
+    return None
+
+
+def check_reachable(engine: Engine, *, write: bool = True) -> None:
     """Connect once (and, for SQLite, write nothing yet); StoreError naming the store and the cause when
-    the server is unreachable, the credentials are wrong or the file cannot be opened or written."""
+    the server is unreachable, the credentials are wrong or the file cannot be opened (or, with `write`,
+    written: the SQLite write lock is taken, so a reader passes `write=False` not to wait for a writer)."""
     from sqlalchemy.exc import DBAPIError, OperationalError
 
-    where = engine.url.render_as_string(hide_password=True)
+    where = store_name(engine)
     try:
-        with engine.connect() as conn:
+        with engine.execution_options(write=write).connect() as conn:
             conn.exec_driver_sql("SELECT 1")
     except (OperationalError, DBAPIError) as exc:
         cause = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0]
         if engine.dialect.name == "sqlite":
-            raise StoreError(f"cannot open store {where} ({cause}); pass --store with a file in a writable "
-                             "folder") from exc
+            raise (sqlite_error(exc, where) or StoreError(
+                f"cannot open store {where} ({cause}); pass --store with a file in a writable folder")) from exc
         raise StoreError(f"cannot connect to store {where} ({cause}); start the server or fix the host, port, "
                          "user and password in the URL") from exc
 
 
-def _configure_sqlite(engine: Engine) -> None:
+def check_schema(engine: Engine, *, create: bool) -> None:
+    """StoreError unless the database is a selfplay store, or (with `create`) one may be made in it.
+
+    A reader (`create=False`) never makes a store, so an empty database is refused as firmly as one holding
+    another program's tables. A writer may start a store in an empty database, but never adds its tables
+    beside another program's in a SQLite file (a PostgreSQL database may hold other schemas' tables: its
+    search_path decides what we see)."""
+    from sqlalchemy import inspect
+
+    with _quiet_alembic(), engine.execution_options(write=False).connect() as conn:
+        if current_revision_of(conn) is not None:
+            return
+        tables = sorted(inspect(conn).get_table_names())
+    where = store_name(engine)
+    if tables and (not create or engine.dialect.name == "sqlite"):
+        shown = ", ".join(tables[:8]) + (f" and {len(tables) - 8} more" if len(tables) > 8 else "")
+        raise StoreError(f"{where} is not a selfplay store (it has tables: {shown}); it was left as it was. "
+                         "Pass --store with a selfplay store, or with a new file to start one")
+    if not tables and not create:
+        raise StoreError(f"{where} is empty, not a selfplay store; pass --store with a store a command wrote "
+                         "(a run's is runs/<run_id>/store.db)")
+
+
+def _configure_sqlite(engine: Engine, *, wal: bool = True) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see module docstring)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cur.execute("PRAGMA journal_mode = WAL")
+        if wal:
+            # Persistent in the file, so the store's writer has set it already; a reader setting it would
+            # write a header into any empty file it was pointed at.
+            cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
         cur.close()
@@ -149,7 +208,9 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     with _quiet_alembic():
         from alembic import command
 
-        if revision == "head" and current_revision(engine) == head_revision():
+        # A read-only look (BEGIN DEFERRED): a store already at head is then opened without waiting for the
+        # write lock that a running writer may hold.
+        if revision == "head" and current_revision(engine.execution_options(write=False)) == head_revision():
             return
     with _quiet_alembic(), engine.begin() as conn:
         if conn.dialect.name == "postgresql":

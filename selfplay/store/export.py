@@ -22,9 +22,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import secrets
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from repos.errors import RepoError
 from repos.listfile import get_repo
@@ -32,7 +37,8 @@ from repos.spec import DEFAULT_TEST_PATTERNS
 from selfplay.artifact import ARTIFACT_FILES, BugArtifact, check_format
 from selfplay.diffs import drop_infrastructure
 from selfplay.errors import ArtifactError, DiffError
-from selfplay.store.errors import ImportFormatError
+from selfplay.store.errors import ImportFormatError, StoreError
+from selfplay.store.records import ORIGINS, STATUSES
 from selfplay.task import Task
 
 if TYPE_CHECKING:
@@ -82,6 +88,9 @@ def to_instance(
 
 def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
     """(task, status) from one exported line; `where` ("FILE:LINE") goes into error messages."""
+    if not isinstance(rec, dict):
+        raise ImportFormatError(f"{where}: a JSON {type(rec).__name__}, not an object; `tasks import` reads files "
+                                "written by `selfplay tasks export --format swebench`")
     missing = [k for k in REQUIRED if k not in rec]
     if missing:
         raise ImportFormatError(
@@ -89,6 +98,7 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
             "written by `selfplay tasks export --format swebench`"
         )
     where = f"{where} ({rec['instance_id']})"
+    _check_fields(rec, where)
     try:
         files = json.loads(rec["selfplay_artifact"])
         meta = json.loads(rec.get("selfplay_metadata") or "{}")
@@ -119,12 +129,32 @@ def from_instance(rec: dict[str, Any], where: str) -> tuple[Task, str]:
         fail_to_pass=tuple(f2p),
         pass_to_pass=tuple(p2p),
         origin=origin,
-        order=int(rec.get("selfplay_order") or 1),
+        order=rec.get("selfplay_order") or 1,
         parent_id=rec.get("selfplay_parent_id"),
         pred_patch=rec.get("selfplay_pred_patch"),
         metadata=meta,
     )
     return task, rec.get("selfplay_status") or "active"
+
+
+def _check_fields(rec: dict[str, Any], where: str) -> None:
+    """ImportFormatError naming the first scalar field whose type or value a stored task cannot have (checked
+    here, so that a bad entry rejects the whole file rather than failing half-way through the writes)."""
+    for name in ("instance_id", "repo"):
+        if not isinstance(rec[name], str) or not rec[name].strip():
+            raise ImportFormatError(f"{where}: {name} must be a non-empty string, not {rec[name]!r}")
+    order = rec.get("selfplay_order")
+    if order is not None and (type(order) is not int or order < 1):  # bool is an int: refused too
+        raise ImportFormatError(f"{where}: selfplay_order must be a whole number from 1 (1 for a first-order "
+                                f"task), not {order!r}")
+    for name, allowed in (("selfplay_origin", ORIGINS), ("selfplay_status", STATUSES)):
+        value = rec.get(name)
+        if value is not None and value not in allowed:
+            raise ImportFormatError(f"{where}: {name} must be one of {', '.join(allowed)}, not {value!r}")
+    for name in ("selfplay_parent_id", "image", "base_commit", "version", "selfplay_repo_image",
+                 "selfplay_repo_base_commit"):
+        if rec.get(name) is not None and not isinstance(rec[name], str):
+            raise ImportFormatError(f"{where}: {name} must be a string or null, not {rec[name]!r}")
 
 
 def _artifact(files: Any, where: str) -> BugArtifact:
@@ -173,12 +203,21 @@ def _check_prediction(pred: str | None, artifact: BugArtifact, repo: str, where:
 def export_swebench(
     store: SqlStore, out: str | Path, *, status: str | None = None, repo: str | None = None
 ) -> int:
-    """Write the selected tasks to `out` (jsonl); returns how many. Parents come before their children."""
+    """Write the selected tasks to `out` (jsonl); returns how many. Parents come before their children.
+
+    `out` is replaced only once every line is written (a failing store leaves it as it was), and never by an
+    empty export: a selection of no task leaves an existing `out` alone (StoreError) and writes an empty
+    file only where there was none."""
+    out = Path(out)
     stats = sorted(store.task_stats(status=status, repo=repo), key=lambda s: s.order)
+    if not stats and out.exists():
+        chosen = " and ".join(f"{k} {v!r}" for k, v in (("status", status), ("repo", repo)) if v) or "the export"
+        raise StoreError(f"no task in {store.url} matches {chosen}; {out} was left as it was (an export never "
+                         "replaces a file with an empty one)")
     created = {s.task_id: s.created_at for s in stats}
     repos: dict[str, Any] = {}
     count = 0
-    with Path(out).open("w", encoding="utf-8") as fh:
+    with _replacing(out) as fh:
         for i in range(0, len(stats), 500):
             for task in store.get_tasks([s.task_id for s in stats[i : i + 500]]):
                 if task.repo not in repos:
@@ -194,6 +233,25 @@ def export_swebench(
                 fh.write(json.dumps(line, sort_keys=True) + "\n")
                 count += 1
     return count
+
+
+@contextmanager
+def _replacing(out: Path) -> Iterator[TextIO]:
+    """A text file that becomes `out` when the block ends without an exception (else it is removed): a
+    sibling of `out`, so the rename is atomic."""
+    out = out.resolve() if out.is_symlink() else out  # write through a link, as `open(out, "w")` would
+    tmp = out.with_name(f".{out.name}.{secrets.token_hex(4)}.tmp")
+    # os.open with 0o666 honours the umask, as `open(out, "w")` would (mkstemp would make it 0o600).
+    fh = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8")
+    try:
+        with fh:
+            yield fh
+        if out.exists():
+            shutil.copymode(out, tmp)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ from selfplay.artifact import BugArtifact
 
 STATUSES = ("active", "retired", "invalid")
 """A task's lifecycle states (TaskRow.status)."""
+ORIGINS = ("injector", "procedural", "higher_order", "imported")
+"""Where a task came from (TaskRow.origin)."""
 
 
 @dataclass(frozen=True)

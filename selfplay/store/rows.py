@@ -12,9 +12,7 @@ from sqlalchemy.orm import Session
 from selfplay.artifact import ARTIFACT_FILES, BugArtifact
 from selfplay.store.errors import StoreError
 from selfplay.store.models import ArtifactRow, CheckResultRow, TaskRow, TaskStatsRow, utcnow
-from selfplay.store.records import STATUSES, CheckRecord
-
-ORIGINS = ("injector", "procedural", "higher_order", "imported")
+from selfplay.store.records import ORIGINS, STATUSES, CheckRecord
 
 
 def check_origin(origin: str) -> None:

@@ -18,14 +18,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import normalised_hash, site_hash
 from selfplay.store import queries, rows
 from selfplay.store.base import StoreBase
-from selfplay.store.engine import check_reachable, make_engine, migrate, resolve_url
+from selfplay.store.engine import (
+    check_reachable,
+    check_schema,
+    make_engine,
+    migrate,
+    resolve_url,
+    sqlite_error,
+    store_name,
+)
 from selfplay.store.errors import StoreError, TaskNotFound
 from selfplay.store.models import (
     RECENT_WINDOW,
@@ -61,17 +69,25 @@ def open_store(url: str | None = None, run_dir: str | Path | None = None, *, cre
     (or $SELFPLAY_STORE when set). StoreError names the store and the fix when the URL's scheme is not
     supported, its driver is missing, or it cannot be reached or written.
 
-    `create=False` (commands that only read) refuses a SQLite file that does not exist instead of making
-    it; `upgrade=False` (readers that must not write, such as a report) leaves an older schema as it is."""
+    `create=False` (commands that only read) refuses a SQLite file that does not exist, and any database
+    that holds no selfplay store (empty, or another program's tables), instead of making one in it; a
+    writer refuses a SQLite file holding another program's tables. `upgrade=False` (readers that must not
+    write, such as a report) leaves an older schema as it is."""
     engine = make_engine(resolve_url(url, run_dir, create=create), create=create)
-    check_reachable(engine)
-    if upgrade:
-        try:
+    check_reachable(engine, write=create)
+    try:
+        check_schema(engine, create=create)
+        if upgrade:
             migrate(engine)
-        except OperationalError as exc:
-            where = engine.url.render_as_string(hide_password=True)
-            raise StoreError(f"cannot write store {where} ({str(exc.orig).strip()}); pass --store with a "
-                             "writable store") from exc
+    except (StoreError, DBAPIError) as exc:
+        engine.dispose()
+        if isinstance(exc, StoreError):
+            raise
+        error = sqlite_error(exc, store_name(engine))
+        if error is None and not isinstance(exc, OperationalError):
+            raise  # not the database refusing us: a bug, with its traceback
+        raise error or StoreError(f"cannot write store {store_name(engine)} ({str(exc.orig).strip()}); pass "
+                                  "--store with a writable store") from exc
     return SqlStore(engine)
 
 

@@ -60,6 +60,13 @@ BAD_ENTRIES = {
     "prediction with conftest": (_set(selfplay_pred_patch=CODE + CONFTEST, selfplay_order=2),
                                  "selfplay_pred_patch would lose sections"),
     "prediction not a diff": (_set(selfplay_pred_patch="trust me", selfplay_order=2), "selfplay_pred_patch"),
+    "order not a number": (_set(selfplay_order="two"), "selfplay_order must be a whole number from 1"),
+    "order zero": (_set(selfplay_order=0), "selfplay_order must be a whole number from 1"),
+    "id not text": (_set(instance_id=123), "instance_id must be a non-empty string, not 123"),
+    "repo not text": (_set(repo=["toolz"]), "repo must be a non-empty string"),
+    "unknown status": (_set(selfplay_status="done"), "selfplay_status must be one of active, retired, invalid"),
+    "unknown origin": (_set(selfplay_origin="alien"), "selfplay_origin must be one of"),
+    "parent not text": (_set(selfplay_parent_id=7), "selfplay_parent_id must be a string or null"),
 }
 
 
@@ -86,3 +93,14 @@ def test_a_clean_higher_order_prediction_is_imported(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     res = CliRunner().invoke(app, ["tasks", "import", str(path), "--store", str(tmp_path / "copy.db")])
     assert res.exit_code == 0 and "imported 3 new tasks" in res.output, res.output
+
+
+def test_a_line_that_is_not_a_json_object_is_named(tmp_path):
+    recs = _export(tmp_path)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(recs[0]) + "\n[1, 2]\n")
+    copy = str(tmp_path / "copy.db")
+    res = CliRunner().invoke(app, ["tasks", "import", str(path), "--store", copy], env={"COLUMNS": "400"})
+    flat = " ".join(res.output.split())
+    assert res.exit_code == 2 and "bad.jsonl:2: a JSON list, not an object" in flat, flat
+    assert not Path(copy).exists()
