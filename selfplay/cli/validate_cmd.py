@@ -146,6 +146,9 @@ def grade_cmd(
 ) -> None:
     """Grade predictions against a valid artifact (exit 0 whenever grading ran, 2 when it could not)."""
     spec = _spec(repo)
+    folders = [str(p) for p in patch if p.is_dir()]
+    if folders:
+        raise _fail(f"--patch {', '.join(folders)}: a directory; name the prediction's diff file")
     absent = [str(p) for p in patch if not p.is_file()]
     if absent:
         raise _fail(f"--patch {', '.join(absent)}: no such file")

@@ -97,6 +97,8 @@ ROWS = [
     Row("grade-not-diff", ("grade", str(VALID), "--repo", "toolz", "--patch", "notadiff.txt"), 0,
         "prediction is not a unified diff"),
     Row("grade-missing-patch", ("grade", str(VALID), "--repo", "toolz", "--patch", "nope.diff"), 2, "nope.diff"),
+    Row("grade-patch-dir", ("grade", str(VALID), "--repo", "toolz", "--patch", "nogit"), 2,
+        "--patch nogit: a directory"),
     Row("grade-new-store", ("grade", str(VALID), "--repo", "toolz", "--patch", str(GOLD), "--store", "new.db"), 2,
         "new.db"),
 ]
