@@ -28,9 +28,9 @@ def rft(
                                   help="Also train on injector trajectories whose artifact validated."),
     preset: str = typer.Option("cpu", "--preset", help="nebius (paper: lr 5e-6, batch 64, 1 epoch) or cpu."),
     model: str | None = typer.Option(None, "--model", help="Starting checkpoint (default: embedded SmolLM2)."),
-    lr: float | None = typer.Option(None, "--lr", help="Override the preset's peak learning rate."),
-    epochs: int | None = typer.Option(None, "--epochs", help="Override the preset's epochs."),
-    batch_size: int | None = typer.Option(None, "--batch-size", help="Override trajectories per step."),
+    lr: float | None = typer.Option(None, "--lr", min=0.0, help="Override the preset's peak learning rate."),
+    epochs: int | None = typer.Option(None, "--epochs", min=1, help="Override the preset's epochs."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Override trajectories per step."),
     seed: int = typer.Option(0, "--seed", help="Shuffling and torch seed."),
 ) -> None:
     """Collect successful trajectories (deduplicated, capped per task, format-error turns masked), run SFT on
@@ -52,6 +52,7 @@ def rft(
         except RFTDataError as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2) from exc
+    _make_out(out)
     samples = sft_samples(data.trajectories)
     console.print(f"{len(data.trajectories)} trajectories ({', '.join(f'{k}={v}' for k, v in data.stats.items())}), "
                   f"{len(samples)} sequences, {sum(sum(s.loss_mask) for s in samples)} loss tokens")
@@ -59,6 +60,21 @@ def rft(
                        on_step=lambda i, m: console.print(f"step {i + 1}: loss {m['sft/loss']:.4f} "
                                                           f"lr {m['sft/lr']:.2e} ({m['sft/step_s']:.1f} s)"))
     console.print(f"saved {result.out_dir} in {result.wall_time:.0f} s; use it with --policy hf --model {result.out_dir}")
+
+
+def _make_out(out: Path) -> None:
+    """Make `--out` before training, which would otherwise make it only at its end and lose the whole run to
+    a path that cannot be a directory; called once the store has something to train on, so a store with
+    nothing leaves no folder behind."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next(p for p in (out, *out.parents) if p.exists() and not p.is_dir())
+        raise typer.BadParameter(f"{out} cannot be a directory: {blocker} is a file; pass a new or existing "
+                                 "directory", param_hint="--out") from None
+    except OSError as exc:
+        raise typer.BadParameter(f"{out} cannot be made ({exc.strerror or exc}); pass a directory under a "
+                                 "writable folder", param_hint="--out") from None
 
 
 def warm_start(

@@ -21,6 +21,7 @@ from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.trajectory import Trajectory, load_jsonl
 from selfplay.learner.batch import Sample
 from selfplay.learner.errors import LearnerError
+from selfplay.orchestration.rundir import read_trajectories
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -45,17 +46,38 @@ class RFTData:
     """rft/attempts, rft/successes, rft/duplicates, rft/capped, rft/missing_files, rft/kept."""
 
 
-def _load(path: str, attempt: Any) -> Trajectory | None:
-    file = Path(path)
-    if not file.is_file():
-        return None
-    found = load_jsonl(file)
-    if len(found) == 1:
-        return found[0]
-    # several episodes in one file: the one this attempt recorded
-    same = [t for t in found if t.metadata.get("attempt_id") == attempt.id
-            or (t.metadata.get("task_id") == attempt.task_id and t.reward == attempt.reward)]
-    return same[0] if same else None
+class _TrajectoryFiles:
+    """Reads attempts' `trajectory_path`s, each file once. A run's attempts point at one episode of an
+    iteration's gzip file (`<file>#<episode id>`, `selfplay.orchestration.rollouts`); a demonstration's at a
+    plain JSON-lines file of its own."""
+
+    def __init__(self) -> None:
+        self._files: dict[Path, list[Trajectory]] = {}
+
+    def _read(self, file: Path) -> list[Trajectory]:
+        if file not in self._files:
+            # a run writes gzip members (`append_trajectories`), `save_jsonl` plain lines
+            self._files[file] = (list(read_trajectories(file)) if file.suffix == ".gz"
+                                 else load_jsonl(file) if file.is_file() else [])
+        return self._files[file]
+
+    def load(self, ref: str, attempt: Any) -> Trajectory | None:
+        """The trajectory `attempt` recorded at `ref`, or None when its file or episode is not there."""
+        # imported here: rollouts -> run_config -> warm_start_config imports this module
+        from selfplay.orchestration.rollouts import recorded_episode
+
+        episode = recorded_episode(ref)
+        if episode is not None and not Path(ref).is_file():  # a '#' in a directory name is no fragment
+            found = self._read(Path(ref[:-len(episode) - 1]))
+            same = [t for t in found if t.metadata.get("id") == episode]
+            return same[-1] if same else None  # the last, as a resume reads it (an episode replayed after a crash)
+        found = self._read(Path(ref))
+        if len(found) == 1:
+            return found[0]
+        # several episodes in one file, none named: the one this attempt recorded
+        same = [t for t in found if t.metadata.get("attempt_id") == attempt.id
+                or (t.metadata.get("task_id") == attempt.task_id and t.reward == attempt.reward)]
+        return same[0] if same else None
 
 
 def collect(store: TaskStore, *, source: str = "all", max_per_task: int = 4, injector: bool = False) -> RFTData:
@@ -81,8 +103,9 @@ def collect(store: TaskStore, *, source: str = "all", max_per_task: int = 4, inj
     seen: set[str] = set()
     per_task: dict[str, int] = defaultdict(int)
     kept: list[Trajectory] = []
+    files = _TrajectoryFiles()
     for a in sorted(good, key=lambda a: a.id):
-        traj = _load(a.trajectory_path, a) if a.trajectory_path else None
+        traj = files.load(a.trajectory_path, a) if a.trajectory_path else None
         if traj is None:
             stats["rft/missing_files"] += 1
             log.warning("attempt %d: trajectory %s not found; skipped", a.id, a.trajectory_path)
@@ -100,7 +123,9 @@ def collect(store: TaskStore, *, source: str = "all", max_per_task: int = 4, inj
         kept.append(replace(traj, reward=a.reward, metadata={**traj.metadata, "attempt_id": a.id, "task_id": key}))
     if not kept:
         raise RFTDataError(f"store {store.url}: {len(good)} successful attempts, but none has a readable "
-                           "trajectory file (see the warnings); were the files moved?")
+                           f"trajectory (the first: {good[0].trajectory_path}; see the warnings). A run stores "
+                           "paths relative to the folder it ran in: run rft from that folder, and keep the run's "
+                           "trajectories/ beside its store")
     stats["rft/kept"] = len(kept)
     return RFTData(tuple(kept), stats)
 
