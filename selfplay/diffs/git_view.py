@@ -49,6 +49,8 @@ def _run(args: list[str], text: bytes, cwd: str) -> bytes:
         raise DiffError(f"git could not read the patch within {TIMEOUT_S:.0f}s") from None
     if done.returncode != 0:
         message = done.stderr.decode("utf-8", "replace").strip()[:400]
+        if "No valid patches in input" in message:  # git's own hint (--allow-empty) is no remedy here
+            message = "it holds no file section git can read (a `diff --git` or `---`/`+++` header with its hunks)"
         raise DiffError(f"git apply refuses it: {message or f'exit {done.returncode}'}")
     return done.stdout
 

@@ -54,6 +54,15 @@ def test_garbage_raises_diff_error():
         split_diff("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,5 +1,5 @@\n-only one line\n")
 
 
+def test_a_diff_git_cannot_read_is_named_without_gits_own_hint():
+    """git's "(allow with --allow-empty)" is no remedy for a model's diff; the message says what git needs."""
+    from selfplay.diffs.git_view import git_view
+
+    with pytest.raises(DiffError, match="no file section git can read") as info:
+        git_view("diff --git a/x b/x\n\0\0\0")
+    assert "allow-empty" not in str(info.value)
+
+
 def test_normalised_hash_ignores_context_line_numbers_and_order():
     text = (VALID / "bug_inject.diff").read_text()
     sections = split_diff(text)
