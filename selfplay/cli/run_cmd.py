@@ -58,8 +58,8 @@ def run(overrides: list[str] = typer.Argument(None, metavar="[KEY=VALUE]...",
     try:
         run_config = _resolve(config, resume, list(overrides or []))
         check_references(run_config)  # repos, repo list, store URL, model paths: before anything is made
-        if resume is not None:
-            check_resumable(resume)
+        if resume is not None:  # state.json, the store and the checkpoint, before anything is written
+            check_resumable(resume, run_config)
     except ConfigError as exc:
         err.print(Text.assemble(("config error: ", "red"), str(exc)), highlight=False)
         raise typer.Exit(EXIT_USAGE) from None

@@ -12,7 +12,9 @@ stale; anything older than `learner.batch.max_staleness` is dropped and counted)
 Resume (`resume=run_dir`): the store, state.json and the newest checkpoint (policy and learner at its
 version) are reloaded, containers labelled with this run id whose owner is gone are removed, and the
 unfinished iterations are played again with the same episode ids: episodes the store has attempts of are
-skipped. Ctrl-C sets the status "interrupted" (resumable); an exception sets "failed" with the error.
+skipped. `resume.check_resumable` vets the directory first (state.json, the store, the checkpoint), and a
+resume that fails before its loop starts leaves state.json and summary.json as they were. Ctrl-C sets the
+status "interrupted" (resumable); an exception sets "failed" with the error.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from selfplay.orchestration.iteration_metrics import iteration_record
 from selfplay.orchestration.ledger import RunLedger, RunObserver
 from selfplay.orchestration.metrics import make_metrics
 from selfplay.orchestration.outcome import IterationOutcome
+from selfplay.orchestration.resume import check_resumable
 from selfplay.orchestration.rollouts import IterationRollouts, recorded_episode
 from selfplay.orchestration.rundir import (
     RunDir,
@@ -73,6 +76,7 @@ class SelfPlayRun:
                  runner: Any) -> None:
         self.config, self.resumed = config, resume is not None
         if resume is not None:
+            check_resumable(resume, config)  # before anything in the directory is written
             self.dir = RunDir.open(resume)
             if self.dir.state.is_file():
                 state = LoopState.load(self.dir.state)
@@ -84,7 +88,12 @@ class SelfPlayRun:
             self.dir.config.write_text(dump_config(config))
             state = LoopState(self.dir.run_id, started_at=time.time())
         self.ledger = RunLedger(state, self.dir.state, self.dir.path, observer)
-        self.run_id = self.dir.run_id
+        # state.json's id, not the directory's name: the store's attempts and the episode ids carry it, and a
+        # copied or moved run directory keeps it under another name
+        self.run_id = self.ledger.run_id
+        self.started = not self.resumed
+        """Whether state.json and summary.json may be written on the way out: a resume that fails in `setup`
+        leaves the previous process's record as it was (a new run has none to keep)."""
         self.log_handler = attach_log_file(self.dir.logs / "run.log")
         self._runner = runner
         self.store: TaskStore | None = None
@@ -136,6 +145,7 @@ class SelfPlayRun:
         self.ledger.warm_start = warm_start_record(self.config)
         self.executor = build_executor(self.config, self.policy, self.run_id, self._runner)
         self.rollouts = IterationRollouts(self.config, self.dir, self.store, self.ledger, self.executor, recorded)
+        self.started = True
         self.write_summary()
 
     # --- the loop --------------------------------------------------------------------------------------
@@ -258,7 +268,7 @@ class SelfPlayRun:
 
     def close(self) -> None:
         self.ledger.bank_wall_time()
-        if self.dir.path.exists():
+        if self.started and self.dir.path.exists():
             self.ledger.save()
         try:
             if self.executor is not None:
@@ -270,7 +280,7 @@ class SelfPlayRun:
             if callable(close_policy):
                 close_policy()
             self.policy = self.learner = None
-            summary = self.write_summary()
+            summary = self.write_summary() if self.started else self.ledger.summary()
             if self.metrics is not None:
                 self.metrics.close()
             if self.store is not None:

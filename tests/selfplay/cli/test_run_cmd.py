@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -148,6 +149,33 @@ def test_resume_passes_the_saved_config_and_safe_overrides(fake_loop):
     assert resume == run_dir and config.iterations == 4 and config.seed == 3
     refused = runner.invoke(app, ["run", "--resume", str(run_dir), "reward.group_size=8"])
     assert refused.exit_code == 2 and "cannot change when resuming" in refused.output
+
+
+@pytest.mark.parametrize("damage, expected", [
+    ("checkpoint", ["state.json says policy version 2", "checkpoints/v000002 is missing", "restore it"]),
+    ("store", ["store.db is not a readable store (file is not a database)", "restore it"]),
+])
+def test_resume_of_a_damaged_run_exits_2_and_leaves_it_as_it_was(damage, expected, fake_loop, tmp_path):
+    """A real finished run (the loop with its worker double), then the damage a user or a cleanup could do."""
+    from tests.selfplay.orchestration.test_resume import add_checkpoint, files, finished_run
+
+    path, _ = finished_run(tmp_path)
+    if damage == "checkpoint":
+        add_checkpoint(path, 2)
+        shutil.rmtree(path / "checkpoints" / "v000002")
+    else:
+        for extra in ("store.db-wal", "store.db-shm"):
+            (path / extra).unlink(missing_ok=True)
+        (path / "store.db").write_bytes(b"not a database at all" * 200)
+    before = files(path)
+    fake = fake_loop()
+    result = runner.invoke(app, ["run", "--resume", str(path), "iterations=4"])
+    assert result.exit_code == 2, result.output
+    flat = " ".join(result.output.split())
+    assert flat.startswith(f"config error: --resume {path}: ") and "Traceback" not in flat, result.output
+    for part in expected:
+        assert part in flat, result.output
+    assert fake.calls == [] and files(path) == before
 
 
 def test_live_display_renders_on_a_terminal():

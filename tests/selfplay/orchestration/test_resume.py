@@ -6,10 +6,15 @@ The same path with a real `kill -9` of a `selfplay run` process and Docker is in
 from __future__ import annotations
 
 import json
+import shutil
+from dataclasses import replace
 
 import pytest
 
-from selfplay.orchestration.loop import run_selfplay
+from selfplay.config.loader import ConfigError
+from selfplay.learner.checkpoint import META, checkpoint_name
+from selfplay.orchestration.loop import RunError, run_selfplay
+from selfplay.orchestration.resume import check_resumable
 from selfplay.orchestration.rundir import RunDir, read_trajectories
 from selfplay.orchestration.state import LoopState
 from selfplay.store import open_store
@@ -69,3 +74,100 @@ def test_resume_redoes_only_unrecorded_episodes(tmp_path):
     records = [json.loads(line) for line in run.metrics.read_text().splitlines()]
     (it1,) = [r for r in records if r["iteration"] == 1]
     assert it1["solve_rate/all"] == pytest.approx(1 / G)
+
+
+# --- resumes refused before anything is written, and what a copied run keeps ---------------------------------
+
+def finished_run(tmp_path, name: str = "t"):
+    """A finished one-iteration run (no learner) and its config, for resuming with iterations=2."""
+    cfg = config(tmp_path, iterations=1, name=name)
+    path = run_selfplay(cfg, runner=TableRunner(group_size=G, solved_per_group=1))
+    return path, replace(cfg, iterations=2)
+
+
+def files(path):
+    return {p.relative_to(path): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def add_checkpoint(path, version: int) -> None:
+    """What a learner update leaves of policy `version` (`PolicyLearner.save`): checkpoints/v<version> with its
+    selfplay_learner.json, `latest` naming it, the store's record, and state.json at that version. The run
+    played without a learner, so the weights are left out: a resume without one reads only these."""
+    run = RunDir(path)
+    ckpt = run.checkpoints / checkpoint_name(version)
+    ckpt.mkdir()
+    (ckpt / META).write_text(json.dumps({"policy_version": version, "model_dir": "m", "state": {}}) + "\n")
+    (run.checkpoints / "latest").write_text(ckpt.name + "\n")
+    with open_store(str(run.store_db)) as store:
+        store.register_checkpoint(path.name, version, ckpt)
+    state = LoopState.load(run.state)
+    state.policy_version = version
+    state.save(run.state)
+
+
+def test_a_missing_checkpoint_is_refused_and_nothing_is_rewritten(tmp_path):
+    path, cfg = finished_run(tmp_path)
+    check_resumable(path)  # no update yet: no checkpoint, and none is asked for
+    add_checkpoint(path, 2)
+    check_resumable(path)
+    shutil.rmtree(RunDir(path).checkpoints / "v000002")  # as a user, or a cleanup of the wrong folder, would
+    before = files(path)
+    with pytest.raises(ConfigError, match=r"state.json says policy version 2 .* but checkpoints/v000002 is "
+                                          r"missing; restore it, or start a new run"):
+        run_selfplay(cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
+    assert files(path) == before
+    # put back, the run resumes at its version
+    add_checkpoint(path, 2)
+    run_selfplay(cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
+    summary = json.loads(RunDir(path).summary.read_text())
+    assert summary["status"] == "finished" and summary["policy_version"] == 2 and summary["iterations"] == 2
+
+
+def test_an_unreadable_store_is_refused_and_nothing_is_rewritten(tmp_path):
+    path, cfg = finished_run(tmp_path)
+    run = RunDir(path)
+    for extra in ("store.db-wal", "store.db-shm"):
+        (path / extra).unlink(missing_ok=True)
+    run.store_db.write_bytes(bytes(range(256)) * 16)
+    before = files(path)
+    with pytest.raises(ConfigError, match=r"store.db is not a readable store \(file is not a database\); "
+                                          r"restore it from a backup"):
+        run_selfplay(cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
+    assert files(path) == before
+
+
+def test_another_runs_store_is_refused(tmp_path):
+    path, cfg = finished_run(tmp_path)
+    other, _ = finished_run(tmp_path / "other", name="u")
+    shutil.copy(RunDir(other).store_db, RunDir(path).store_db)
+    for extra in ("store.db-wal", "store.db-shm"):
+        (path / extra).unlink(missing_ok=True)
+    before = files(path)
+    with pytest.raises(ConfigError, match=f"store.db holds no record of run {path.name}, whose state.json"):
+        run_selfplay(cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
+    assert files(path) == before
+
+
+def test_a_resume_failing_before_its_loop_keeps_the_summary(tmp_path):
+    path, cfg = finished_run(tmp_path)
+    run = RunDir(path)
+    summary = run.summary.read_bytes()
+    run.metrics.unlink()
+    run.metrics.mkdir()  # the metrics file cannot be opened: setup fails after the checks passed
+    with pytest.raises(RunError, match="Is a directory"):
+        run_selfplay(cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
+    assert run.summary.read_bytes() == summary
+    assert "run t-" in (run.logs / "run.log").read_text()  # the failure is in the log
+
+
+def test_a_copied_run_keeps_its_totals(tmp_path):
+    """The run's id is in state.json and the store; a copy under another name resumes with both."""
+    path, cfg = finished_run(tmp_path)
+    copy = tmp_path / "copy"
+    shutil.copytree(path, copy)
+    run_selfplay(cfg, resume=copy, runner=TableRunner(group_size=G, solved_per_group=1))
+    summary = json.loads(RunDir(copy).summary.read_text())
+    assert summary["run_id"] == path.name and summary["iterations"] == 2
+    assert summary["solver_attempts"] == 2 * G and summary["solved"] == 2
+    with open_store(str(RunDir(copy).store_db)) as store:
+        assert len(store.attempts(run_id=path.name)) == 2 * G + 4 and not store.attempts(run_id="copy")
