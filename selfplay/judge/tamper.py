@@ -90,6 +90,11 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
     # Pieces of a name or path ("sys.mod" + "ules", "/pro" + "c/"), not separators ("|" + "|".join(...)).
     TamperPattern("split-literal", r"([\"'])[\w./][^\"'\n]{0,11}\1\s*\+\s*[\"'][\w./]",
                   "builds a name out of string pieces, which is how the patterns above are dodged"),
+    # Names spelled backwards, in another case, from code points or from a literal list at run time.
+    TamperPattern("string-transform", r"[\"']\s*\[\s*:\s*:\s*-\s*1\s*\]|[\"']\s*\.\s*(lower|upper|swapcase|casefold)\s*\("
+                  r"|\bchr\s*\(\s*(0[xob])?\d|\.\s*join\s*\(\s*[\[(]\s*(\"[^\"]*\"|'[^']*')(\s*,\s*(\"[^\"]*\"|'[^']*'))+\s*,?\s*[\])]",
+                  "builds a string from a literal at run time (reversed, case-changed, joined, from code points), "
+                  "which is how the patterns above are dodged"),
     TamperPattern("reflection", r"(?<![\w.])vars\s*\(|\b(get|set|del)attr\s*\([^,()]+,[^,)]*\+|"
                   r"\b__(globals|code|closure|subclasses)__\b",
                   "reaches objects through their dictionaries or by computed names"),
