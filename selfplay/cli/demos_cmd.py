@@ -13,12 +13,13 @@ STORE_HELP = "Store URL or SQLite path (default: $SELFPLAY_STORE, else ./selfpla
 
 def demos(
     repo: str = typer.Option(..., "--repo", help="Name in the repo list (selfplay repos list)."),
-    n: int = typer.Option(8, "-n", help="Tasks to seed and demonstrate."),
+    # the counts are range-checked by typer, before the store is opened (so a bad one creates no store)
+    n: int = typer.Option(8, "-n", min=1, help="Tasks to seed and demonstrate."),
     store: str | None = typer.Option(None, "--store", help=STORE_HELP),
     out: Path = typer.Option(Path("runs/demos"), "--out", help="Directory for seeds and trajectory files."),
     seed: int = typer.Option(0, "--seed", help="Seeds the procedural bugs and the expert's choices."),
-    per_task: int = typer.Option(1, "--per-task", help="Demonstrations per task (each varied)."),
-    max_context: int = typer.Option(2048, "--max-context", help="Token budget of one demonstration."),
+    per_task: int = typer.Option(1, "--per-task", min=1, help="Demonstrations per task (each varied)."),
+    max_context: int = typer.Option(2048, "--max-context", min=1, help="Token budget of one demonstration."),
     injector: bool = typer.Option(False, "--injector/--no-injector",
                                   help="Also up to -n injector demonstrations (direct strategy), one per seeded "
                                        "artifact that fits --max-context."),

