@@ -92,7 +92,7 @@ PY
 rc=0  # every step runs; the script fails if any did
 [ "${1:-}" = decode ] || timeout 180 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests/selfplay/learner/test_engine_options.py \
     tests/agent_scaffold/test_policies.py tests/agent_scaffold/test_llama_step.py \
-    tests/selfplay/experiment/test_eval_device.py tests/selfplay/learner/test_architectures.py 2>&1 | tee -a "$OUT/tests.log" || rc=1
+    tests/selfplay/experiment/test_eval_device.py tests/selfplay/learner/test_learner_architectures.py 2>&1 | tee -a "$OUT/tests.log" || rc=1
 
 if [ "${1:-}" = pipeline ]; then
     [ -f .gpu/warm_root ] && [ -f .gpu/run/config.yaml ] || { echo "pipeline: run prepare WARM RUN here first"; exit 2; }

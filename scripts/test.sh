@@ -15,7 +15,7 @@ if [ "$#" -gt 0 ]; then exec .venv/bin/python -m pytest -q "$@"; fi
 # One pytest process per part: the in-process models, learners and policy servers of a part are freed when
 # its process ends (a single process over the whole suite grew past 20 GB and was killed by the OOM killer).
 failed=0
-for part in "tests/agent_scaffold tests/repos tests/sandboxes tests/test_ci_skips.py tests/test_imports.py" \
+for part in "tests/agent_scaffold tests/repos tests/sandboxes tests/test_ci_skips.py tests/test_imports.py tests/test_test_names.py" \
             "tests/selfplay --ignore=tests/selfplay/learner --ignore=tests/selfplay/orchestration" \
             "tests/selfplay/learner" "tests/selfplay/orchestration"; do
   echo "== pytest $part"
