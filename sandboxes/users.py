@@ -45,7 +45,12 @@ def setpriv(uid: int) -> str:
 def environment(uid: int) -> tuple[tuple[str, ...], dict[str, str]]:
     """(variables to unset, variables to set) for a process running as `uid`."""
     name = NAMES.get(uid, f"uid{uid}")
-    return _GRADER_VARS, {"HOME": "/tmp", "USER": name, "LOGNAME": name, "PYTHONDONTWRITEBYTECODE": "1"}
+    # A fixed hash seed: hash() of a str and the order of a set of str otherwise change with every process, so
+    # a bug built on them fails some runs and passes others (validation sees it fail, an empty prediction
+    # then "solves" it by luck). Fixed, the suite runs of validation and grading and the agent's own runs
+    # all see one behaviour.
+    return _GRADER_VARS, {"HOME": "/tmp", "USER": name, "LOGNAME": name, "PYTHONDONTWRITEBYTECODE": "1",
+                          "PYTHONHASHSEED": "0"}
 
 
 def drop_privileges(uid: int) -> str:
