@@ -18,7 +18,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from selfplay.artifact import BugArtifact
-from selfplay.diffs import has_binary, is_git_metadata, matches_any, touched_files
+from selfplay.diffs import (
+    has_binary,
+    infrastructure_reason,
+    is_git_metadata,
+    matches_any,
+    split_diff,
+    touched_files,
+)
 from selfplay.errors import DiffError
 from selfplay.validation.report import CheckResult
 
@@ -115,6 +122,16 @@ def _patch_hygiene(artifact: BugArtifact, test_patterns: tuple[str, ...],
     if git_meta:
         return CheckResult("patch_hygiene", False, f"bug_inject.diff touches git metadata (it changes how the "
                                                    f"grader's git sees the tree): {_few(git_meta)}")
+    # Grading drops a prediction's sections on test infrastructure, which includes any file test_script.sh
+    # names: a bug there could never be fixed, and a solve rate on it is luck.
+    pinned = [f"{fd.path} ({reason})" for fd in split_diff(artifact.bug_inject, name="bug_inject.diff")
+              if (reason := infrastructure_reason(fd.path, new=fd.source_path is None, test_files=artifact.test_files,
+                                                  test_patterns=test_patterns, script=artifact.test_script))]
+    if pinned:
+        return CheckResult("patch_hygiene", False,
+                           f"bug_inject.diff changes files grading drops from every prediction, so no fix of them "
+                           f"could count: {_few(pinned)}; put the bug in code the tests import, and name no code "
+                           "file in test_script.sh")
     outside = [p for p in touched_files(artifact.test_weaken) if p not in artifact.test_files]
     if outside:
         return CheckResult("patch_hygiene", False,

@@ -223,6 +223,23 @@ def test_job_output_names_each_diff_git_applied_at_an_offset():
     assert not refused.passed and "offset 12 lines" in refused.detail
 
 
+def test_a_bug_in_a_file_grading_drops_from_predictions_fails_patch_hygiene():
+    """Red team, 2026-12-06: test_script.sh carried `# frequencies lives in toolz/itertoolz.py`, which made the
+    bug's own file "read by test_script.sh": grading dropped every fix of it, the gold fix earned -1, and the
+    artifact was valid. Pure: the check reads the artifact's script and diffs."""
+    from dataclasses import replace
+
+    valid = load_artifact(ARTIFACTS / "valid")
+    pinned = replace(valid, test_script=valid.test_script + "# frequencies lives in toolz/itertoolz.py\n")
+    result = checks.check_patch_hygiene(pinned, (), {})
+    assert not result.passed
+    assert "toolz/itertoolz.py (read by test_script.sh)" in result.detail and "no fix of them" in result.detail
+    # The same script without the comment, or a comment naming a test file, is fine.
+    assert checks.check_patch_hygiene(valid, (), {}).passed
+    named_test = replace(valid, test_script=valid.test_script + "# see toolz/tests/test_itertoolz.py\n")
+    assert checks.check_patch_hygiene(named_test, (), {}).passed
+
+
 def test_a_corrupt_bug_diff_is_refused_before_any_suite_runs(toolz_spec):
     """A bug_inject.diff that git refuses (a hunk cut short) is an invalid artifact whose error names the
     file, found by the format check before any sandbox is used; nothing raises."""
