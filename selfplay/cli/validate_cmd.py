@@ -106,7 +106,7 @@ def _print_report(report, as_json: bool, task_id: str | None = None) -> None:
                   + (f"; stored as task {task_id}" if task_id else ""))
 
 
-@config_options(ValidationConfig, exclude=("tamper",))
+@config_options(ValidationConfig, exclude=("tamper", "bug_screen"))
 def validate_cmd(
     artifact_dir: Path = typer.Argument(..., help="Directory holding the five artifact files."),
     repo: str = REPO,

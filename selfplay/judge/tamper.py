@@ -128,6 +128,25 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
 )
 
 
+# What a bug may not add on top of the patterns above (validation's `bug_screen`): a bug that reads the clock, a
+# random source or the repository's git state can fail in validation and pass when graded, or the other way
+# round, and the solver's sandbox (one rebased commit) differs from validation's in its history. A solve
+# rate on such a bug is luck, which the injector's reward would pay for.
+BUG_PATTERNS: tuple[TamperPattern, ...] = (
+    TamperPattern("clock", r"\btime\s*\.\s*(time|time_ns|monotonic|monotonic_ns|perf_counter|perf_counter_ns|"
+                  r"process_time|localtime|gmtime|ctime|asctime|strftime)\b|\b(datetime|date)\s*\.\s*(now|today|"
+                  r"utcnow)\b|\bfrom\s+time\s+import\b",
+                  "reads the clock, so the bug can be there in validation and gone when graded"),
+    TamperPattern("randomness", r"\brandom\s*\.|\b(import|from)\s+random\b|\buuid\b|\bsecrets\b|\burandom\b|"
+                  r"\bSystemRandom\b",
+                  "draws random numbers, so the bug fails some runs and passes others"),
+    TamperPattern("process-identity", r"\bgetpid\b|\bget_ident\b|\bget_native_id\b",
+                  "depends on the process or thread, which differs from run to run"),
+    TamperPattern("repo-history", r"\.git\b|\bCOMMIT_EDITMSG\b|\brefs/(heads|tags)\b",
+                  "reads the repository's git state, which differs between the solver's sandbox and grading"),
+)
+
+
 @dataclass(frozen=True)
 class TamperConfig:
     """The runner-tampering screen of predictions (grading) and bug_inject.diff (validation)."""
@@ -180,9 +199,9 @@ _CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _REFLECT = frozenset({"getattr", "setattr", "delattr", "hasattr"})
 
 
-def screen(diff: str, config: TamperConfig = TamperConfig()) -> str | None:
+def screen(diff: str, config: TamperConfig = TamperConfig(), *, what: str = "the runner-tampering screen") -> str | None:
     """The first tampering construct among the lines `diff` adds, as a reason naming the file, the line
-    and the pattern, or None when nothing matches (or the screen is off)."""
+    and the pattern (`what` names the screen), or None when nothing matches (or the screen is off)."""
     if not config.enabled or not diff.strip():
         return None
     for fd in split_diff(diff):
@@ -195,15 +214,13 @@ def screen(diff: str, config: TamperConfig = TamperConfig()) -> str | None:
                 if hit is None and not prose and number <= 2:
                     hit = _encoding(line, config)
                 if hit is not None:
-                    return (f"{fd.path}: added line {line.strip()[:120]!r} matches the runner-tampering "
-                            f"screen ({hit.name}: {hit.why})")
+                    return f"{fd.path}: added line {line.strip()[:120]!r} matches {what} ({hit.name}: {hit.why})"
         for run in [] if prose else runs:
             for first, value in _run_as_read(run):
                 hit = _match(value, config)
                 if hit is not None:
                     return (f"{fd.path}: added lines from {first.strip()[:80]!r} on, read as {value[:80]!r} once "
-                            f"their strings are joined and decoded, which matches the runner-tampering screen "
-                            f"({hit.name}: {hit.why})")
+                            f"their strings are joined and decoded, which matches {what} ({hit.name}: {hit.why})")
     return None
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from selfplay.jobs.suite_limits import SuiteLimits
+from selfplay.judge.tamper import BUG_PATTERNS, TamperConfig
 
 FlakyPolicy = Literal["drop", "reject"]
 
@@ -34,6 +35,11 @@ class ValidationConfig(SuiteLimits):
     parser box, instead of after the parse says its verdict can still count. It takes a parse (about
     0.2 s) off the critical path of each wave of a valid artifact, and costs one suite run of sandbox
     time when the verdict turns out not to count (its output is then never parsed or used)."""
+
+    bug_screen: TamperConfig = field(default_factory=lambda: TamperConfig(patterns=BUG_PATTERNS))
+    """patch_hygiene: constructs bug_inject.diff may not add on top of `tamper`'s, because they make a bug
+    behave differently from run to run or between the solver's sandbox and grading (the clock, random
+    numbers, the process id, the repository's git state); a solve rate on such a bug is luck."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

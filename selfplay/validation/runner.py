@@ -289,6 +289,10 @@ def _validate(r: _Runner, artifact: BugArtifact, spec: RepoSpec, config: Validat
                                          dict(probe.offsets).get("bug_inject.diff"))
     if hygiene.passed and (tamper := screen(artifact.bug_inject, config.tamper)) is not None:
         hygiene = CheckResult("patch_hygiene", False, f"bug_inject.diff: runner tampering: {tamper}")
+    elif hygiene.passed and (luck := screen(artifact.bug_inject, config.bug_screen,
+                                            what="the screen of bugs whose failure is luck")) is not None:
+        hygiene = CheckResult("patch_hygiene", False, f"bug_inject.diff: {luck}; write a bug that fails the "
+                                                      "same way in every run")
     script = checks.check_test_script(original, config.min_passing_tests)
     scope = checks.check_bug_scope(artifact, config.min_changed_files)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from selfplay.judge.tamper import DEFAULT_PATTERNS, TamperConfig, screen
+from selfplay.judge.tamper import BUG_PATTERNS, DEFAULT_PATTERNS, TamperConfig, screen
 
 
 def _diff(*added: str, path: str = "pkg/core.py") -> str:
@@ -158,3 +158,32 @@ def test_plugin_hooks_are_runner_vocabulary():
     for line in ("def pytest_runtest_makereport(item, call):", "@hookimpl(wrapper=True)",
                  "mgr = request.config.pluginmanager"):
         assert screen(_diff(line)) is not None, line
+
+
+@pytest.mark.parametrize(("line", "pattern"), [
+    ("    step = 2 if time.time() < DEADLINE else 1", "clock"),
+    ("    if datetime.now().hour > 12:", "clock"),
+    ("    if random.random() < 0.8:", "randomness"),
+    ("    from random import choice", "randomness"),
+    ("    key = uuid.uuid4().hex", "randomness"),
+    ("    if os.getpid() % 2:", "process-identity"),
+    ('    if os.path.isdir(".git/refs/tags"):', "repo-history"),
+])
+def test_bugs_whose_failure_is_luck_are_flagged(line, pattern):
+    """Red team, 2026-12-06: a bug that switched on after a deadline passed validation every time, then paid
+    empty predictions; one that looked at the git history was there when graded and absent in the solver's
+    sandbox (one rebased commit)."""
+    config = TamperConfig(patterns=BUG_PATTERNS)
+    reason = screen(_diff(line), config, what="the screen of bugs whose failure is luck")
+    assert reason is not None and f"({pattern}:" in reason and "luck" in reason
+
+
+@pytest.mark.parametrize("line", [
+    "    return a - b",
+    "    if not predicate(k):",
+    "    d[item] += 2",
+    "    timeout = self.timeout * 2",
+    "    return datetime_parse(text)",
+])
+def test_ordinary_bug_lines_pass_the_bug_screen(line):
+    assert screen(_diff(line), TamperConfig(patterns=BUG_PATTERNS)) is None
