@@ -19,7 +19,7 @@ Usage:
   git worktree add /tmp/base 46eee51
   python scripts/bench_grading.py --base /tmp/base [--rounds 5] [--grades 6] [--unverified] [--out t.json]
   python scripts/bench_grading.py --gold toolz cachetools parse [--seeds 4]
-  python scripts/bench_grading.py --screen toolz cachetools parse
+  python scripts/bench_grading.py --screen toolz cachetools parse [--bugs]
 """
 
 from __future__ import annotations
@@ -117,10 +117,12 @@ def gold(repos: list[str], seeds: int, artifact_dir: str) -> None:
           f"({len(bad) / max(1, len(tasks)):.0%})")
 
 
-def screen_rate(repos: list[str], out: str | None = None) -> None:
+def screen_rate(repos: list[str], out: str | None = None, *, bugs: bool = False) -> None:
     """Static false-positive rate of the tamper screen: the gold fix of every procedural mutant (every
     operator at every site) of each repo, screened without running anything. Two denominators: the files
-    procedural seeding mutates (`mutable_files`: code with a related test file), and every code file."""
+    procedural seeding mutates (`mutable_files`: code with a related test file), and every code file.
+    `bugs`: the mutant itself (bug_inject.diff) through validation's screens of a bug instead (the tamper
+    screen, then `ValidationConfig.bug_screen`): the procedural bugs those screens would refuse."""
     import ast
 
     from agent_scaffold.mutation_operators import OPERATORS, mutate
@@ -130,6 +132,12 @@ def screen_rate(repos: list[str], out: str | None = None) -> None:
     from selfplay.diffs import matches_any, reverse_diff
     from selfplay.judge.tamper import screen
     from selfplay.procedural.seed import file_diff, mutable_files
+    from selfplay.validation import ValidationConfig
+
+    def verdict(bug: str) -> str | None:
+        if not bugs:
+            return screen(reverse_diff(bug))
+        return screen(bug) or screen(bug, ValidationConfig().bug_screen, what="the bug screen")
 
     counts: dict[str, dict[str, int]] = {}
     flagged: list[str] = []
@@ -150,10 +158,9 @@ def screen_rate(repos: list[str], out: str | None = None) -> None:
                 for op in OPERATORS:
                     for i in range(len(op.sites(tree))):
                         try:
-                            gold = reverse_diff(file_diff(rel, src, mutate(src, op, i)))
+                            hit = verdict(file_diff(rel, src, mutate(src, op, i)))
                         except (ValueError, IndexError):
                             continue
-                        hit = screen(gold)
                         c["all"] += 1
                         c["all_flagged"] += hit is not None
                         if rel in seeded:
@@ -164,7 +171,8 @@ def screen_rate(repos: list[str], out: str | None = None) -> None:
     for key in ("seeded", "all"):
         total = sum(c[key] for c in counts.values())
         hits = sum(c[f"{key}_flagged"] for c in counts.values())
-        print(f"{key} files: procedural gold fixes screened {total}, flagged {hits} ({hits / max(1, total):.2%})")
+        what = "bugs" if bugs else "gold fixes"
+        print(f"{key} files: procedural {what} screened {total}, flagged {hits} ({hits / max(1, total):.2%})")
     for name, c in counts.items():
         print(f"  {name}: seeded {c['seeded_flagged']}/{c['seeded']}, all {c['all_flagged']}/{c['all']}")
     for line in flagged:
@@ -185,6 +193,8 @@ def main() -> None:
     ap.add_argument("--gold", nargs="*", help="Measure gold-fix false positives on these repos instead.")
     ap.add_argument("--seeds", type=int, default=4, help="Procedural seeds per repo for --gold.")
     ap.add_argument("--screen", nargs="*", help="Static false-positive rate of the tamper screen on these repos.")
+    ap.add_argument("--bugs", action="store_true",
+                    help="With --screen: screen the procedural bugs with validation's screens of a bug instead.")
     ap.add_argument("--unverified", action="store_true",
                     help="Also time this tree grading with the verification run off (a third side).")
     ap.add_argument("--out", help="Write every timing (per side, per call) to this JSON file.")
@@ -192,7 +202,7 @@ def main() -> None:
     ap.add_argument("--no-verify", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.screen:
-        screen_rate(args.screen, args.out)
+        screen_rate(args.screen, args.out, bugs=args.bugs)
         return
     if args.gold:
         gold(args.gold, args.seeds, args.artifact)

@@ -157,13 +157,15 @@ def grade_cmd(
     if artifact is None:
         raise _fail(f"cannot grade against a malformed artifact: {error}")
     # A prediction with text but no file section is -1 without a run: its tests never ran, so none is listed
-    not_diffs = {str(p) for p, text in predictions if text.strip() and not split_sections(text)}
-    diffs = [(p, text) for p, text in predictions if str(p) not in not_diffs]
-    graded = {}
+    # Results go by position: the same file given twice is graded twice (a flaky task shows it), each verdict
+    # in its own place.
+    diffs = [i for i, (_, text) in enumerate(predictions) if not text.strip() or split_sections(text)]
+    objects = [_not_a_diff(p) for p, _ in predictions]
     if diffs:
         f2p, p2p = _oracle_split(artifact, repo, spec, store)
-        graded = {o["patch"]: o for o in _grade_all(artifact, diffs, f2p, p2p, spec)}
-    objects = [graded.get(str(p)) or _not_a_diff(p) for p, _ in predictions]
+        for i, graded in zip(diffs, _grade_all(artifact, [predictions[i] for i in diffs], f2p, p2p, spec),
+                             strict=True):
+            objects[i] = graded
     if as_json:  # one --patch: the single object without its path, as it always was
         typer.echo(json.dumps(objects if len(objects) > 1
                               else {k: v for k, v in objects[0].items() if k != "patch"}))

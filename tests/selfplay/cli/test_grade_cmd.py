@@ -80,11 +80,13 @@ def test_grade_takes_the_oracle_from_the_store_for_exactly_this_artifact(tmp_pat
     assert runner.invoke(app, ["validate", str(VALID), "--repo", "toolz", "--store", db]).exit_code == 0
     # several --patch: a JSON list of the single objects, in order, each naming its patch
     res = runner.invoke(app, ["grade", str(VALID), "--repo", "toolz", "--store", db, "--json",
-                              "--patch", str(GOLD), "--patch", str(PARTIAL)])
+                              "--patch", str(GOLD), "--patch", str(PARTIAL), "--patch", str(GOLD)])
     assert res.exit_code == 0, res.output
     assert "from the store's validation of this artifact" in _flat(res.stderr)
     out = json.loads(res.stdout)
-    assert [(o["patch"], o["reward"]) for o in out] == [(str(GOLD), 1), (str(PARTIAL), -1)]
+    # a file given twice is graded twice, each verdict in its own place
+    assert [(o["patch"], o["reward"]) for o in out] == [(str(GOLD), 1), (str(PARTIAL), -1), (str(GOLD), 1)]
+    assert out[0]["tests"] == out[2]["tests"]
     assert {"patch", "reward", "resolved", "tests", "dropped_hunks", "error"} <= set(out[0])
     with open_store(db) as st:
         f2p, p2p = st.validated_tests("toolz", load_artifact(VALID))
