@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ NAMESPACES = {
 mirror, LogicStar's compressed ones. Any other value of `--namespace` is itself a template with `{id}`
 (the instance id) and `{id_1776}` (the id with `__` replaced by `_1776_`, lower-cased)."""
 REQUIRED = ("instance_id", "repo", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS")
+_INSTANCE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
 def verified_50() -> tuple[str, ...]:
@@ -67,6 +69,10 @@ def normalise(instance: dict[str, Any], *, namespace: str | None = None) -> dict
     missing = [k for k in REQUIRED if inst.get(k) is None]
     if missing:
         raise EvalError(f"instance {iid}: missing field(s) {', '.join(missing)}; is this a SWE-bench dataset?")
+    if not isinstance(iid, str) or not _INSTANCE_ID.fullmatch(iid):
+        # it names files under --out and the instance's image: a slash or a leading dot would leave both
+        raise EvalError(f"instance_id {iid!r}: use letters, digits, '.', '_' and '-' only, not starting with "
+                        "'.' or '-' (SWE-bench ids look like owner__repo-1234)")
     inst["FAIL_TO_PASS"] = _tests(inst["FAIL_TO_PASS"], "FAIL_TO_PASS", iid)
     inst["PASS_TO_PASS"] = _tests(inst["PASS_TO_PASS"], "PASS_TO_PASS", iid)
     inst.setdefault("version", "")

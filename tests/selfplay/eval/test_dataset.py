@@ -49,6 +49,14 @@ def test_missing_eval_script_and_bad_test_lists_are_clear_errors():
         normalise({**ROW, "FAIL_TO_PASS": "[oops"})
 
 
+@pytest.mark.parametrize("iid", ["../../../ESCAPED", "a/b", ".hidden", "-x", "", 123])
+def test_an_instance_id_that_would_name_a_path_outside_is_refused(iid):
+    """The id names files under --out and the image: `../../../ESCAPED` reached Docker as an image name."""
+    with pytest.raises(EvalError, match="use letters, digits"):
+        normalise({**ROW, "instance_id": iid})
+    assert normalise({**ROW, "instance_id": "toolz-eb2b6d0e2a642f35-1a2b3c4d"})["instance_id"].startswith("toolz")
+
+
 def test_verified_50_is_a_fixed_subset_of_real_ids():
     ids = verified_50()
     assert len(ids) == 50 == len(set(ids)) and list(ids) == sorted(ids)
