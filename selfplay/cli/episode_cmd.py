@@ -80,6 +80,9 @@ def episode(
     if role not in ("injector", "solver"):
         raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
     _check_choices(role, strategy, spec_kind)
+    if script is not None and policy != "scripted":
+        raise typer.BadParameter(f"--script replays actions for --policy scripted only; this run's policy is "
+                                 f"{policy!r} (add --policy scripted, or leave --script out)", param_hint="--script")
     actions = _read_script(script) if policy == "scripted" and script else DEMO_SCRIPT
     cfg = load_role(role, (strategy or "removal") if role == "injector" else strategy)
     task = _load_task(artifact, role, spec)

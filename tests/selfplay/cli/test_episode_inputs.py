@@ -53,3 +53,13 @@ def test_a_missing_script_is_named(tmp_path):
     code, out = _episode(tmp_path, "--role", "solver", "--script", str(tmp_path / "missing.json"))
     assert code == 2, out
     assert "missing.json" in out and "does not exist" in out
+
+
+def test_a_script_for_another_policy_is_refused_not_ignored(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(["```submit\n```"]))
+    res = CliRunner().invoke(app, ["episode", "--policy", "openai", "--role", "solver", "--script", str(script),
+                                   "--out", str(tmp_path / "out")], env={"COLUMNS": "400"})
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "--script replays actions for --policy scripted only" in out, out
+    assert not (tmp_path / "out").exists()
