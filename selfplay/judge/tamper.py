@@ -137,7 +137,7 @@ BUG_PATTERNS: tuple[TamperPattern, ...] = (
                   r"process_time|localtime|gmtime|ctime|asctime|strftime)\b|\b(datetime|date)\s*\.\s*(now|today|"
                   r"utcnow)\b|\bfrom\s+time\s+import\b",
                   "reads the clock, so the bug can be there in validation and gone when graded"),
-    TamperPattern("randomness", r"\brandom\s*\.|\b(import|from)\s+random\b|\buuid\b|\bsecrets\b|\burandom\b|"
+    TamperPattern("randomness", r"\brandom\s*\.|\b(import|from)\s+random\b|\buuid[1-8]\s*\(|\bsecrets\b|\burandom\b|"
                   r"\bSystemRandom\b",
                   "draws random numbers, so the bug fails some runs and passes others"),
     TamperPattern("process-identity", r"\bgetpid\b|\bget_ident\b|\bget_native_id\b",
