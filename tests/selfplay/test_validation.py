@@ -188,6 +188,15 @@ def test_canary_verdicts():
     assert c.split({**real, p: "failed", f: "failed"})[1] == "ok"  # an honest import error fails real tests too
     assert c.split(real) == (real, c.split(real)[1]) and c.split(real)[1].startswith("inconclusive")
     assert f"def test_f{c.failing}" in c.source() and "self.fail" in c.source()
+    # the plain pair: pytest collects it beside the class; a rewrite sparing TestCase classes flips it
+    pp, pf = f"t.py::test_p{c.plain_passing}", f"t.py::test_f{c.plain_failing}"
+    assert f"def test_f{c.plain_failing}():" in c.source()
+    assert c.split({**real, p: "passed", f: "failed", pp: "passed", pf: "failed"}) == (real, "ok")
+    assert c.split({**real, p: "passed", f: "failed", pp: "passed", pf: "passed"})[1].startswith("tampered")
+    # unittest does not collect plain functions: the class pair alone is a whole report
+    assert c.split({**real, p: "passed", f: "failed"})[1] == "ok"
+    # the class pair missing is absence, whatever the plain pair says (the rule where validation saw them)
+    assert c.split({**real, pp: "passed", pf: "failed"})[1].startswith("inconclusive")
 
 
 def test_job_output_only_trusts_lines_with_this_jobs_marker():
