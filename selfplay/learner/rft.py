@@ -21,7 +21,7 @@ from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.trajectory import Trajectory, load_jsonl
 from selfplay.learner.batch import Sample
 from selfplay.learner.errors import LearnerError
-from selfplay.orchestration.rundir import read_trajectories
+from selfplay.orchestration.rundir import read_trajectories, recorded_episode
 
 if TYPE_CHECKING:
     from selfplay.store.protocol import TaskStore
@@ -63,9 +63,6 @@ class _TrajectoryFiles:
 
     def load(self, ref: str, attempt: Any) -> Trajectory | None:
         """The trajectory `attempt` recorded at `ref`, or None when its file or episode is not there."""
-        # imported here: rollouts -> run_config -> warm_start_config imports this module
-        from selfplay.orchestration.rollouts import recorded_episode
-
         episode = recorded_episode(ref)
         if episode is not None and not Path(ref).is_file():  # a '#' in a directory name is no fragment
             found = self._read(Path(ref[:-len(episode) - 1]))

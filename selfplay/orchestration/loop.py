@@ -42,13 +42,14 @@ from selfplay.orchestration.ledger import RunLedger, RunObserver
 from selfplay.orchestration.metrics import make_metrics
 from selfplay.orchestration.outcome import IterationOutcome
 from selfplay.orchestration.resume import check_resumable
-from selfplay.orchestration.rollouts import IterationRollouts, recorded_episode
+from selfplay.orchestration.rollouts import IterationRollouts
 from selfplay.orchestration.rundir import (
     RunDir,
     attach_log_file,
     detach_log_file,
     new_run_id,
     prune_files,
+    recorded_episode,
     write_json_atomic,
 )
 from selfplay.orchestration.state import LoopState

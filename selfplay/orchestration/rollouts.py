@@ -56,11 +56,6 @@ def episode_id(run_id: str, iteration: int, role: str, index: int) -> str:
     return f"{run_id}-it{iteration}-{role}-{index}"
 
 
-def recorded_episode(attempt_path: str | None) -> str | None:
-    """The episode id of a store attempt's `trajectory_path` (`file#episode id`)."""
-    return attempt_path.rsplit("#", 1)[1] if attempt_path and "#" in attempt_path else None
-
-
 def kit_shares(requests: Sequence[EpisodeRequest]) -> dict[str, tuple[int, int]]:
     """`rollout.kit_spread`: each `kit` injector request's share (k, n) among the n kit requests of its repo,
     in request order; a repo with one such request gets none."""

@@ -130,6 +130,12 @@ def append_trajectories(path: Path, trajectories: Iterable[Trajectory]) -> None:
         os.fsync(fh.fileno())
 
 
+def recorded_episode(attempt_path: str | None) -> str | None:
+    """The episode id of a store attempt's `trajectory_path` (`file#episode id`: one episode of an iteration's
+    trajectory file)."""
+    return attempt_path.rsplit("#", 1)[1] if attempt_path and "#" in attempt_path else None
+
+
 def read_trajectories(path: Path) -> Iterator[Trajectory]:
     """The trajectories of a file written by `append_trajectories`; a torn trailing member (a crash
     mid-write) ends the file with a warning instead of an error."""
