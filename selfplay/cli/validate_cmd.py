@@ -76,13 +76,18 @@ def _record(store, artifact, repo: str, report, origin: str, strategy: str | Non
     """Record a verdict; a store that fails on the write (a corrupt page, a full disk) is exit 2, naming it."""
     if store is None or artifact is None:
         return None
+    from sqlalchemy.exc import DBAPIError
+
+    from selfplay.store.engine import store_name
+    from selfplay.store.errors import StoreError
+
     try:
         return store.record_validation(artifact, repo, report, origin=origin, strategy=strategy)
-    except Exception as exc:
-        cause = getattr(exc, "orig", None) or exc  # SQLAlchemy's own text repeats the whole statement
-        where = store.engine.url.render_as_string(hide_password=True)
-        raise _fail(f"--store {where}: the verdict was not recorded ({str(cause).strip()}); the store may be "
-                    "damaged or its disk full: repair it or pass another --store") from exc
+    except StoreError as exc:  # the store names a damaged, locked or foreign file itself
+        raise _fail(f"the verdict was not recorded: {exc}") from exc
+    except DBAPIError as exc:  # the database refused the write; SQLAlchemy's text repeats the whole statement
+        raise _fail(f"--store {store_name(store.engine)}: the verdict was not recorded ({str(exc.orig).strip()}); "
+                    "the store may be damaged or its disk full: repair it or pass another --store") from exc
 
 
 def _print_report(report, as_json: bool, task_id: str | None = None) -> None:

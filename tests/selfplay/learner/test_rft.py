@@ -24,7 +24,7 @@ RUN = "rft-20260101-000000"
 @pytest.fixture(scope="module")
 def episodes(tmp_path_factory):
     """Three scripted solver episodes that differ in their first command (so none is a duplicate)."""
-    AutoTokenizer = pytest.importorskip("transformers").AutoTokenizer
+    from transformers import AutoTokenizer  # the train extra, which CI installs
 
     from agent_scaffold.embedded import default_model_dir
 
