@@ -13,6 +13,8 @@ from pathlib import Path
 import typer
 
 from selfplay.config.component_presets import sft_preset, warm_start_size
+from selfplay.config.loader import ConfigError
+from selfplay.config.refs import check_model_dir
 from selfplay.learner.rft import RFTDataError, collect, sft_samples
 from selfplay.learner.sft import train_sft
 
@@ -38,6 +40,10 @@ def rft(
     from rich.console import Console
 
     console = Console()
+    try:
+        check_model_dir("--model", model, "hf", default="leave --model out")
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--model") from exc
     try:
         config = sft_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
     except ValueError as exc:

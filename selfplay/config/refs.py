@@ -26,8 +26,8 @@ def check_references(config: RunConfig) -> None:
     """Raise ConfigError naming the first key whose reference does not resolve, and what is allowed."""
     _check_repos(config)
     _check_store(config.store_url)
-    _check_model_dir("policy.model_dir", config.policy.model_dir, config.policy.backend)
-    _check_model_dir("warm_start.config.model_dir", config.warm_start.config.model_dir, "hf")
+    check_model_dir("policy.model_dir", config.policy.model_dir, config.policy.backend)
+    check_model_dir("warm_start.config.model_dir", config.warm_start.config.model_dir, "hf")
     _check_sft_preset(config.warm_start.config.preset)
     _check_writable_dir("runs_dir", config.runs_dir)
     if config.eval.dataset and config.eval.dataset.lower().endswith((".json", ".jsonl", ".parquet")) \
@@ -64,14 +64,16 @@ def _check_store(url: str | None) -> None:
                           "pip install 'selfplay-swe[postgres]'", "store_url")
 
 
-def _check_model_dir(key: str, value: str | None, backend: str) -> None:
+def check_model_dir(key: str, value: str | None, backend: str, *, default: str = "null") -> None:
+    """A local checkpoint folder that is not there is refused (ConfigError naming `key`); a name with one
+    slash and no such path is a hub name, left to the loader. `default`: how the user asks for the default."""
     if not value or backend not in ("hf", "vllm"):
         return  # openai's model is a served name, scripted has none
     path = Path(value).expanduser()
     looks_local = value.startswith((".", "/", "~")) or path.exists() or value.count("/") != 1
     if looks_local and not path.is_dir():
         raise ConfigError(f"{key}: {value} is not a folder; name a checkpoint folder (config.json and weights), "
-                          "or null for the default", key)
+                          f"or {default} for the default", key)
 
 
 def _check_sft_preset(name: str) -> None:

@@ -71,6 +71,7 @@ ROWS = [
     Row("run-repo-list", ("run", "repo_list=/missing.toml"), 2, "/missing.toml"),
     Row("run-runs-dir", ("run", "runs_dir=/proc/nope"), 2, "/proc/nope"),
     Row("run-model-dir", ("run", "policy.model_dir=./nomodel"), 2, "./nomodel"),
+    Row("rft-model-dir", ("rft", "--out", "rftout", "--model", "./nomodel"), 2, "./nomodel is not a folder"),
     Row("run-config-utf8", ("run", "--config", "notutf8.yaml"), 2, "notutf8.yaml"),
     Row("run-preset", ("run", "--config", "smoek"), 2, "smoek"),
     Row("run-key", ("run", "learner.engine.lrr=1e-6"), 2, "learner.engine.lrr"),
