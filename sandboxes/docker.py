@@ -53,7 +53,7 @@ from sandboxes.errors import DiffTooLarge, FileTooLarge, SandboxDead, SandboxErr
 from sandboxes.exec_stream import ExecStream
 from sandboxes.output import OutputCap
 from sandboxes.reaper import owner_labels, registry
-from sandboxes.sandbox import WORKDIR, ExecResult, PatchResult
+from sandboxes.sandbox import BASE_MESSAGE, WORKDIR, ExecResult, PatchResult
 from sandboxes.users import AGENT_UID, USERS
 
 if TYPE_CHECKING:
@@ -480,7 +480,7 @@ class DockerSandbox:
         log.warning("sandbox %s: reset failed or did not verify; recreating the container", (self.id or "?")[:12])
         self.recreate()
 
-    def rebase(self, message: str = "initial commit", *, history: bool = False) -> None:
+    def rebase(self, message: str = BASE_MESSAGE, *, history: bool = False) -> None:
         """Make the current tree the new base (grader-side, root): `.git` becomes one fresh commit tagged
         selfplay-base owned by the agent uid, the grader-owned git dir likewise, and the reset snapshot is
         replaced by the current tree (the old one is deleted). Afterwards `reset()` returns here, and

@@ -12,6 +12,8 @@ from typing import Protocol, runtime_checkable
 BASE_TAG = "selfplay-base"
 """The git tag on the base commit of every sandbox's repo: the baseline of `diff()` (a repo image's clean
 checkout, a task image's buggy state). Defined once here, the lowest layer whose scripts use it."""
+BASE_MESSAGE = "initial commit"
+"""The message of the one commit `Sandbox.rebase` leaves (and of the `.git` every suite job gives its run)."""
 WORKDIR = "/testbed"
 """Where the repository lies in every image a sandbox starts from (repo, task and solve images; SWE-bench's
 instance images use the same path)."""
@@ -88,7 +90,7 @@ class Sandbox(Protocol):
         """Return the repo (and scratch space) to the base state, verified."""
         ...
 
-    def rebase(self, message: str = "initial commit") -> None:
+    def rebase(self, message: str = BASE_MESSAGE) -> None:
         """Make the current tree the base (one fresh commit; what `reset` returns to); no copy of the
         previous base stays readable to model code."""
         ...

@@ -343,11 +343,24 @@ rm -f "$2.stat" "$2"; exit $rc
 the agent uid. Args: workdir, patch file, reverse. Prints the NUL-separated numstat on success, git's
 message on failure."""
 
+FRESH_GIT = f"""fresh_git() {{  # $1: the exclude file to keep (none: empty), $2: the commit message (cwd: the workdir, as root)
+  rm -rf .git && ( unset GIT_DIR GIT_WORK_TREE
+    git init -q -b main && {{ cp "$1" .git/info/exclude 2>/dev/null || : > .git/info/exclude; }} && git add -A -f &&
+    git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$2" &&
+    git tag {BASE_TAG} )
+}}"""
+"""Shell function making the workdir's `.git` one fresh commit of its tree, tagged selfplay-base: the
+history `REBASE` gives the solver's sandbox, and the one every suite job gives its run
+(`selfplay.jobs.job`), so code under test sees the same repository in validation, in the episode and when
+graded. Run with GIT_SAFE exported (no system or global configuration, no hooks)."""
+
+
 REBASE = _WAIT_READY + f"""
 S={STATE}; W="$1"; M="$2"; MSG="$3"
 export LC_ALL=C
 {_KILL_ALL}
 {_SNAPSHOT}
+{FRESH_GIT}
 cd -- "$W" || exit 126
 # No copy of the old tree may survive: bytecode caches (which hold its constants) and its git objects.
 find . -name __pycache__ -prune -exec rm -rf {{}} + && find . -name '*.py[co]' -delete || exit 4
@@ -358,11 +371,8 @@ if [ "$4" = keep ]; then
   rm -rf "$S/git" "$S/git.tmp" || exit 4
 else
   cp "$S/git/info/exclude" "$S/exclude.keep" 2>/dev/null || : > "$S/exclude.keep"
-  rm -rf .git "$S/git" "$S/git.tmp" || exit 4
-  ( unset GIT_DIR GIT_WORK_TREE
-    git init -q -b main && cp "$S/exclude.keep" .git/info/exclude && git add -A -f &&
-    git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$MSG" &&
-    git tag {BASE_TAG} ) >&2 || exit 4
+  rm -rf "$S/git" "$S/git.tmp" || exit 4
+  fresh_git "$S/exclude.keep" "$MSG" >&2 || exit 4
   rm -f "$S/exclude.keep"
 fi
 cp -a .git "$S/git.tmp" && chown -R 0:0 "$S/git.tmp" && mv "$S/git.tmp" "$S/git" && {OWN_TREE} && snapshot || exit 4

@@ -9,8 +9,8 @@ import binascii
 import shlex
 from dataclasses import dataclass
 
-from sandboxes.sandbox import BASE_TAG
-from sandboxes.shell import GIT_SAFE, STATE
+from sandboxes.sandbox import BASE_MESSAGE, BASE_TAG
+from sandboxes.shell import FRESH_GIT, GIT_SAFE, GRADER_GIT_DIR, STATE
 from sandboxes.users import AGENT_UID, RUNNER_UID, drop_privileges
 from selfplay.jobs.canary import Canary
 from selfplay.jobs.parser_box import kill_uid_shell
@@ -30,11 +30,18 @@ class Job:
     scratch folder."""
 
     patches: tuple[str, ...] = ()
-    """Staged diffs applied in order before the run; the first that does not apply ends the job."""
+    """Staged diffs applied in order before the run; the first that does not apply ends the job. With
+    `clean`, the tree they leave is the one commit of the run's `.git` (`sandboxes.shell.FRESH_GIT`), as
+    the solver's sandbox has it after `build_buggy_state`."""
+    edits: tuple[str, ...] = ()
+    """Staged diffs applied after `patches` and the run's `.git` (a prediction): uncommitted changes, as
+    the solver's own edits are in its sandbox."""
     restore: tuple[str, ...] = ()
     """Paths put back to their original version after the patches (absent originals are deleted)."""
     clean: bool = True
-    """Reset the tree to the base commit first; False runs on the tree as it is."""
+    """Reset the tree to the base commit first, and give the run a fresh one-commit `.git` (code under test
+    that reads the repository's history sees what the solver's sandbox shows, not the image's); False runs
+    on the tree and `.git` as they are."""
     missing: tuple[str, ...] = ()
     """Paths to report when the original commit lacks them (`SuiteRun.missing`)."""
     check_after: tuple[str, ...] = ()
@@ -58,6 +65,11 @@ def restore_cmd(paths: tuple[str, ...] | list[str]) -> str:
     return (f"for f in {quoted}; do if git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null; "
             f"then git checkout -q {BASE_TAG} -- \"$f\" || exit 90; else rm -rf -- \"$f\"; fi; done")
 
+
+FRESH_GIT_LINE = (f"fresh_git {GRADER_GIT_DIR}/info/exclude {shlex.quote(BASE_MESSAGE)} > {SCRATCH}/git.err 2>&1 "
+                  f"&& chown -R {AGENT_UID}:{AGENT_UID} .git || exit 94")
+"""Root line giving the run a one-commit `.git` of the tree as it is (`sandboxes.shell.FRESH_GIT`), owned by
+the agent uid as the solver's sandbox's is; exit 94 when git fails."""
 
 NO_BYTECODE = ("find . -name __pycache__ -type d -prune -exec rm -rf {} + 2>/dev/null; "
                "export PYTHONDONTWRITEBYTECODE=1")
@@ -86,12 +98,13 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
                 canary_files: tuple[str, ...] = (), suite_timeout: float, max_output: int = MAX_TEST_OUTPUT,
                 verification: Verification | None = None, cpu_limit: float | None = None) -> str:
     """The root bash job: [delete a stale verification copy] -> [clean] -> [report missing originals] ->
-    apply `job.patches` (staged file names) -> restore `job.restore` -> [copy for the verification run] ->
+    apply `job.patches` (staged file names) -> [a fresh one-commit `.git`, when clean; exit 94 when git
+    fails] -> apply `job.edits` -> restore `job.restore` -> [copy for the verification run] ->
     perturb/canaries -> script as RUNNER_UID -> kill RUNNER_UID -> ship the log [-> delete the copy when
     the script timed out]; then try applying `job.check_after`. `cpu_limit` (seconds) is each script
     process's RLIMIT_CPU; the CPU time of the script's waited-for processes is reported (CPU line)."""
     s, m = SCRATCH, marker
-    if verification is not None and job.check_after and job.patches:
+    if verification is not None and job.check_after and (job.patches or job.edits):
         # check_after resets the tree, and the verification exec restores only the canary and bug files
         raise ValueError("Job: check_after with patches cannot be verified (the tree is reset after the run)")
     ulimit = f"ulimit -t {max(1, int(cpu_limit + 0.999))}; " if cpu_limit else ""
@@ -105,8 +118,11 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
         lines.append(f"i=0; for f in {quoted}; do git cat-file -e {BASE_TAG}:\"$f\" 2>/dev/null "
                      f"|| echo \"{m} MISSING $i\"; i=$((i + 1)); done")
     for name in job.patches:
-        lines.append(f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
-                     f"|| {{ echo \"{m} APPLY {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; exit 0; }}")
+        lines.append(_apply_line(name, m))
+    if job.clean:
+        lines.append(FRESH_GIT_LINE)  # after the layers, before the edits: HEAD is the solver's starting tree
+    for name in job.edits:
+        lines.append(_apply_line(name, m))
     if restore:
         lines.append(restore_cmd(restore))
     if verification is not None:
@@ -148,6 +164,13 @@ def job_command(job: Job, *, marker: str, canary: Canary, perturb: tuple[str, ..
     return "\n".join(lines)
 
 
+def _apply_line(name: str, m: str) -> str:
+    """`git apply` of one staged diff; the first that fails ends the job with an APPLY marker."""
+    s = SCRATCH
+    return (f"git apply --whitespace=nowarn -- {s}/{name} > {s}/apply.err 2>&1 "
+            f"|| {{ echo \"{m} APPLY {name}\"; head -c 2000 {s}/apply.err | base64 -w0; echo; exit 0; }}")
+
+
 def verify_command(verification: Verification, *, marker: str, restored: tuple[str, ...], suite_timeout: float,
                    max_output: int = MAX_TEST_OUTPUT, cpu_limit: float | None = None) -> str:
     """The root bash job of a verification exec, run in the sandbox whose last job made `verification`'s
@@ -162,8 +185,8 @@ def verify_command(verification: Verification, *, marker: str, restored: tuple[s
 
 
 def _functions() -> list[str]:
-    """The shell functions both jobs use: killuid, killagent, drain, safe_file."""
-    return [kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _DRAIN, _SAFE_FILE]
+    """The shell functions both jobs use: killuid, killagent, drain, safe_file, fresh_git."""
+    return [kill_uid_shell(RUNNER_UID), kill_uid_shell(AGENT_UID, "killagent"), _DRAIN, _SAFE_FILE, FRESH_GIT]
 
 
 def _ship(m: str, s: str, name: str, prefix: str) -> list[str]:

@@ -83,7 +83,7 @@ def build_buggy_state(sb: Sandbox, artifact: BugArtifact, *, base_patch: str | N
     commit, and the reset snapshot becomes this state (no copy of the original is left in the sandbox).
     """
     apply_layers(sb, artifact, base_patch)
-    sb.rebase("initial commit")  # also replaces the reset snapshot and the grader-owned git dir
+    sb.rebase()  # also replaces the reset snapshot and the grader-owned git dir
 
 
 def grade_prediction(sb: Sandbox, artifact: BugArtifact, prediction: str, fail_to_pass: tuple[str, ...],
@@ -168,7 +168,7 @@ class _Grading:
     def run(self, kept: str) -> SuiteRun:
         """The main job (with the verification copy when `config.verify`)."""
         layers = ("bug_inject.diff", "test_weaken.diff") + (("layer.diff",) if self.base_patch else ())
-        job = Job(patches=layers + (("prediction.diff",) if kept.strip() else ()), restore=self.artifact.test_files,
+        job = Job(patches=layers, edits=("prediction.diff",) if kept.strip() else (), restore=self.artifact.test_files,
                   verify=self.config.verify)
         return run_job(self.sb, self.artifact, job, **self.limits(),
                        stage=staged_files(self.artifact, **{"layer.diff": self.base_patch or "",
