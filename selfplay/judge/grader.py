@@ -1,7 +1,8 @@
 """The grading shell (I/O): build the solver's buggy state, and grade a prediction in a fresh sandbox.
 
 Grading sequence (SSR Figure 7, hardened): original -> bug -> weakening -> (higher-order: the failed
-prediction the task was made from) -> the prediction minus its test-infrastructure sections -> restore
+prediction the task was made from) -> `.git` made one fresh commit of that tree, as the solver's sandbox
+has it (`selfplay.jobs.Job`) -> the prediction minus its test-infrastructure sections -> restore
 every oracle test file -> run the artifact's test_script.sh -> parse with its test_parser.py (both
 written from the artifact outside the repo) -> `selfplay.judge.verdict.grade_statuses`.
 
