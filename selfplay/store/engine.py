@@ -2,7 +2,8 @@
 
 SQLite runs in WAL mode with a busy timeout and foreign keys on. Write transactions start with
 `BEGIN IMMEDIATE`: a deferred transaction that reads and then writes can fail with "database is locked"
-at once when another process holds the write lock, without waiting out the busy timeout.
+at once when another process holds the write lock, without waiting out the busy timeout. A writer that
+waits for another process's lock longer than SQLITE_QUIET_WAIT_MS logs that it waits.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 
 from selfplay.store.errors import StoreError
 
@@ -22,6 +24,9 @@ log = logging.getLogger(__name__)
 
 DB_FILENAME = "selfplay.db"
 SQLITE_BUSY_TIMEOUT_MS = 60_000
+SQLITE_QUIET_WAIT_MS = 2_000
+"""A writer waits this long for another process's write lock in silence; past it, it says that it waits
+(the rest of SQLITE_BUSY_TIMEOUT_MS) instead of hanging without a word."""
 MIGRATIONS = Path(__file__).with_name("migrations")
 # Arbitrary constant: PostgreSQL advisory lock taken while migrating, so concurrent openers queue.
 _PG_MIGRATION_LOCK = 0x5E1F_5A7E
@@ -167,12 +172,33 @@ def _configure_sqlite(engine: Engine, *, wal: bool = True) -> None:
             cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
+        cur.execute(f"PRAGMA busy_timeout = {_quiet_ms()}")
         cur.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:
-        mode = "IMMEDIATE" if conn.get_execution_options().get("write", True) else "DEFERRED"
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        if not conn.get_execution_options().get("write", True):
+            conn.exec_driver_sql("BEGIN DEFERRED")
+            return
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        except OperationalError as exc:
+            cause = str(exc.orig).lower()
+            if ("locked" not in cause and "busy" not in cause) or SQLITE_BUSY_TIMEOUT_MS <= _quiet_ms():
+                raise
+        rest = SQLITE_BUSY_TIMEOUT_MS - _quiet_ms()
+        log.warning("store %s: another process holds its write lock (another selfplay command on the same "
+                    "store?); waiting up to %.0f s more", store_name(conn.engine), rest / 1000)
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {rest}")
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {_quiet_ms()}")
+
+
+def _quiet_ms() -> int:
+    return min(SQLITE_QUIET_WAIT_MS, SQLITE_BUSY_TIMEOUT_MS)
 
 
 def alembic_config(connection=None):

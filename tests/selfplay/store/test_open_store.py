@@ -3,7 +3,9 @@ to another program's file, and a locked, corrupted or foreign file is named with
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
 
 import pytest
 from store_data import make_artifact, make_report
@@ -93,3 +95,23 @@ def test_a_writer_of_a_locked_store_is_told_another_process_holds_it(locked):
         with open_store(str(locked)) as st:
             st.upsert_repo("toolz")
     assert "writable folder" not in str(err.value)
+
+
+def test_a_writer_says_that_it_waits_for_the_lock_and_writes_once_it_is_free(tmp_path, monkeypatch, caplog):
+    db = tmp_path / "store.db"
+    with open_store(str(db)) as st:
+        st.record_validation(make_artifact(1), "toolz", make_report(n=1), origin="injector")
+    monkeypatch.setattr(store_engine, "SQLITE_QUIET_WAIT_MS", 200)
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.5, lambda: holder.execute("ROLLBACK"))
+    release.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="selfplay.store.engine"), open_store(str(db)) as st:
+            st.upsert_repo("cachetools")
+            assert "another process holds its write lock" in caplog.text and "store.db" in caplog.text
+    finally:
+        release.join()
+        holder.close()
+    with open_store(str(db), create=False) as st:
+        assert st.get_repo("cachetools") is not None
