@@ -93,3 +93,18 @@ def test_a_bug_keyed_on_the_image_history_fails_validation_without_the_screen(to
     # the screen still refuses it before any suite runs
     screened = validate(artifact, toolz_spec, pool=toolz_pool, config=ValidationConfig(min_changed_files=1))
     assert [c.name for c in screened.checks if not c.passed] == ["patch_hygiene"]
+
+
+def test_the_fresh_git_comes_after_the_layers_and_before_the_edits():
+    from selfplay.jobs.canary import Canary
+    from selfplay.jobs.job import FRESH_GIT_LINE, job_command
+
+    def lines(job: Job) -> list[str]:
+        return job_command(job, marker="M", canary=Canary.new(), suite_timeout=10).splitlines()
+
+    graded = lines(Job(patches=("bug_inject.diff", "test_weaken.diff"), edits=("prediction.diff",)))
+    at = {name: next(i for i, line in enumerate(graded) if f"/{name} >" in line)
+          for name in ("bug_inject.diff", "test_weaken.diff", "prediction.diff")}
+    fresh = graded.index(FRESH_GIT_LINE)
+    assert at["bug_inject.diff"] < at["test_weaken.diff"] < fresh < at["prediction.diff"]
+    assert FRESH_GIT_LINE not in lines(Job(clean=False))  # the tree and .git as they are (an episode's own run)
