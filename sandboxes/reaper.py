@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -141,6 +142,7 @@ class _Registry:
         self._on_signals = False
         self._creating: dict[int, int] = {}  # thread id -> creations in flight
         self._closing = False
+        self._last_signal: float | None = None  # time.monotonic() of the last SIGINT/SIGTERM handled
 
     @contextmanager
     def creating(self) -> Iterator[None]:
@@ -170,6 +172,13 @@ class _Registry:
                 self._at_exit = True
                 atexit.register(self.cleanup)
         self.install_signal_cleanup()
+
+    def signalled_since(self, start: float) -> bool:
+        """Whether this process removed its containers on a signal at or after `start` (time.monotonic()):
+        work begun before it should stop rather than take its dead sandboxes for a failure of its own (a
+        validation's control run, a retry), while work begun later (a program that caught the
+        KeyboardInterrupt and goes on) is not affected."""
+        return self._last_signal is not None and self._last_signal >= start
 
     def forget(self, cid: str) -> None:
         with self._lock:
@@ -207,6 +216,7 @@ class _Registry:
         return True
 
     def _on_signal(self, signum: int, frame: object) -> None:
+        self._last_signal = time.monotonic()
         self.cleanup()
         prev = self._previous.get(signum)
         if callable(prev):

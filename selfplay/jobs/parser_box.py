@@ -27,6 +27,7 @@ import logging
 import queue
 import tarfile
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 from sandboxes.base_image import ensure_base_image
 from sandboxes.docker import DockerSandbox, DockerSandboxConfig
+from sandboxes.reaper import registry
 from sandboxes.users import PARSER_UID, drop_privileges
 
 log = logging.getLogger(__name__)
@@ -218,6 +220,7 @@ def parse_output(parser: str, output: bytes, *, runs: int = 1, timeout: float = 
             info.size, info.mode = len(data), 0o600
             tar.addfile(info, io.BytesIO(data))
     payload = buf.getvalue()
+    started = time.monotonic()
     for attempt in range(2):
         marker = f"__sp{uuid.uuid4().hex}__"
         cmd = box_command(marker, runs=runs, timeout=timeout, cap=cap)
@@ -230,5 +233,7 @@ def parse_output(parser: str, output: bytes, *, runs: int = 1, timeout: float = 
                                        f"{res.timed_out}): {res.output[-300:]!r}")
                 return found
         except Exception as exc:  # the box is dropped by checkout(); one retry on a fresh one
+            if registry.signalled_since(started):
+                return None  # it died of the signal that is ending this process: no retry, no warning
             log.warning("parser box failed (attempt %d): %s", attempt + 1, exc)
     return None

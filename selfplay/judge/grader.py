@@ -34,11 +34,13 @@ saw every run report its canaries (`TaskFacts.canaries_reported`), a run without
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 
 from repos.spec import RepoSpec
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
+from sandboxes.reaper import registry
 from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact
 from selfplay.diffs import drop_infrastructure
@@ -158,6 +160,7 @@ class _Grading:
     facts: TaskFacts
     dropped: tuple[str, ...]
     tests: dict
+    started: float = field(default_factory=time.monotonic)
 
     def limits(self) -> dict:
         wall = self.config.budget.seconds(self.facts.suite_time, self.config.suite_timeout)
@@ -181,7 +184,10 @@ class _Grading:
     def control(self, failed: str, *, verify: bool = False) -> None:
         """The prediction's run `failed` (died, timed out): the prediction's fault unless the task cannot
         run either. A control with an empty prediction on the reset sandbox, with its verification run
-        too when that is where the prediction's failed; raises ValidationInfraError when it fails."""
+        too when that is where the prediction's failed; raises ValidationInfraError when it fails, and
+        without a control after a signal removed the sandboxes (Ctrl-C): the run died of that."""
+        if registry.signalled_since(self.started):
+            raise ValidationInfraError(f"interrupted: the process removed its sandboxes on a signal ({failed})")
         self.sb.reset()
         control = self.run("")
         if verify and _stopped(control) is None and control.pending is not None:

@@ -44,6 +44,7 @@ from typing import Protocol
 from repos.spec import RepoSpec
 from sandboxes.images import repo_image
 from sandboxes.pool import SandboxPool
+from sandboxes.reaper import registry
 from sandboxes.sandbox import Sandbox
 from selfplay.artifact import BugArtifact, check_format
 from selfplay.diffs import split_diff
@@ -98,6 +99,7 @@ class _Runner:
         self.shadows: dict[int, Future] = {}  # id(main run) -> its verification run, unparsed
         self.checked: dict[int, SuiteRun] = {}  # id(main run) -> its verification run, parsed
         self.limits = dict(suite_timeout=config.suite_timeout, max_output=config.max_test_output)
+        self.started = time.monotonic()
         for sb in sandboxes:
             self.free.put(sb)
 
@@ -170,7 +172,10 @@ class _Runner:
 
     def _control(self, sb: Sandbox, run: SuiteRun) -> None:
         """After a job died or hung: reset and re-stage the sandbox, then prove it runs a job. If it does,
-        the failure was the artifact's; if not, raise ValidationInfraError (no verdict)."""
+        the failure was the artifact's; if not, raise ValidationInfraError (no verdict). After a signal
+        removed the sandboxes (Ctrl-C), no control: the job died of that, and there is no verdict."""
+        if registry.signalled_since(self.started):
+            raise ValidationInfraError(f"interrupted: the process removed its sandboxes on a signal ({run.error})")
         try:
             sb.reset()
             prepare(sb, self.artifact)

@@ -165,3 +165,14 @@ def test_pid_reuse_does_not_pass_for_a_live_owner():
     assert reaper.owner_alive(labels) is True
     assert reaper.owner_alive({**labels, reaper.LABEL_START: "1@" + labels[reaper.LABEL_START].split("@")[1]}) is False
     assert reaper.owner_alive({**labels, reaper.LABEL_HOST: "some-other-host"}) is None
+
+
+def test_signalled_since_names_work_begun_before_the_signal_only(monkeypatch):
+    fresh = reaper._Registry()
+    monkeypatch.setattr(reaper.signal, "signal", lambda *a: None)  # no handler change in the test process
+    before = time.monotonic()
+    assert not fresh.signalled_since(before)
+    fresh._previous[signal.SIGINT] = lambda signum, frame: None  # a program that catches it and goes on
+    fresh._on_signal(signal.SIGINT, None)
+    assert fresh.signalled_since(before)  # work begun before it stops
+    assert not fresh.signalled_since(time.monotonic())  # work begun after it is not affected
