@@ -101,7 +101,7 @@ def sqlite_error(exc: BaseException, store: str) -> StoreError | None:
     if not isinstance(orig, sqlite3.Error):
         return None
     cause = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
-    if "locked" in cause or "busy" in cause:
+    if _locked(cause):
         # SQLite waited out the busy timeout: another process holds the file's write lock all that time.
         return StoreError(f"store {store} is locked by another process ({cause}): another selfplay command, such "
                           "as a running `selfplay run`, holds it; wait for that command to finish, or stop it, "
@@ -184,8 +184,7 @@ def _configure_sqlite(engine: Engine, *, wal: bool = True) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
             return
         except OperationalError as exc:
-            cause = str(exc.orig).lower()
-            if ("locked" not in cause and "busy" not in cause) or SQLITE_BUSY_TIMEOUT_MS <= _quiet_ms():
+            if not _locked(str(exc.orig)) or SQLITE_BUSY_TIMEOUT_MS <= _quiet_ms():
                 raise
         rest = SQLITE_BUSY_TIMEOUT_MS - _quiet_ms()
         log.warning("store %s: another process holds its write lock (another selfplay command on the same "
@@ -195,6 +194,11 @@ def _configure_sqlite(engine: Engine, *, wal: bool = True) -> None:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         finally:
             conn.exec_driver_sql(f"PRAGMA busy_timeout = {_quiet_ms()}")
+
+
+def _locked(cause: str) -> bool:
+    """Whether SQLite's message says another connection holds the lock ("database is locked", busy)."""
+    return "locked" in cause or "busy" in cause
 
 
 def _quiet_ms() -> int:
