@@ -22,6 +22,7 @@ from agent_scaffold.roles import SPEC_KINDS, injector_strategies, load_role, sol
 from agent_scaffold.trajectory import save_jsonl
 from repos.listfile import get_repo
 from selfplay.artifact import load_artifact
+from selfplay.cli.model_option import check_model_option
 from selfplay.diffs import reverse_diff
 from selfplay.errors import ArtifactError, SelfPlayError
 from selfplay.judge.grader import build_buggy_state
@@ -80,6 +81,7 @@ def episode(
     if role not in ("injector", "solver"):
         raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
     _check_choices(role, strategy, spec_kind)
+    check_model_option(model, policy)
     if script is not None and policy != "scripted":
         raise typer.BadParameter(f"--script replays actions for --policy scripted only; this run's policy is "
                                  f"{policy!r} (add --policy scripted, or leave --script out)", param_hint="--script")

@@ -14,6 +14,7 @@ import typer
 from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policies import BACKENDS, make_policy
 from agent_scaffold.policy import SSR_SAMPLING
+from selfplay.cli.model_option import check_model_option
 from selfplay.eval.errors import EvalError
 
 eval_app = typer.Typer(help="Evaluate a policy on SWE-bench (Verified, verified-50, or any SWE-bench-format "
@@ -30,6 +31,7 @@ def policy_factory(policy: str, *, model: str | None, base_url: str, script: Pat
     object {instance_id: [actions]}; the other backends share one policy across instances."""
     if policy not in BACKENDS:
         raise typer.BadParameter(f"--policy must be one of {', '.join(BACKENDS)}, got {policy!r}")
+    check_model_option(model, policy)
     if policy == "scripted":
         if script is None:
             raise typer.BadParameter("the scripted policy needs --script FILE (a JSON list of actions, or "

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import typer
 
+from selfplay.cli.model_option import check_model_option
 from selfplay.config.component_presets import sft_preset, warm_start_size
-from selfplay.config.loader import ConfigError
-from selfplay.config.refs import check_model_dir
 from selfplay.learner.rft import RFTDataError, collect, sft_samples
 from selfplay.learner.sft import train_sft
 
@@ -40,10 +39,7 @@ def rft(
     from rich.console import Console
 
     console = Console()
-    try:
-        check_model_dir("--model", model, "hf", default="leave --model out")
-    except ConfigError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--model") from exc
+    check_model_option(model)
     try:
         config = sft_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
     except ValueError as exc:
@@ -128,14 +124,12 @@ def warm_start(
     """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
     (keyed by its inputs); prints the checkpoint directory and its manifest (config and content keys,
     demonstrations per role, SFT steps, operators covered)."""
+    check_model_option(model, hub=False)
     # lazy: keeps `selfplay --help` fast (the demonstration machinery)
     from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
 
     names = tuple(r.strip() for r in repos.split(",") if r.strip()) if repos else None
     try:
-        if model is not None and not (model / "config.json").is_file():
-            raise ValueError(f"--model {model}: not an HF model directory (no config.json); pass the directory "
-                             "that holds the checkpoint's config.json and tokenizer")
         ops = None if injector_operators is None else tuple(o.strip() for o in injector_operators.split(",") if o.strip())
         cfg = warm_start_size(size, n_per_repo=n, injector_per_repo=injector_n, injector_operators=ops, seed=seed,
                               locate=locate, localize_ranks=localize_ranks, drills=drills,

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import socket
 from pathlib import Path
 
 import typer
+
+from selfplay.cli.model_option import check_model_option
 
 
 def serve_policy(
@@ -31,7 +32,7 @@ def serve_policy(
     if decode_engine not in ("torch", "onnxruntime"):
         raise typer.BadParameter(f"must be torch or onnxruntime, got {decode_engine!r}", param_hint="--decode-engine")
     # every input checked before the model loads, which takes a while
-    _check_model(model)
+    check_model_option(model, hub=False)
     _check_device(device)
     _check_bind(host, port)
     # lazy: keeps `selfplay --help` fast
@@ -51,29 +52,6 @@ def serve_policy(
         pass
     finally:
         server.httpd.server_close()
-
-
-def _check_model(model: Path | None) -> None:
-    """`--model` must be an HF checkpoint directory with a readable config.json (transformers would take a
-    missing directory for a Hub repo id and blame its spelling)."""
-    if model is None:
-        return
-    hint = "pass an HF checkpoint directory (config.json, weights and tokenizer), or leave --model out for " \
-           "the embedded model"
-    if not model.is_dir():
-        raise typer.BadParameter(f"{model} {'is not a directory' if model.exists() else 'does not exist'}; {hint}",
-                                 param_hint="--model")
-    config = model / "config.json"
-    if not config.is_file():
-        raise typer.BadParameter(f"{model} has no config.json; {hint}", param_hint="--model")
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise typer.BadParameter(f"{config} is not valid JSON ({exc}); restore it from the checkpoint it came "
-                                 "from", param_hint="--model") from None
-    if not isinstance(data, dict) or "model_type" not in data:
-        raise typer.BadParameter(f"{config} names no model_type, so transformers cannot build the model; {hint}",
-                                 param_hint="--model")
 
 
 def _check_device(device: str) -> None:

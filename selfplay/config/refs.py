@@ -10,6 +10,7 @@ that cannot work. So `selfplay run` (and `--print-config`) call this first; noth
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -64,16 +65,37 @@ def _check_store(url: str | None) -> None:
                           "pip install 'selfplay-swe[postgres]'", "store_url")
 
 
-def check_model_dir(key: str, value: str | None, backend: str, *, default: str = "null") -> None:
-    """A local checkpoint folder that is not there is refused (ConfigError naming `key`); a name with one
-    slash and no such path is a hub name, left to the loader. `default`: how the user asks for the default."""
+def check_model_dir(key: str, value: str | None, backend: str, *, default: str = "null", hub: bool = True) -> None:
+    """A local checkpoint folder transformers cannot build a model from is refused (ConfigError naming `key`
+    and what is wrong). With `hub`, a name with one slash and no such path is a Hub name, left to the loader;
+    without it every value is a folder. `default`: how the user asks for the default model."""
     if not value or backend not in ("hf", "vllm"):
         return  # openai's model is a served name, scripted has none
     path = Path(value).expanduser()
-    looks_local = value.startswith((".", "/", "~")) or path.exists() or value.count("/") != 1
-    if looks_local and not path.is_dir():
-        raise ConfigError(f"{key}: {value} is not a folder; name a checkpoint folder (config.json and weights), "
+    looks_local = not hub or value.startswith((".", "/", "~")) or path.exists() or value.count("/") != 1
+    problem = checkpoint_problem(value) if looks_local else None
+    if problem:
+        raise ConfigError(f"{key}: {problem}; name a checkpoint folder (config.json, weights and tokenizer), "
                           f"or {default} for the default", key)
+
+
+def checkpoint_problem(value: str) -> str | None:
+    """What keeps folder `value` from being a checkpoint transformers can build a model from, or None.
+    Checked before a model loads because transformers takes a missing folder for a Hub repo id and blames its
+    spelling, and a folder without a usable config.json fails only after minutes of other work."""
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        return f"{value} {'is not a folder' if path.exists() else 'does not exist'}"
+    config = path / "config.json"
+    if not config.is_file():
+        return f"{value} has no config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return f"{config} is not valid JSON ({exc}); restore it from the checkpoint it came from"
+    if not isinstance(data, dict) or "model_type" not in data:
+        return f"{config} names no model_type, so transformers cannot build the model"
+    return None
 
 
 def _check_sft_preset(name: str) -> None:

@@ -62,6 +62,9 @@ ROWS = [
     Row("solve-issue-at", ("solve", "--repo", "repo", "--issue", "@missing.md"), 2, "missing.md"),
     Row("solve-empty-issue", ("solve", "--repo", "repo", "--issue-file", "empty.md"), 2, "empty.md"),
     Row("solve-not-git", ("solve", "--repo", "nogit", "--issue", "add() is wrong"), 2, "nogit"),
+    Row("solve-model-dir", ("solve", "--repo", "repo", "--issue", "add() is wrong", "--model", "./nomodel"), 2,
+        "./nomodel does not exist"),
+    Row("episode-model-dir", ("episode", "--role", "solver", "--model", "nogit"), 2, "nogit has no config.json"),
     Row("solve-commit", ("solve", "--repo", "repo", "--commit", "deadbeef", "--issue", "add() is wrong"), 2,
         "deadbeef"),
     # run: references validated before anything is made, --print-config included
@@ -71,7 +74,7 @@ ROWS = [
     Row("run-repo-list", ("run", "repo_list=/missing.toml"), 2, "/missing.toml"),
     Row("run-runs-dir", ("run", "runs_dir=/proc/nope"), 2, "/proc/nope"),
     Row("run-model-dir", ("run", "policy.model_dir=./nomodel"), 2, "./nomodel"),
-    Row("rft-model-dir", ("rft", "--out", "rftout", "--model", "./nomodel"), 2, "./nomodel is not a folder"),
+    Row("rft-model-dir", ("rft", "--out", "rftout", "--model", "./nomodel"), 2, "./nomodel does not exist"),
     Row("run-config-utf8", ("run", "--config", "notutf8.yaml"), 2, "notutf8.yaml"),
     Row("run-preset", ("run", "--config", "smoek"), 2, "smoek"),
     Row("run-key", ("run", "learner.engine.lrr=1e-6"), 2, "learner.engine.lrr"),
