@@ -22,7 +22,7 @@ from agent_scaffold.roles import SPEC_KINDS, injector_strategies, load_role, sol
 from agent_scaffold.trajectory import save_jsonl
 from repos.listfile import get_repo
 from selfplay.artifact import load_artifact
-from selfplay.cli.model_option import check_model_option
+from selfplay.cli.model_option import TOKENIZER_HELP, check_model_option, check_tokenizer_option
 from selfplay.diffs import reverse_diff
 from selfplay.errors import ArtifactError, SelfPlayError
 from selfplay.judge.grader import build_buggy_state
@@ -61,6 +61,7 @@ def episode(
     out: Path = typer.Option(Path("runs/episodes"), "--out", help="Directory for the trajectory files."),
     model: str | None = typer.Option(None, "--model", help="hf: checkpoint dir; openai: model name."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help=TOKENIZER_HELP),
     script: Path | None = typer.Option(None, "--script", exists=True, dir_okay=False,
                                        help="scripted: JSON list of action texts."),
     max_turns: int | None = typer.Option(None, "--max-turns", help="Override the role's turn limit."),
@@ -82,6 +83,7 @@ def episode(
         raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
     _check_choices(role, strategy, spec_kind)
     check_model_option(model, policy)
+    check_tokenizer_option(tokenizer, policy)
     if script is not None and policy != "scripted":
         raise typer.BadParameter(f"--script replays actions for --policy scripted only; this run's policy is "
                                  f"{policy!r} (add --policy scripted, or leave --script out)", param_hint="--script")
@@ -92,7 +94,7 @@ def episode(
         variables = solver_variables(task.spec, "tests")
     else:
         variables = _spec_variables(spec, spec_kind) if role == "solver" else {}
-    pol = _make_policy(policy, model=model, base_url=base_url, actions=actions)
+    pol = _make_policy(policy, model=model, base_url=base_url, tokenizer=tokenizer, actions=actions)
     # run_episode clamps the context budget to the policy's window itself
     overrides = {k: v for k, v in (("max_turns", max_turns), ("max_new_tokens", max_new_tokens),
                                    ("max_context_tokens", max_context)) if v is not None}
@@ -141,13 +143,16 @@ def _read_script(script: Path) -> list[str]:
     return actions
 
 
-def _make_policy(kind: str, *, model: str | None, base_url: str, actions: list[str]):
+def _make_policy(kind: str, *, model: str | None, base_url: str, tokenizer: str | None, actions: list[str]):
     """The `--policy` backend: hf (the embedded model, or `model` as a checkpoint dir), openai (a server at
-    `base_url`), or scripted (`actions`, `--script`'s or a two-turn demo, through the embedded tokenizer)."""
+    `base_url`, prompts rendered with `tokenizer`: `served_client`), or scripted (`actions`, `--script`'s or
+    a two-turn demo, through the embedded tokenizer)."""
     if kind == "hf":
         return make_policy("hf", model_dir=model)
     if kind == "openai":
-        return make_policy("openai", base_url=base_url, model=model)
+        from selfplay.rollout.policy_factory import served_client  # lazy: keeps `selfplay --help` fast
+
+        return served_client(base_url, model, tokenizer=tokenizer)
     if kind != "scripted":
         raise typer.BadParameter(f"--policy must be hf, openai or scripted, got {kind!r}")
     try:

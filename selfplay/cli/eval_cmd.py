@@ -14,7 +14,7 @@ import typer
 from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policies import BACKENDS, make_policy
 from agent_scaffold.policy import SSR_SAMPLING
-from selfplay.cli.model_option import check_model_option
+from selfplay.cli.model_option import TOKENIZER_HELP, check_model_option, check_tokenizer_option
 from selfplay.eval.errors import EvalError
 
 eval_app = typer.Typer(help="Evaluate a policy on SWE-bench (Verified, verified-50, or any SWE-bench-format "
@@ -26,12 +26,14 @@ REPEATS_HELP = ("End the episode when this many turns in a row repeat the turn b
 
 
 def policy_factory(policy: str, *, model: str | None, base_url: str, script: Path | None,
-                   api_key: str | None = None) -> Callable[[str], Any]:
+                   api_key: str | None = None, tokenizer: str | None = None) -> Callable[[str], Any]:
     """instance id -> Policy. `scripted` replays `script`: a JSON list of actions (every instance) or an
-    object {instance_id: [actions]}; the other backends share one policy across instances."""
+    object {instance_id: [actions]}; the other backends share one policy across instances. `tokenizer`:
+    the openai server's (`served_client`)."""
     if policy not in BACKENDS:
         raise typer.BadParameter(f"--policy must be one of {', '.join(BACKENDS)}, got {policy!r}")
     check_model_option(model, policy)
+    check_tokenizer_option(tokenizer, policy)
     if policy == "scripted":
         if script is None:
             raise typer.BadParameter("the scripted policy needs --script FILE (a JSON list of actions, or "
@@ -57,7 +59,9 @@ def policy_factory(policy: str, *, model: str | None, base_url: str, script: Pat
 
         return scripted
     if policy == "openai":
-        shared = make_policy("openai", base_url=base_url, model=model, api_key=api_key)
+        from selfplay.rollout.policy_factory import served_client  # lazy: keeps `selfplay --help` fast
+
+        shared = served_client(base_url, model, tokenizer=tokenizer, api_key=api_key)
     else:
         shared = make_policy(policy, model_dir=model)
     return lambda _iid: shared
@@ -89,6 +93,7 @@ def swebench(
     model_name: str | None = typer.Option(None, "--model-name", help="model_name_or_path in predictions."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help=TOKENIZER_HELP),
     script: Path | None = typer.Option(None, "--script", help="scripted: JSON actions (list, or per id)."),
     temperature: float = typer.Option(1.0, "--temperature", help="SSR default 1.0."),
     top_p: float = typer.Option(0.95, "--top-p", help="SSR default 0.95."),
@@ -117,7 +122,8 @@ def swebench(
         insts = load_instances(dataset, split=split, instance_ids=ids, namespace=namespace)
     except EvalError as exc:
         raise typer.BadParameter(str(exc)) from exc
-    factory = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key)
+    factory = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key,
+                             tokenizer=tokenizer)
     config = EvalConfig(out_dir=out, model_name=model_name or model or policy, runs=runs, workers=workers,
                         grader=grader,  # type: ignore[arg-type]
                         sampling=SSR_SAMPLING.with_(temperature=temperature, top_p=top_p), seed=seed,

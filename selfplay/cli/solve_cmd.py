@@ -8,6 +8,7 @@ import typer
 
 from selfplay.cli.eval_cmd import POLICY_HELP, REPEATS_HELP, policy_factory
 from selfplay.cli.failure import print_error
+from selfplay.cli.model_option import TOKENIZER_HELP
 from selfplay.solve.errors import SolveError
 
 
@@ -21,6 +22,7 @@ def solve(
     model: str | None = typer.Option(None, "--model", help="hf/vllm: checkpoint dir; openai: model name."),
     base_url: str = typer.Option("http://127.0.0.1:8000", "--base-url", help="openai: server URL."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="OPENAI_API_KEY", help="openai: key."),
+    tokenizer: str | None = typer.Option(None, "--tokenizer", help=TOKENIZER_HELP),
     script: Path | None = typer.Option(None, "--script", help="scripted: JSON list of actions."),
     setup: str | None = typer.Option(None, "--setup", help="Install command run in the repo (default: "
                                         "detected from pyproject.toml / setup.py / requirements*.txt)."),
@@ -51,7 +53,8 @@ def solve(
     except SolveError as exc:
         print_error(str(exc))
         raise typer.Exit(2) from None
-    pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key)("solve")
+    pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key,
+                         tokenizer=tokenizer)("solve")
     console.print(f"solving in {repo}: building the sandbox, then the agent works turn by turn", highlight=False)
     try:
         res = run_solve(repo, None, pol, commit=commit, setup=setup, out=out, branch=branch,

@@ -155,12 +155,30 @@ def tokenizer_source(config: PolicyConfig) -> str | None:
     hub id (org/name), else None (the embedded model's, with a warning)."""
     if config.model_dir:
         return config.model_dir
-    name = config.model_name
+    return _served_name_source(config.model_name, "policy.model_dir is unset and policy.model_name",
+                               "set policy.model_dir to the served checkpoint")
+
+
+def served_client(base_url: str, model: str | None = None, *, tokenizer: str | None = None,
+                  api_key: str | None = None) -> OpenAIPolicy:
+    """One server's client as the commands that play episodes outside a run (eval, solve, episode) build it.
+    Always in token mode, because the agent loop is token-exact: the tokenizer is `tokenizer` (a folder or
+    hub id), else the served model's name when it is either (`vllm serve DIR`), else the embedded model's,
+    with a warning (`vllm serve DIR --served-model-name NAME`)."""
+    client = OpenAIPolicy(base_url, model, tokenizer=tokenizer, api_key=api_key)
+    if client.tokenizer is None:
+        client.tokenizer = embedded_tokenizer(_served_name_source(
+            client.model, "--tokenizer is not given and the served model", "pass --tokenizer DIR"))
+    return client
+
+
+def _served_name_source(name: str | None, what: str, remedy: str) -> str | None:
+    """`name` when a tokenizer can be loaded from it (a directory or a hub id, org/name), else None: the
+    embedded model's tokenizer renders prompts, with a warning saying `what` and the `remedy`."""
     if name and (Path(name).is_dir() or (name.count("/") == 1 and not name.startswith(("/", ".")))):
         return name
-    log.warning("policy.model_dir is unset and policy.model_name %r is neither a directory nor a hub id: "
-                "prompts are rendered with the embedded model's tokenizer; set policy.model_dir to the served "
-                "checkpoint if that is not what the endpoints serve", name)
+    log.warning("%s %r is neither a directory nor a hub id: prompts are rendered with the embedded model's "
+                "tokenizer; %s if that is not the served model's tokenizer", what, name, remedy)
     return None
 
 
