@@ -14,6 +14,9 @@ BASE_TAG = "selfplay-base"
 checkout, a task image's buggy state). Defined once here, the lowest layer whose scripts use it."""
 BASE_MESSAGE = "initial commit"
 """The message of the one commit `Sandbox.rebase` leaves (and of the `.git` every suite job gives its run)."""
+BASE_DATE = "2000-01-01T00:00:00Z"
+"""The author and committer date of that commit: fixed, so that its hash follows from its tree and message
+alone, and the solver's sandbox and a suite job's run of the same tree show the same commit."""
 WORKDIR = "/testbed"
 """Where the repository lies in every image a sandbox starts from (repo, task and solve images; SWE-bench's
 instance images use the same path)."""

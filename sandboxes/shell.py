@@ -15,7 +15,7 @@ scratch files. Images built by `sandboxes.images` carry all of it; the keeper ma
 
 from __future__ import annotations
 
-from sandboxes.sandbox import BASE_TAG
+from sandboxes.sandbox import BASE_DATE, BASE_TAG
 from sandboxes.users import (
     AGENT_UID,
     PARSER_UID,
@@ -346,13 +346,14 @@ message on failure."""
 FRESH_GIT = f"""fresh_git() {{  # $1: the exclude file to keep (none: empty), $2: the commit message (cwd: the workdir, as root)
   rm -rf .git && ( unset GIT_DIR GIT_WORK_TREE
     git init -q -b main && {{ cp "$1" .git/info/exclude 2>/dev/null || : > .git/info/exclude; }} && git add -A -f &&
-    git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$2" &&
+    GIT_AUTHOR_DATE={BASE_DATE} GIT_COMMITTER_DATE={BASE_DATE} \\
+      git -c user.name=selfplay -c user.email=selfplay@localhost commit -q --no-verify -m "$2" &&
     git tag {BASE_TAG} )
 }}"""
 """Shell function making the workdir's `.git` one fresh commit of its tree, tagged selfplay-base: the
 history `REBASE` gives the solver's sandbox, and the one every suite job gives its run
 (`selfplay.jobs.job`), so code under test sees the same repository in validation, in the episode and when
-graded. Run with GIT_SAFE exported (no system or global configuration, no hooks)."""
+graded: the same commit, since its date is fixed (`BASE_DATE`). Run with GIT_SAFE exported (no system or global configuration, no hooks)."""
 
 
 REBASE = _WAIT_READY + f"""

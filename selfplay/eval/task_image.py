@@ -25,7 +25,7 @@ from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.image_build import build_in_container
 from sandboxes.images import repo_image
-from sandboxes.sandbox import BASE_TAG, WORKDIR
+from sandboxes.sandbox import BASE_DATE, BASE_MESSAGE, BASE_TAG, WORKDIR
 from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
 from selfplay.store.export import from_instance
 from selfplay.task import Task
@@ -41,8 +41,8 @@ done
 rm -rf .git {LAYERS}
 git init -q
 git add -A -f
-GIT_AUTHOR_DATE='2000-01-01T00:00:00Z' GIT_COMMITTER_DATE='2000-01-01T00:00:00Z' \\
-  git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m 'initial commit'
+GIT_AUTHOR_DATE={BASE_DATE} GIT_COMMITTER_DATE={BASE_DATE} \\
+  git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m {shlex.quote(BASE_MESSAGE)}
 git tag {BASE_TAG}
 """
 # Then the sandbox layer's own image step (`sandboxes.shell.IMAGE_SNAPSHOT`): the workdir goes to the agent uid

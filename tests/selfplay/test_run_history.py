@@ -20,13 +20,13 @@ from selfplay.validation import ValidationConfig, validate
 
 VALID = Path(__file__).resolve().parent.parent / "fixtures" / "artifacts" / "valid"
 
-# What code under test can read of the repository: its commits and refs, the tree of HEAD, the layout of .git
-# (objects aside: their names follow from the commit's time) and who owns it.
+# What code under test can read of the repository: its commits (hash and dates included) and refs, the tree of
+# HEAD, the layout of .git with every object's name, and who owns it.
 PROBE = r"""echo ==PROBE
-git log --all --format='%s|%an|%ae|%D|%P' 2>&1
+git log --all --format='%s|%an|%ae|%D|%P|%H|%aI|%cI' 2>&1
 git rev-list --all --count 2>&1
 git rev-parse 'HEAD^{tree}' 2>&1
-(cd .git && find . -path ./objects -prune -o -print | LC_ALL=C sort)
+(cd .git && find . -print | LC_ALL=C sort)
 stat -c '%U %G %a' .git .git/index .git/HEAD
 echo ==END
 """
@@ -79,6 +79,7 @@ def test_a_suite_job_shows_the_run_the_solver_sandbox_git(toolz_spec):
     assert in_job == in_episode
     log = in_job.strip().splitlines()
     assert log[0].startswith("initial commit|selfplay|") and log[1] == "1"  # one commit, not the release history
+    assert log[0].endswith("|2000-01-01T00:00:00+00:00|2000-01-01T00:00:00+00:00")  # the same commit hash, too
     assert "./refs/tags/selfplay-base" in log and not any(line.startswith("./refs/tags/v") for line in log)
 
 
