@@ -17,7 +17,7 @@ from selfplay.diffs import bug_site, normalised_hash, reverse_diff, touched_file
 from selfplay.errors import DiffError
 
 Origin = Literal["injector", "procedural", "higher_order", "imported"]
-TASK_IMAGE_RECIPE = "2"
+TASK_IMAGE_RECIPE = "3"
 """Version of `selfplay.eval.task_image`'s build recipe, part of every task image name: bump it when the
 recipe changes so stale task images are not reused."""
 LOG_PARSER = "parse_log_pytest"

@@ -25,8 +25,9 @@ from sandboxes.engine import docker_client
 from sandboxes.errors import ImageBuildError
 from sandboxes.image_build import build_in_container
 from sandboxes.images import repo_image
-from sandboxes.sandbox import BASE_DATE, BASE_MESSAGE, BASE_TAG, WORKDIR
-from sandboxes.shell import IMAGE_SNAPSHOT, SNAPSHOT_LABEL
+from sandboxes.sandbox import BASE_MESSAGE, WORKDIR
+from sandboxes.shell import FRESH_GIT, IMAGE_SNAPSHOT, SNAPSHOT_LABEL
+from selfplay.jobs.job import git_env_line
 from selfplay.store.export import from_instance
 from selfplay.task import Task
 
@@ -34,17 +35,20 @@ log = logging.getLogger(__name__)
 LAYERS = "/var/lib/selfplay-task"
 SCRIPT = f"""
 set -euo pipefail
+{FRESH_GIT}
 cd "$1"
+{git_env_line()}
 for layer in bug_inject.diff test_weaken.diff pred.diff; do
   if [ -s {LAYERS}/$layer ]; then git apply --whitespace=nowarn {LAYERS}/$layer || {{ echo "$layer does not apply" >&2; exit 4; }}; fi
 done
-rm -rf .git {LAYERS}
-git init -q
-git add -A -f
-GIT_AUTHOR_DATE={BASE_DATE} GIT_COMMITTER_DATE={BASE_DATE} \\
-  git -c user.name=selfplay -c user.email=selfplay@localhost commit -q -m {shlex.quote(BASE_MESSAGE)}
-git tag {BASE_TAG}
+rm -rf {LAYERS}
+cp .git/info/exclude /tmp/selfplay-exclude 2>/dev/null || : > /tmp/selfplay-exclude
+fresh_git /tmp/selfplay-exclude {shlex.quote(BASE_MESSAGE)} || {{ echo "making the one commit failed" >&2; exit 5; }}
+rm -f /tmp/selfplay-exclude
 """
+# The layers go on with the grader's safe git environment and the one commit is `Sandbox.rebase`'s own
+# (`FRESH_GIT`, the repo's exclude file kept), so the image's repository is the training solver's: the same
+# commit, branch, tag and exclude file.
 # Then the sandbox layer's own image step (`sandboxes.shell.IMAGE_SNAPSHOT`): the workdir goes to the agent uid
 # and its snapshot and grader-owned git dir are refreshed. Without it a sandbox would fill its tmpfs workdir
 # from the repo image's snapshot, i.e. the clean repo.

@@ -25,10 +25,16 @@ PRED = """diff --git a/toolz/dicttoolz.py b/toolz/dicttoolz.py
              rv[k] = v
 """
 
+GIT_PROBE = ("git log --all --format='%H|%s|%an|%aI|%cI|%D'; git branch --show-current; git status --porcelain; "
+             "cat .git/info/exclude; stat -c '%U %a' .git")
+
 
 def test_higher_order_task_image_and_gold_patch(tmp_path):
+    from repos.listfile import get_repo
     from sandboxes.docker import DockerSandbox
+    from sandboxes.images import repo_image
     from sandboxes.sandbox import WORKDIR
+    from selfplay.judge.grader import build_buggy_state
     from selfplay.eval.dataset import normalise
     from selfplay.eval.offline import task_from_folder
     from selfplay.eval.predictions import Prediction
@@ -47,5 +53,10 @@ def test_higher_order_task_image_and_gold_patch(tmp_path):
         src = sb.exec("sed -n 150,158p toolz/dicttoolz.py; git log --all --oneline | wc -l", 30).output
         assert "rv = factory()  # the result" in src and "if not predicate(k):" in src
         assert src.split()[-1] == "1"  # one commit: no history to lift the fix from
+        exported = sb.exec(GIT_PROBE, 30).output
+    # the training solver's sandbox of the same task: the same repository, commit for commit
+    with DockerSandbox.create(repo_image(get_repo("toolz")), workdir=WORKDIR) as sb:
+        build_buggy_state(sb, task.artifact, base_patch=PRED)
+        assert sb.exec(GIT_PROBE, 30).output == exported
     verdict = grade_local(inst, Prediction(inst["instance_id"], "gold", inst["patch"]), tmp_path / "gold")
     assert verdict["resolved"] is True
