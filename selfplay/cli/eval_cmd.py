@@ -114,6 +114,8 @@ def swebench(
 
     if grader not in ("local", "harness"):
         raise typer.BadParameter(f"--grader must be local or harness, got {grader!r}", param_hint="--grader")
+    check_model_option(model, policy)  # before the dataset loads (a Hub download); policy_factory checks again
+    check_tokenizer_option(tokenizer, policy)
     if not _installed("swebench"):
         raise EvalError("`selfplay eval swebench` grades with the swebench package, which is not installed: "
                         "pip install 'selfplay-swe[eval]'")
