@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from agent_scaffold.errors import PolicyError
+from agent_scaffold.policies.base_url import base_url_problem
 from agent_scaffold.policy import Completion, SamplingParams
 from repos.retry import retry
 
@@ -52,6 +53,8 @@ class OpenAIPolicy:
     def __init__(self, base_url: str, model: str | None = None, *, tokenizer: Any = None,
                  api_key: str | None = None, timeout: float = 600.0, max_retries: int = 4,
                  backoff: float = 1.0, concurrency: int = 8) -> None:
+        if problem := base_url_problem(base_url):
+            raise PolicyError(f"server base URL {problem}")
         self.base_url = base_url.rstrip("/")
         if self.base_url.endswith("/v1"):
             self.base_url = self.base_url[:-3]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from agent_scaffold.policies.base_url import base_url_problem
 from selfplay.demos.warm_start_config import WarmStartConfig
 from selfplay.higher_order import HigherOrderConfig
 from selfplay.judge.grader import GraderConfig
@@ -437,3 +438,6 @@ class RunConfig:
                                  f"policy.lookup_tokens = 0 (got {self.policy.lookup_tokens}) or decode with 'torch'")
         if self.policy.backend in ("openai", "vllm") and not self.policy.endpoints:
             raise ValueError(f"policy.endpoints: the {self.policy.backend} backend needs at least one base URL")
+        for url in self.policy.endpoints:
+            if problem := base_url_problem(url):
+                raise ValueError(f"policy.endpoints: {problem}")

@@ -73,6 +73,8 @@ ROWS = [
     Row("run-store-scheme", ("run", "store_url=mysql://x"), 2, "mysql://x"),
     Row("run-repo-list", ("run", "repo_list=/missing.toml"), 2, "/missing.toml"),
     Row("run-runs-dir", ("run", "runs_dir=/proc/nope"), 2, "/proc/nope"),
+    Row("run-endpoint", ("run", "policy.backend=openai", "policy.endpoints=[localhost:8000]"), 2,
+        "'localhost:8000' names no http:// or https:// scheme"),
     Row("run-model-dir", ("run", "policy.model_dir=./nomodel"), 2, "./nomodel"),
     Row("rft-model-dir", ("rft", "--out", "rftout", "--model", "./nomodel"), 2, "./nomodel does not exist"),
     Row("run-config-utf8", ("run", "--config", "notutf8.yaml"), 2, "notutf8.yaml"),

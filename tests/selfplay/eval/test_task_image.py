@@ -34,12 +34,12 @@ def test_higher_order_task_image_and_gold_patch(tmp_path):
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
     from sandboxes.sandbox import WORKDIR
-    from selfplay.judge.grader import build_buggy_state
     from selfplay.eval.dataset import normalise
     from selfplay.eval.offline import task_from_folder
     from selfplay.eval.predictions import Prediction
     from selfplay.eval.swebench_grading import grade_local, sandbox_config
     from selfplay.eval.task_image import ensure_instance_image
+    from selfplay.judge.grader import build_buggy_state
     from selfplay.store.export import to_instance
 
     first, _ = task_from_folder(FIXTURES / "toolz-keyfilter")
