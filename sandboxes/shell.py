@@ -353,7 +353,8 @@ FRESH_GIT = f"""fresh_git() {{  # $1: the exclude file to keep (none: empty), $2
 """Shell function making the workdir's `.git` one fresh commit of its tree, tagged selfplay-base: the
 history `REBASE` gives the solver's sandbox, and the one every suite job gives its run
 (`selfplay.jobs.job`), so code under test sees the same repository in validation, in the episode and when
-graded: the same commit, since its date is fixed (`BASE_DATE`). Run with GIT_SAFE exported (no system or global configuration, no hooks)."""
+graded: the same commit, since its date is fixed (`BASE_DATE`). Run with GIT_SAFE exported (no system or
+global configuration, no hooks)."""
 
 
 REBASE = _WAIT_READY + f"""

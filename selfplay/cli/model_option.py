@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from selfplay.config.loader import ConfigError
-from selfplay.config.refs import check_model_dir
+from selfplay.config.refs import check_model_dir, hub_id
 
 TOKENIZER_HELP = ("openai: the served model's HF tokenizer, a folder or hub id (default: --model when it is "
                   "one, else the embedded model's).")
@@ -33,8 +33,7 @@ def check_tokenizer_option(tokenizer: str | None, backend: str) -> None:
         raise typer.BadParameter(f"--tokenizer names the served model's tokenizer for --policy openai; this "
                                  f"command's policy is {backend!r} (leave --tokenizer out)", param_hint="--tokenizer")
     path = Path(tokenizer).expanduser()
-    hub_id = tokenizer.count("/") == 1 and not tokenizer.startswith((".", "/", "~")) and not path.exists()
-    if not hub_id and not path.is_dir():
+    if not hub_id(tokenizer) and not path.is_dir():
         raise typer.BadParameter(f"{tokenizer} {'is not a folder' if path.exists() else 'does not exist'}; name "
                                  "the folder of the served checkpoint's tokenizer, or a hub id",
                                  param_hint="--tokenizer")

@@ -71,12 +71,17 @@ def check_model_dir(key: str, value: str | None, backend: str, *, default: str =
     without it every value is a folder. `default`: how the user asks for the default model."""
     if not value or backend not in ("hf", "vllm"):
         return  # openai's model is a served name, scripted has none
-    path = Path(value).expanduser()
-    looks_local = not hub or value.startswith((".", "/", "~")) or path.exists() or value.count("/") != 1
-    problem = checkpoint_problem(value) if looks_local else None
+    problem = None if hub and hub_id(value) else checkpoint_problem(value)
     if problem:
         raise ConfigError(f"{key}: {problem}; name a checkpoint folder (config.json, weights and tokenizer), "
                           f"or {default} for the default", key)
+
+
+def hub_id(value: str) -> bool:
+    """Whether `value` reads as a Hub repo id (org/name) rather than a local path: one slash, no leading
+    `.`, `/` or `~`, and nothing at that path."""
+    return (value.count("/") == 1 and not value.startswith((".", "/", "~"))
+            and not Path(value).expanduser().exists())
 
 
 def checkpoint_problem(value: str) -> str | None:

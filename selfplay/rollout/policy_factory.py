@@ -24,6 +24,7 @@ from agent_scaffold.policies.hf import HFPolicy
 from agent_scaffold.policies.openai import OpenAIPolicy
 from agent_scaffold.policies.scripted import ScriptedPolicy
 from agent_scaffold.policy import Completion, Policy, SamplingParams
+from selfplay.config.refs import hub_id
 from selfplay.config.run_config import PolicyConfig
 from selfplay.errors import SelfPlayError
 
@@ -175,7 +176,7 @@ def served_client(base_url: str, model: str | None = None, *, tokenizer: str | N
 def _served_name_source(name: str | None, what: str, remedy: str) -> str | None:
     """`name` when a tokenizer can be loaded from it (a directory or a hub id, org/name), else None: the
     embedded model's tokenizer renders prompts, with a warning saying `what` and the `remedy`."""
-    if name and (Path(name).is_dir() or (name.count("/") == 1 and not name.startswith(("/", ".")))):
+    if name and (Path(name).is_dir() or hub_id(name)):
         return name
     log.warning("%s %r is neither a directory nor a hub id: prompts are rendered with the embedded model's "
                 "tokenizer; %s if that is not the served model's tokenizer", what, name, remedy)
