@@ -37,7 +37,9 @@ class PolicyConfig:
     """hf (local checkpoint, in process), openai or vllm (HTTP endpoints), scripted (tests)."""
     model_dir: str | None = None
     """hf: checkpoint to start from. None: the warm-start checkpoint when `warm_start.enabled`, else the
-    embedded SmolLM2-135M-Instruct. The learner trains the same weights."""
+    embedded SmolLM2-135M-Instruct. The learner trains the same weights. openai/vllm: the served checkpoint,
+    whose tokenizer renders the prompts (None: the served model's name when it is a folder or hub id, else
+    the embedded model's tokenizer, with a warning)."""
     endpoints: tuple[str, ...] = ()
     """openai/vllm: base URLs of OpenAI-compatible servers, load-balanced round robin."""
     model_name: str | None = None

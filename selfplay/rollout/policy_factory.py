@@ -145,41 +145,33 @@ def hf_policy(config: PolicyConfig, model_dir: str | None = None, version: int =
 
 
 def http_policy(config: PolicyConfig) -> Policy:
-    """Round robin over `config.endpoints`, token mode with the checkpoint's (or embedded) tokenizer."""
-    tokenizer = embedded_tokenizer(tokenizer_source(config))
-    return RoundRobinPolicy([OpenAIPolicy(url, config.model_name, tokenizer=tokenizer)
-                             for url in config.endpoints])
-
-
-def tokenizer_source(config: PolicyConfig) -> str | None:
-    """Where the served weights' tokenizer is: `model_dir`, else `model_name` when it is a directory or a
-    hub id (org/name), else None (the embedded model's, with a warning)."""
-    if config.model_dir:
-        return config.model_dir
-    return _served_name_source(config.model_name, "policy.model_dir is unset and policy.model_name",
-                               "set policy.model_dir to the served checkpoint")
+    """Round robin over `config.endpoints`, in token mode with one tokenizer: the first endpoint's client's
+    (`served_client`, `policy.model_dir` as its tokenizer)."""
+    first = served_client(config.endpoints[0], config.model_name, tokenizer=config.model_dir,
+                          setting="policy.model_dir")
+    rest = [OpenAIPolicy(url, config.model_name, tokenizer=first.tokenizer) for url in config.endpoints[1:]]
+    return RoundRobinPolicy([first, *rest])
 
 
 def served_client(base_url: str, model: str | None = None, *, tokenizer: str | None = None,
-                  api_key: str | None = None) -> OpenAIPolicy:
-    """One server's client as the commands that play episodes outside a run (eval, solve, episode) build it.
-    Always in token mode, because the agent loop is token-exact: the tokenizer is `tokenizer` (a folder or
-    hub id), else the served model's name when it is either (`vllm serve DIR`), else the embedded model's,
-    with a warning (`vllm serve DIR --served-model-name NAME`)."""
+                  api_key: str | None = None, setting: str = "--tokenizer") -> OpenAIPolicy:
+    """A client of one server, always in token mode, because the agent loop is token-exact. Its tokenizer is
+    `tokenizer` (a folder or hub id; `setting` names where the user sets it), else the served model's name when
+    it is either (`vllm serve DIR`), else the embedded model's, with a warning (`--served-model-name NAME`)."""
     client = OpenAIPolicy(base_url, model, tokenizer=tokenizer, api_key=api_key)
     if client.tokenizer is None:
-        client.tokenizer = embedded_tokenizer(_served_name_source(
-            client.model, "--tokenizer is not given and the served model", "pass --tokenizer DIR"))
+        client.tokenizer = embedded_tokenizer(served_name_source(client.model, setting))
     return client
 
 
-def _served_name_source(name: str | None, what: str, remedy: str) -> str | None:
-    """`name` when a tokenizer can be loaded from it (a directory or a hub id, org/name), else None: the
-    embedded model's tokenizer renders prompts, with a warning saying `what` and the `remedy`."""
+def served_name_source(name: str | None, setting: str) -> str | None:
+    """`name`, a served model's, when a tokenizer can be loaded from it (a directory or a hub id), else None:
+    the embedded model's tokenizer renders prompts, with a warning naming `setting`."""
     if name and (Path(name).is_dir() or hub_id(name)):
         return name
-    log.warning("%s %r is neither a directory nor a hub id: prompts are rendered with the embedded model's "
-                "tokenizer; %s if that is not the served model's tokenizer", what, name, remedy)
+    log.warning("%s is not set and the served model %r is neither a directory nor a hub id: prompts are "
+                "rendered with the embedded model's tokenizer; set %s to the served checkpoint if that is not "
+                "its tokenizer", setting, name, setting)
     return None
 
 

@@ -27,16 +27,17 @@ def served(tmp_path_factory):
     from selfplay.learner.tiny_model import save_tiny_model
 
     model = save_tiny_model(tmp_path_factory.mktemp("served") / "tiny")
-    srv = PolicyServer(HFPolicy(model), port=0, model_name="step-1000")
+    policy = HFPolicy(model)
+    srv = PolicyServer(policy, port=0, model_name="step-1000")
     srv.start()
-    yield srv, model
+    yield srv, model, policy
     srv.shutdown()
 
 
 def test_the_served_client_has_a_tokenizer_when_the_served_name_is_no_folder(served, caplog):
     from selfplay.cli.eval_cmd import policy_factory
 
-    srv, model = served
+    srv, model, _ = served
     with caplog.at_level(logging.WARNING):
         client = policy_factory("openai", model="step-1000", base_url=srv.url, script=None)("any")
     assert client.model == "step-1000" and client.tokenizer is not None
@@ -47,9 +48,29 @@ def test_the_served_client_has_a_tokenizer_when_the_served_name_is_no_folder(ser
     assert "neither a directory" not in caplog.text
 
 
+def test_a_runs_endpoints_take_the_tokenizer_of_a_served_folder(served, caplog):
+    """`vllm serve DIR` names its model DIR: a run with policy.endpoints and neither policy.model_dir nor
+    policy.model_name renders prompts with DIR's tokenizer (before: the embedded one, with a warning)."""
+    from agent_scaffold.policy_server import PolicyServer
+    from selfplay.config.run_config import PolicyConfig
+    from selfplay.rollout.policy_factory import http_policy
+
+    _, model, policy = served
+    srv = PolicyServer(policy, port=0)  # named after its model folder, as vLLM names it
+    srv.start()
+    try:
+        with caplog.at_level(logging.WARNING):
+            client = http_policy(PolicyConfig(backend="openai", endpoints=(srv.url, srv.url)))
+    finally:
+        srv.shutdown()
+    assert [c.model for c in client.policies] == [str(model)] * 2
+    assert all(Path(c.tokenizer.name_or_path) == model for c in client.policies)
+    assert "neither a directory" not in caplog.text
+
+
 @pytest.mark.docker
 def test_an_episode_against_a_served_name_plays_its_turns(served, tmp_path):
-    srv, model = served
+    srv, model, _ = served
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["episode", "--role", "solver", "--artifact", str(VALID), "--policy", "openai",
                                    "--base-url", srv.url, "--model", "step-1000",

@@ -435,7 +435,7 @@ def test_http_backend_balances_endpoints_round_robin(tokenizer):
     from agent_scaffold.policies.scripted import ScriptedPolicy
     from agent_scaffold.policy import SamplingParams
     from agent_scaffold.policy_server import PolicyServer
-    from selfplay.rollout.policy_factory import policy_source, tokenizer_source
+    from selfplay.rollout.policy_factory import policy_source, served_name_source
 
     servers = [PolicyServer(ScriptedPolicy([name] * 4, tokenizer=tokenizer, version=4), port=0, model_name="m")
                for name in ("left", "right")]
@@ -451,8 +451,8 @@ def test_http_backend_balances_endpoints_round_robin(tokenizer):
         for server in servers:
             server.shutdown()
     assert texts == ["left", "right", "left", "right"] and policy.version == 4
-    assert tokenizer_source(PolicyConfig(model_name="Qwen/Qwen3-8B")) == "Qwen/Qwen3-8B"
-    assert tokenizer_source(PolicyConfig(model_name="served")) is None  # embedded, with a warning
+    assert served_name_source("Qwen/Qwen3-8B", "policy.model_dir") == "Qwen/Qwen3-8B"
+    assert served_name_source("served", "policy.model_dir") is None  # embedded, with a warning
 
 
 def test_hf_backend_is_batched_and_reports_its_version():
