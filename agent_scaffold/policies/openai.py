@@ -103,7 +103,12 @@ class OpenAIPolicy:
             from transformers import AutoTokenizer
         except ImportError as exc:
             raise ImportError("token mode needs an HF tokenizer: pip install 'selfplay-swe[train]'") from exc
-        return AutoTokenizer.from_pretrained(str(source))
+        try:
+            return AutoTokenizer.from_pretrained(str(source))
+        except (OSError, ValueError) as exc:  # a hub id without the hub, a folder without tokenizer files
+            why = " ".join(str(exc).split())[:300]
+            raise PolicyError(f"cannot load a tokenizer from {str(source)!r} ({why}); name a local folder that "
+                              "holds the served checkpoint's tokenizer files") from None
 
     def _weight_version(self) -> int:
         try:

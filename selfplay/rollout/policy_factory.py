@@ -119,7 +119,12 @@ def embedded_tokenizer(model_dir: str | None = None) -> Any:
                           "pip install 'selfplay-swe[train]'") from exc
     if model_dir is None:
         model_dir = str(default_model_dir())
-    return AutoTokenizer.from_pretrained(model_dir)
+    try:
+        return AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError) as exc:  # a hub id without the hub, a folder without tokenizer files
+        why = " ".join(str(exc).split())[:300]
+        raise SelfPlayError(f"cannot load a tokenizer from {model_dir!r} ({why}); name a local folder that holds "
+                            "the served checkpoint's tokenizer files") from None
 
 
 def resolve_device(device: str) -> str:

@@ -48,6 +48,16 @@ def test_the_served_client_has_a_tokenizer_when_the_served_name_is_no_folder(ser
     assert "neither a directory" not in caplog.text
 
 
+def test_a_tokenizer_folder_without_tokenizer_files_is_named(served, tmp_path):
+    from agent_scaffold.errors import PolicyError
+    from selfplay.cli.eval_cmd import policy_factory
+
+    srv, _, _ = served
+    (tmp_path / "notok").mkdir()
+    with pytest.raises(PolicyError, match="cannot load a tokenizer from '.*notok'"):
+        policy_factory("openai", model="step-1000", base_url=srv.url, script=None, tokenizer=str(tmp_path / "notok"))
+
+
 def test_a_runs_endpoints_take_the_tokenizer_of_a_served_folder(served, caplog):
     """`vllm serve DIR` names its model DIR: a run with policy.endpoints and neither policy.model_dir nor
     policy.model_name renders prompts with DIR's tokenizer (before: the embedded one, with a warning)."""
