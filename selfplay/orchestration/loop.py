@@ -43,6 +43,7 @@ from selfplay.orchestration.metrics import make_metrics
 from selfplay.orchestration.outcome import IterationOutcome
 from selfplay.orchestration.resume import check_resumable
 from selfplay.orchestration.rollouts import IterationRollouts
+from selfplay.orchestration.run_lock import RunLock
 from selfplay.orchestration.rundir import (
     RunDir,
     attach_log_file,
@@ -79,6 +80,7 @@ class SelfPlayRun:
         if resume is not None:
             check_resumable(resume, config)  # before anything in the directory is written
             self.dir = RunDir.open(resume)
+            self._lock = RunLock.acquire(self.dir.path)  # before state.json is read: a live run still writes it
             if self.dir.state.is_file():
                 state = LoopState.load(self.dir.state)
             else:  # `resume.check_resumable` allows this only for a run that did nothing yet
@@ -86,6 +88,7 @@ class SelfPlayRun:
                 state = LoopState(self.dir.run_id)
         else:
             self.dir = RunDir.create(config.runs_dir, new_run_id(config.name))
+            self._lock = RunLock.acquire(self.dir.path)
             self.dir.config.write_text(dump_config(config))
             state = LoopState(self.dir.run_id, started_at=time.time())
         self.ledger = RunLedger(state, self.dir.state, self.dir.path, observer)
@@ -268,23 +271,26 @@ class SelfPlayRun:
         return update.metrics
 
     def close(self) -> None:
-        self.ledger.bank_wall_time()
-        if self.started and self.dir.path.exists():
-            self.ledger.save()
         try:
-            if self.executor is not None:
-                self.executor.close()
+            self.ledger.bank_wall_time()
+            if self.started and self.dir.path.exists():
+                self.ledger.save()
+            try:
+                if self.executor is not None:
+                    self.executor.close()
+            finally:
+                # the rollout policy's decode thread keeps its weights and KV cache alive: a process that runs
+                # loops one after another (the learning experiment's arms) would hold every one of them
+                close_policy = getattr(self.policy, "close", None)
+                if callable(close_policy):
+                    close_policy()
+                self.policy = self.learner = None
+                summary = self.write_summary() if self.started else self.ledger.summary()
+                if self.metrics is not None:
+                    self.metrics.close()
+                if self.store is not None:
+                    self.store.close()
+                self.ledger.emit("done", self.state.completed, f"run {self.ledger.status}", summary)
+                detach_log_file(self.log_handler)
         finally:
-            # the rollout policy's decode thread keeps its weights and KV cache alive: a process that runs
-            # loops one after another (the learning experiment's arms) would hold every one of them
-            close_policy = getattr(self.policy, "close", None)
-            if callable(close_policy):
-                close_policy()
-            self.policy = self.learner = None
-            summary = self.write_summary() if self.started else self.ledger.summary()
-            if self.metrics is not None:
-                self.metrics.close()
-            if self.store is not None:
-                self.store.close()
-            self.ledger.emit("done", self.state.completed, f"run {self.ledger.status}", summary)
-            detach_log_file(self.log_handler)
+            self._lock.release()  # last: until here this process still writes the directory

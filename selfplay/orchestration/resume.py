@@ -20,6 +20,7 @@ from pathlib import Path
 from selfplay.config.loader import ConfigError, load_config
 from selfplay.config.run_config import RunConfig
 from selfplay.learner.checkpoint import META, checkpoint_name, latest_checkpoint, read_version
+from selfplay.orchestration.run_lock import holder, in_use_message
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState, StateError
 
@@ -31,6 +32,8 @@ def check_resumable(path: str | Path, config: RunConfig | None = None) -> None:
     if not run.config.is_file():
         raise ConfigError(f"--resume {path}: not a run directory (no config.yaml); pass the directory "
                           "`selfplay run` printed, runs/<run_id>")
+    if who := holder(run.path):
+        raise ConfigError(f"--resume {path}: {in_use_message(run.path, who)}")
     state = _read_state(run, path)
     store_url = (config or load_config(run.config)).store_url
     written = _store_checkpoints(run, path, store_url, state)

@@ -1,0 +1,71 @@
+"""One process at a time in a run directory (`selfplay.orchestration.run_lock`): a resume of a run that is
+still running is refused before it reaps the live run's containers or replays its episodes, and a run killed
+with SIGKILL leaves nothing that blocks its resume. Real processes, real flock; the loop with the documented
+worker double (loop_double.TableRunner)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from selfplay.config.loader import ConfigError
+from selfplay.orchestration.loop import run_selfplay
+from selfplay.orchestration.resume import check_resumable
+from selfplay.orchestration.run_lock import RunInUseError, RunLock, holder
+from tests.selfplay.orchestration.loop_double import TableRunner
+from tests.selfplay.orchestration.test_loop import G, config
+
+HOLD = ("import sys, time; from pathlib import Path; from selfplay.orchestration.run_lock import RunLock; "
+        "lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)")
+
+
+def test_a_live_holder_in_another_process_is_named_and_a_killed_one_blocks_nothing(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: x\n")
+    assert holder(run) is None and not (run / "run.lock").exists()  # the check creates nothing
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        assert holder(run).startswith(f"pid {proc.pid}, since ")
+        with pytest.raises(RunInUseError, match=rf"in use by another `selfplay run` \(pid {proc.pid}, since"):
+            RunLock.acquire(run)
+        with pytest.raises(ConfigError, match=rf"--resume {run}: run directory {run} is in use .*pid {proc.pid}"):
+            check_resumable(run)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert holder(run) is None  # the kernel dropped the lock with the process; the file stays, harmless
+    lock = RunLock.acquire(run)
+    lock.release()
+
+
+class ResumesMidRun(TableRunner):
+    """Tries `selfplay run --resume` on its own run from inside an episode, as a second terminal would."""
+
+    def __init__(self, cfg, **kw):
+        super().__init__(**kw)
+        self.cfg, self.refused = cfg, []
+
+    def __call__(self, request):
+        if not self.refused:
+            (path,) = Path(self.cfg.runs_dir).iterdir()
+            with pytest.raises(ConfigError) as info:
+                run_selfplay(self.cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
+            self.refused.append(str(info.value))
+        return super().__call__(request)
+
+
+def test_a_resume_of_a_running_run_is_refused_and_the_run_goes_on(tmp_path):
+    cfg = config(tmp_path)
+    runner = ResumesMidRun(cfg, group_size=G, solved_per_group=1)
+    path = run_selfplay(cfg, runner=runner)
+    assert len(runner.refused) == 1 and "is in use by another `selfplay run`" in runner.refused[0]
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["iterations"] == 2, summary
+    assert holder(path) is None  # released on close: the finished run can be resumed (and reports so)
