@@ -93,7 +93,9 @@ def checkpoint_problem(value: str) -> str | None:
         return f"{value} {'is not a folder' if path.exists() else 'does not exist'}"
     config = path / "config.json"
     if not config.is_file():
-        return f"{value} has no config.json"
+        inside = sorted(c.parent for c in (*path.glob("*/config.json"), *path.glob("checkpoints/*/config.json")))
+        # a run directory or its checkpoints/ folder: the checkpoints (v000001, ...) sort by version
+        return f"{value} has no config.json" + (f"; it holds checkpoints, the newest {inside[-1]}" if inside else "")
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -54,3 +54,14 @@ def test_evals_policy_factory_checks_the_folder_before_loading_anything(tmp_path
     model = _folder(tmp_path, "{}")
     with pytest.raises(typer.BadParameter, match="names no model_type"):
         policy_factory("hf", model=str(model), base_url="http://127.0.0.1:9", script=None)
+
+
+def test_a_run_directory_or_its_checkpoints_folder_names_the_newest_checkpoint(tmp_path):
+    run = tmp_path / "run"
+    for version in ("v000002", "v000010"):
+        (run / "checkpoints" / version).mkdir(parents=True)
+        (run / "checkpoints" / version / "config.json").write_text('{"model_type": "llama"}')
+    newest = run / "checkpoints" / "v000010"
+    for folder in (run, run / "checkpoints"):
+        assert checkpoint_problem(str(folder)) == f"{folder} has no config.json; it holds checkpoints, the newest {newest}"
+    assert checkpoint_problem(str(newest)) is None
