@@ -10,7 +10,9 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import logging
 import os
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import IO
 from selfplay.errors import SelfPlayError
 
 LOCK_NAME = "run.lock"
+log = logging.getLogger(__name__)
 
 
 class RunInUseError(SelfPlayError):
@@ -31,13 +34,15 @@ def holder(run_dir: Path) -> str | None:
     path = run_dir / LOCK_NAME
     try:
         handle = open(path, encoding="utf-8")
-    except FileNotFoundError:
+    except OSError:  # none (no process ever locked it), or unreadable: `acquire` decides
         return None
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return handle.read().strip() or "another process"
+        except OSError:  # a filesystem without locks: `acquire` says so
+            return None
         return None
 
 
@@ -63,6 +68,9 @@ class RunLock:
             who = handle.read().strip() or "another process"
             handle.close()
             raise RunInUseError(in_use_message(run_dir, who)) from None
+        except OSError as exc:  # e.g. ENOLCK on a network filesystem without lock support
+            log.warning("cannot lock %s (%s): nothing stops a second process from resuming this run while it "
+                        "runs", run_dir / LOCK_NAME, exc.strerror or exc)
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}\n")
@@ -71,6 +79,7 @@ class RunLock:
 
     def release(self) -> None:
         if self._handle is not None:
-            fcntl.flock(self._handle, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):  # never locked (see acquire); closing releases it anyway
+                fcntl.flock(self._handle, fcntl.LOCK_UN)
             self._handle.close()
             self._handle = None
