@@ -33,6 +33,7 @@ from agent_scaffold.roles import EpisodeLimits, RoleConfig, load_role, solver_va
 from agent_scaffold.trajectory import save_jsonl
 from sandboxes.docker import DockerSandbox
 from sandboxes.sandbox import WORKDIR
+from selfplay.dir_lock import DirLock
 from selfplay.eval.guard import strip_history
 from selfplay.eval.harness import read_harness_reports, run_harness
 from selfplay.eval.predictions import Prediction, append_prediction, read_predictions
@@ -85,6 +86,16 @@ def evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: Eva
     solver_limits(load_role("solver"), config)  # an override out of range fails here, before any instance
     out = config.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    # a second evaluation into DIR would solve the same instances again and append to the same predictions
+    lock = DirLock.acquire(out, "selfplay eval swebench", f"selfplay eval swebench ... --out {out}")
+    try:
+        return _evaluate(instances, policy_for, config)
+    finally:
+        lock.release()
+
+
+def _evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig) -> EvalReport:
+    out = config.out_dir
     dataset = out / "dataset.jsonl"
     dataset.write_text("".join(json.dumps(i, default=str) + "\n" for i in instances))
     ids = [i["instance_id"] for i in instances]

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from selfplay.config.loader import dump_config
 from selfplay.config.run_config import RunConfig
+from selfplay.dir_lock import DirLock
 from selfplay.errors import SelfPlayError
 from selfplay.orchestration.budget import fits_budget
 from selfplay.orchestration.components import (
@@ -43,7 +44,6 @@ from selfplay.orchestration.metrics import make_metrics
 from selfplay.orchestration.outcome import IterationOutcome
 from selfplay.orchestration.resume import check_resumable
 from selfplay.orchestration.rollouts import IterationRollouts
-from selfplay.orchestration.run_lock import RunLock
 from selfplay.orchestration.rundir import (
     RunDir,
     attach_log_file,
@@ -80,7 +80,7 @@ class SelfPlayRun:
         if resume is not None:
             check_resumable(resume, config)  # before anything in the directory is written
             self.dir = RunDir.open(resume)
-            self._lock = RunLock.acquire(self.dir.path)  # before state.json is read: a live run still writes it
+            self._lock = DirLock.acquire(self.dir.path)  # before state.json is read: a live run still writes it
             if self.dir.state.is_file():
                 state = LoopState.load(self.dir.state)
             else:  # `resume.check_resumable` allows this only for a run that did nothing yet
@@ -88,7 +88,7 @@ class SelfPlayRun:
                 state = LoopState(self.dir.run_id)
         else:
             self.dir = RunDir.create(config.runs_dir, new_run_id(config.name))
-            self._lock = RunLock.acquire(self.dir.path)
+            self._lock = DirLock.acquire(self.dir.path)
             self.dir.config.write_text(dump_config(config))
             state = LoopState(self.dir.run_id, started_at=time.time())
         self.ledger = RunLedger(state, self.dir.state, self.dir.path, observer)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from selfplay.config.loader import ConfigError, load_config
 from selfplay.config.run_config import RunConfig
+from selfplay.dir_lock import holder, in_use_message
 from selfplay.learner.checkpoint import META, checkpoint_name, latest_checkpoint, read_version
-from selfplay.orchestration.run_lock import holder, in_use_message
 from selfplay.orchestration.rundir import RunDir
 from selfplay.orchestration.state import LoopState, StateError
 

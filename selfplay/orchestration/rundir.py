@@ -47,7 +47,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 @dataclass(frozen=True)
 class RunDir:
     """Paths inside one run directory (see docs: config.yaml, store.db, trajectories/, checkpoints/,
-    metrics.jsonl, logs/, summary.json, state.json, and run.lock, `run_lock.RunLock`'s)."""
+    metrics.jsonl, logs/, summary.json, state.json, and run.lock, `selfplay.dir_lock.DirLock`'s)."""
 
     path: Path
 

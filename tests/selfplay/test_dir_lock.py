@@ -1,6 +1,7 @@
-"""One process at a time in a run directory (`selfplay.orchestration.run_lock`): a resume of a run that is
-still running is refused before it reaps the live run's containers or replays its episodes, and a run killed
-with SIGKILL leaves nothing that blocks its resume. Real processes, real flock; the loop with the documented
+"""One process at a time in a run directory or an evaluation's folder (`selfplay.dir_lock`): a resume of a
+run that is still running is refused before it reaps the live run's containers or replays its episodes, an
+evaluation into a folder another one is writing is refused before it solves anything, and a process killed
+with SIGKILL leaves nothing that blocks the next. Real processes, real flock; the loop with the documented
 worker double (loop_double.TableRunner)."""
 
 from __future__ import annotations
@@ -14,14 +15,20 @@ from pathlib import Path
 import pytest
 
 from selfplay.config.loader import ConfigError
+from selfplay.dir_lock import DirInUseError, DirLock, holder
 from selfplay.orchestration.loop import run_selfplay
 from selfplay.orchestration.resume import check_resumable
-from selfplay.orchestration.run_lock import RunInUseError, RunLock, holder
 from tests.selfplay.orchestration.loop_double import TableRunner
 from tests.selfplay.orchestration.test_loop import G, config
 
-HOLD = ("import sys, time; from pathlib import Path; from selfplay.orchestration.run_lock import RunLock; "
-        "lock = RunLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)")
+HOLD = ("import sys, time; from pathlib import Path; from selfplay.dir_lock import DirLock; "
+        "lock = DirLock.acquire(Path(sys.argv[1])); print('held', flush=True); time.sleep(600)")
+
+
+def _hold(folder):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
 
 
 def test_a_live_holder_in_another_process_is_named_and_a_killed_one_blocks_nothing(tmp_path):
@@ -29,19 +36,18 @@ def test_a_live_holder_in_another_process_is_named_and_a_killed_one_blocks_nothi
     run.mkdir()
     (run / "config.yaml").write_text("name: x\n")
     assert holder(run) is None and not (run / "run.lock").exists()  # the check creates nothing
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run)], stdout=subprocess.PIPE, text=True)
+    proc = _hold(run)
     try:
-        assert proc.stdout.readline().strip() == "held"
         assert holder(run).startswith(f"pid {proc.pid}, since ")
-        with pytest.raises(RunInUseError, match=rf"in use by another `selfplay run` \(pid {proc.pid}, since"):
-            RunLock.acquire(run)
-        with pytest.raises(ConfigError, match=rf"--resume {run}: run directory {run} is in use .*pid {proc.pid}"):
+        with pytest.raises(DirInUseError, match=rf"in use by another `selfplay run` \(pid {proc.pid}, since"):
+            DirLock.acquire(run)
+        with pytest.raises(ConfigError, match=rf"--resume {run}: {run} is in use .*pid {proc.pid}"):
             check_resumable(run)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert holder(run) is None  # the kernel dropped the lock with the process; the file stays, harmless
-    lock = RunLock.acquire(run)
+    lock = DirLock.acquire(run)
     lock.release()
 
 
@@ -69,3 +75,21 @@ def test_a_resume_of_a_running_run_is_refused_and_the_run_goes_on(tmp_path):
     summary = json.loads((path / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["iterations"] == 2, summary
     assert holder(path) is None  # released on close: the finished run can be resumed (and reports so)
+
+
+def test_an_evaluation_into_a_folder_in_use_is_refused_before_it_writes(tmp_path):
+    from selfplay.eval.runner import EvalConfig, evaluate
+
+    out = tmp_path / "eval"
+    out.mkdir()
+    proc = _hold(out)
+    try:
+        with pytest.raises(DirInUseError, match=rf"in use by another `selfplay eval swebench` \(pid {proc.pid}.*"
+                                                rf"then `selfplay eval swebench \.\.\. --out {out}`"):
+            evaluate([], lambda _iid: None, EvalConfig(out_dir=out))
+        assert sorted(p.name for p in out.iterdir()) == ["run.lock"]  # no dataset.jsonl, no report
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    evaluate([], lambda _iid: None, EvalConfig(out_dir=out, runs=1))  # free again: an empty evaluation runs
+    assert (out / "report.json").is_file() and holder(out) is None
