@@ -15,6 +15,7 @@ from agent_scaffold.embedded import default_model_dir
 from agent_scaffold.policies import BACKENDS, make_policy
 from agent_scaffold.policy import SSR_SAMPLING
 from selfplay.cli.model_option import TOKENIZER_HELP, check_model_option, check_tokenizer_option
+from selfplay.dir_lock import holder, in_use_message
 from selfplay.eval.errors import EvalError
 
 eval_app = typer.Typer(help="Evaluate a policy on SWE-bench (Verified, verified-50, or any SWE-bench-format "
@@ -114,6 +115,9 @@ def swebench(
 
     if grader not in ("local", "harness"):
         raise typer.BadParameter(f"--grader must be local or harness, got {grader!r}", param_hint="--grader")
+    if who := holder(out):  # before the model loads; `evaluate` takes the lock itself
+        raise typer.BadParameter(in_use_message(out, who, "selfplay eval swebench",
+                                                f"selfplay eval swebench ... --out {out}"), param_hint="--out")
     check_model_option(model, policy)  # before the dataset loads (a Hub download); policy_factory checks again
     check_tokenizer_option(tokenizer, policy)
     if not _installed("swebench"):

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from selfplay.cli import app
 from selfplay.config.loader import ConfigError
 from selfplay.dir_lock import DirInUseError, DirLock, holder
 from selfplay.orchestration.loop import run_selfplay
@@ -88,6 +90,9 @@ def test_an_evaluation_into_a_folder_in_use_is_refused_before_it_writes(tmp_path
                                                 rf"then `selfplay eval swebench \.\.\. --out {out}`"):
             evaluate([], lambda _iid: None, EvalConfig(out_dir=out))
         assert sorted(p.name for p in out.iterdir()) == ["run.lock"]  # no dataset.jsonl, no report
+        res = CliRunner().invoke(app, ["eval", "swebench", "--dataset", "none.jsonl", "--out", str(out)],
+                                 env={"COLUMNS": "400"})  # refused before the dataset or the model loads
+        assert res.exit_code == 2 and f"pid {proc.pid}" in " ".join(res.output.split()), res.output
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
