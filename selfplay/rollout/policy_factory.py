@@ -124,7 +124,7 @@ def embedded_tokenizer(model_dir: str | None = None) -> Any:
     except (OSError, ValueError) as exc:  # a hub id without the hub, a folder without tokenizer files
         why = " ".join(str(exc).split())[:300]
         raise SelfPlayError(f"cannot load a tokenizer from {model_dir!r} ({why}); name a local folder that holds "
-                            "the served checkpoint's tokenizer files") from None
+                            "the model's tokenizer files") from None
 
 
 def resolve_device(device: str) -> str:
