@@ -226,8 +226,12 @@ def _assert_same_step(shared, plain, ms, mp, prefix: str, keys) -> None:
     for key in keys:
         assert ms[f"{prefix}/{key}"] == pytest.approx(mp[f"{prefix}/{key}"], rel=1e-4, abs=1e-6), key
     assert ms[f"{prefix}/microbatches"] < mp[f"{prefix}/microbatches"]
+    # Adam's step is lr * m / (sqrt(v) + eps): for a weight whose gradient is near 0 (summed with cancellation),
+    # the rounding of another summation order moves it by a visible share of lr (1.7e-6 at lr 1e-3 on one
+    # weight of 2048, torch 2.13 on an AVX-512 box). A wrong prefix moves most weights by about lr.
+    lr = shared.config.lr
     for (name, a), (_, b) in zip(shared.module.named_parameters(), plain.module.named_parameters()):
-        assert torch.allclose(a, b, atol=1e-6), name
+        assert torch.allclose(a, b, atol=1e-2 * lr), name
 
 
 @pytest.mark.parametrize("fused", [True, False])
