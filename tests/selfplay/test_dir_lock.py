@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -58,10 +59,10 @@ class ResumesMidRun(TableRunner):
 
     def __init__(self, cfg, **kw):
         super().__init__(**kw)
-        self.cfg, self.refused = cfg, []
+        self.cfg, self.refused, self.tried = cfg, [], threading.Lock()
 
     def __call__(self, request):
-        if not self.refused:
+        if self.tried.acquire(blocking=False):  # once, by whichever worker thread comes first
             (path,) = Path(self.cfg.runs_dir).iterdir()
             with pytest.raises(ConfigError) as info:
                 run_selfplay(self.cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
