@@ -42,7 +42,7 @@ def holder(folder: Path) -> str | None:
         except BlockingIOError:
             return handle.read().strip() or "another process"
         except OSError:  # a filesystem without locks: `acquire` says so
-            return None
+            pass
         return None
 
 

@@ -111,13 +111,12 @@ def swebench(
 
     # lazy: keeps `selfplay --help` fast
     from selfplay.eval.dataset import load_instances
-    from selfplay.eval.runner import EvalConfig, evaluate
+    from selfplay.eval.runner import EvalConfig, evaluate, lock_names
 
     if grader not in ("local", "harness"):
         raise typer.BadParameter(f"--grader must be local or harness, got {grader!r}", param_hint="--grader")
     if who := holder(out):  # before the model loads; `evaluate` takes the lock itself
-        raise typer.BadParameter(in_use_message(out, who, "selfplay eval swebench",
-                                                f"selfplay eval swebench ... --out {out}"), param_hint="--out")
+        raise typer.BadParameter(in_use_message(out, who, *lock_names(out)), param_hint="--out")
     check_model_option(model, policy)  # before the dataset loads (a Hub download); policy_factory checks again
     check_tokenizer_option(tokenizer, policy)
     if not _installed("swebench"):

@@ -77,6 +77,11 @@ class EvalConfig:
     """DockerSandboxConfig overrides of the solver sandbox (cpus, mem_limit, ...); network stays off."""
 
 
+def lock_names(out: Path) -> tuple[str, str]:
+    """The command that works in `out` and how to go on there, as `DirLock` names them to a second one."""
+    return "selfplay eval swebench", f"selfplay eval swebench ... --out {out}"
+
+
 PolicyFor = Callable[[str], Policy]
 """Policy for one instance id (the scripted backend replays per-instance actions; others share one)."""
 
@@ -87,7 +92,7 @@ def evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: Eva
     out = config.out_dir
     out.mkdir(parents=True, exist_ok=True)
     # a second evaluation into DIR would solve the same instances again and append to the same predictions
-    lock = DirLock.acquire(out, "selfplay eval swebench", f"selfplay eval swebench ... --out {out}")
+    lock = DirLock.acquire(out, *lock_names(out))
     try:
         return _evaluate(instances, policy_for, config)
     finally:
