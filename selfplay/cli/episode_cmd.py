@@ -78,6 +78,7 @@ def episode(
     from agent_scaffold.agent import run_episode
     from sandboxes.docker import DockerSandbox
     from sandboxes.images import repo_image
+    from selfplay.cli.turn_progress import TurnProgress
 
     if role not in ("injector", "solver"):
         raise typer.BadParameter(f"--role must be injector or solver, got {role!r}")
@@ -105,7 +106,9 @@ def episode(
         if task is not None:
             _enter_buggy_state(box, task.artifact, artifact)
         console.print(f"[bold]{role}[/] episode on {repo} with the {policy} policy ...")
-        ep = run_episode(pol, box, cfg, variables, limits=limits, sampling=TRAINING.with_(seed=seed))
+        with TurnProgress(console, limits.max_turns) as progress:
+            ep = run_episode(pol, box, cfg, variables, limits=limits, sampling=TRAINING.with_(seed=seed),
+                             on_turn=progress)
     traj = dataclasses.replace(ep.trajectory, metadata={**ep.trajectory.metadata, "repo": repo, "policy": policy,
                                                         "submission": ep.submission})
     saved = _save(traj, ep.submission, role, out)

@@ -39,6 +39,8 @@ def solve(
     from rich.console import Console
 
     # lazy: keeps `selfplay --help` fast
+    from agent_scaffold.roles import load_role
+    from selfplay.cli.turn_progress import TurnProgress
     from selfplay.solve.solver import check_inputs
     from selfplay.solve.solver import solve as run_solve
 
@@ -56,11 +58,13 @@ def solve(
     pol = policy_factory(policy, model=model, base_url=base_url, script=script, api_key=api_key,
                          tokenizer=tokenizer)("solve")
     console.print(f"solving in {repo}: building the sandbox, then the agent works turn by turn", highlight=False)
+    progress = TurnProgress(console, max_turns or load_role("solver").limits.max_turns,
+                            first="the sandbox image builds (once per repo and commit), then the model writes")
     try:
-        res = run_solve(repo, None, pol, commit=commit, setup=setup, out=out, branch=branch,
-                        max_turns=max_turns, max_new_tokens=max_new_tokens, max_repeats=max_repeats, issue_text=text,
-                        on_turn=lambda turn, what: console.print(f"turn {turn}: {what}", highlight=False,
-                                                                 markup=False))
+        with progress:
+            res = run_solve(repo, None, pol, commit=commit, setup=setup, out=out, branch=branch, max_turns=max_turns,
+                            max_new_tokens=max_new_tokens, max_repeats=max_repeats, issue_text=text,
+                            on_turn=progress)
     except SolveError as exc:
         print_error(str(exc))
         raise typer.Exit(1) from None

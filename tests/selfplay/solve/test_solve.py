@@ -74,6 +74,7 @@ def test_solve_local_repo_writes_the_patch_and_a_branch(tmp_path):
     text = _flat(res.output)
     assert "files changed: calc/__init__.py" in text and "after 4 turns" in text
     assert "tests the agent ran: python -m pytest -q tests" in text
+    assert "turn 1: bash: " in text and "turn 4: submit" in text  # each turn as a line (no terminal here)
     # the branch holds the fix on top of HEAD; the working tree, index and HEAD are untouched
     assert _git(repo, "rev-parse", "fix-add~1").strip() == head
     assert "return a + b" in _git(repo, "show", "fix-add:calc/__init__.py")
