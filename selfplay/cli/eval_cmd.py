@@ -110,6 +110,7 @@ def swebench(
     from rich.table import Table
 
     # lazy: keeps `selfplay --help` fast
+    from selfplay.cli.eval_progress import EvalProgressDisplay
     from selfplay.eval.dataset import load_instances
     from selfplay.eval.runner import EvalConfig, evaluate, lock_names
 
@@ -134,8 +135,9 @@ def swebench(
                         sampling=SSR_SAMPLING.with_(temperature=temperature, top_p=top_p), seed=seed,
                         max_turns=max_turns, max_new_tokens=max_new_tokens, max_context=max_context,
                         max_repeats=max_repeats)
-    report = evaluate(insts, factory, config)
     console = Console()
+    with EvalProgressDisplay(console) as show:
+        report = evaluate(insts, factory, config, on_step=show)
     table = Table("instance", *[f"run {k}" for k in range(runs)], "resolved")
     for row in report.table():
         table.add_row(row["instance_id"], *["[green]yes[/]" if r else "no" for r in row["resolved"]],

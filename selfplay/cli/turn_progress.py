@@ -2,31 +2,21 @@
 action as a line, and, on a terminal, a spinner under them that says which turn is under way and for how long.
 
 A turn on a CPU can take minutes (the model writes up to `max_new_tokens`, then the tool runs), and before
-the first one the sandbox image builds and the model loads; without the spinner the screen stood still
-through all of it. The spinner is drawn on the console the log handler writes to (stderr), so that log
-lines print above it instead of through it; on a terminal the turn lines go there too, for the same
-reason. Elsewhere (a pipe, a CI log) there is no spinner and each turn is one line on `console`, as
-before.
+the first one the sandbox image may build; the spinner's clock shows that the work goes on. It is drawn on
+the log handler's console (`log_console`), so that log lines print above it instead of through it; on a
+terminal the turn lines go there too, for the same reason. Elsewhere (a pipe, a CI log) there is no
+spinner and each turn is one line on `console`.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 
 from rich.console import Console
 from rich.live import Live
 from rich.spinner import Spinner
 
-
-def log_console() -> Console | None:
-    """The console of the root logger's rich handler (the CLI's stderr log), if there is one."""
-    from rich.logging import RichHandler
-
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, RichHandler):
-            return handler.console
-    return None
+from selfplay.cli.log_console import log_console
 
 
 class TurnProgress:
@@ -41,7 +31,7 @@ class TurnProgress:
         """What turn 1's spinner says happens (the caller knows what precedes the first reply)."""
         self.turns = 0
         """Turns reported so far."""
-        self._status = status or log_console() or Console(stderr=True)
+        self._status = status or log_console()
         use_live = (self.console.is_terminal and self._status.is_terminal) if live is None else live
         self._started = self._turn_started = time.monotonic()
         self._spinner = Spinner("dots")

@@ -37,6 +37,7 @@ from selfplay.dir_lock import DirLock
 from selfplay.eval.guard import strip_history
 from selfplay.eval.harness import read_harness_reports, run_harness
 from selfplay.eval.predictions import Prediction, append_prediction, read_predictions
+from selfplay.eval.progress import EvalProgress, EvalStep, episode_outcome, grade_outcome
 from selfplay.eval.report import EvalReport, InstanceResult
 from selfplay.eval.swebench_grading import grade_local, read_report, sandbox_config
 from selfplay.eval.task_image import ensure_instance_image
@@ -86,20 +87,27 @@ PolicyFor = Callable[[str], Policy]
 """Policy for one instance id (the scripted backend replays per-instance actions; others share one)."""
 
 
-def evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig) -> EvalReport:
-    """Run, grade and report `config.runs` runs over `instances` (normalised; see selfplay.eval.dataset)."""
+def evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig, *,
+             on_step: EvalProgress | None = None) -> EvalReport:
+    """Run, grade and report `config.runs` runs over `instances` (normalised; see selfplay.eval.dataset).
+    `on_step` is told when each phase of a run starts and each instance finishes (`selfplay.eval.progress`)."""
     solver_limits(load_role("solver"), config)  # an override out of range fails here, before any instance
     out = config.out_dir
     out.mkdir(parents=True, exist_ok=True)
     # a second evaluation into DIR would solve the same instances again and append to the same predictions
     lock = DirLock.acquire(out, *lock_names(out))
     try:
-        return _evaluate(instances, policy_for, config)
+        return _evaluate(instances, policy_for, config, on_step or _ignore)
     finally:
         lock.release()
 
 
-def _evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig) -> EvalReport:
+def _ignore(step: EvalStep) -> None:
+    pass
+
+
+def _evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig,
+              on_step: EvalProgress) -> EvalReport:
     out = config.out_dir
     dataset = out / "dataset.jsonl"
     dataset.write_text("".join(json.dumps(i, default=str) + "\n" for i in instances))
@@ -107,8 +115,8 @@ def _evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: Ev
     results: list[InstanceResult] = []
     for k in range(config.runs):
         run_dir = out / f"run-{k}"
-        _solve_run(instances, policy_for, config, k, run_dir)
-        results += _grade_run(instances, config, k, run_dir, dataset)
+        _solve_run(instances, policy_for, config, k, run_dir, on_step)
+        results += _grade_run(instances, config, k, run_dir, dataset, on_step)
     report = EvalReport(tuple(ids), tuple(results), config.runs,
                         meta={"model": config.model_name, "grader": config.grader,
                               "sampling": dataclasses.asdict(config.sampling)})
@@ -117,13 +125,15 @@ def _evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: Ev
 
 
 def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: EvalConfig, k: int,
-               run_dir: Path) -> None:
+               run_dir: Path, on_step: EvalProgress) -> None:
     done = read_predictions(run_dir / "predictions.jsonl")
     todo = [(i, inst) for i, inst in enumerate(instances) if inst["instance_id"] not in done]
     if len(todo) < len(instances):
         log.info("run %d: %d of %d instances already solved (resuming)", k, len(instances) - len(todo),
                  len(instances))
     lock = threading.Lock()
+    done_count = len(instances) - len(todo)
+    on_step(EvalStep(k, "solve", done_count, len(instances)))
 
     def one(item: tuple[int, dict[str, Any]]) -> None:
         i, inst = item
@@ -140,6 +150,11 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
                 patch = ep.submission if isinstance(ep.submission, str) else ""
                 append_prediction(run_dir / "predictions.jsonl",
                                   Prediction(inst["instance_id"], config.model_name, patch))
+            nonlocal done_count
+            done_count += 1
+            on_step(EvalStep(k, "solve", done_count, len(instances), inst["instance_id"],
+                             episode_outcome(ep.termination, ep.turns, ep.timings.get("wall"),
+                                             ep.error if ep.infra_failure else None)))
 
     with ThreadPoolExecutor(max(1, config.workers)) as pool:
         list(pool.map(one, todo))
@@ -181,11 +196,16 @@ def _episodes(run_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _patch(preds: dict[str, Prediction], iid: str) -> str | None:
+    return preds[iid].model_patch if iid in preds else None
+
+
 def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_dir: Path,
-               dataset: Path) -> list[InstanceResult]:
+               dataset: Path, on_step: EvalProgress) -> list[InstanceResult]:
     preds = read_predictions(run_dir / "predictions.jsonl")
     episodes = _episodes(run_dir)
     ids = [i["instance_id"] for i in instances]
+    on_step(EvalStep(k, "grade", 0, len(ids)))
     if config.grader == "harness":
         # Unique per output folder: the harness names containers by run id and instance, so two evaluations
         # sharing a run id would collide; deterministic, so a resumed evaluation finds its reports.
@@ -196,15 +216,21 @@ def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_
             run_harness(run_dir, dataset, run_dir / "predictions.jsonl", run_id, instance_ids=graded,
                         workers=config.workers, timeout=config.test_timeout)
         reports = read_harness_reports(run_dir, run_id, config.model_name, ids)
+        for n, iid in enumerate(ids, 1):  # the harness grades them all in one call
+            on_step(EvalStep(k, "grade", n, len(ids), iid, grade_outcome(reports.get(iid), _patch(preds, iid))))
     else:
         by_id = {i["instance_id"]: i for i in instances}
+        lock, graded_count = threading.Lock(), 0
 
         def one(iid: str) -> tuple[str, dict[str, Any] | None]:
+            nonlocal graded_count
             log_dir = run_dir / "logs" / iid
-            if iid not in preds:
-                return iid, None
-            return iid, read_report(log_dir, iid) or grade_local(by_id[iid], preds[iid], log_dir,
-                                                                  timeout=config.test_timeout)
+            rep = None if iid not in preds else read_report(log_dir, iid) or grade_local(
+                by_id[iid], preds[iid], log_dir, timeout=config.test_timeout)
+            with lock:
+                graded_count += 1
+                on_step(EvalStep(k, "grade", graded_count, len(ids), iid, grade_outcome(rep, _patch(preds, iid))))
+            return iid, rep
 
         with ThreadPoolExecutor(max(1, config.workers)) as pool:
             reports = dict(pool.map(one, ids))

@@ -11,7 +11,8 @@ import logging
 from rich.console import Console
 from rich.logging import RichHandler
 
-from selfplay.cli.turn_progress import TurnProgress, log_console
+from selfplay.cli.log_console import log_console
+from selfplay.cli.turn_progress import TurnProgress
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:

@@ -36,6 +36,12 @@ def test_scripted_policy_resolves_one_of_two_and_resumes(offline_dataset, tmp_pa
     assert rows[KEYFILTER]["resolved"] == [True] and rows[FREQUENCIES]["resolved"] == [False]
     assert rows[FREQUENCIES]["patch_applied"] == [True]  # applied, ran, and the F2P test still failed
     assert "mean 50.0%" in res.output and "pass@1 50.0%" in res.output
+    # progress: a line per finished instance and phase (no terminal here, so no bar)
+    text = " ".join(res.output.split())
+    assert f"run 0, solving 1/2: {FREQUENCIES}: submitted after " in text or \
+        f"run 0, solving 1/2: {KEYFILTER}: submitted after " in text, text
+    assert "run 0, solving 2/2: " in text and "run 0, grading 2/2: " in text
+    assert f"{KEYFILTER}: resolved" in text and f"{FREQUENCIES}: not resolved" in text
 
     # graded by swebench's functions: the harness report layout, with the markers in the log
     verdict = json.loads((out / "run-0" / "logs" / FREQUENCIES / "report.json").read_text())[FREQUENCIES]
@@ -53,7 +59,8 @@ def test_scripted_policy_resolves_one_of_two_and_resumes(offline_dataset, tmp_pa
     # resume: nothing is solved or graded again, the report is the same
     episodes = (out / "run-0" / "episodes.jsonl").read_text()
     stamp = (out / "run-0" / "logs" / KEYFILTER / "report.json").stat().st_mtime_ns
-    _eval(offline_dataset, out)
+    again = " ".join(_eval(offline_dataset, out).output.split())
+    assert "solving" not in again and f"{KEYFILTER}: resolved" in again  # graded from the stored reports
     assert (out / "run-0" / "episodes.jsonl").read_text() == episodes
     assert (out / "run-0" / "logs" / KEYFILTER / "report.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "report.json").read_text())["resolved_pct_per_run"] == [50.0]
@@ -64,8 +71,10 @@ def test_official_harness_grades_the_exported_tasks_unchanged(offline_dataset, t
     finds our task images locally (no pull) and agrees with the local grader."""
     out = tmp_path / "eval"
     # two workers: episodes in parallel threads, and the harness's own worker pool
-    _eval(offline_dataset, out, "--grader", "harness", "--workers", "2", "--instances",
-          f"{KEYFILTER},{FREQUENCIES}")
+    res = _eval(offline_dataset, out, "--grader", "harness", "--workers", "2", "--instances",
+                f"{KEYFILTER},{FREQUENCIES}")
+    text = " ".join(res.output.split())
+    assert f"{KEYFILTER}: resolved" in text and f"{FREQUENCIES}: not resolved" in text
     report = json.loads((out / "report.json").read_text())
     assert report["grader"] == "harness" and report["resolved_pct_per_run"] == [50.0]
     assert report["infra_failures"] == []
