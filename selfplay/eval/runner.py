@@ -136,6 +136,7 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
     on_step(EvalStep(k, "solve", done_count, len(instances)))
 
     def one(item: tuple[int, dict[str, Any]]) -> None:
+        nonlocal done_count
         i, inst = item
         seed = None if config.seed is None else config.seed + 1000 * k + i
         ep, traj = solve_instance(inst, policy_for(inst["instance_id"]), config, seed=seed)
@@ -150,7 +151,6 @@ def _solve_run(instances: list[dict[str, Any]], policy_for: PolicyFor, config: E
                 patch = ep.submission if isinstance(ep.submission, str) else ""
                 append_prediction(run_dir / "predictions.jsonl",
                                   Prediction(inst["instance_id"], config.model_name, patch))
-            nonlocal done_count
             done_count += 1
             on_step(EvalStep(k, "solve", done_count, len(instances), inst["instance_id"],
                              episode_outcome(ep.termination, ep.turns, ep.timings.get("wall"),
