@@ -17,9 +17,7 @@ from rich.progress import (
 )
 
 from selfplay.cli.log_console import log_console
-from selfplay.eval.progress import EvalStep
-
-VERB = {"solve": "solving", "grade": "grading"}
+from selfplay.eval.progress import VERB, EvalStep
 
 
 class EvalProgressDisplay:
@@ -53,7 +51,7 @@ class EvalProgressDisplay:
         """`evaluate`'s `on_step`."""
         if self._progress is None:
             if step.instance_id is not None:
-                self.console.print(line(step), highlight=False, markup=False)
+                self.console.print(step.line(), highlight=False, markup=False)
             return
         key = (step.run, step.phase)
         last = f"{step.instance_id}: {step.outcome}" if step.instance_id else ""
@@ -62,7 +60,3 @@ class EvalProgressDisplay:
                                                        last=last)
         self._progress.update(self._tasks[key], completed=step.done, last=last)
 
-
-def line(step: EvalStep) -> str:
-    """A finished instance as one line: `run 0, solving 3/12: ID: outcome`."""
-    return f"run {step.run}, {VERB[step.phase]} {step.done}/{step.total}: {step.instance_id}: {step.outcome}"

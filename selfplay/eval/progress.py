@@ -4,11 +4,14 @@ one per instance it finishes. A run of SWE-bench Verified is hours of episodes; 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+log = logging.getLogger(__name__)
 Phase = Literal["solve", "grade"]
+VERB: dict[Phase, str] = {"solve": "solving", "grade": "grading"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,10 @@ class EvalStep:
     """The instance just finished; None when the phase starts."""
     outcome: str = ""
     """How it finished, in words ("submitted after 12 turns (95 s)", "resolved", ...)."""
+
+    def line(self) -> str:
+        """A finished instance as one line: `run 0, solving 3/12: ID: outcome`."""
+        return f"run {self.run}, {VERB[self.phase]} {self.done}/{self.total}: {self.instance_id}: {self.outcome}"
 
 
 EvalProgress = Callable[[EvalStep], None]
@@ -50,3 +57,10 @@ def grade_outcome(report: dict[str, Any] | None, patch: str | None) -> str:
     if report is None:
         return "no report from the grader (infrastructure failure)"
     return "resolved" if report.get("resolved") else "not resolved"
+
+
+def log_step(step: EvalStep) -> None:
+    """An `on_step` for callers without a display of their own (a run's periodic evaluation): each finished
+    instance as one log line."""
+    if step.instance_id is not None:
+        log.info("evaluation %s", step.line())

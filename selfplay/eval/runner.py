@@ -250,10 +250,11 @@ def _grade_run(instances: list[dict[str, Any]], config: EvalConfig, k: int, run_
 
 
 def evaluate_checkpoint(checkpoint: Path, instances: list[dict[str, Any]], out_dir: Path, *, backend: str = "hf",
-                        runs: int = 1, prefix: str = "eval/swebench", **config: Any) -> dict[str, float]:
+                        runs: int = 1, prefix: str = "eval/swebench", on_step: EvalProgress | None = None,
+                        **config: Any) -> dict[str, float]:
     """Evaluate one checkpoint directory (`hf` or `vllm` backend, in process) on `instances` and return the
-    report's flat metrics, for a training loop to log when it writes a checkpoint. `selfplay run` does not
-    call it yet (it is still the interim repo check); see docs/eval.md."""
+    report's flat metrics, for a training loop to log when it writes a checkpoint (`selfplay run
+    eval.every=N`: `selfplay.orchestration.learning`); see docs/eval.md."""
     policy = make_policy(backend, model_dir=str(checkpoint))
     cfg = EvalConfig(out_dir=out_dir, model_name=checkpoint.name, runs=runs, **config)
-    return evaluate(instances, lambda _iid: policy, cfg).metrics(prefix)
+    return evaluate(instances, lambda _iid: policy, cfg, on_step=on_step).metrics(prefix)

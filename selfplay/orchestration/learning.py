@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from agent_scaffold.trajectory import Trajectory
 from selfplay.config.run_config import RunConfig
 from selfplay.eval.dataset import load_instances
+from selfplay.eval.progress import log_step
 from selfplay.eval.runner import evaluate_checkpoint
 from selfplay.learner.baseline import RunningMeanBaseline
 from selfplay.learner.batch import build_batch
@@ -190,7 +191,8 @@ class PolicyLearner:
             return evaluate_checkpoint(checkpoint, instances, checkpoint.parent.parent / "eval" / checkpoint.name,
                                        runs=settings.runs, max_turns=settings.max_turns or limits.max_turns,
                                        max_new_tokens=settings.max_new_tokens or limits.max_new_tokens,
-                                       max_context=limits.max_context_tokens, max_repeats=limits.max_repeats)
+                                       max_context=limits.max_context_tokens, max_repeats=limits.max_repeats,
+                                       on_step=log_step)
         except Exception as exc:  # an evaluation must not end the training run
             log.exception("evaluation of %s failed: %s", checkpoint, exc)
             return {"eval/swebench/failed": 1.0}

@@ -6,11 +6,12 @@ graders, and a resume that solves nothing again)."""
 from __future__ import annotations
 
 import io
+import logging
 
 from rich.console import Console
 
-from selfplay.cli.eval_progress import EvalProgressDisplay, line
-from selfplay.eval.progress import EvalStep, episode_outcome, grade_outcome
+from selfplay.cli.eval_progress import EvalProgressDisplay
+from selfplay.eval.progress import EvalStep, episode_outcome, grade_outcome, log_step
 
 
 def _console(terminal: bool) -> tuple[Console, io.StringIO]:
@@ -40,7 +41,14 @@ def test_without_a_terminal_each_finished_instance_is_a_line():
     assert buf.getvalue().splitlines() == ["run 0, solving 2/3: a__b-1: submitted after 4 turns (9 s)",
                                            "run 0, grading 1/3: a__b-[1]: resolved"]
     assert bars_buf.getvalue() == ""
-    assert line(EvalStep(1, "grade", 3, 3, "x", "not resolved")) == "run 1, grading 3/3: x: not resolved"
+    assert EvalStep(1, "grade", 3, 3, "x", "not resolved").line() == "run 1, grading 3/3: x: not resolved"
+
+
+def test_a_run_s_periodic_evaluation_logs_each_finished_instance(caplog):
+    with caplog.at_level(logging.INFO, logger="selfplay.eval.progress"):
+        log_step(EvalStep(0, "solve", 0, 2))
+        log_step(EvalStep(0, "solve", 1, 2, "a__b-1", "submitted after 4 turns (9 s)"))
+    assert caplog.messages == ["evaluation run 0, solving 1/2: a__b-1: submitted after 4 turns (9 s)"]
 
 
 def test_on_a_terminal_each_run_and_phase_is_a_bar_with_the_last_outcome():
