@@ -3,63 +3,49 @@ action as a line, and, on a terminal, a spinner under them that says which turn 
 
 A turn on a CPU can take minutes (the model writes up to `max_new_tokens`, then the tool runs), and before
 the first one the sandbox image may build; the spinner's clock shows that the work goes on. It is drawn on
-the log handler's console (`log_console`), so that log lines print above it instead of through it; on a
-terminal the turn lines go there too, for the same reason. Elsewhere (a pipe, a CI log) there is no
-spinner and each turn is one line on `console`.
+the log's console (`live_view`), and on a terminal the turn lines go there too, so that they print above
+it; elsewhere (a pipe, a CI log) there is no spinner and each turn is one line on `console`.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Self
 
 from rich.console import Console
 from rich.live import Live
 from rich.spinner import Spinner
 
-from selfplay.cli.log_console import log_console
+from selfplay.cli.live_view import LiveView
 
 
-class TurnProgress:
+class TurnProgress(LiveView):
     """`with TurnProgress(console, max_turns) as progress: run_episode(..., on_turn=progress)`."""
 
     def __init__(self, console: Console, max_turns: int | None = None, *, first: str = "the model writes",
                  live: bool | None = None, status: Console | None = None) -> None:
-        self.console = console
-        """Where turn lines go when there is no spinner."""
+        super().__init__(console, live=live, status=status)
         self.max_turns = max_turns
         self.first = first
         """What turn 1's spinner says happens (the caller knows what precedes the first reply)."""
         self.turns = 0
         """Turns reported so far."""
-        self._status = status or log_console()
-        use_live = (self.console.is_terminal and self._status.is_terminal) if live is None else live
         self._started = self._turn_started = time.monotonic()
         self._spinner = Spinner("dots")
-        self._live = Live(get_renderable=self._render, console=self._status, refresh_per_second=4,
-                          transient=True) if use_live else None
+        if self.live:
+            self.drawing = Live(get_renderable=self._render, console=self.status, refresh_per_second=4,
+                                transient=True)
 
-    @property
-    def live(self) -> bool:
-        """Whether a spinner is shown."""
-        return self._live is not None
-
-    def __enter__(self) -> TurnProgress:
+    def __enter__(self) -> Self:
         self._started = self._turn_started = time.monotonic()
-        if self._live is not None:
-            self._live.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.stop()
+        return super().__enter__()
 
     def __call__(self, turn: int, what: str) -> None:
         """`run_episode`'s `on_turn`: turn `turn` chose `what` (its tool now runs, then the next turn's model
         writes)."""
         self.turns = turn
         self._turn_started = time.monotonic()
-        (self._status if self._live is not None else self.console).print(f"turn {turn}: {what}", highlight=False,
-                                                                         markup=False)
+        (self.status if self.live else self.console).print(f"turn {turn}: {what}", highlight=False, markup=False)
 
     def describe(self) -> str:
         """The spinner's text: the turn under way, its seconds so far, and the episode's."""

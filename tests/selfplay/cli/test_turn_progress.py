@@ -11,7 +11,7 @@ import logging
 from rich.console import Console
 from rich.logging import RichHandler
 
-from selfplay.cli.log_console import log_console
+from selfplay.cli.live_view import log_console
 from selfplay.cli.turn_progress import TurnProgress
 
 
