@@ -27,6 +27,7 @@ def _episode(tmp_path: Path, name: str, actions: list[str]) -> Path:
                                    "--script", str(script), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "ended: submitted" in res.output
+    assert f"turn {len(actions)}: submit" in res.output  # each turn as a line (no terminal here)
     [diff] = out.glob("solver-*.diff")
     assert diff.with_suffix(".jsonl").is_file() and diff.with_suffix(".txt").is_file()
     return diff
