@@ -18,6 +18,8 @@ class Drawing(Protocol):
 
     def stop(self) -> None: ...
 
+    def refresh(self) -> None: ...
+
 
 def log_console() -> Console:
     """The console of the root logger's rich handler (`selfplay`'s callback installs one), else a new stderr

@@ -46,6 +46,8 @@ class TurnProgress(LiveView):
         self.turns = turn
         self._turn_started = time.monotonic()
         (self.status if self.live else self.console).print(f"turn {turn}: {what}", highlight=False, markup=False)
+        if self.drawing is not None:  # the next turn's text now, not at the next tick
+            self.drawing.refresh()
 
     def describe(self) -> str:
         """The spinner's text: the turn under way, its seconds so far, and the episode's."""

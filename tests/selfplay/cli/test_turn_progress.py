@@ -59,6 +59,7 @@ def test_on_a_terminal_turn_lines_and_log_lines_print_above_the_spinner_on_the_l
     assert shown.index("turn 1: bash: ls") < shown.index("a log line during the episode") < shown.index(
         "turn 2: submit")
     assert "turn 1 of 5: the model writes (0 s; 0 s in all)" in shown  # the spinner's first frame
+    assert "turn 3 of 5: turn 2's tool runs, then the model writes (0 s; " in shown  # redrawn at once
 
 
 def test_the_spinner_goes_to_the_cli_log_handler_console():
