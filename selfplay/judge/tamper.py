@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from selfplay.diffs import split_diff
+from selfplay.judge.string_folding import folded_strings
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,14 @@ def screen(diff: str, config: TamperConfig = TamperConfig(), *, what: str = "the
                 if hit is not None:
                     return (f"{fd.path}: added lines from {first.strip()[:80]!r} on, read as {value[:80]!r} once "
                             f"their strings are joined and decoded, which matches {what} ({hit.name}: {hit.why})")
+        for run in runs:
+            source = "\n".join((_doctest_source(line) or "") if prose else line for _, line in run)
+            for index, value in folded_strings(source):
+                hit = _match(value, config)
+                if hit is not None:
+                    line = run[index - 1][1]
+                    return (f"{fd.path}: added line {line.strip()[:80]!r} computes {value[:80]!r} from the literals "
+                            f"of its lines, which matches {what} ({hit.name}: {hit.why})")
     return None
 
 

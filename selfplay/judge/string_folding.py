@@ -1,0 +1,281 @@
+"""The strings a run of added code computes from literals alone, for the tamper screen (`selfplay.judge.tamper`).
+
+The screen reads names as they are written. A payload spells the names it needs at run time instead:
+`"mod%s" % "ules"`, `"{}test".format("_py")`, `f"{a}{b}"` with `a` and `b` bound to literals a line above,
+`parts[1] + parts[0]` over a table of fragments, `"seludom"[::-1]`, `chr(112) + "ytest"`, `b"..".decode()`.
+Each of these is constant: its value follows from the literals in the run, without running anything the
+run defines. `folded_strings` evaluates such expressions (a small evaluator over `ast`, on str, bytes, int
+and containers of them, with pure str/bytes methods only and a size cap), so that the screen can read the
+value the interpreter will build.
+
+What stays out of reach (and stays the screen's documented gap): values that depend on anything not a
+literal of the run (a parameter, an attribute of a module, a loop variable, a string from another file).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+MAX_CHARS = 10_000
+"""A computed string longer than this is not folded (a payload's names are short; `"a" * 10**9` is not)."""
+_HUGE_FIELD = re.compile(r"\d{5,}")  # a format width or precision that would allocate megabytes
+_METHODS = frozenset({
+    "join", "format", "lower", "upper", "swapcase", "casefold", "title", "capitalize", "strip", "lstrip", "rstrip",
+    "replace", "removeprefix", "removesuffix", "split", "rsplit", "partition", "rpartition", "decode", "encode",
+    "splitlines", "zfill",
+})
+"""str and bytes methods folded: pure, and their results bounded by their inputs (checked against MAX_CHARS)."""
+_REFLECT = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+
+
+class _Unknown:
+    """A value that does not follow from the run's literals."""
+
+
+UNKNOWN: Any = _Unknown()
+
+
+def folded_strings(source: str) -> Iterator[tuple[int, str]]:
+    """(1-based line in `source`, value) for each expression of `source` that is not a plain literal or name and
+    whose value, a str (or bytes, read as latin-1), follows from literals alone; `getattr(obj, <constant>)` gives
+    `obj.<constant>`. Names bound to constants (`a = "_py"`) are followed in order through the run. `source`
+    is a run of added lines: it is parsed whole (dedented) when it can be, else line by line."""
+    folder = _Folder()
+    for offset, tree in _parse(source):
+        folder.forget()  # node ids of a freed tree are reused by the next one
+        for node in _statements(tree.body):
+            if isinstance(node, ast.Assign):
+                value = folder.fold(node.value)
+                for target in node.targets:
+                    folder.bind(target, value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                folder.bind(node.target, folder.fold(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op,
+                                                               node.value)))
+            elif isinstance(node, ast.AnnAssign):
+                folder.bind(node.target, UNKNOWN if node.value is None else folder.fold(node.value))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REFLECT \
+                    and len(node.args) >= 2:
+                attr, owner = folder.fold(node.args[1]), _dotted(node.args[0])
+                if owner and isinstance(attr, str):
+                    yield offset + node.lineno, f"{owner}.{attr}"
+            if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Name)):
+                value = folder.fold(node)
+                if isinstance(value, (str, bytes)) and value:
+                    yield offset + node.lineno, value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+def _parse(source: str) -> Iterator[tuple[int, ast.Module]]:
+    """(line offset, tree): the whole run dedented, or, where it does not parse (a run that starts inside an
+    expression or leaves a block), each line alone."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    else:
+        yield 0, tree
+        return
+    for i, line in enumerate(source.splitlines()):
+        try:
+            tree = ast.parse(line.strip())
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        yield i, tree
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of `body`, statements in source order, so that a binding is seen before its later uses."""
+    for stmt in body:
+        children = [c for f in ("body", "orelse", "finalbody", "handlers") for c in getattr(stmt, f, []) or []]
+        nested = {id(c) for c in children}
+        yield from _walk_except(stmt, nested)
+        for handler in getattr(stmt, "handlers", []) or []:
+            yield from _statements(handler.body)
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(stmt, field, None)
+            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                yield from _statements(inner)
+
+
+def _walk_except(stmt: ast.AST, skip: set[int]) -> Iterator[ast.AST]:
+    """The nodes of `stmt` outside its nested statement bodies (those are walked in order after it)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed([c for c in ast.iter_child_nodes(node) if id(c) not in skip]))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr}" if owner else None
+    return None
+
+
+def _huge_format(template: str | bytes, args: Any) -> bool:
+    """Whether formatting could allocate megabytes: a width or precision of 5+ digits in the template, or an
+    int argument that a `*` or nested field could take as one."""
+    values = args if isinstance(args, (tuple, list)) else (args,)
+    return bool(_HUGE_FIELD.search(str(template))) or any(
+        isinstance(v, int) and abs(v) > MAX_CHARS for v in values)
+
+
+def _small(value: Any) -> bool:
+    if isinstance(value, (str, bytes)):
+        return len(value) <= MAX_CHARS
+    if isinstance(value, bool) or value is None:
+        return True
+    if isinstance(value, int):
+        return abs(value) < 10 ** 18
+    if isinstance(value, (tuple, list)):
+        return len(value) <= 1_000 and all(_small(v) for v in value)
+    if isinstance(value, dict):
+        return len(value) <= 1_000 and all(_small(k) and _small(v) for k, v in value.items())
+    return False
+
+
+
+class _Folder:
+    """The values of expressions over the names bound so far (`env`); each node is folded once per binding
+    state (`_cache`), so that nested expressions cost linear time."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, Any] = {}
+        self._cache: dict[int, Any] = {}
+
+    def forget(self) -> None:
+        """Drop the folded values (the bindings stay)."""
+        self._cache.clear()
+
+    def bind(self, target: ast.expr, value: Any) -> None:
+        """`target = value`: names (and tuples of names) take the value, which changes what later nodes fold to."""
+        self._cache.clear()
+        if isinstance(target, ast.Name):
+            self.env[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = value if isinstance(value, (tuple, list)) and len(value) == len(target.elts) else None
+            for i, elt in enumerate(target.elts):
+                self.bind(elt, UNKNOWN if items is None else items[i])
+
+    def fold(self, node: ast.expr) -> Any:
+        """`node`'s value, or UNKNOWN."""
+        key = id(node)
+        if key not in self._cache:
+            try:
+                value = self._evaluate(node)
+            except Exception:  # any failure of a constant operation (RecursionError included): not known
+                value = UNKNOWN
+            self._cache[key] = value if _small(value) else UNKNOWN
+        return self._cache[key]
+
+    def _evaluate(self, node: ast.expr) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, (str, bytes, int)) else UNKNOWN
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, UNKNOWN)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            value = self.fold(node.operand)
+            return -value if isinstance(node.op, ast.USub) and type(value) is int else \
+                value if type(value) is int else UNKNOWN
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = [self.fold(e) for e in node.elts]
+            if any(i is UNKNOWN for i in items):
+                return UNKNOWN
+            return tuple(items) if isinstance(node, ast.Tuple) else items
+        if isinstance(node, ast.Dict):
+            keys = [UNKNOWN if k is None else self.fold(k) for k in node.keys]
+            values = [self.fold(v) for v in node.values]
+            if any(x is UNKNOWN for x in (*keys, *values)):
+                return UNKNOWN
+            return dict(zip(keys, values))
+        if isinstance(node, ast.JoinedStr):
+            return self._joined(node)
+        if isinstance(node, ast.BinOp):
+            return self._binop(node)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node)
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        return UNKNOWN
+
+    def _joined(self, node: ast.JoinedStr) -> Any:
+        parts = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                parts.append(str(part.value))
+                continue
+            if not isinstance(part, ast.FormattedValue):
+                return UNKNOWN
+            value = self.fold(part.value)
+            spec = "" if part.format_spec is None else self.fold(part.format_spec)
+            if value is UNKNOWN or not isinstance(spec, str) or _HUGE_FIELD.search(spec):
+                return UNKNOWN
+            value = {115: str, 114: repr, 97: ascii}.get(part.conversion, lambda v: v)(value)
+            parts.append(format(value, spec))
+        return "".join(parts)
+
+    def _binop(self, node: ast.BinOp) -> Any:
+        left, right = self.fold(node.left), self.fold(node.right)
+        if left is UNKNOWN or right is UNKNOWN:
+            return UNKNOWN
+        if isinstance(node.op, ast.Add) and type(left) is type(right) and isinstance(left, (str, bytes, int, tuple, list)):
+            return left + right
+        if isinstance(node.op, ast.Mod) and isinstance(left, (str, bytes)):
+            return UNKNOWN if _huge_format(left, right) else left % right
+        if isinstance(node.op, ast.Mult):
+            text, count = (left, right) if isinstance(right, int) else (right, left)
+            if isinstance(count, int) and not isinstance(count, bool) and isinstance(text, (str, bytes, int, tuple, list)):
+                size = len(text) if not isinstance(text, int) else 1
+                return text * count if size * max(count, 0) <= MAX_CHARS or isinstance(text, int) else UNKNOWN
+        return UNKNOWN
+
+    def _subscript(self, node: ast.Subscript) -> Any:
+        value = self.fold(node.value)
+        if value is UNKNOWN or not isinstance(value, (str, bytes, tuple, list, dict)):
+            return UNKNOWN
+        index = node.slice
+        if isinstance(index, ast.Slice):
+            bounds = [None if b is None else self.fold(b) for b in (index.lower, index.upper, index.step)]
+            if any(b is UNKNOWN for b in bounds):
+                return UNKNOWN
+            return value[slice(*bounds)]
+        key = self.fold(index)
+        return UNKNOWN if key is UNKNOWN else value[key]
+
+    def _call(self, node: ast.Call) -> Any:
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return UNKNOWN
+        args = [self.fold(a) for a in node.args]
+        kwargs = {k.arg: self.fold(k.value) for k in node.keywords}
+        if any(a is UNKNOWN for a in (*args, *kwargs.values())):
+            return UNKNOWN
+        func = node.func
+        if isinstance(func, ast.Name):
+            if func.id == "chr" and len(args) == 1 and not kwargs:
+                return chr(args[0])
+            if func.id == "str" and len(args) == 1 and not kwargs and isinstance(args[0], (str, int)):
+                return str(args[0])
+            if func.id in ("reversed", "sorted", "list", "tuple") and len(args) == 1 and not kwargs:
+                items = list(reversed(args[0])) if func.id == "reversed" else \
+                    sorted(args[0]) if func.id == "sorted" else list(args[0])
+                return tuple(items) if func.id == "tuple" else items
+            return UNKNOWN
+        if isinstance(func, ast.Attribute) and func.attr in _METHODS:
+            receiver = self.fold(func.value)
+            if not isinstance(receiver, (str, bytes)):
+                return UNKNOWN
+            if func.attr == "format" and _HUGE_FIELD.search(str(receiver)):
+                return UNKNOWN
+            if func.attr == "replace" and len(args) >= 2 and isinstance(args[1], (str, bytes)) and \
+                    len(receiver) * (len(args[1]) + 1) > MAX_CHARS * 10:
+                return UNKNOWN
+            if func.attr == "zfill" and (not args or not isinstance(args[0], int) or args[0] > MAX_CHARS):
+                return UNKNOWN
+            return getattr(receiver, func.attr)(*args, **kwargs)
+        return UNKNOWN
