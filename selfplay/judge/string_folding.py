@@ -249,10 +249,24 @@ class _Folder:
         return UNKNOWN if key is UNKNOWN else value[key]
 
     def _call(self, node: ast.Call) -> Any:
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            return UNKNOWN
-        args = [self.fold(a) for a in node.args]
-        kwargs = {k.arg: self.fold(k.value) for k in node.keywords}
+        args: list[Any] = []
+        for arg in node.args:  # `*pieces` spreads a folded tuple or list
+            value = self.fold(arg.value if isinstance(arg, ast.Starred) else arg)
+            if isinstance(arg, ast.Starred):
+                if not isinstance(value, (tuple, list)):
+                    return UNKNOWN
+                args.extend(value)
+            else:
+                args.append(value)
+        kwargs: dict[str, Any] = {}
+        for keyword in node.keywords:  # `**table` spreads a folded dict of str keys
+            value = self.fold(keyword.value)
+            if keyword.arg is not None:
+                kwargs[keyword.arg] = value
+            elif isinstance(value, dict) and all(isinstance(k, str) for k in value):
+                kwargs.update(value)
+            else:
+                return UNKNOWN
         if any(a is UNKNOWN for a in (*args, *kwargs.values())):
             return UNKNOWN
         func = node.func

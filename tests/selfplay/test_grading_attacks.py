@@ -177,6 +177,10 @@ RED_TEAM = Path(__file__).resolve().parent.parent / "fixtures" / "attacks" / "so
     ("evade_doctest_default_glob", "toolz/test_notes.txt", None),
     ("evade_split_strings_sparing_testcase", None, "joined and decoded"),
     ("evade_utf7_module_sparing_testcase", None, "source-encoding"),
+    # 2026-12-07: the split-strings payload with every name computed from a table of fragments (%, format(*...),
+    # an f-string of bound names); it passed the screen before string folding, and the plain-function canaries
+    # catch it without the screen, as they do the split-strings one
+    ("evade_formatted_strings_sparing_testcase", None, "from the literals"),
 ])
 def test_red_team_predictions_earn_minus_one(name, dropped, screened, toolz_spec, toolz_pool, valid_report):
     """Red team, 2026-12-06: each of these earned +1 (integrity ok, verification agreeing) with the bug in
