@@ -37,17 +37,17 @@ def main() -> None:
                                                                             "_emoji_codes")]
     sets = {"attack corpus": [p.read_text() for p in sorted((HERE / "tests/fixtures/attacks/solver").glob("*.diff"))],
             "large new files": [new_file_diff(f) for f in files]}
-    folding = tamper.folded_strings
+    folding = tamper.StringFolder.strings
     for name, diffs in sets.items():
         times: dict[str, list[float]] = {"on": [], "off": []}
         verdicts: dict[str, list[str | None]] = {}
         for _ in range(args.repeats):
             for mode in ("off", "on"):
-                tamper.folded_strings = folding if mode == "on" else (lambda source: iter(()))
+                tamper.StringFolder.strings = folding if mode == "on" else (lambda self, source: iter(()))
                 start = time.perf_counter()
                 verdicts[mode] = [tamper.screen(d) for d in diffs]
                 times[mode].append(time.perf_counter() - start)
-        tamper.folded_strings = folding
+        tamper.StringFolder.strings = folding
         on, off = statistics.median(times["on"]), statistics.median(times["off"])
         changed = sum(a != b for a, b in zip(verdicts["on"], verdicts["off"]))
         print(f"{name} ({len(diffs)} diffs, {sum(d.count(chr(10)) for d in diffs):,} lines): folding on "

@@ -44,28 +44,41 @@ def folded_strings(source: str) -> Iterator[tuple[int, str]]:
     whose value, a str (or bytes, read as latin-1), follows from literals alone; `getattr(obj, <constant>)` gives
     `obj.<constant>`. Names bound to constants (`a = "_py"`) are followed in order through the run. `source`
     is a run of added lines: it is parsed whole (dedented) when it can be, else line by line."""
-    folder = _Folder()
-    for offset, tree in _parse(source):
-        folder.forget()  # node ids of a freed tree are reused by the next one
-        for node in _statements(tree.body):
-            if isinstance(node, ast.Assign):
-                value = folder.fold(node.value)
-                for target in node.targets:
-                    folder.bind(target, value)
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                folder.bind(node.target, folder.fold(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op,
-                                                               node.value)))
-            elif isinstance(node, ast.AnnAssign):
-                folder.bind(node.target, UNKNOWN if node.value is None else folder.fold(node.value))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REFLECT \
-                    and len(node.args) >= 2:
-                attr, owner = folder.fold(node.args[1]), _dotted(node.args[0])
-                if owner and isinstance(attr, str):
-                    yield offset + node.lineno, f"{owner}.{attr}"
-            if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Name)):
-                value = folder.fold(node)
-                if isinstance(value, (str, bytes)) and value:
-                    yield offset + node.lineno, value.decode("latin-1") if isinstance(value, bytes) else value
+    return StringFolder().strings(source)
+
+
+class StringFolder:
+    """`folded_strings` over several runs of one file in order: a name bound in one run of added lines keeps its
+    value in the runs after it (a payload may define its table of fragments in one hunk and use it in
+    another)."""
+
+    def __init__(self) -> None:
+        self._folder = _Folder()
+
+    def strings(self, source: str) -> Iterator[tuple[int, str]]:
+        """`folded_strings` of `source`, with the bindings of the runs folded before it."""
+        folder = self._folder
+        for offset, tree in _parse(source):
+            folder.forget()  # node ids of a freed tree are reused by the next one
+            for node in _statements(tree.body):
+                if isinstance(node, ast.Assign):
+                    value = folder.fold(node.value)
+                    for target in node.targets:
+                        folder.bind(target, value)
+                elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                    folder.bind(node.target, folder.fold(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op,
+                                                                   node.value)))
+                elif isinstance(node, ast.AnnAssign):
+                    folder.bind(node.target, UNKNOWN if node.value is None else folder.fold(node.value))
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REFLECT \
+                        and len(node.args) >= 2:
+                    attr, owner = folder.fold(node.args[1]), _dotted(node.args[0])
+                    if owner and isinstance(attr, str):
+                        yield offset + node.lineno, f"{owner}.{attr}"
+                if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Name)):
+                    value = folder.fold(node)
+                    if isinstance(value, (str, bytes)) and value:
+                        yield offset + node.lineno, value.decode("latin-1") if isinstance(value, bytes) else value
 
 
 def _parse(source: str) -> Iterator[tuple[int, ast.Module]]:

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from selfplay.diffs import split_diff
-from selfplay.judge.string_folding import folded_strings
+from selfplay.judge.string_folding import StringFolder
 
 
 @dataclass(frozen=True)
@@ -222,9 +222,10 @@ def screen(diff: str, config: TamperConfig = TamperConfig(), *, what: str = "the
                 if hit is not None:
                     return (f"{fd.path}: added lines from {first.strip()[:80]!r} on, read as {value[:80]!r} once "
                             f"their strings are joined and decoded, which matches {what} ({hit.name}: {hit.why})")
+        folder = StringFolder()  # one per file: a table bound in one hunk is followed into the next
         for run in runs:
             source = "\n".join((_doctest_source(line) or "") if prose else line for _, line in run)
-            for index, value in folded_strings(source):
+            for index, value in folder.strings(source):
                 hit = _match(value, config)
                 if hit is not None:
                     line = run[index - 1][1]

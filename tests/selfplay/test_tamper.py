@@ -150,7 +150,7 @@ def test_strings_computed_from_literals_are_screened_as_their_values(lines, patt
     (`selfplay.judge.string_folding`): each of these passed the screen without it."""
     reason = screen(_diff(*lines))
     assert reason is not None and f"({pattern}:" in reason and "from the literals" in reason, reason
-    monkeypatch.setattr(tamper, "folded_strings", lambda source: iter(()))
+    monkeypatch.setattr(tamper.StringFolder, "strings", lambda self, source: iter(()))
     assert screen(_diff(*lines)) is None
 
 
@@ -167,6 +167,15 @@ def test_strings_computed_from_literals_are_screened_as_their_values(lines, patt
 ])
 def test_ordinary_formatting_is_not_flagged_and_is_not_built_when_huge(lines):
     assert screen(_diff(*lines)) is None
+
+
+def test_a_table_bound_in_one_hunk_is_followed_into_the_next_hunk_of_the_file():
+    path = "pkg/core.py"
+    diff = (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+            "@@ -1,2 +1,3 @@\n import os\n+BITS = (\"mod\", \"ules\")\n x = 1\n"
+            "@@ -40,2 +41,3 @@\n def g():\n+    return getattr(sys, \"%s%s\" % BITS)\n     pass\n")
+    reason = screen(diff)
+    assert reason is not None and "(sys-modules:" in reason and "from the literals" in reason, reason
 
 
 def test_a_run_that_does_not_parse_whole_is_folded_line_by_line():
