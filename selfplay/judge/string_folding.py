@@ -50,35 +50,76 @@ def folded_strings(source: str) -> Iterator[tuple[int, str]]:
 class StringFolder:
     """`folded_strings` over several runs of one file in order: a name bound in one run of added lines keeps its
     value in the runs after it (a payload may define its table of fragments in one hunk and use it in
-    another)."""
+    another). A `for` loop over a folded sequence walks its body once per item (up to `LOOP_WALKS` walks in
+    all), and a function's parameters take their folded defaults."""
+
+    LOOP_WALKS = 512
+    """Loop bodies walked per file, all loops together (nested loops multiply)."""
 
     def __init__(self) -> None:
         self._folder = _Folder()
+        self._walks = self.LOOP_WALKS
 
     def strings(self, source: str) -> Iterator[tuple[int, str]]:
         """`folded_strings` of `source`, with the bindings of the runs folded before it."""
-        folder = self._folder
         for offset, tree in _parse(source):
-            folder.forget()  # node ids of a freed tree are reused by the next one
-            for node in _statements(tree.body):
-                if isinstance(node, ast.Assign):
-                    value = folder.fold(node.value)
-                    for target in node.targets:
-                        folder.bind(target, value)
-                elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                    folder.bind(node.target, folder.fold(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op,
-                                                                   node.value)))
-                elif isinstance(node, ast.AnnAssign):
-                    folder.bind(node.target, UNKNOWN if node.value is None else folder.fold(node.value))
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REFLECT \
-                        and len(node.args) >= 2:
-                    attr, owner = folder.fold(node.args[1]), _dotted(node.args[0])
-                    if owner and isinstance(attr, str):
-                        yield offset + node.lineno, f"{owner}.{attr}"
-                if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Name)):
-                    value = folder.fold(node)
-                    if isinstance(value, (str, bytes)) and value:
-                        yield offset + node.lineno, value.decode("latin-1") if isinstance(value, bytes) else value
+            self._folder.forget()  # node ids of a freed tree are reused by the next one
+            for line, value in self._block(tree.body):
+                yield offset + line, value
+
+    def _block(self, body: list[ast.stmt]) -> Iterator[tuple[int, str]]:
+        for stmt in body:
+            yield from self._statement(stmt)
+
+    def _statement(self, stmt: ast.stmt) -> Iterator[tuple[int, str]]:
+        """The statement's own nodes in order (bindings as they come), then its nested bodies."""
+        folder = self._folder
+        nested = {id(c) for f in ("body", "orelse", "finalbody", "handlers", "cases")
+                  for c in getattr(stmt, f, []) or [] if isinstance(c, ast.AST)}
+        for node in _walk_except(stmt, nested):
+            if isinstance(node, ast.Assign):
+                value = folder.fold(node.value)
+                for target in node.targets:
+                    folder.bind(target, value)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                folder.bind(node.target, folder.fold(ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op,
+                                                               node.value)))
+            elif isinstance(node, ast.AnnAssign):
+                folder.bind(node.target, UNKNOWN if node.value is None else folder.fold(node.value))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REFLECT \
+                    and len(node.args) >= 2:
+                attr, owner = folder.fold(node.args[1]), _dotted(node.args[0])
+                if owner and isinstance(attr, str):
+                    yield node.lineno, f"{owner}.{attr}"
+            if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Name)):
+                value = folder.fold(node)
+                if isinstance(value, (str, bytes)) and value:
+                    yield node.lineno, value.decode("latin-1") if isinstance(value, bytes) else value
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._bind_defaults(stmt.args)
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            items = folder.fold(stmt.iter)
+            if isinstance(items, (tuple, list, str, bytes)) and 0 < len(items) <= self._walks:
+                self._walks -= len(items)
+                for item in items:
+                    folder.bind(stmt.target, item)
+                    yield from self._block(stmt.body)
+                folder.bind(stmt.target, UNKNOWN)
+                yield from self._block(stmt.orelse)
+                return
+        for field in ("body", "handlers", "cases", "orelse", "finalbody"):  # source order
+            for inner in getattr(stmt, field, None) or []:
+                if isinstance(inner, ast.stmt):
+                    yield from self._statement(inner)
+                elif isinstance(inner, (ast.ExceptHandler, ast.match_case)):
+                    yield from self._block(inner.body)
+
+    def _bind_defaults(self, args: ast.arguments) -> None:
+        """Parameters take their default values (a payload's `def f(k="mod" "ules")`); the rest are unknown."""
+        positional = [*args.posonlyargs, *args.args]
+        defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+        for arg, default in [*zip(positional, defaults), *zip(args.kwonlyargs, args.kw_defaults)]:
+            self._folder.bind(ast.Name(arg.arg, ast.Store()), UNKNOWN if default is None else self._folder.fold(default))
 
 
 def _parse(source: str) -> Iterator[tuple[int, ast.Module]]:
@@ -97,20 +138,6 @@ def _parse(source: str) -> Iterator[tuple[int, ast.Module]]:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         yield i, tree
-
-
-def _statements(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node of `body`, statements in source order, so that a binding is seen before its later uses."""
-    for stmt in body:
-        children = [c for f in ("body", "orelse", "finalbody", "handlers") for c in getattr(stmt, f, []) or []]
-        nested = {id(c) for c in children}
-        yield from _walk_except(stmt, nested)
-        for handler in getattr(stmt, "handlers", []) or []:
-            yield from _statements(handler.body)
-        for field in ("body", "orelse", "finalbody"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                yield from _statements(inner)
 
 
 def _walk_except(stmt: ast.AST, skip: set[int]) -> Iterator[ast.AST]:

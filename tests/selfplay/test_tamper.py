@@ -143,6 +143,10 @@ def test_ordinary_strings_are_not_flagged_once_joined(lines):
     (('name = "".join(reversed("tsetyp_"))',), "test-runner-internals"),
     (('def late():', '    n = "Test"', '    n += "Report"', '    return getattr(rep, n)'), "runner-vocabulary"),
     (('name = "%(a)s%(b)st" % {"a": "_py", "b": "tes"}',), "test-runner-internals"),
+    (('for k in ["mod" "ules"]:', '    found = getattr(sys, k)'), "sys-modules"),  # a loop over literals
+    (('def find(k="mod" "ules"):', '    return getattr(sys, k)'), "sys-modules"),  # a parameter's default
+    (('try:', '    pass', 'except ValueError:', '    k = "seludom"', 'mods = getattr(sys, k[::-1])'),
+     "sys-modules"),  # bindings in a handler
 ])
 def test_strings_computed_from_literals_are_screened_as_their_values(lines, pattern, monkeypatch):
     """The screen's documented gap of 2026-12-06 (names built with `%`, `str.format` or a table of fragments,
@@ -164,6 +168,7 @@ def test_strings_computed_from_literals_are_screened_as_their_values(lines, patt
     ('pad = "%099999d" % 1',),
     ('s = "{:{}}".format("a", 10**12)',),
     ('for i in range(3):', '    part = "%d" % i'),
+    ('for a in "ab":', '    for b in "cd":', '        for c in "ef":', '            key = a + b + c'),
 ])
 def test_ordinary_formatting_is_not_flagged_and_is_not_built_when_huge(lines):
     assert screen(_diff(*lines)) is None
