@@ -8,8 +8,10 @@ run defines. `folded_strings` evaluates such expressions (a small evaluator over
 and containers of them, with pure str/bytes methods only and a size cap), so that the screen can read the
 value the interpreter will build.
 
-What stays out of reach (and stays the screen's documented gap): values that depend on anything not a
-literal of the run (a parameter, an attribute of a module, a loop variable, a string from another file).
+Names are followed through the added lines of one file (`StringFolder`), loops over folded sequences item
+by item, and parameters take their defaults. What stays out of reach (the screen's documented gap,
+docs/security.md class 4): values that depend on anything else (an argument a caller passes, an attribute
+of a module, a loop over something computed, text read from a file, code the diff does not add).
 """
 
 from __future__ import annotations
