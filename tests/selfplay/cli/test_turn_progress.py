@@ -66,8 +66,9 @@ def test_the_spinner_goes_to_the_cli_log_handler_console():
     status, _ = _console(True)
     handler = RichHandler(console=status)
     root = logging.getLogger()
-    root.addHandler(handler)
+    saved = root.handlers[:]  # a CLI test before this one left the CLI's own handler there
+    root.handlers = [handler]
     try:
         assert log_console() is status
     finally:
-        root.removeHandler(handler)
+        root.handlers = saved
