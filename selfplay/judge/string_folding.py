@@ -88,11 +88,9 @@ class StringFolder:
                                                                node.value)))
             elif isinstance(node, ast.AnnAssign):
                 folder.bind(node.target, UNKNOWN if node.value is None else folder.fold(node.value))
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REFLECT \
-                    and len(node.args) >= 2:
-                attr, owner = folder.fold(node.args[1]), _dotted(node.args[0])
-                if owner and isinstance(attr, str):
-                    yield node.lineno, f"{owner}.{attr}"
+            reached = _attribute_reached(node, folder)
+            if reached is not None:
+                yield node.lineno, reached
             if isinstance(node, ast.expr) and not isinstance(node, (ast.Constant, ast.Name)):
                 value = folder.fold(node)
                 if isinstance(value, (str, bytes)) and value:
@@ -149,6 +147,29 @@ def _walk_except(stmt: ast.AST, skip: set[int]) -> Iterator[ast.AST]:
         node = stack.pop()
         yield node
         stack.extend(reversed([c for c in ast.iter_child_nodes(node) if id(c) not in skip]))
+
+
+def _attribute_reached(node: ast.AST, folder: _Folder) -> str | None:
+    """`obj.name` for an attribute reached by a folded name instead of written: `getattr(obj, name)` (and
+    set/del/hasattr), `obj.__dict__[name]`, `obj.__getattribute__(name)`, `T.__getattribute__(obj, name)`,
+    `attrgetter(name)(obj)`."""
+    owner = key = None
+    if isinstance(node, ast.Call):
+        func, args = node.func, node.args
+        if isinstance(func, ast.Name) and func.id in _REFLECT and len(args) >= 2:
+            owner, key = args[0], args[1]
+        elif isinstance(func, ast.Attribute) and func.attr == "__getattribute__" and args:
+            owner, key = (args[0], args[1]) if len(args) >= 2 else (func.value, args[0])
+        elif isinstance(func, ast.Call) and len(args) == 1 and len(func.args) == 1 and (
+                (isinstance(func.func, ast.Name) and func.func.id == "attrgetter")
+                or (isinstance(func.func, ast.Attribute) and func.func.attr == "attrgetter")):
+            owner, key = args[0], func.args[0]
+    elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "__dict__":
+        owner, key = node.value.value, node.slice
+    if owner is None or key is None or isinstance(key, ast.Slice):
+        return None
+    name, value = _dotted(owner), folder.fold(key)
+    return f"{name}.{value}" if name and isinstance(value, str) else None
 
 
 def _dotted(node: ast.expr) -> str | None:

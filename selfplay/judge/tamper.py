@@ -97,6 +97,8 @@ DEFAULT_PATTERNS: tuple[TamperPattern, ...] = (
                   "builds a string from a literal at run time (reversed, case-changed, joined, from code points), "
                   "which is how the patterns above are dodged"),
     TamperPattern("reflection", r"(?<![\w.])vars\s*\(|\b(get|set|del)attr\s*\([^,()]+,[^,)]*\+|"
+                  r"\b(sys|os|gc|builtins|inspect|io)\s*\.\s*__dict__\b|"
+                  r"__getattribute__\s*\(\s*(sys|os|gc|builtins|inspect|io)\b|"
                   r"\b__(globals|code|closure|subclasses)__\b",
                   "reaches objects through their dictionaries or by computed names"),
     TamperPattern("aliased-module", r"\bimport\s+(sys|os|gc|inspect|threading|io|_thread)\s+as\b|"

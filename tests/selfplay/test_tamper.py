@@ -36,6 +36,8 @@ def _diff(*added: str, path: str = "pkg/core.py") -> str:
     ('name = "_PYTEST.REPORTS".lower()', "string-transform"),
     ('name = chr(112) + "ytest"', "string-transform"),
     ('name = "".join(["mod", "ules"])', "string-transform"),
+    ('mods = sys.__dict__["modules"]', "reflection"),  # the module's dictionary, like vars(sys)
+    ("mods = object.__getattribute__(sys, name)", "reflection"),
     ("import os, builtins", "builtins"),
     ("builtins.print = fake_print", "builtins"),
     ("__builtins__['open'] = fake_open", "builtins"),
@@ -147,6 +149,12 @@ def test_ordinary_strings_are_not_flagged_once_joined(lines):
     (('def find(k="mod" "ules"):', '    return getattr(sys, k)'), "sys-modules"),  # a parameter's default
     (('try:', '    pass', 'except ValueError:', '    k = "seludom"', 'mods = getattr(sys, k[::-1])'),
      "sys-modules"),  # bindings in a handler
+    # attributes reached by a folded name without getattr
+    (('k = "mod%s" % "ules"', 'mods = sys.__getattribute__(k)'), "sys-modules"),
+    (('k = "mod%s" % "ules"', 'mods = operator.attrgetter(k)(sys)'), "sys-modules"),
+    (('k = "mod%s" % "ules"', 'mods = attrgetter(k)(sys)'), "sys-modules"),
+    (('k = "Test%s" % "Report"', 'cls = object.__getattribute__(mod, k)'), "runner-vocabulary"),
+    (('k = "Test%s" % "Report"', 'cls = mod.__dict__[k]'), "runner-vocabulary"),
 ])
 def test_strings_computed_from_literals_are_screened_as_their_values(lines, pattern, monkeypatch):
     """The screen's documented gap of 2026-12-06 (names built with `%`, `str.format` or a table of fragments,
