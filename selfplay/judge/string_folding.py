@@ -8,8 +8,8 @@ run defines. `folded_strings` evaluates such expressions (a small evaluator over
 and containers of them, with pure str/bytes methods only and a size cap), so that the screen can read the
 value the interpreter will build.
 
-Names are followed through the added lines of one file (`StringFolder`), loops over folded sequences item
-by item, and parameters take their defaults. What stays out of reach (the screen's documented gap,
+Names are followed through the added lines of one file (`StringFolder`), loops and comprehensions over
+folded sequences item by item, and parameters take their defaults. What stays out of reach (the screen's documented gap,
 docs/security.md class 4): values that depend on anything else (an argument a caller passes, an attribute
 of a module, a loop over something computed, text read from a file, code the diff does not add).
 """
@@ -257,6 +257,10 @@ class _Folder:
             if any(x is UNKNOWN for x in (*keys, *values)):
                 return UNKNOWN
             return dict(zip(keys, values))
+        if isinstance(node, ast.Compare):
+            return self._compare(node)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            return self._comprehension(node)
         if isinstance(node, ast.JoinedStr):
             return self._joined(node)
         if isinstance(node, ast.BinOp):
@@ -266,6 +270,43 @@ class _Folder:
         if isinstance(node, ast.Call):
             return self._call(node)
         return UNKNOWN
+
+    def _comprehension(self, node: ast.ListComp | ast.GeneratorExp) -> Any:
+        """`[f(c) for c in SEQ if g(c)]` over a folded SEQ, one generator (a generator folds to a list)."""
+        if len(node.generators) != 1 or node.generators[0].is_async:
+            return UNKNOWN
+        loop = node.generators[0]
+        items = self.fold(loop.iter)
+        if not isinstance(items, (str, bytes, tuple, list)) or len(items) > 1_000:
+            return UNKNOWN
+        out = []
+        for item in items:
+            inner = _Folder()  # a binding per item: the outer cache holds values under the outer bindings
+            inner.env = dict(self.env)
+            inner.bind(loop.target, item)
+            keep = [inner.fold(test) for test in loop.ifs]
+            if any(k is UNKNOWN for k in keep):
+                return UNKNOWN
+            if all(keep):
+                value = inner.fold(node.elt)
+                if value is UNKNOWN:
+                    return UNKNOWN
+                out.append(value)
+        return out
+
+    def _compare(self, node: ast.Compare) -> Any:
+        ops = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+               ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+               ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
+        left = self.fold(node.left)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.fold(right_node)
+            if left is UNKNOWN or right is UNKNOWN or type(op) not in ops:
+                return UNKNOWN
+            if not ops[type(op)](left, right):
+                return False
+            left = right
+        return True
 
     def _joined(self, node: ast.JoinedStr) -> Any:
         parts = []

@@ -155,6 +155,8 @@ def test_ordinary_strings_are_not_flagged_once_joined(lines):
     (('k = "mod%s" % "ules"', 'mods = attrgetter(k)(sys)'), "sys-modules"),
     (('k = "Test%s" % "Report"', 'cls = object.__getattribute__(mod, k)'), "runner-vocabulary"),
     (('k = "Test%s" % "Report"', 'cls = mod.__dict__[k]'), "runner-vocabulary"),
+    (('mods = getattr(sys, "".join([c for c in "seludom"][::-1]))',), "sys-modules"),  # comprehensions
+    (('name = "".join(chr(c) for c in (95, 112, 121, 116, 101, 115, 116) if c > 0)',), "test-runner-internals"),
 ])
 def test_strings_computed_from_literals_are_screened_as_their_values(lines, pattern, monkeypatch):
     """The screen's documented gap of 2026-12-06 (names built with `%`, `str.format` or a table of fragments,
