@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from selfplay.diffs import split_diff
-from selfplay.judge.string_folding import StringFolder
+from selfplay.judge.string_folding import EVALUATIONS, StringFolder
 
 
 @dataclass(frozen=True)
@@ -233,6 +233,9 @@ def screen(diff: str, config: TamperConfig = TamperConfig(), *, what: str = "the
                     line = run[index - 1][1]
                     return (f"{fd.path}: added line {line.strip()[:80]!r} computes {value[:80]!r} from the literals "
                             f"of its lines, which matches {what} ({hit.name}: {hit.why})")
+        if folder.exhausted:
+            return (f"{fd.path}: its added lines compute more from their literals than {what} evaluates "
+                    f"({EVALUATIONS:,} steps), which would hide what they build after it (folding-budget)")
     return None
 
 

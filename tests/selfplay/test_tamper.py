@@ -193,6 +193,14 @@ def test_a_table_bound_in_one_hunk_is_followed_into_the_next_hunk_of_the_file():
     assert reason is not None and "(sys-modules:" in reason and "from the literals" in reason, reason
 
 
+def test_code_that_spends_the_folding_budget_is_flagged_rather_than_left_unread():
+    """A payload could spend the evaluator's budget on a large constant computation, then build its names."""
+    lines = ('S = "' + "a" * 999 + '"', "x = [[[a + b + c for c in S] for b in S] for a in S]",
+             'mods = getattr(sys, "mod%s" % "ules")')
+    reason = screen(_diff(*lines))
+    assert reason is not None and "(folding-budget)" in reason, reason
+
+
 def test_a_run_that_does_not_parse_whole_is_folded_line_by_line():
     """A run of added lines that opens inside a block and leaves it does not parse as one module."""
     lines = ('        x = 1', '    mods = getattr(sys, "mod%s" % "ules")')
