@@ -183,12 +183,14 @@ def _attribute_reached(node: ast.AST, folder: _Folder) -> str | None:
 
 
 def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        owner = _dotted(node.value)
-        return f"{owner}.{node.attr}" if owner else None
-    return None
+    """`a.b.c` for a chain of names, else None (iterative: a chain may be thousands long)."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _huge_format(template: str | bytes, args: Any) -> bool:
