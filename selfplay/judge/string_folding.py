@@ -117,6 +117,7 @@ class StringFolder:
                 folder.bind(stmt.target, UNKNOWN)
                 yield from self._block(stmt.orelse)
                 return
+            folder.bind(stmt.target, UNKNOWN)  # walked once below, its variable unknown
         for field in ("body", "handlers", "cases", "orelse", "finalbody"):  # source order
             for inner in getattr(stmt, field, None) or []:
                 if isinstance(inner, ast.stmt):
