@@ -4,7 +4,7 @@ The screen reads names as they are written. A payload spells the names it needs 
 `"mod%s" % "ules"`, `"{}test".format("_py")`, `f"{a}{b}"` with `a` and `b` bound to literals a line above,
 `parts[1] + parts[0]` over a table of fragments, `"seludom"[::-1]`, `chr(112) + "ytest"`, `b"..".decode()`.
 Each of these is constant: its value follows from the literals in the run, without running anything the
-run defines. `folded_strings` evaluates such expressions (a small evaluator over `ast`, on str, bytes, int
+run defines. `StringFolder` evaluates such expressions (a small evaluator over `ast`, on str, bytes, int
 and containers of them, with pure str/bytes methods only and a size cap), so that the screen can read the
 value the interpreter will build.
 
@@ -17,6 +17,7 @@ of a module, a loop over something computed, text read from a file, code the dif
 from __future__ import annotations
 
 import ast
+import operator
 import re
 import textwrap
 from collections.abc import Iterator
@@ -36,6 +37,9 @@ _METHODS = frozenset({
 })
 """str and bytes methods folded: pure, and their results bounded by their inputs (checked against MAX_CHARS)."""
 _REFLECT = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+_COMPARISONS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+                ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
+                ast.NotIn: lambda a, b: a not in b}
 
 
 class _Unknown:
@@ -45,16 +49,8 @@ class _Unknown:
 UNKNOWN: Any = _Unknown()
 
 
-def folded_strings(source: str) -> Iterator[tuple[int, str]]:
-    """(1-based line in `source`, value) for each expression of `source` that is not a plain literal or name and
-    whose value, a str (or bytes, read as latin-1), follows from literals alone; `getattr(obj, <constant>)` gives
-    `obj.<constant>`. Names bound to constants (`a = "_py"`) are followed in order through the run. `source`
-    is a run of added lines: it is parsed whole (dedented) when it can be, else line by line."""
-    return StringFolder().strings(source)
-
-
 class StringFolder:
-    """`folded_strings` over several runs of one file in order: a name bound in one run of added lines keeps its
+    """The strings the added lines of one file compute from their literals, run by run in order: a name bound in one run of added lines keeps its
     value in the runs after it (a payload may define its table of fragments in one hunk and use it in
     another). A `for` loop over a folded sequence walks its body once per item (up to `LOOP_WALKS` walks in
     all), and a function's parameters take their folded defaults."""
@@ -73,7 +69,10 @@ class StringFolder:
         return self._budget[0] < 0
 
     def strings(self, source: str) -> Iterator[tuple[int, str]]:
-        """`folded_strings` of `source`, with the bindings of the runs folded before it."""
+        """(1-based line in `source`, value) for each expression of `source` that is not a plain literal or name
+        and whose value, a str (or bytes, read as latin-1), follows from literals alone (with the bindings of the
+        runs folded before it); an attribute reached by a computed name gives `obj.<name>`. `source` is a run of
+        added lines: it is parsed whole (dedented) when it can be, else line by line."""
         for offset, tree in _parse(source):
             self._folder.forget()  # node ids of a freed tree are reused by the next one
             for line, value in self._block(tree.body):
@@ -314,15 +313,12 @@ class _Folder:
         return out
 
     def _compare(self, node: ast.Compare) -> Any:
-        ops = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-               ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-               ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
         left = self.fold(node.left)
         for op, right_node in zip(node.ops, node.comparators):
             right = self.fold(right_node)
-            if left is UNKNOWN or right is UNKNOWN or type(op) not in ops:
+            if left is UNKNOWN or right is UNKNOWN or type(op) not in _COMPARISONS:
                 return UNKNOWN
-            if not ops[type(op)](left, right):
+            if not _COMPARISONS[type(op)](left, right):
                 return False
             left = right
         return True
