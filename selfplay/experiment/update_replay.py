@@ -18,7 +18,6 @@ does afterwards is not measured here. Needs the `train` extra (torch, DeepSpeed)
 
 from __future__ import annotations
 
-import gc
 import logging
 import tempfile
 import time
@@ -86,28 +85,29 @@ def replay_update(run_dir: Path | Sequence[Path], iterations: Sequence[int], mod
             "eval.every=0", *overrides])
         with tempfile.TemporaryDirectory() as tmp:
             learner = PolicyLearner(config, str(model), Path(tmp) / "ckpt", initial_version=version)
-            if probes and probe_before is None:  # every rate starts from the same weights
-                probe_before = learner.engine.logprobs([p.input_ids for p in probes])
-            samples, batch_metrics = learner.batch(trajectories)
-            if not samples:
-                raise ValueError(f"{named}: the batch of iterations {list(iterations)} is empty (no group with "
-                                 "reward variance): there is no update to replay")
-            if negate:
-                samples = [replace(s, advantage=-s.advantage) for s in samples]
-            t0 = time.perf_counter()
-            metrics = learner.train(samples)
-            row: dict[str, Any] = {
-                "lr": lr, "negate": negate, "train_s": time.perf_counter() - t0, "samples": len(samples),
-                "trained_tokens": sum(sum(s.loss_mask) for s in samples),
-                **{k: v for k, v in batch_metrics.items() if k.startswith("batch/")},
-                **{k: v for k, v in metrics.items() if k.startswith("learner/")}}
-            if probes:
-                after = learner.engine.logprobs([p.input_ids for p in probes])
-                row.update(_probe_figures(probes, probe_before, after))
-            log.info("replayed iterations %s at lr %g: shift KL %.3g", list(iterations), lr, row["learner/shift_kl"])
-            rows.append(row)
-            del learner
-            gc.collect()
+            try:
+                if probes and probe_before is None:  # every rate starts from the same weights
+                    probe_before = learner.engine.logprobs([p.input_ids for p in probes])
+                samples, batch_metrics = learner.batch(trajectories)
+                if not samples:
+                    raise ValueError(f"{named}: the batch of iterations {list(iterations)} is empty (no group with "
+                                     "reward variance): there is no update to replay")
+                if negate:
+                    samples = [replace(s, advantage=-s.advantage) for s in samples]
+                t0 = time.perf_counter()
+                metrics = learner.train(samples)
+                row: dict[str, Any] = {
+                    "lr": lr, "negate": negate, "train_s": time.perf_counter() - t0, "samples": len(samples),
+                    "trained_tokens": sum(sum(s.loss_mask) for s in samples),
+                    **{k: v for k, v in batch_metrics.items() if k.startswith("batch/")},
+                    **{k: v for k, v in metrics.items() if k.startswith("learner/")}}
+                if probes:
+                    after = learner.engine.logprobs([p.input_ids for p in probes])
+                    row.update(_probe_figures(probes, probe_before, after))
+                log.info("replayed iterations %s at lr %g: shift KL %.3g", list(iterations), lr, row["learner/shift_kl"])
+                rows.append(row)
+            finally:
+                learner.close()
     return rows
 
 

@@ -129,21 +129,22 @@ def train_sft(samples: Sequence[Sample], out_dir: str | Path, config: SFTConfig 
     plan = batches(samples, config)
     if (short := short_run_warning(config.warmup_steps, len(plan))) is not None:
         log.warning("sft: %s", short)
-    engine = sft_engine(config, len(plan))
     history = []
-    for i, batch in enumerate(plan):
-        metrics = engine.sft_step(batch)
-        history.append(metrics)
-        log.info("sft step %d/%d loss %.4f lr %.2e (%.1f s)", i + 1, len(plan), metrics["sft/loss"],
-                 metrics["sft/lr"], metrics["sft/step_s"])
-        if on_step:
-            on_step(i, metrics)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    save_hf(engine, out)
+    with sft_engine(config, len(plan)) as engine:  # closed: a run trains its learner next in this process
+        for i, batch in enumerate(plan):
+            metrics = engine.sft_step(batch)
+            history.append(metrics)
+            log.info("sft step %d/%d loss %.4f lr %.2e (%.1f s)", i + 1, len(plan), metrics["sft/loss"],
+                     metrics["sft/lr"], metrics["sft/step_s"])
+            if on_step:
+                on_step(i, metrics)
+        out.mkdir(parents=True, exist_ok=True)
+        save_hf(engine, out)
+        model_dir = engine.model_dir
     wall = time.monotonic() - start
     (out / "sft.json").write_text(json.dumps({
-        "config": {**asdict(config), "model_dir": engine.model_dir}, "samples": len(samples), "steps": len(plan),
+        "config": {**asdict(config), "model_dir": model_dir}, "samples": len(samples), "steps": len(plan),
         "loss_first": history[0]["sft/loss"], "loss_last": history[-1]["sft/loss"], "wall_s": wall,
         **(metadata or {})}, indent=1, default=str) + "\n")
     return SFTResult(out, tuple(history), wall)

@@ -96,6 +96,15 @@ class PolicyLearner:
     def version(self) -> int:
         return int(self.engine.version)
 
+    def close(self) -> None:
+        """Frees the engine's model and optimizer state (`LearnerEngine.close`) and the sync's connections."""
+        try:
+            self.engine.close()
+        finally:
+            close_sync = getattr(self.sync, "close", None)
+            if callable(close_sync):
+                close_sync()
+
     def batch(self, trajectories: Sequence[Trajectory]) -> tuple[list[Any], dict[str, float]]:
         """The samples an update of these trajectories trains on (untrainable episodes out, advantages,
         dynamic sampling), with the batch/* metrics; advances the injector's running baseline."""

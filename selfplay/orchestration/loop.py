@@ -270,6 +270,19 @@ class SelfPlayRun:
             ledger.emit("checkpoint", it, str(update.checkpoint))
         return update.metrics
 
+    def _release_models(self) -> None:
+        """The rollout policy's decode thread keeps its weights and KV cache alive, and the learner its model
+        and optimizer state: a process that runs loops one after another (the learning experiment's arms)
+        would hold every one of them."""
+        policy, learner, self.policy, self.learner = self.policy, self.learner, None, None
+        try:
+            close_policy = getattr(policy, "close", None)
+            if callable(close_policy):
+                close_policy()
+        finally:
+            if learner is not None:
+                learner.close()
+
     def close(self) -> None:
         try:
             self.ledger.bank_wall_time()
@@ -279,18 +292,15 @@ class SelfPlayRun:
                 if self.executor is not None:
                     self.executor.close()
             finally:
-                # the rollout policy's decode thread keeps its weights and KV cache alive: a process that runs
-                # loops one after another (the learning experiment's arms) would hold every one of them
-                close_policy = getattr(self.policy, "close", None)
-                if callable(close_policy):
-                    close_policy()
-                self.policy = self.learner = None
-                summary = self.write_summary() if self.started else self.ledger.summary()
-                if self.metrics is not None:
-                    self.metrics.close()
-                if self.store is not None:
-                    self.store.close()
-                self.ledger.emit("done", self.state.completed, f"run {self.ledger.status}", summary)
-                detach_log_file(self.log_handler)
+                try:
+                    self._release_models()
+                finally:
+                    summary = self.write_summary() if self.started else self.ledger.summary()
+                    if self.metrics is not None:
+                        self.metrics.close()
+                    if self.store is not None:
+                        self.store.close()
+                    self.ledger.emit("done", self.state.completed, f"run {self.ledger.status}", summary)
+                    detach_log_file(self.log_handler)
         finally:
             self._lock.release()  # last: until here this process still writes the directory

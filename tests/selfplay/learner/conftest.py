@@ -21,6 +21,25 @@ def make_samples(tokenizer, n: int = 4) -> list[Sample]:
     return samples
 
 
+@pytest.fixture
+def learner_engine():
+    """`LearnerEngine(...)` for one test: each engine it made is closed when the test ends. A dropped engine
+    keeps its model, gradients and optimizer state for the life of the process (`LearnerEngine.close`), and
+    this part of the suite runs in one process on a 24 GiB machine."""
+    pytest.importorskip("deepspeed")
+    from selfplay.learner.engine import LearnerEngine
+
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(LearnerEngine(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for engine in made:
+        engine.close()
+
+
 @pytest.fixture(scope="session")
 def hf_model():
     torch = pytest.importorskip("torch")

@@ -54,13 +54,12 @@ def test_checkpoint_loads_in_transformers_and_hfpolicy_identically(trained):
     assert torch.allclose(ours, ref, atol=1e-4)
 
 
-def test_resume_restores_optimizer_and_version(trained):
+def test_resume_restores_optimizer_and_version(trained, learner_engine):
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     engine, samples, _, root, path = trained
-    resumed = LearnerEngine(EngineConfig(lr=1e-4, warmup_steps=1, rope_scaling=YARN, max_position_embeddings=16384,
-                                         token_budget=24))
+    resumed = learner_engine(EngineConfig(lr=1e-4, warmup_steps=1, rope_scaling=YARN, max_position_embeddings=16384,
+                                          token_budget=24))
     state = resumed.resume(path)
     assert resumed.version == 1
     baseline = RunningMeanBaseline.from_state_dict(state["injector_baseline"])
@@ -83,7 +82,7 @@ def test_resume_restores_optimizer_and_version(trained):
         resumed.save(root)
 
 
-def test_a_weights_only_checkpoint_seeds_an_engine_but_refuses_to_resume(trained):
+def test_a_weights_only_checkpoint_seeds_an_engine_but_refuses_to_resume(trained, learner_engine):
     """v0 was saved without optimizer/ (as every checkpoint but the newest ends up): its weights load into
     a new engine (EngineConfig.model_dir), and resuming from it names the reason instead of starting Adam
     afresh."""
@@ -91,12 +90,11 @@ def test_a_weights_only_checkpoint_seeds_an_engine_but_refuses_to_resume(trained
 
     from selfplay.learner.checkpoint import checkpoint_name, has_optimizer_state
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     _, _, _, root, _ = trained
     v0 = root / checkpoint_name(0)
     assert not has_optimizer_state(v0)
-    seeded = LearnerEngine(EngineConfig(model_dir=str(v0), lr=1e-4, warmup_steps=1, token_budget=24))
+    seeded = learner_engine(EngineConfig(model_dir=str(v0), lr=1e-4, warmup_steps=1, token_budget=24))
     saved = load_file(str(v0 / "model.safetensors"))
     name = "model.layers.3.mlp.up_proj.weight"
     assert torch.equal(seeded.state_dict()[name], saved[name])

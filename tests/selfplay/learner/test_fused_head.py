@@ -115,27 +115,26 @@ def test_fused_head_refuses_other_heads():
 
 
 @pytest.mark.slow
-def test_engine_fused_and_checkpointed_paths_take_the_same_step():
+def test_engine_fused_and_checkpointed_paths_take_the_same_step(learner_engine):
     """Same samples, same seed: the fused and checkpointed engines report the same loss and grad norm
     and end with the same weights (the tied embedding included), with the default loss (TIS on). One pair
     of SmolLM2 engines only: each holds weights, gradients and Adam state, and this part of the suite must
     fit a 24 GiB CI machine."""
     pytest.importorskip("deepspeed")
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     from .conftest import make_samples
 
     out = []
     for fused in (True, False):
         # packed as the bounds below were measured (test_shared_prefix.py compares the shared layout)
-        engine = LearnerEngine(EngineConfig(lr=1e-3, warmup_steps=1, gradient_checkpointing=False, token_budget=20,
-                                            logprob_chunk=5, fused_head=fused, share_prefix=False))
+        engine = learner_engine(EngineConfig(lr=1e-3, warmup_steps=1, gradient_checkpointing=False, token_budget=20,
+                                             logprob_chunk=5, fused_head=fused, share_prefix=False))
         assert engine.fused is fused
         m = engine.train_step(make_samples(engine.tokenizer))
         w = engine.module.get_output_embeddings().weight.detach().clone()
         out.append((m, w))
-        del engine
+        engine.close()  # before the next engine: each holds its optimizer state
     (m1, w1), (m2, w2) = out
     for key in ("learner/loss", "learner/grad_norm", "learner/entropy", "learner/clipfrac", "learner/approx_kl"):
         assert m1[key] == pytest.approx(m2[key], rel=1e-4, abs=1e-7), key

@@ -69,18 +69,17 @@ def _own_logprobs(model_dir, sequences, temperature):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["llama", "qwen2", "qwen3", "mistral", "gemma3_text", "phi3", "granite", "cohere"])
-def test_packed_logprobs_and_a_step_are_the_models_own(arch, sequences, tmp_path):
+def test_packed_logprobs_and_a_step_are_the_models_own(arch, sequences, tmp_path, learner_engine):
     pytest.importorskip("deepspeed")
     from selfplay.learner.batch import Sample
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
     from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
 
     model = str(save_tiny_model(tmp_path / arch, arch=arch, head_scale=20.0, **ARCHITECTURES.get(arch, {})))
     assert min(len(s) for s in sequences) > 2 * 8  # both longer than the windows
     own = _own_logprobs(model, sequences, 0.7)
-    engines = [LearnerEngine(EngineConfig(model_dir=model, lr=1e-3, warmup_steps=1, gradient_checkpointing=False,
-                                          temperature=0.7, fused_head=fused)) for fused in (False, True)]
+    engines = [learner_engine(EngineConfig(model_dir=model, lr=1e-3, warmup_steps=1, gradient_checkpointing=False,
+                                           temperature=0.7, fused_head=fused)) for fused in (False, True)]
     learner = engines[0].logprobs(sequences)  # both sequences packed into one row
     for got, want in zip(learner, own):
         assert got == pytest.approx(want, abs=1e-4)
@@ -91,7 +90,7 @@ def test_packed_logprobs_and_a_step_are_the_models_own(arch, sequences, tmp_path
     plain, fused = (e.train_step(batch, learner_old=learner) for e in engines)
     assert plain["learner/loss"] == pytest.approx(fused["learner/loss"], rel=1e-4, abs=1e-6)
     # SFT's loss is the model's own token-mean NLL (temperature 1) over the masked tokens, through the fused head.
-    sft = LearnerEngine(EngineConfig(model_dir=model, lr=1e-3, warmup_steps=1, gradient_checkpointing=False))
+    sft = learner_engine(EngineConfig(model_dir=model, lr=1e-3, warmup_steps=1, gradient_checkpointing=False))
     assert sft.fused
     nll = [-lp for row, m in zip(_own_logprobs(model, sequences, 1.0), masks) for lp, keep in zip(row, m) if keep]
     assert sft.sft_step(batch)["sft/loss"] == pytest.approx(sum(nll) / len(nll), rel=1e-4)
@@ -113,7 +112,7 @@ def test_a_soft_capped_head_is_refused_before_its_weights_load(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["memory", "disk"])
 @pytest.mark.parametrize("arch", ["qwen2", "granite"])
-def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arch, mode, sequences, tmp_path):
+def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arch, mode, sequences, tmp_path, learner_engine):
     """The loop's invariant on an untied, windowed class and on a scaled head: the rollout engine's logprobs
     of what it samples after a sync are the learner's of the same tokens (TIS weights of 1)."""
     pytest.importorskip("deepspeed")
@@ -122,12 +121,11 @@ def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arc
     from selfplay.learner.batch import Sample
     from selfplay.learner.checkpoint import save_checkpoint
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
     from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
     from selfplay.learner.weight_sync import HFPolicySync
 
     model = str(save_tiny_model(tmp_path / arch, arch=arch, head_scale=20.0, **ARCHITECTURES[arch]))
-    engine = LearnerEngine(EngineConfig(model_dir=model, lr=1e-2, warmup_steps=1, gradient_checkpointing=False))
+    engine = learner_engine(EngineConfig(model_dir=model, lr=1e-2, warmup_steps=1, gradient_checkpointing=False))
     before = engine.logprobs(sequences)
     masks = [(0,) * 3 + (1,) * (len(s) - 3) for s in sequences]
     engine.train_step([Sample(tuple(s), m, tuple(lp), adv)
@@ -160,7 +158,7 @@ def test_sequence_parallelism_is_refused_for_a_windowed_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_path):
+def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_path, learner_engine):
     """Gemma 3 from 4B up ships as `Gemma3ForConditionalGeneration`, its window in `text_config`: the learner
     reads it there (at the top level it found none, and packed the windowed layer with a full mask), and
     both the learner's and the sampler's logprobs of text are the model's own."""
@@ -171,7 +169,6 @@ def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_pat
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy import SamplingParams
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     tok = transformers.AutoTokenizer.from_pretrained(default_model_dir())
     vocab = len(tok)
@@ -191,7 +188,7 @@ def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_pat
     model.save_pretrained(tmp_path / "gemma3")
     tok.save_pretrained(tmp_path / "gemma3")
     path = str(tmp_path / "gemma3")
-    engine = LearnerEngine(EngineConfig(model_dir=path, gradient_checkpointing=False))
+    engine = learner_engine(EngineConfig(model_dir=path, gradient_checkpointing=False))
     assert not engine.block_mask  # the windowed layer's masks come from transformers
     for got, want in zip(engine.logprobs(sequences), _own_logprobs(path, sequences, 1.0)):
         assert got == pytest.approx(want, abs=1e-4)
@@ -203,17 +200,16 @@ def test_a_multimodal_checkpoints_text_path_is_the_models_own(sequences, tmp_pat
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("arch", ["qwen2", "gemma3_text"])
-def test_packed_logprobs_on_the_gpu_are_the_models_own(arch, sequences, tmp_path):
+def test_packed_logprobs_on_the_gpu_are_the_models_own(arch, sequences, tmp_path, learner_engine):
     """The GPU twin of the packed-logprob check: bf16, and flash-attention's varlen kernel where it is
     installed (which takes the window as an argument, not through a mask). The model's own forward runs
     alone per sequence in float32, so the tolerance is bf16's, far below the 1-3 nats a lost window costs."""
     pytest.importorskip("deepspeed")
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
     from selfplay.learner.tiny_model import ARCHITECTURES, save_tiny_model
 
     model = str(save_tiny_model(tmp_path / arch, arch=arch, head_scale=20.0, **ARCHITECTURES[arch]))
-    engine = LearnerEngine(EngineConfig(model_dir=model, gradient_checkpointing=False))
+    engine = learner_engine(EngineConfig(model_dir=model, gradient_checkpointing=False))
     assert engine.device.type == "cuda" and engine.dtype is not None
     for got, want in zip(engine.logprobs(sequences), _own_logprobs(model, sequences, 1.0)):
         assert got == pytest.approx(want, abs=0.15)

@@ -64,14 +64,13 @@ def test_adapter_settings_are_checked(tiny):
 
 
 @pytest.mark.parametrize("lr", [0.0, 1e-2])
-def test_engine_trains_only_adapters_and_exports_the_merged_model(tiny, tmp_path, lr):
+def test_engine_trains_only_adapters_and_exports_the_merged_model(tiny, tmp_path, lr, learner_engine):
     pytest.importorskip("deepspeed")
     from selfplay.learner.checkpoint import save_checkpoint
-    from selfplay.learner.engine import LearnerEngine
 
     from .conftest import make_samples
 
-    engine = LearnerEngine(EngineConfig(model_dir=str(tiny), lr=lr, warmup_steps=1, lora_rank=4))
+    engine = learner_engine(EngineConfig(model_dir=str(tiny), lr=lr, warmup_steps=1, lora_rank=4))
     before = {k: v.clone() for k, v in engine.module.state_dict().items()}
     m = engine.train_step(make_samples(engine.tokenizer))
     assert m["learner/grad_norm"] > 0

@@ -12,13 +12,12 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.mark.slow
-def test_mismatch_and_tis_clip_fraction_are_measured_against_the_learners_own_logprobs(tmp_path):
+def test_mismatch_and_tis_clip_fraction_are_measured_against_the_learners_own_logprobs(tmp_path, learner_engine):
     pytest.importorskip("deepspeed")
-    from selfplay.learner.engine import LearnerEngine
     from selfplay.learner.tiny_model import save_tiny_model
 
-    engine = LearnerEngine(EngineConfig(model_dir=str(save_tiny_model(tmp_path / "tiny")), lr=1e-6, warmup_steps=1,
-                                        gradient_checkpointing=False, loss=LossConfig(tis_cap=2.0)))
+    engine = learner_engine(EngineConfig(model_dir=str(save_tiny_model(tmp_path / "tiny")), lr=1e-6, warmup_steps=1,
+                                         gradient_checkpointing=False, loss=LossConfig(tis_cap=2.0)))
     tok = engine.tokenizer
     seqs = [tok.encode("The capital of France is Paris."), tok.encode("def f(x): return x + 1")]
     learner = engine.logprobs(seqs)
@@ -38,7 +37,7 @@ def test_mismatch_and_tis_clip_fraction_are_measured_against_the_learners_own_lo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fused", [True, False])
-def test_a_first_step_takes_the_learners_old_logprobs_from_its_own_forward(tmp_path, fused):
+def test_a_first_step_takes_the_learners_old_logprobs_from_its_own_forward(tmp_path, fused, learner_engine):
     """`train_step(learner_old=None)` with TIS on: the ratio's and the TIS weight's learner logprobs are this
     step's own forward, detached (the weights have not moved yet), so the step, its loss and its mismatch
     metrics equal those of a step given the same logprobs from a separate pass, without that pass."""
@@ -51,7 +50,7 @@ def test_a_first_step_takes_the_learners_old_logprobs_from_its_own_forward(tmp_p
     # float noise flips for gradients near 0), so the two steps compare by their gradients
     cfg = EngineConfig(model_dir=model, lr=1.0, eps=1.0, warmup_steps=1, gradient_checkpointing=False,
                        fused_head=fused, weight_decay=0.0, loss=LossConfig(tis_cap=2.0))
-    own, given = LearnerEngine(cfg), LearnerEngine(cfg)
+    own, given = learner_engine(cfg), learner_engine(cfg)
     tok = own.tokenizer
     seqs = [tok.encode("The capital of France is Paris."), tok.encode("def f(x): return x + 1")]
     learner = given.logprobs(seqs)

@@ -197,21 +197,20 @@ def test_sft_loss_falls_and_not_at_lr_zero_and_checkpoint_loads_as_hf_policy(tmp
     assert nll < losses[0]
 
 
-def test_sft_step_fused_and_unfused_heads_take_the_same_step(trajectory, tiny_model):
+def test_sft_step_fused_and_unfused_heads_take_the_same_step(trajectory, tiny_model, learner_engine):
     """The fused head computes logits only at the loss-bearing positions: its SFT step (loss, grad norm,
     updated weights, the tied head included) is the unfused full-logits step's."""
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
     samples = sft_samples([trajectory] * 2)
     out = []
     for fused in (True, False):
-        engine = LearnerEngine(EngineConfig(model_dir=str(tiny_model), lr=1e-2, warmup_steps=1, weight_decay=0.0,
-                                            gradient_checkpointing=False, token_budget=4096, fused_head=fused))
+        engine = learner_engine(EngineConfig(model_dir=str(tiny_model), lr=1e-2, warmup_steps=1, weight_decay=0.0,
+                                             gradient_checkpointing=False, token_budget=4096, fused_head=fused))
         assert engine.fused is fused
         m = engine.sft_step(samples)
         out.append((m, {k: v.detach().clone() for k, v in engine.module.state_dict().items()}))
-        del engine
+        engine.close()  # before the next engine: each holds its optimizer state
     (m1, w1), (m2, w2) = out
     assert m1["sft/loss"] == pytest.approx(m2["sft/loss"], rel=1e-5)
     assert m1["sft/grad_norm"] == pytest.approx(m2["sft/grad_norm"], rel=1e-4)

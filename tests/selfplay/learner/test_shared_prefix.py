@@ -188,12 +188,11 @@ def test_logprobs_and_gradients_equal_the_plain_pack(tiny):
         assert float((g_shared[name] - g).abs().max()) <= 1e-5 * float(g.abs().max()), name
 
 
-def _engine(path, share: bool, **kw):
+def _engine(make, path, share: bool, **kw):
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
 
-    return LearnerEngine(EngineConfig(model_dir=str(path), dtype="fp32", lr=1e-3, warmup_steps=1, token_budget=200,
-                                      gradient_checkpointing=False, share_prefix=share, **kw))
+    return make(EngineConfig(model_dir=str(path), dtype="fp32", lr=1e-3, warmup_steps=1, token_budget=200,
+                             gradient_checkpointing=False, share_prefix=share, **kw))
 
 
 def _samples(seed: int = 5):
@@ -206,13 +205,14 @@ def _samples(seed: int = 5):
 
 
 @pytest.mark.parametrize(("tis", "fused"), [(None, True), (2.0, True), (2.0, False)])
-def test_engine_step_with_shared_prefixes_equals_the_plain_step(tiny, tis, fused):
+def test_engine_step_with_shared_prefixes_equals_the_plain_step(tiny, tis, fused, learner_engine):
     pytest.importorskip("deepspeed")
     from selfplay.learner.config import LossConfig
 
     path, _ = tiny
     samples = _samples()
-    shared, plain = (_engine(path, share, loss=LossConfig(tis_cap=tis), fused_head=fused) for share in (True, False))
+    shared, plain = (_engine(learner_engine, path, share, loss=LossConfig(tis_cap=tis), fused_head=fused)
+                     for share in (True, False))
     assert shared.share_prefix and not plain.share_prefix and shared.fused is fused
     old = plain.logprobs([s.input_ids for s in samples])
     for a, b in zip(shared.logprobs([s.input_ids for s in samples]), old):
@@ -235,11 +235,11 @@ def _assert_same_step(shared, plain, ms, mp, prefix: str, keys) -> None:
 
 
 @pytest.mark.parametrize("fused", [True, False])
-def test_sft_step_with_shared_prefixes_equals_the_plain_step(tiny, fused):
+def test_sft_step_with_shared_prefixes_equals_the_plain_step(tiny, fused, learner_engine):
     pytest.importorskip("deepspeed")
     path, _ = tiny
     samples = _samples()
-    shared, plain = (_engine(path, share, fused_head=fused) for share in (True, False))
+    shared, plain = (_engine(learner_engine, path, share, fused_head=fused) for share in (True, False))
     _assert_same_step(shared, plain, shared.sft_step(samples), plain.sft_step(samples), "sft",
                       ("loss", "grad_norm", "loss_tokens"))
 

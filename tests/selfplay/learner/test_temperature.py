@@ -64,12 +64,11 @@ def test_fused_policy_gradient_at_temperature_equals_autograd_of_the_tempered_so
 
 
 @pytest.mark.slow
-def test_learner_at_the_rollout_temperature_reproduces_the_samplers_logprobs(tmp_path):
+def test_learner_at_the_rollout_temperature_reproduces_the_samplers_logprobs(tmp_path, learner_engine):
     pytest.importorskip("deepspeed")
     from agent_scaffold.policies.hf import HFPolicy
     from agent_scaffold.policy import TRAINING
     from selfplay.learner.config import EngineConfig
-    from selfplay.learner.engine import LearnerEngine
     from selfplay.learner.tiny_model import save_tiny_model
 
     model = save_tiny_model(tmp_path / "tiny")
@@ -77,10 +76,10 @@ def test_learner_at_the_rollout_temperature_reproduces_the_samplers_logprobs(tmp
     prompt = policy.tokenizer.encode("def add(a, b):\n    return")
     done = policy.generate([prompt], TRAINING.with_(temperature=0.6, max_new_tokens=24, seed=5))[0]
     seq = prompt + list(done.token_ids)
-    at_t = LearnerEngine(EngineConfig(model_dir=str(model), temperature=0.6, gradient_checkpointing=False))
+    at_t = learner_engine(EngineConfig(model_dir=str(model), temperature=0.6, gradient_checkpointing=False))
     ours = at_t.logprobs([seq])[0][len(prompt):]
     assert ours == pytest.approx(list(done.logprobs), abs=1e-4)
-    plain = LearnerEngine(EngineConfig(model_dir=str(model), gradient_checkpointing=False))
+    plain = learner_engine(EngineConfig(model_dir=str(model), gradient_checkpointing=False))
     assert plain.logprobs([seq])[0][len(prompt):] != pytest.approx(list(done.logprobs), abs=1e-2)
 
 

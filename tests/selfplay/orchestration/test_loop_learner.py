@@ -50,6 +50,28 @@ def test_updates_checkpoints_and_retention(tmp_path, tiny_model):
     assert records[-1]["learner/policy_version"] == 2 and "learner/loss" in records[-1]
 
 
+def test_a_finished_run_frees_its_learner(tmp_path, tiny_model, monkeypatch):
+    """The loop closes its learner (`PolicyLearner.close`): a process that runs loops one after another (the
+    learning experiment's arms) keeps none of their models and optimizer states (DeepSpeed's gradient hooks
+    hold a dropped engine alive, `test_engine_close.py`)."""
+    import gc
+    import weakref
+
+    from selfplay.orchestration import learning
+
+    engines = []
+    init = learning.PolicyLearner.__init__
+
+    def recording_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        engines.append(weakref.ref(self.engine.engine))
+
+    monkeypatch.setattr(learning.PolicyLearner, "__init__", recording_init)
+    run_selfplay(learner_config(tmp_path, tiny_model), runner=TableRunner(group_size=G))
+    gc.collect()
+    assert len(engines) == 1 and engines[0]() is None
+
+
 def test_empty_batch_is_skipped_and_infra_excluded(tmp_path, tiny_model):
     from selfplay.orchestration.learning import PolicyLearner
 
