@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import signal
 
 import pytest
@@ -77,6 +78,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _ci_failure(reason: object) -> str:
     return f"CI=true: only gpu tests may skip, but this one skipped ({reason}); install what it needs"
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    # scripts/test.sh runs two pytest processes at once on a 24 GiB CI machine: each says how much it took
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    terminalreporter.write_line(f"peak resident memory of this pytest process: {peak:.2f} GiB")
 
 
 @pytest.hookimpl(wrapper=True)
