@@ -1,6 +1,6 @@
-"""The progress of `selfplay eval swebench`: one bar per run and phase (solving, grading) with the last
-instance's outcome on a terminal, one line per finished instance elsewhere (a pipe, a CI log), where a bar
-would print only its last frame. The bar is drawn on the log handler's console (`live_view`), so that log
+"""The progress of `selfplay eval swebench`: one line per finished instance, and on a terminal one bar per run
+and phase (solving, grading) below those lines, with the last instance's outcome. Elsewhere (a pipe, a CI
+log) only the lines: a bar would print only its last frame there. The bar is drawn on the log handler's console (`live_view`), so that log
 lines print above it."""
 
 from __future__ import annotations
@@ -44,4 +44,6 @@ class EvalProgressDisplay(LiveView):
             self._tasks[key] = self._progress.add_task(f"run {step.run}: {VERB[step.phase]}", total=step.total,
                                                        last=last)
         self._progress.update(self._tasks[key], completed=step.done, last=last)
+        if step.instance_id is not None:  # above the bars, so a scrollback keeps every outcome
+            self._progress.console.print(step.line(), highlight=False, markup=False)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 
 from rich.console import Console
 
@@ -51,7 +52,7 @@ def test_a_run_s_periodic_evaluation_logs_each_finished_instance(caplog):
     assert caplog.messages == ["evaluation run 0, solving 1/2: a__b-1: submitted after 4 turns (9 s)"]
 
 
-def test_on_a_terminal_each_run_and_phase_is_a_bar_with_the_last_outcome():
+def test_on_a_terminal_each_run_and_phase_is_a_bar_below_each_finished_instance_s_line():
     out, buf = _console(True)
     bars, bars_buf = _console(True)
     with EvalProgressDisplay(out, status=bars) as show:
@@ -64,3 +65,7 @@ def test_on_a_terminal_each_run_and_phase_is_a_bar_with_the_last_outcome():
     final = bars_buf.getvalue()
     assert "run 0: solving" in final and "1/2" in final and "a__b-1: submitted after 4 turns (9 s)" in final
     assert "run 0: grading" in final and "2/2" in final and "a__b-[2]: resolved" in final
+    # every outcome stays in the scrollback, not only the bar's last one
+    lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", final).splitlines()  # the terminal's control codes out
+    assert "run 0, solving 1/2: a__b-1: submitted after 4 turns (9 s)" in lines
+    assert "run 0, grading 2/2: a__b-[2]: resolved" in lines
