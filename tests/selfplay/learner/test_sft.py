@@ -197,6 +197,29 @@ def test_sft_loss_falls_and_not_at_lr_zero_and_checkpoint_loads_as_hf_policy(tmp
     assert nll < losses[0]
 
 
+def test_sft_frees_its_engine_before_it_returns(tmp_path, trajectory, tiny_model, monkeypatch):
+    """A run's warm start trains SFT in the run's process, then builds the run's learner: the SFT engine's
+    model and optimizer state must not stay beside it (`LearnerEngine.close`, test_engine_close.py)."""
+    import gc
+    import weakref
+
+    from selfplay.learner import sft
+
+    engines = []
+    build = sft.sft_engine
+
+    def recording_build(*args, **kwargs):
+        engine = build(*args, **kwargs)
+        engines.append(weakref.ref(engine.engine))
+        return engine
+
+    monkeypatch.setattr(sft, "sft_engine", recording_build)
+    train_sft(sft_samples([trajectory]), tmp_path / "out", SFTConfig(model_dir=str(tiny_model), warmup_steps=1,
+                                                                    batch_size=1, epochs=1))
+    gc.collect()
+    assert len(engines) == 1 and engines[0]() is None
+
+
 def test_sft_step_fused_and_unfused_heads_take_the_same_step(trajectory, tiny_model, learner_engine):
     """The fused head computes logits only at the loss-bearing positions: its SFT step (loss, grad norm,
     updated weights, the tied head included) is the unfused full-logits step's."""
