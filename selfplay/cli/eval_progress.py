@@ -1,7 +1,7 @@
 """The progress of `selfplay eval swebench`: one line per finished instance, and on a terminal one bar per run
 and phase (solving, grading) below those lines, with the last instance's outcome. Elsewhere (a pipe, a CI
-log) only the lines: a bar would print only its last frame there. The bar is drawn on the log handler's console (`live_view`), so that log
-lines print above it."""
+log) only the lines: a bar would print only its last frame there. The bars are drawn on the log handler's
+console (`live_view`), so that log lines print above them."""
 
 from __future__ import annotations
 
