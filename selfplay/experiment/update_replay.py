@@ -83,31 +83,29 @@ def replay_update(run_dir: Path | Sequence[Path], iterations: Sequence[int], mod
         config = load_config(run.config, [
             f"learner.engine.lr={lr}", "learner.measure_shift=true", "learner.checkpoint_every=1000000",
             "eval.every=0", *overrides])
-        with tempfile.TemporaryDirectory() as tmp:
-            learner = PolicyLearner(config, str(model), Path(tmp) / "ckpt", initial_version=version)
-            try:
-                if probes and probe_before is None:  # every rate starts from the same weights
-                    probe_before = learner.engine.logprobs([p.input_ids for p in probes])
-                samples, batch_metrics = learner.batch(trajectories)
-                if not samples:
-                    raise ValueError(f"{named}: the batch of iterations {list(iterations)} is empty (no group with "
-                                     "reward variance): there is no update to replay")
-                if negate:
-                    samples = [replace(s, advantage=-s.advantage) for s in samples]
-                t0 = time.perf_counter()
-                metrics = learner.train(samples)
-                row: dict[str, Any] = {
-                    "lr": lr, "negate": negate, "train_s": time.perf_counter() - t0, "samples": len(samples),
-                    "trained_tokens": sum(sum(s.loss_mask) for s in samples),
-                    **{k: v for k, v in batch_metrics.items() if k.startswith("batch/")},
-                    **{k: v for k, v in metrics.items() if k.startswith("learner/")}}
-                if probes:
-                    after = learner.engine.logprobs([p.input_ids for p in probes])
-                    row.update(_probe_figures(probes, probe_before, after))
-                log.info("replayed iterations %s at lr %g: shift KL %.3g", list(iterations), lr, row["learner/shift_kl"])
-                rows.append(row)
-            finally:
-                learner.close()
+        # closed at the end of each rate: a dropped learner keeps its optimizer state (LearnerEngine.close)
+        with tempfile.TemporaryDirectory() as tmp, \
+                PolicyLearner(config, str(model), Path(tmp) / "ckpt", initial_version=version) as learner:
+            if probes and probe_before is None:  # every rate starts from the same weights
+                probe_before = learner.engine.logprobs([p.input_ids for p in probes])
+            samples, batch_metrics = learner.batch(trajectories)
+            if not samples:
+                raise ValueError(f"{named}: the batch of iterations {list(iterations)} is empty (no group with "
+                                 "reward variance): there is no update to replay")
+            if negate:
+                samples = [replace(s, advantage=-s.advantage) for s in samples]
+            t0 = time.perf_counter()
+            metrics = learner.train(samples)
+            row: dict[str, Any] = {
+                "lr": lr, "negate": negate, "train_s": time.perf_counter() - t0, "samples": len(samples),
+                "trained_tokens": sum(sum(s.loss_mask) for s in samples),
+                **{k: v for k, v in batch_metrics.items() if k.startswith("batch/")},
+                **{k: v for k, v in metrics.items() if k.startswith("learner/")}}
+            if probes:
+                after = learner.engine.logprobs([p.input_ids for p in probes])
+                row.update(_probe_figures(probes, probe_before, after))
+            log.info("replayed iterations %s at lr %g: shift KL %.3g", list(iterations), lr, row["learner/shift_kl"])
+            rows.append(row)
     return rows
 
 

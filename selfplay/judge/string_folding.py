@@ -50,10 +50,10 @@ UNKNOWN: Any = _Unknown()
 
 
 class StringFolder:
-    """The strings the added lines of one file compute from their literals, run by run in order: a name bound in one run of added lines keeps its
-    value in the runs after it (a payload may define its table of fragments in one hunk and use it in
-    another). A `for` loop over a folded sequence walks its body once per item (up to `LOOP_WALKS` walks in
-    all), and a function's parameters take their folded defaults."""
+    """The strings the added lines of one file compute from their literals, run by run in order: a name
+    bound in one run of added lines keeps its value in the runs after it (a payload may define its table of
+    fragments in one hunk and use it in another). A `for` loop over a folded sequence walks its body once
+    per item (up to `LOOP_WALKS` walks in all), and a function's parameters take their folded defaults."""
 
     LOOP_WALKS = 512
     """Loop bodies walked per file, all loops together (nested loops multiply)."""

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from agent_scaffold.policies.hf import HFPolicy
 from agent_scaffold.policy import SamplingParams
@@ -91,56 +91,58 @@ def run_demo(config: DemoConfig, on_step: Callable[[int, dict[str, float]], None
     """Run the loop; returns one metrics dict per step (incl. demo/reward_mean of that step's rollouts)."""
     from selfplay.learner.engine import LearnerEngine  # lazy: torch, transformers, deepspeed
 
-    engine = LearnerEngine(replace(config.engine, lr=config.lr, seed=config.seed))
+    with LearnerEngine(replace(config.engine, lr=config.lr, seed=config.seed)) as engine:
+        return _steps(engine, config, on_step)
+
+
+def _steps(engine: Any, config: DemoConfig,
+           on_step: Callable[[int, dict[str, float]], None] | None) -> list[dict[str, float]]:
     policy = HFPolicy(engine.model_dir)
-    try:
-        sync = HFPolicySync(policy, mode=config.sync)
-        tok = policy.tokenizer
-        prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                                      tokenize=False), add_special_tokens=False)
-                   for p in config.prompts]
-        batch_cfg = BatchConfig(advantage="grpo")
-        baseline = RunningMeanBaseline()
-        history: list[dict[str, float]] = []
-        target_ids = [i for i in range(len(tok)) if re.fullmatch(r"\s*" + re.escape(config.target) + r"[\s.,!]*",
-                                                                 tok.decode([i]).lower())]
-        special = set(tok.all_special_ids)
-        lead_ids = frozenset(i for i in range(len(tok))
-                             if i not in special and not re.search(r"[a-zA-Z']", tok.decode([i])))  # no word starts
-        probe = "model.layers.0.mlp.down_proj.weight"  # watched in the *rollout* policy: proves sync happened
-        initial = policy.model.state_dict()[probe].clone()
-        ckpt_root = Path(tempfile.mkdtemp(prefix="selfplay-demo-")) if config.sync == "disk" else None
-        for step in range(config.steps):
-            metrics_pre = {"demo/target_prob": target_probability(policy, prompts, target_ids, lead_ids)}
-            params = SamplingParams(max_new_tokens=config.max_new_tokens, seed=config.seed * 100003 + step * 1009)
-            trajectories = []
-            for p_i, prompt in enumerate(prompts):
-                for k, c in enumerate(policy.generate([prompt] * config.group_size, params.with_(seed=params.seed + 97 * p_i))):
-                    ids = tuple(prompt) + c.token_ids
-                    trajectories.append(Trajectory(
-                        input_ids=ids, loss_mask=(0,) * len(prompt) + (1,) * len(c.token_ids),
-                        logprobs=(0.0,) * len(prompt) + c.logprobs, turn_spans=((len(prompt), len(ids)),),
-                        policy_version=c.policy_version, role="solver", termination="submitted",
-                        reward=first_word_reward(c.text, config.target),
-                        metadata={"group_id": f"{step}-{p_i}", "id": f"{step}-{p_i}-{k}"}))
-            samples, metrics = build_batch(trajectories, engine.version, batch_cfg, baseline)
-            metrics.update(metrics_pre)
-            metrics["demo/reward_mean"] = sum(t.reward for t in trajectories) / len(trajectories)  # type: ignore[misc]
-            if samples:
-                metrics.update(engine.train_step(samples))
-            else:
-                engine.version += 1  # keep versions in step with the loop even when nothing was trainable
-            if ckpt_root is not None:
-                sync.push(engine.version, checkpoint_dir=save_checkpoint(engine, ckpt_root, optimizer=False))
-            else:
-                sync.push(engine.version, state_dict=engine.state_dict())
-            metrics["demo/policy_version"] = float(policy.version)
-            metrics["demo/rollout_versions"] = float(max(t.policy_version for t in trajectories))
-            metrics["demo/policy_weight_change"] = float((policy.model.state_dict()[probe] - initial).abs().max())
-            history.append(metrics)
-            log.info("step %d reward %.3f loss %.4f", step, metrics["demo/reward_mean"], metrics.get("learner/loss", 0.0))
-            if on_step:
-                on_step(step, metrics)
-        return history
-    finally:
-        engine.close()
+    sync = HFPolicySync(policy, mode=config.sync)
+    tok = policy.tokenizer
+    prompts = [tok.encode(tok.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                                  tokenize=False), add_special_tokens=False)
+               for p in config.prompts]
+    batch_cfg = BatchConfig(advantage="grpo")
+    baseline = RunningMeanBaseline()
+    history: list[dict[str, float]] = []
+    target_ids = [i for i in range(len(tok)) if re.fullmatch(r"\s*" + re.escape(config.target) + r"[\s.,!]*",
+                                                             tok.decode([i]).lower())]
+    special = set(tok.all_special_ids)
+    lead_ids = frozenset(i for i in range(len(tok))
+                         if i not in special and not re.search(r"[a-zA-Z']", tok.decode([i])))  # no word starts
+    probe = "model.layers.0.mlp.down_proj.weight"  # watched in the *rollout* policy: proves sync happened
+    initial = policy.model.state_dict()[probe].clone()
+    ckpt_root = Path(tempfile.mkdtemp(prefix="selfplay-demo-")) if config.sync == "disk" else None
+    for step in range(config.steps):
+        metrics_pre = {"demo/target_prob": target_probability(policy, prompts, target_ids, lead_ids)}
+        params = SamplingParams(max_new_tokens=config.max_new_tokens, seed=config.seed * 100003 + step * 1009)
+        trajectories = []
+        for p_i, prompt in enumerate(prompts):
+            for k, c in enumerate(policy.generate([prompt] * config.group_size, params.with_(seed=params.seed + 97 * p_i))):
+                ids = tuple(prompt) + c.token_ids
+                trajectories.append(Trajectory(
+                    input_ids=ids, loss_mask=(0,) * len(prompt) + (1,) * len(c.token_ids),
+                    logprobs=(0.0,) * len(prompt) + c.logprobs, turn_spans=((len(prompt), len(ids)),),
+                    policy_version=c.policy_version, role="solver", termination="submitted",
+                    reward=first_word_reward(c.text, config.target),
+                    metadata={"group_id": f"{step}-{p_i}", "id": f"{step}-{p_i}-{k}"}))
+        samples, metrics = build_batch(trajectories, engine.version, batch_cfg, baseline)
+        metrics.update(metrics_pre)
+        metrics["demo/reward_mean"] = sum(t.reward for t in trajectories) / len(trajectories)  # type: ignore[misc]
+        if samples:
+            metrics.update(engine.train_step(samples))
+        else:
+            engine.version += 1  # keep versions in step with the loop even when nothing was trainable
+        if ckpt_root is not None:
+            sync.push(engine.version, checkpoint_dir=save_checkpoint(engine, ckpt_root, optimizer=False))
+        else:
+            sync.push(engine.version, state_dict=engine.state_dict())
+        metrics["demo/policy_version"] = float(policy.version)
+        metrics["demo/rollout_versions"] = float(max(t.policy_version for t in trajectories))
+        metrics["demo/policy_weight_change"] = float((policy.model.state_dict()[probe] - initial).abs().max())
+        history.append(metrics)
+        log.info("step %d reward %.3f loss %.4f", step, metrics["demo/reward_mean"], metrics.get("learner/loss", 0.0))
+        if on_step:
+            on_step(step, metrics)
+    return history

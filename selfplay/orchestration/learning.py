@@ -105,6 +105,12 @@ class PolicyLearner:
             if callable(close_sync):
                 close_sync()
 
+    def __enter__(self) -> PolicyLearner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def batch(self, trajectories: Sequence[Trajectory]) -> tuple[list[Any], dict[str, float]]:
         """The samples an update of these trajectories trains on (untrainable episodes out, advantages,
         dynamic sampling), with the batch/* metrics; advances the injector's running baseline."""

@@ -112,7 +112,8 @@ def test_a_soft_capped_head_is_refused_before_its_weights_load(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["memory", "disk"])
 @pytest.mark.parametrize("arch", ["qwen2", "granite"])
-def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arch, mode, sequences, tmp_path, learner_engine):
+def test_after_an_update_and_a_weight_sync_the_sampler_and_the_learner_agree(arch, mode, sequences, tmp_path,
+                                                                              learner_engine):
     """The loop's invariant on an untied, windowed class and on a scaled head: the rollout engine's logprobs
     of what it samples after a sync are the learner's of the same tokens (TIS weights of 1)."""
     pytest.importorskip("deepspeed")
