@@ -3,14 +3,17 @@
 Reads the solver trajectories a `selfplay run` wrote (`<run>/trajectories/itNNNNN-solver.jsonl.gz`), takes
 `--groups` groups of G attempts at one task (advantages +-1 in each group), and times what
 `PolicyLearner.train` does with TIS on: the logprob pass over the later mini-batches and `--steps`
-optimizer steps over the same seeded mini-batches. Two `LearnerEngine`s on the same model, the default
-preset's engine (fp32, no gradient checkpointing) per `--variants` entry (`plain` or `shared`, with its
-token budget), rotating their order per repeat. Figures: median and range of the update's wall time per
-variant, the per-repeat ratio of each to the first, the tokens each runs, and their losses (they should
-agree).
+optimizer steps over the learner's seeded mini-batches. One `LearnerEngine` on the same model, the default
+preset's engine (fp32, no gradient checkpointing), per `--variants` entry: `plain` or `shared`, its token
+budget, and the mini-batch split (`sample` when left out, the split the variants were first measured
+with; `group`: `learner.minibatches`' default), rotating their order per repeat. Figures: median and range of the update's wall time per
+variant, the per-repeat ratio of each to the first, the tokens each runs, and their losses (those of
+variants with the same split should agree).
 
     .venv/bin/python scripts/bench_shared_prefix.py --model DIR --run RUN_DIR [--groups 2] [--steps 2] \
         [--variants plain:2048,shared:2048,shared:4096] [--repeats 3] [--json docs/bench/shared_prefix.json]
+    .venv/bin/python scripts/bench_shared_prefix.py --model DIR --run RUN_DIR --groups 4 --steps 2 \
+        --variants shared:4096:sample,shared:4096:group --json docs/bench/minibatch_split.json
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ import argparse
 import gzip
 import json
 import os
-import random
 import statistics
 import sys
 import time
@@ -52,7 +54,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2, help="optimizer steps per update")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--variants", default="plain:2048,shared:2048,shared:4096",
-                    help="comma-separated plain|shared:TOKEN_BUDGET; ratios are to the first")
+                    help="comma-separated plain|shared:TOKEN_BUDGET[:sample|group]; ratios are to the first")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -60,29 +62,32 @@ def main() -> None:
     from selfplay.learner.config import EngineConfig, LossConfig
     from selfplay.learner.engine import LearnerEngine
     from selfplay.learner.microbatch import plan_microbatches
+    from selfplay.learner.minibatches import split_update
     from selfplay.learner.shared_prefix import clusters, plan_shared_microbatches, segment_cost
 
-    variants = [(v.split(":")[0], int(v.split(":")[1])) for v in args.variants.split(",")]
-    names = [f"{kind}:{budget}" for kind, budget in variants]
+    variants = [(v.split(":") + ["sample"])[:3] for v in args.variants.split(",")]
+    variants = [(kind, int(budget), split) for kind, budget, split in variants]
+    names = [f"{kind}:{budget}" + (f":{split}" if split != "sample" else "") for kind, budget, split in variants]
 
     batch = []
-    for g in load_groups(args.run, args.groups):
+    for n, g in enumerate(load_groups(args.run, args.groups)):
         for i, row in enumerate(g):
             lm = tuple(row["loss_mask"])
-            batch.append(Sample(tuple(row["input_ids"]), lm, tuple(row["logprobs"]), 1.0 if i % 2 else -1.0))
-    order = list(range(len(batch)))
-    random.Random("0:0").shuffle(order)  # PolicyLearner.train's split of an update (seed 0, version 0)
-    parts = [order[k::args.steps] for k in range(args.steps)]
+            batch.append(Sample(tuple(row["input_ids"]), lm, tuple(row["logprobs"]), 1.0 if i % 2 else -1.0,
+                                group=f"solver:{n}"))
+    # PolicyLearner.train's split of an update (seed 0, version 0)
+    splits = {name: split_update([s.group for s in batch], [len(s.input_ids) for s in batch], args.steps, "0:0",
+                                 split) for name, (_, _, split) in zip(names, variants)}
     engines = {name: LearnerEngine(EngineConfig(model_dir=args.model, dtype="fp32", token_budget=budget, lr=0.0,
                                                 warmup_steps=1, temperature=0.5, gradient_checkpointing=False,
                                                 share_prefix=kind == "shared", loss=LossConfig(tis_cap=2.0)))
-               for name, (kind, budget) in zip(names, variants)}
+               for name, (kind, budget, _) in zip(names, variants)}
     for engine in engines.values():  # one-time allocations (gradients, Adam states) outside the timings
         s = batch[0]
         engine.train_step([Sample(s.input_ids[:64], s.loss_mask[:64], s.old_logprobs[:64], 1.0)])
 
     def update(name: str) -> tuple[float, list[float]]:
-        engine = engines[name]
+        engine, parts = engines[name], splits[name]
         t0 = time.perf_counter()
         need = [i for part in parts[1:] for i in part]
         old = dict(zip(need, engine.logprobs([batch[i].input_ids for i in need])))
@@ -92,7 +97,7 @@ def main() -> None:
             losses.append(engine.train_step([batch[i] for i in part], None if None in mine else mine)["learner/loss"])
         return time.perf_counter() - t0, losses
 
-    def tokens(kind: str, budget: int) -> tuple[int, int]:
+    def tokens(kind: str, budget: int, parts: list[list[int]]) -> tuple[int, int]:
         """Tokens the train steps run, and their micro-batches."""
         total = count = 0
         for part in parts:
@@ -118,7 +123,7 @@ def main() -> None:
             print(f"repeat {rep} {name}: {wall:.1f} s, losses {losses[name]}", flush=True)
     base = names[0]
     ratios = {name: [a / b for a, b in zip(times[name], times[base])] for name in names[1:]}
-    counts = {name: tokens(kind, budget) for name, (kind, budget) in zip(names, variants)}
+    counts = {name: tokens(kind, budget, splits[name]) for name, (kind, budget, _) in zip(names, variants)}
     result = {"command": " ".join(sys.argv), "cpus": os.cpu_count(), "load_avg_1m": os.getloadavg()[0],
               "samples": len(batch), "steps": args.steps, "sample_tokens": [len(s.input_ids) for s in batch],
               "train_step_tokens": {n: c[0] for n, c in counts.items()},

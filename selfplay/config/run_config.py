@@ -18,6 +18,7 @@ from selfplay.judge.grader import GraderConfig
 from selfplay.judge.rewards import RewardConfig
 from selfplay.learner.batch import BatchConfig
 from selfplay.learner.config import EngineConfig
+from selfplay.learner.minibatches import MinibatchSplit
 from selfplay.store.sampling import SamplingConfig
 from selfplay.validation.config import ValidationConfig
 
@@ -264,9 +265,15 @@ class LearnerConfig:
     """In-process policies: copy the state dict (memory) or reload the saved checkpoint (disk). HTTP and
     vLLM endpoints always reload from disk."""
     steps_per_update: int = 1
-    """Optimizer steps per learner update: the iteration's batch is shuffled (seeded) and split into this
-    many mini-batches, one step each, every ratio taken against the policy that sampled (Nebius: 2-8
-    steps per iteration). More steps than samples gives one step per sample."""
+    """Optimizer steps per learner update: the iteration's batch is split (seeded, as `minibatches` says)
+    into this many mini-batches, one step each, every ratio taken against the policy that sampled (Nebius:
+    2-8 steps per iteration). More steps than samples gives one step per sample."""
+    minibatches: MinibatchSplit = "group"
+    """How an update's samples are split into its steps' mini-batches (`selfplay.learner.minibatches`):
+    group keeps each group's samples in one mini-batch (verl's contiguous mini-batches; a group's shared
+    prompt then runs once an update), balancing the mini-batches' tokens, and splits samples as `sample`
+    does when there are fewer groups than steps; sample shuffles the samples and deals them round-robin
+    (before 2026-12-07 the only split: the learning experiments recorded before then used it)."""
     measure_shift: bool = False
     """After each update, one more forward pass over its samples (and one before, when TIS has not made
     it): `learner/shift_kl`, the KL per trained token between the policy before the update's first step

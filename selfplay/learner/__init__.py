@@ -2,7 +2,7 @@
 checkpoints and weight sync to rollout engines.
 
 Pure modules (no torch): `advantages`, `baseline`, `overlong`, `staleness`, `dynamic_sampling`, `batch`,
-`microbatch`, `config`. Torch modules, imported only when used: `losses`, `logprobs`, `packing`,
+`microbatch`, `minibatches`, `config`. Torch modules, imported only when used: `losses`, `logprobs`, `packing`,
 `model_options`, `engine`, `checkpoint`, `weight_sync` (its HTTP backend needs only httpx), `demo`.
 This `__init__` imports nothing, so `import selfplay.learner` never loads torch.
 

@@ -45,6 +45,9 @@ class Sample:
     """Scalar advantage, broadcast over the assistant tokens."""
     role: str = "solver"
     """Role, for per-role metrics."""
+    group: str = ""
+    """The group whose baseline gave the advantage (role and group key), so an update's mini-batches can
+    keep a group together (`minibatches.split_update`)."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ def to_samples(groups: Sequence[Group], config: BatchConfig,
     for g, t, a in pairs:
         if config.drop_zero_advantage and a == 0.0:
             continue
-        segments = [Sample(ids, mask, lps, a, t.role) for ids, mask, lps in t.sequences()]
+        segments = [Sample(ids, mask, lps, a, t.role, f"{g.role}:{g.key}") for ids, mask, lps in t.sequences()]
         samples.extend(segments)
         if segments:
             training.setdefault(g.role, set()).add(g.key)

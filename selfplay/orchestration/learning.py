@@ -12,7 +12,6 @@ torch and DeepSpeed are imported only when a `PolicyLearner` is built (the `trai
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -26,6 +25,7 @@ from selfplay.eval.progress import log_step
 from selfplay.eval.runner import evaluate_checkpoint
 from selfplay.learner.baseline import RunningMeanBaseline
 from selfplay.learner.batch import build_batch
+from selfplay.learner.minibatches import split_update
 from selfplay.learner.update_shift import update_shift
 from selfplay.learner.weight_sync import HFPolicySync, HTTPPolicySync, MultiSync, VLLMDiskSync
 from selfplay.orchestration.rundir import prune_checkpoints
@@ -151,18 +151,17 @@ class PolicyLearner:
         """`learner.steps_per_update` optimizer steps over seeded mini-batches of `samples`; metrics of the
         last step, plus the mean loss over all of them and the step count (and, with
         `learner.measure_shift`, how far the whole update moved the policy)."""
-        steps = max(1, min(self.config.learner.steps_per_update, len(samples)))
-        order = list(range(len(samples)))
-        if steps > 1:
-            random.Random(f"{self.config.seed}:{self.version}").shuffle(order)
-        parts = [order[k::steps] for k in range(steps)]
+        parts = split_update([s.group for s in samples], [len(s.input_ids) for s in samples],
+                             self.config.learner.steps_per_update, f"{self.config.seed}:{self.version}",
+                             self.config.learner.minibatches)
+        steps = len(parts)
         measure = self.config.learner.measure_shift
         old: list[Any] = [None] * len(samples)
         # TIS's ratio needs the learner's logprobs before the first step moves the weights. The first
         # mini-batch takes them from its own forward (engine.train_step with None); only the later ones
         # need a pass of their own, made here before any step. measure_shift needs them all.
         tis = self.config.learner.engine.loss.tis_cap is not None
-        need = order if measure else [i for part in parts[1:] for i in part] if tis else []
+        need = list(range(len(samples))) if measure else [i for part in parts[1:] for i in part] if tis else []
         if need:
             for i, row in zip(need, self.engine.logprobs([samples[i].input_ids for i in need])):
                 old[i] = row

@@ -272,3 +272,18 @@ def test_truncated_terminations_are_episode_endings_run_episode_produces():
     # "length" is a completion's finish reason (one turn cut at max_new_tokens), not an episode ending.
     with pytest.raises(ValueError, match=r"\['length'\], which no episode ends with"):
         OverlongConfig(truncated_terminations=("max_turns", "length"))
+
+
+def test_samples_carry_their_group_for_the_minibatch_split():
+    """Solver attempts of one task share a group key (a compacted episode's segments too); injector
+    singletons each have their own; grouped injector episodes share one per (repo, strategy, iteration)."""
+    trajs = [traj(1.0, group="a"), traj(-1.0, group="a"), traj(1.0, group="b"), traj(-1.0, group="b"),
+             traj(0.5, role="injector", meta={"id": "i1", "repo": "toolz", "strategy": "kit"}),
+             traj(-1.0, role="injector", meta={"id": "i2", "repo": "toolz", "strategy": "kit"})]
+    samples, _ = build_batch(trajs, 0, BatchConfig(), RunningMeanBaseline())
+    solver = [s.group for s in samples if s.role == "solver"]
+    assert solver[0] == solver[1] != solver[2] == solver[3]
+    injector = {s.group for s in samples if s.role == "injector"}
+    assert len(injector) == 2 and not injector & set(solver)
+    samples, _ = build_batch(trajs, 0, BatchConfig(injector_baseline="group"), RunningMeanBaseline())
+    assert len({s.group for s in samples if s.role == "injector"}) == 1

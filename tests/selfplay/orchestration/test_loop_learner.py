@@ -154,6 +154,31 @@ def test_an_update_computes_old_logprobs_only_for_the_mini_batches_after_its_fir
     assert update.trained and passes == [2] and steps == [(2, True), (2, False)]
 
 
+@pytest.mark.parametrize("split", ["group", "sample"])
+def test_an_update_keeps_each_group_in_one_mini_batch(tmp_path, tiny_model, split):
+    """Two groups with variance and 2 steps an update: the group split gives each step one whole group
+    (its 4 attempts); the sample split spreads a group over both steps (seeded: this seed and version
+    put 2 of each group in each step)."""
+    from selfplay.learner.engine import LearnerEngine
+    from selfplay.orchestration.learning import PolicyLearner
+
+    cfg = learner_config(tmp_path, tiny_model, steps_per_update=2)
+    cfg = replace(cfg, learner=replace(cfg.learner, minibatches=split))
+    groups = []
+    train_step = LearnerEngine.train_step
+    batch = _variance_batch() + [replace(t, metadata={**t.metadata, "group_id": "h", "task_id": "u"})
+                                 for t in _variance_batch()]
+    with PolicyLearner(cfg, str(tiny_model), tmp_path / "ckpt") as learner:
+        learner.engine.train_step = lambda s, old=None: groups.append(sorted(x.group for x in s)) or train_step(
+            learner.engine, s, old)
+        update = learner.update(batch)
+    assert update.trained and update.metrics["learner/steps"] == 2.0 and len(groups) == 2
+    if split == "group":
+        assert sorted(len(set(g)) for g in groups) == [1, 1] and {g[0] for g in groups} == {"solver:g", "solver:h"}
+    else:
+        assert all(len(set(g)) == 2 for g in groups)
+
+
 @pytest.mark.parametrize("lr", [0.0, 1e-3])
 def test_measure_shift_reports_how_far_a_one_step_update_moved_the_policy(tmp_path, tiny_model, lr):
     """With one step an update the loss's approx_kl is taken at the behaviour weights; `measure_shift`
