@@ -29,7 +29,8 @@ _REPLACE = re.compile(r"\A<<<<<<< SEARCH\n(.*?)^=======\n(.*?)^>>>>>>> REPLACE[ 
                       re.MULTILINE | re.DOTALL)
 
 _GREP_HIT = re.compile(r"(.+?):(\d+):?")
-_THINK, _THINK_END = "<think>", "</think>"
+THINK, THINK_END = "<think>", "</think>"
+"""The tags of a reasoning model's reasoning section (Qwen3, DeepSeek-R1)."""
 
 FORMAT_HELP = """Each reply must contain exactly one action: one fenced block, for example
 
@@ -79,11 +80,12 @@ class Action:
 def parse_action(text: str) -> Action:
     """The one action in `text`; raises FormatError naming what is wrong. A reply that opens with a reasoning
     model's `<think>` section (Qwen3) is parsed after the section's `</think>`, so that a block the model
-    only thought about is not taken for its action."""
-    if text.lstrip().startswith(_THINK):
-        _, closed, text = text.partition(_THINK_END)
+    only thought about is not taken for its action. (A template that opens the section in its generation
+    prompt: the transcript puts the opening before the reply, `ChatFormat.reply_opening`.)"""
+    if text.lstrip().startswith(THINK):
+        _, closed, text = text.partition(THINK_END)
         if not closed:
-            raise FormatError(f"The reply's {_THINK} section is not closed; end the reasoning with {_THINK_END}, "
+            raise FormatError(f"The reply's {THINK} section is not closed; end the reasoning with {THINK_END}, "
                               f"then send one action.\n\n{FORMAT_HELP}")
     blocks = [(m.group(1).lower(), m.group(2)) for m in _BLOCK.finditer(text)]
     tools = [b for b in blocks if b[0] in TOOLS]

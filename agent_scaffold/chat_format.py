@@ -11,12 +11,20 @@ from the template's render, so the policy trains on text it never sees at infere
 
 Some templates (Gemma 2, Mistral's first) refuse a system message; for them the system prompt is folded
 into the first user message, as Gemma 3's template does on its own.
+
+Some reasoning templates (DeepSeek-R1's distills, Qwen3's Thinking-2507 models) end the generation prompt
+inside an opened `<think>` section: the model's reply holds the reasoning, then `</think>`, then the answer,
+and never the opening tag. `ChatFormat.reply_opening` is that opened text; the transcript puts it before
+each reply it decodes, so a reply reads as the model's whole turn (and parses as one whose reasoning comes
+first), and the scripted policy closes it before its action, as a model that reasons no further would.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from agent_scaffold.actions import THINK, THINK_END
 
 MARK = "\u2402TURN-MARK\u2402"
 """A string no template transforms, to locate an assistant message's content in a render."""
@@ -35,6 +43,9 @@ class ChatFormat:
     """Tokens that end a sampled turn: the turn end and EOS (a model may emit either)."""
     system_role: bool
     """Whether the template renders a system message; when not, `messages` folds it into the first user's."""
+    reply_opening: str = ""
+    """The reasoning section the generation prompt opens and leaves open (`<think>` and what follows it, as
+    "<think>\n"), which every reply continues; empty for a template that opens none or closes it."""
 
     def messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
         """`messages` as this template accepts them: a leading system message folded into the first user
@@ -93,7 +104,19 @@ def _read(tokenizer: Any) -> ChatFormat:
         raise ValueError("the chat template closes an assistant message with no special token and the "
                          "tokenizer has no EOS: set tokenizer.eos_token to the model's end-of-turn token")
     return ChatFormat(turn_end_id=end, turn_end=tokenizer.decode([end], skip_special_tokens=False),
-                      stop_ids=frozenset(i for i in (end, eos) if i is not None), system_role=system_role)
+                      stop_ids=frozenset(i for i in (end, eos) if i is not None), system_role=system_role,
+                      reply_opening=_reply_opening(tokenizer))
+
+
+def _reply_opening(tokenizer: Any) -> str:
+    """The reasoning section that the generation prompt leaves open ("" when it opens none, or closes it)."""
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": MARK}], add_generation_prompt=True,
+                                           tokenize=False)
+    tail = prompt[prompt.rindex(MARK) + len(MARK):]
+    start = tail.rfind(THINK)
+    if start < 0 or THINK_END in tail[start:]:
+        return ""
+    return tail[start:]
 
 
 def _renders_system(tokenizer: Any) -> bool:

@@ -91,7 +91,8 @@ class Transcript:
         return list(pairwise(bounds))
 
     def add_completion(self, completion: Completion) -> str:
-        """Append sampled ids (mask 1) and return the assistant message text they decode to."""
+        """Append sampled ids (mask 1) and return the assistant message: the text they decode to, after the
+        reasoning section the generation prompt opened (`ChatFormat.reply_opening`), if any."""
         ids = list(completion.token_ids)
         start = len(self.input_ids)
         self.input_ids += ids
@@ -105,7 +106,9 @@ class Transcript:
         self._closed = stopped and ids[-1] == self.format.turn_end_id
         self._turns.append(_Turn(ids, self._closed))
         content_ids = ids[:-1] if stopped else ids
-        content = self.tokenizer.decode(content_ids, skip_special_tokens=False)
+        # A generation prompt that opens the reasoning section leaves its `<think>` out of the sampled ids;
+        # the message is the whole turn, so it parses (and reads in reports) as the model's reply.
+        content = self.format.reply_opening + self.tokenizer.decode(content_ids, skip_special_tokens=False)
         self.messages.append({"role": "assistant", "content": content})
         return content
 

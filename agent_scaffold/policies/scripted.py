@@ -3,8 +3,10 @@
 With a tokenizer, each action's text is tokenized (this is the one place text becomes "sampled" ids, since
 the script *is* the sampler) and the chat template's end-of-turn id (`ChatFormat.turn_end_id`; EOS for a
 tokenizer without a template) is appended, as a model ending its turn would;
-every logprob is 0.0 (the script chose the action with probability 1). Without a tokenizer the ids are
-the UTF-8 bytes, enough for loops that never render a chat template.
+every logprob is 0.0 (the script chose the action with probability 1). Under a template whose generation
+prompt opens a reasoning section (`ChatFormat.reply_opening`), each reply first closes it, empty, as Qwen3's
+non-thinking prompt does. Without a tokenizer the ids are the UTF-8 bytes, enough for loops that never
+render a chat template.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from agent_scaffold.chat_format import turn_end_id
+from agent_scaffold.actions import THINK_END
+from agent_scaffold.chat_format import chat_format, turn_end_id
 from agent_scaffold.policy import Completion, SamplingParams
 
 
@@ -52,6 +55,8 @@ class ScriptedPolicy:
             ids = list(text.encode())
             eos: list[int] = []
         else:
+            if getattr(self.tokenizer, "chat_template", None) and chat_format(self.tokenizer).reply_opening:
+                text = f"\n{THINK_END}\n\n{text}"
             ids = list(self.tokenizer.encode(text, add_special_tokens=False))
             end = turn_end_id(self.tokenizer)
             eos = [end] if end is not None else []
