@@ -47,6 +47,11 @@ class ChatFormat:
     """The reasoning section the generation prompt opens and leaves open (`<think>` and what follows it, as
     "<think>\n"), which every reply continues; empty for a template that opens none or closes it."""
 
+    def scripted_reply(self, text: str) -> str:
+        """The reply a script sends for the action `text`: after closing, empty, the reasoning section the
+        generation prompt opened (as Qwen3's non-thinking prompt closes it), if any."""
+        return f"\n{THINK_END}\n\n{text}" if self.reply_opening else text
+
     def messages(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
         """`messages` as this template accepts them: a leading system message folded into the first user
         message when the template has no system role."""

@@ -15,7 +15,6 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from agent_scaffold.actions import THINK_END
 from agent_scaffold.chat_format import chat_format, turn_end_id
 from agent_scaffold.policy import Completion, SamplingParams
 
@@ -55,8 +54,8 @@ class ScriptedPolicy:
             ids = list(text.encode())
             eos: list[int] = []
         else:
-            if getattr(self.tokenizer, "chat_template", None) and chat_format(self.tokenizer).reply_opening:
-                text = f"\n{THINK_END}\n\n{text}"
+            if getattr(self.tokenizer, "chat_template", None):
+                text = chat_format(self.tokenizer).scripted_reply(text)
             ids = list(self.tokenizer.encode(text, add_special_tokens=False))
             end = turn_end_id(self.tokenizer)
             eos = [end] if end is not None else []

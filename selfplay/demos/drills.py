@@ -99,12 +99,17 @@ def drill_messages(drill: Drill, rng: random.Random, system: str | None = None) 
 def drill_sample(tokenizer: Any, messages: list[dict[str, str]]) -> Sample:
     """The conversation as one SFT sample, token-exact under `tokenizer`'s chat template: loss on the last
     (assistant) message up to and including its end-of-turn token."""
-    prompt_text, text = render(tokenizer, messages[:-1], True), render(tokenizer, messages, False)
+    fmt = chat_format(tokenizer)
+    prompt_text = render(tokenizer, messages[:-1], True)
     # The turn is tokenized after the prompt's ids, as a policy continues them: a prompt that ends in
     # whitespace ("\n\n" in Llama-3's) tokenizes differently when the whole text is tokenized at once.
     prompt = encode(tokenizer, prompt_text)
-    full = prompt + encode(tokenizer, text[len(prompt_text):]) if text.startswith(prompt_text) else []
-    end_id = chat_format(tokenizer).turn_end_id
+    if fmt.reply_opening:  # a final turn renders without the opened reasoning: the scripted policy's tokens
+        full = [*prompt, *encode(tokenizer, fmt.scripted_reply(messages[-1]["content"])), fmt.turn_end_id]
+    else:
+        text = render(tokenizer, messages, False)
+        full = prompt + encode(tokenizer, text[len(prompt_text):]) if text.startswith(prompt_text) else []
+    end_id = fmt.turn_end_id
     ends = [i for i in range(len(prompt), len(full)) if full[i] == end_id]
     if not ends:
         raise ValueError("the chat template does not render the assistant turn after the prompt and close it "

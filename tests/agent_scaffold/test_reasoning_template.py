@@ -11,7 +11,7 @@ from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.agent import run_episode
 from agent_scaffold.chat_format import chat_format
 from agent_scaffold.policies.scripted import ScriptedPolicy
-from agent_scaffold.policy import Completion
+from agent_scaffold.policy import Completion, SamplingParams
 from agent_scaffold.roles import load_role, solver_variables
 from agent_scaffold.transcript import Transcript
 
@@ -24,6 +24,7 @@ OPENS = _CHATML.replace("GEN", "'<think>\n'")
 """Qwen3-Thinking-2507's shape: the generation prompt ends inside `<think>`; old turns keep their answer."""
 CLOSES = _CHATML.replace("GEN", "'<think>\n\n</think>\n\n'")
 """Qwen3's non-thinking shape: the generation prompt opens and closes an empty section."""
+_PARAMS = SamplingParams(max_new_tokens=64)
 ACTIONS = ["```bash\ncat pkg/mod.py\n```",
            "```edit\nstr_replace pkg/mod.py\n<<<<<<< SEARCH\n    return a - b\n=======\n    return a + b\n"
            ">>>>>>> REPLACE\n```",
@@ -78,3 +79,15 @@ def test_an_episode_under_the_template_closes_the_section_and_solves(local_sandb
     control = run_episode(ScriptedPolicy(ACTIONS, tokenizer), local_sandbox, load_role("solver"),
                           solver_variables("add(1, 2) returns -1 instead of 3", kind="issue"))
     assert [m["content"] for m in control.trajectory.messages if m["role"] == "assistant"] == ACTIONS
+
+
+def test_a_drill_sample_trains_the_tokens_of_a_scripted_turn(opens):
+    from selfplay.demos.drills import drill_sample
+
+    messages = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "```submit\n```"}]
+    sample = drill_sample(opens, messages)
+    tr = Transcript(opens, messages[:1])
+    turn = ScriptedPolicy([messages[1]["content"]], opens).generate([tr.context_ids], _PARAMS)[0]
+    assert sample.input_ids == (*tr.context_ids, *turn.token_ids)  # the prompt and reply an episode has
+    trained = [i for i, m in zip(sample.input_ids, sample.loss_mask) if m]
+    assert opens.decode(trained, skip_special_tokens=False) == "\n</think>\n\n```submit\n```<|im_end|>"
