@@ -89,7 +89,10 @@ def parse_override(override: str) -> tuple[str, Any]:
     key = key.strip()
     if key.startswith("-"):  # `--repos toolz`, as other CLIs take settings; ours are overrides
         name = key.lstrip("-").replace("-", "_")
-        hint = f"write it as {name}=VALUE" if _KEY.match(name) else "config keys are set as KEY=VALUE"
+        if name == "set":  # the scripts' spelling (`bench_learning.py --set KEY=VALUE`)
+            hint = "leave `--set` out and pass each override as an argument of its own, learner.engine.lr=3e-6"
+        else:
+            hint = f"write it as {name}=VALUE" if _KEY.match(name) else "config keys are set as KEY=VALUE"
         raise ConfigError(f"{key!r} is not an option of this command; settings are dotted KEY=VALUE overrides "
                           f"without dashes: {hint}, e.g. 'repos=[toolz, parse]' seed=3 "
                           "(`--print-config` shows every key)", name)

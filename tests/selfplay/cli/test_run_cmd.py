@@ -92,6 +92,8 @@ def fake_loop(monkeypatch, tmp_path):
     (["run", "--repos", "toolz"], ["'--repos' is not an option", "write it as repos=VALUE"]),
     (["run", "--learner.engine.lr=1e-5"], ["write it as learner.engine.lr=VALUE"]),
     (["run", "--max-hours", "2"], ["write it as max_hours=VALUE"]),
+    (["run", "--set", "learner.minibatches=sample"], ["'--set' is not an option", "leave `--set` out"]),
+    (["run", "learner.minibatches=rows"], ["learner.minibatches", "'rows'", "'group', 'sample'"]),
 ])
 def test_bad_config_exits_2_before_anything_starts(args, expected, fake_loop):
     fake = fake_loop()
