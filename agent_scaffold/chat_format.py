@@ -110,12 +110,13 @@ def _read(tokenizer: Any) -> ChatFormat:
                          "tokenizer has no EOS: set tokenizer.eos_token to the model's end-of-turn token")
     return ChatFormat(turn_end_id=end, turn_end=tokenizer.decode([end], skip_special_tokens=False),
                       stop_ids=frozenset(i for i in (end, eos) if i is not None), system_role=system_role,
-                      reply_opening=_reply_opening(tokenizer))
+                      reply_opening=_reply_opening(tokenizer, probe[:-3]))
 
 
-def _reply_opening(tokenizer: Any) -> str:
-    """The reasoning section that the generation prompt leaves open ("" when it opens none, or closes it)."""
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": MARK}], add_generation_prompt=True,
+def _reply_opening(tokenizer: Any, head: list[dict[str, str]]) -> str:
+    """The reasoning section that the generation prompt leaves open ("" when it opens none, or closes it),
+    after `head` (the probe's system message, where the template has a system role) and a user message."""
+    prompt = tokenizer.apply_chat_template([*head, {"role": "user", "content": MARK}], add_generation_prompt=True,
                                            tokenize=False)
     tail = prompt[prompt.rindex(MARK) + len(MARK):]
     start = tail.rfind(THINK)

@@ -50,6 +50,10 @@ def test_the_opened_section_is_read_from_the_template(tokenizer, opens):
     assert chat_format(opens).reply_opening == "<think>\n"
     assert chat_format(_with_template(CLOSES)).reply_opening == ""
     assert chat_format(tokenizer).reply_opening == ""  # SmolLM2's own template opens nothing
+    # read after a system message where the template has that role: some refuse a conversation without one
+    needs_system = _with_template("{% if messages[0]['role'] != 'system' %}{{ raise_exception('no system') }}"
+                                  "{% endif %}" + OPENS)
+    assert chat_format(needs_system).reply_opening == "<think>\n"
 
 
 def test_a_sampled_reply_is_parsed_after_its_reasoning(opens):
