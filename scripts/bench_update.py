@@ -51,6 +51,8 @@ def main() -> None:
                                                 "solver episodes measure the logprob gap")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if args.run and args.compare != "dtype":
+        ap.error("--run measures the bf16-fp32 logprob gap: it goes with --compare dtype")
 
     from selfplay.learner.batch import Sample
     from selfplay.learner.config import EngineConfig
@@ -72,7 +74,7 @@ def main() -> None:
     engines = {name: LearnerEngine(EngineConfig(model_dir=args.model, dtype=dtype, token_budget=2048, lr=1e-5,
                                                 warmup_steps=1, temperature=0.5, gradient_checkpointing=gc))
                for name, (dtype, gc) in variants.items()}
-    gap = _logprob_gap(engines, Path(args.run), args.samples) if args.run and args.compare == "dtype" else None
+    gap = _logprob_gap(engines, Path(args.run), args.samples) if args.run else None
     for engine in engines.values():  # one-time allocations (gradients, Adam states) outside the timings
         engine.train_step([Sample(batch[0].input_ids[:64], batch[0].loss_mask[:64], batch[0].old_logprobs[:64], 1.0)])
 
@@ -117,8 +119,8 @@ def _logprob_gap(engines: dict, run: Path, n: int) -> dict:
         raise SystemExit(f"{run}: no iteration-0 solver trajectories to measure the logprob gap on")
     segments = [seg for t in trajs for seg in t.sequences()]  # (ids, loss mask, rollout logprobs) each
     lp = {name: engine.logprobs([ids for ids, _, _ in segments]) for name, engine in engines.items()}
-    d = sorted(b - a for (_, mask, _), rows_a, rows_b in zip(segments, lp["before"], lp["after"])
-               for a, b, m in zip(rows_a, rows_b, mask) if m)
+    d = [b - a for (_, mask, _), rows_a, rows_b in zip(segments, lp["before"], lp["after"])
+         for a, b, m in zip(rows_a, rows_b, mask) if m]
     ab = sorted(abs(x) for x in d)
     # beside it, each engine's distance from the rollout's own logprobs (the mismatch TIS corrects)
     rollout = {name: statistics.fmean(abs(x - r) for (_, mask, behaviour), row in zip(segments, rows)
