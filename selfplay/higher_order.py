@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from repos.spec import RepoSpec
 from sandboxes.sandbox import Sandbox
+from selfplay.config.bounds import check_bounds
 from selfplay.diffs import drop_infrastructure, normalised_hash
 from selfplay.errors import DiffError
 from selfplay.jobs import Job, check, git_env_line, prepare, run_job
@@ -33,11 +34,13 @@ class HigherOrderConfig:
     max_order: int = 2
     """Highest order created (SSR: 2, i.e. no third-order bugs)."""
     min_failing_tests: int = 1
-    """Keep the new task only if at least this many oracle tests fail in its buggy state."""
+    """Keep the new task only if at least this many oracle tests (1 or more) fail in its buggy state."""
 
     def __post_init__(self) -> None:
         if self.max_order < 1:
             raise ValueError(f"HigherOrderConfig.max_order must be >= 1, got {self.max_order}")
+        # 0 would keep a "task" whose buggy state fails no test: every submission would solve it
+        check_bounds(self, at_least={"min_failing_tests": 1})
 
 
 def refuse_reason(parent: Task, failed_patch: str, seen: set[str], config: HigherOrderConfig) -> str | None:

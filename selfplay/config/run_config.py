@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from agent_scaffold.policies.base_url import base_url_problem
+from selfplay.config.bounds import check_bounds
 from selfplay.demos.warm_start_config import WarmStartConfig
 from selfplay.higher_order import HigherOrderConfig
 from selfplay.judge.grader import GraderConfig
@@ -92,6 +93,9 @@ class PolicyConfig:
     scripted_actions: str | None = None
     """scripted: a JSON file, {"injector": [[action, ...], ...], "solver": [[action, ...], ...]}: the
     action lists are used in turn, one per episode of that role."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"batch_wait_s": 0})
 
 
 @dataclass(frozen=True)
@@ -222,6 +226,9 @@ class RolloutConfig:
     docker_host: str | None = None
     """DOCKER_HOST for the workers' sandboxes; None uses the node's engine."""
 
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"injector_episodes": 0, "solver_tasks": 0, "episode_retries": 0})
+
 
 @dataclass(frozen=True)
 class CurriculumConfig:
@@ -246,6 +253,9 @@ class CurriculumConfig:
     this run's `repos` are imported. Empty: the store of `warm_start.config`'s warm start."""
     higher_order: HigherOrderConfig = field(default_factory=HigherOrderConfig)
     """Which failed attempts become higher-order tasks."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"seed_per_repo": 0, "min_active_tasks": 0})
 
 
 @dataclass(frozen=True)
@@ -281,10 +291,13 @@ class LearnerConfig:
     samples with positive / negative advantage (selfplay.learner.update_shift). The loss's `approx_kl`
     reads 0 with one step an update; this says how far the update moved the policy, and which way."""
     checkpoint_every: int = 1
-    """Save a checkpoint every this many learner updates."""
+    """Save a checkpoint every this many learner updates (1 or more)."""
     keep_checkpoints: int = 2
     """Checkpoints kept (older ones are deleted; the newest is always kept). Only the newest keeps the
     optimizer state a resume needs; the others keep their weights."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"checkpoint_every": 1, "keep_checkpoints": 0})
 
 
 @dataclass(frozen=True)
@@ -305,6 +318,9 @@ class EvalSettings:
     max_new_tokens: int | None = None
     """Tokens per turn; None is the run's `rollout.solver_limits` (then the role's default)."""
 
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"every": 0, "runs": 1, "max_turns": 1, "max_new_tokens": 1})
+
 
 @dataclass(frozen=True)
 class WarmStartSettings:
@@ -324,6 +340,9 @@ class RetentionConfig:
     """Newest compressed trajectory files kept under trajectories/ (0 keeps all)."""
     retire_every: int = 10
     """Run the store's retirement sweep every this many iterations (0 is off)."""
+
+    def __post_init__(self) -> None:
+        check_bounds(self, at_least={"keep_trajectory_files": 0, "retire_every": 0})
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from selfplay.config.bounds import check_bounds
 from selfplay.learner.rft import LOSS_TURNS
 
 TRAIN_REPOS = ("toolz", "boltons", "marshmallow")
@@ -175,6 +176,7 @@ oracle test file, the function and the change's number. The default's
                              "demonstration: drop them from repos")
         if not self.repos:
             raise ValueError("warm_start.config.repos: name at least one training repo")
+        check_bounds(self, at_least={"epochs": 1, "lr": 0, "max_context_tokens": 1, "injector_max_context_tokens": 1})
         if not 0.0 <= self.short_share <= 1.0:
             raise ValueError(f"warm_start.config.short_share must be in [0, 1], got {self.short_share}")
         if self.n_per_repo < 1 or self.per_task < 1 or self.injector_per_repo < 0:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agent_scaffold.trajectory import Trajectory
+from selfplay.config.bounds import check_bounds
 from selfplay.learner.advantages import ESTIMATORS, group_advantages
 from selfplay.learner.baseline import RunningMeanBaseline, injector_key
 from selfplay.learner.dynamic_sampling import (
@@ -88,6 +89,7 @@ class BatchConfig:
             raise ValueError(f"advantage {self.advantage!r} is unknown; choose one of {sorted(ESTIMATORS)}")
         if self.group_size is not None and self.group_size < 1:
             raise ValueError(f"BatchConfig.group_size must be >= 1 or None, got {self.group_size}")
+        check_bounds(self, at_least={"eps": 0, "max_staleness": 0})
         if not 0.0 <= self.negative_scale <= 1.0:
             raise ValueError(f"negative_scale must be in [0, 1] (a weight on negative advantages), got "
                              f"{self.negative_scale}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from selfplay.config.bounds import check_bounds
 from selfplay.learner.aggregations import AGG_MODES
 
 
@@ -19,7 +20,7 @@ class LossConfig:
     norm_len: int | None = None
     """Constant length for seq-mean-token-sum-norm (e.g. the max response length); required for it."""
     clip_ratio_c: float | None = None
-    """Dual-clip bound for negative advantages (e.g. 3.0); None is off."""
+    """Dual-clip bound for negative advantages, above 1 (e.g. 3.0); None is off."""
     tis_cap: float | None = 2.0
     """Truncated importance sampling cap C on pi_learner_old / pi_rollout (FlashRL, verl: 2.0); None is
     off. On, the ratio is taken against the learner's own logprobs before the update (the first step's
@@ -35,6 +36,8 @@ class LossConfig:
             raise ValueError("agg 'seq-mean-token-sum-norm' needs loss.norm_len (the max response length)")
         if not (0 <= self.clip_low < 1 and self.clip_high >= 0):
             raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {self.clip_low}, {self.clip_high}")
+        # dual clip bounds a negative advantage's ratio from above at c > 1 (below 1 it would cut the clip)
+        check_bounds(self, at_least={"norm_len": 1, "kl_coef": 0}, above={"clip_ratio_c": 1, "tis_cap": 0})
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,7 @@ class EngineConfig:
             raise ValueError("token_budget, logprob_chunk and warmup_steps must be >= 1")
         if self.lr < 0:
             raise ValueError(f"lr must be >= 0, got {self.lr}")
+        check_bounds(self, at_least={"weight_decay": 0, "grad_clip": 0, "lora_alpha": 0, "max_position_embeddings": 1})
         if not self.eps > 0:
             raise ValueError(f"eps must be > 0 (AdamW divides by sqrt(v) + eps), got {self.eps}")
         if self.sequence_parallel_size < 1:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from selfplay.config.bounds import check_bounds
 from selfplay.store.records import TaskStats
 
 
@@ -52,6 +53,7 @@ class SamplingConfig:
             raise ValueError(f"max_repo_share must lie in (0, 1], got {self.max_repo_share}")
         if self.max_per_family < 1:
             raise ValueError(f"max_per_family must be >= 1, got {self.max_per_family}")
+        check_bounds(self, at_least={"retire_solved_last_k": 0, "retire_unsolved_after_m": 0})
         if self.rate not in ("recent", "overall"):
             raise ValueError(f"rate must be 'recent' or 'overall', got {self.rate!r}")
         if self.pool_factor < 1:
