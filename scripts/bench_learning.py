@@ -65,6 +65,7 @@ from selfplay.experiment.arms import (
     ExperimentConfig,
     arm_config,
     arm_figures,
+    check_experiment,
     injector_comparison,
     merge_results,
     paired,
@@ -137,9 +138,12 @@ def table(results: list[dict]) -> str:
 def preset_temperature(preset: str, overrides: list[str]) -> float:
     """The rollout temperature a `selfplay run` of `preset` with `overrides` samples at: what the rl arms use
     unless `--temperature` says otherwise, so the experiment plays the run it compares."""
-    from selfplay.config.loader import load_config
+    from selfplay.config.loader import ConfigError, load_config
 
-    return float(load_config(preset, list(overrides)).rollout.temperature)
+    try:
+        return float(load_config(preset, list(overrides)).rollout.temperature)
+    except ConfigError as e:
+        raise SystemExit(f"--arm rl: {e}") from None
 
 
 def main() -> None:
@@ -277,36 +281,53 @@ def main() -> None:
     save()
 
 
+def experiment_config(args: argparse.Namespace, model: str, stand_in: bool = False) -> ExperimentConfig:
+    """The experiment of `--arm rl`'s options, starting from `model`, checked (`check_experiment`): a
+    refusal is a SystemExit that names the option to fix. `stand_in`: `model` is the embedded model, standing
+    in for a warm start not built yet (it has no store of demonstrations to check)."""
+    shown: tuple[str, ...] = ()
+    if args.demonstrated:
+        store = Path(model).expanduser().resolve().parent / "store.db"
+        if not store.is_file() and not stand_in:
+            raise SystemExit(f"--demonstrated: no warm-start store at {store}; --model must be a warm start's "
+                             "model directory (its cache directory holds the store.db of its demonstrations)")
+        shown = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={store}")
+    try:
+        settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                                max_context_tokens=args.max_context_tokens, samples=args.samples,
+                                workers=args.workers, temperature=args.temperature, sample_seed=args.eval_seed,
+                                localize=args.localize, submit_on_limit=args.submit_on_limit,
+                                max_repeats=args.max_repeats, device=args.eval_device)
+        cfg = ExperimentConfig(model_dir=model, work=args.work,
+                               repos=tuple(r for r in (args.repos or ",".join(TRAIN_REPOS)).split(",") if r),
+                               heldout=tuple(r for r in args.heldout.split(",") if r), iterations=args.iterations,
+                               eval_every=args.eval_every, lr=args.lr, seed=args.seed, preset=args.preset,
+                               overrides=(*([f"policy.backend={args.policy}"] if args.policy else []),
+                                          f"rollout.temperature={args.temperature}", *shown, *args.overrides),
+                               eval=settings, arms=tuple(a for a in args.arms.split(",") if a),
+                               train_eval=args.train_eval, control_learner=args.control_learner == "on")
+        check_experiment(cfg)
+    except ValueError as e:  # ConfigError is one: each names the key or option and what is allowed
+        raise SystemExit(f"--arm rl: {e}") from None
+    return cfg
+
+
 def run_rl(args: argparse.Namespace) -> None:
 
     from transformers import AutoTokenizer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    split = [r for r in (args.repos or ",".join(TRAIN_REPOS)).split(",") if r]
-    heldout = [r for r in args.heldout.split(",") if r]
+    if args.n < 1:
+        raise SystemExit(f"-n must be 1 or more held-out tasks per repo, got {args.n}")
+    # Everything is checked before the warm start is built (when --model is not given) and before the
+    # held-out tasks are seeded, each of which takes minutes: the embedded model stands in for the warm start
+    # until it exists.
+    cfg = experiment_config(args, args.model or str(default_model_dir()), stand_in=not args.model)
     model = args.model or str(warm_start_checkpoint())
-    shown: tuple[str, ...] = ()
-    if args.demonstrated:
-        store = Path(model).expanduser().resolve().parent / "store.db"
-        if not store.is_file():
-            raise SystemExit(f"--demonstrated: no warm-start store at {store}; --model must be a warm start's "
-                             "model directory (its cache directory holds the store.db of its demonstrations)")
-        shown = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={store}")
-    cfg = ExperimentConfig(model_dir=model, work=args.work,
-                           repos=tuple(split), heldout=tuple(heldout), iterations=args.iterations,
-                           eval_every=args.eval_every, lr=args.lr, seed=args.seed, preset=args.preset,
-                           overrides=(*([f"policy.backend={args.policy}"] if args.policy else []),
-                                      f"rollout.temperature={args.temperature}", *shown, *args.overrides),
-                           eval=EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                                             max_context_tokens=args.max_context_tokens,
-                                             samples=args.samples, workers=args.workers,
-                                             temperature=args.temperature, sample_seed=args.eval_seed,
-                                             localize=args.localize, submit_on_limit=args.submit_on_limit,
-                                             max_repeats=args.max_repeats, device=args.eval_device),
-                           arms=tuple(a for a in args.arms.split(",") if a), train_eval=args.train_eval,
-                           control_learner=args.control_learner == "on")
+    if not args.model:
+        cfg = experiment_config(args, model)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = interleave(heldout_tasks(heldout, args.n, args.seed, args.work, tok, exclude=shown_task_ids([model])))
+    tasks = interleave(heldout_tasks(cfg.heldout, args.n, args.seed, args.work, tok, exclude=shown_task_ids([model])))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     train = (interleave(training_tasks(arm_config(cfg, "rl", cfg.iterations), per_repo=cfg.train_eval))
              if cfg.train_eval else [])

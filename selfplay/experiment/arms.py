@@ -14,6 +14,7 @@ import ast
 import hashlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -82,8 +83,34 @@ class ExperimentConfig:
         if self.iterations < 1 or self.eval_every < 1 or self.train_eval < 0:
             raise ValueError("iterations and eval_every must be >= 1, train_eval >= 0")
         bad = [a for a in self.arms if a not in dict(ARMS)]
-        if bad:
-            raise ValueError(f"unknown arm(s) {bad}; choose from {[a for a, _ in ARMS]}")
+        if bad or not self.arms:
+            raise ValueError(f"unknown arm(s) {bad or 'none named'}; choose from {[a for a, _ in ARMS]}")
+        if not (math.isfinite(self.lr) and self.lr >= 0):
+            raise ValueError(f"the rl arm's lr must be a finite number >= 0, got {self.lr}")
+
+
+def check_experiment(cfg: ExperimentConfig) -> None:
+    """Raise ConfigError naming the first thing the experiment refers to that does not resolve: each arm's
+    run config (preset, `--set` keys and values), the repos (training and held-out) in its repo list, the
+    warm-start folder, the store and the runs directory. The experiment seeds its held-out tasks (minutes)
+    before an arm starts; a bad name found there, or when an arm's loop loads its config, would cost those
+    minutes and leave a half-made work directory. Reads files, creates nothing."""
+    from repos.errors import RepoError  # lazy: the checks read the repo list
+    from repos.listfile import load_repo_list
+    from selfplay.config.loader import ConfigError
+    from selfplay.config.refs import check_references
+
+    for arm in cfg.arms:
+        check_references(arm_config(cfg, arm, cfg.iterations))
+    # `heldout.heldout_tasks` looks held-out repos up in the bundled list, whatever the arms' `repo_list`
+    try:
+        names = [s.name for s in load_repo_list(None)]
+    except RepoError as exc:
+        raise ConfigError(f"the bundled repo list: {exc}", "heldout") from None
+    unknown = [r for r in cfg.heldout if r not in names]
+    if unknown:
+        raise ConfigError(f"held-out repos {', '.join(repr(r) for r in unknown)} are not in the bundled "
+                          f"repos/default.toml; valid names: {', '.join(names)}", "heldout")
 
 
 def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:

@@ -107,6 +107,18 @@ class EvalSettings:
     def __post_init__(self) -> None:
         if self.max_repeats is not None and self.max_repeats < 1:
             raise ValueError(f"EvalSettings.max_repeats must be 1 or more, or None (never), got {self.max_repeats}")
+        small = [f"{name} must be >= {least}, got {value}" for name, value, least in (
+            ("max_turns", self.max_turns, 1), ("max_new_tokens", self.max_new_tokens, 1),
+            ("max_context_tokens", self.max_context_tokens, 1), ("workers", self.workers, 1),
+            ("samples", self.samples, 0)) if value < least]
+        if small:
+            raise ValueError(f"EvalSettings: {'; '.join(small)}")
+        if not self.samples and not self.greedy:
+            raise ValueError("EvalSettings: samples is 0 and greedy is off, so no episode would be played; "
+                             "give samples >= 1 or keep greedy")
+        if self.samples and not 0 < self.temperature <= 2:
+            raise ValueError(f"EvalSettings.temperature must be in (0, 2] for sampled episodes (greedy ones "
+                             f"ignore it), got {self.temperature}")
 
 
 def shown_task_ids(model_dirs: Sequence[str | Path]) -> frozenset[str]:

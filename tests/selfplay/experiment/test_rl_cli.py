@@ -1,0 +1,39 @@
+"""`scripts/bench_learning.py --arm rl` refuses bad options before it builds a warm start or seeds a
+held-out task (each of which takes minutes), naming the option or key to fix, and creates nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--repos", "nosuch"], "repos: 'nosuch' not in the bundled repos/default.toml; valid names: toolz"),
+    (["--heldout", "nosuch"], "held-out repos 'nosuch' are not in the bundled repos/default.toml"),
+    (["--heldout", "toolz"], "--repos and --heldout share ['toolz']"),
+    (["--model", "/nonexistent/ckpt"], "policy.model_dir: /nonexistent/ckpt does not exist"),
+    (["--lr", "-1"], "lr must be a finite number >= 0, got -1.0"),
+    (["--lr", "nan"], "lr must be a finite number >= 0, got nan"),
+    (["--arms", "rl,sft"], "unknown arm(s) ['sft']"),
+    (["--samples", "-1"], "samples must be >= 0, got -1"),
+    (["--workers", "0"], "workers must be >= 1, got 0"),
+    (["--max-turns", "0"], "max_turns must be >= 1, got 0"),
+    (["--temperature", "0"], "temperature must be in (0, 2]"),
+    (["-n", "0"], "-n must be 1 or more"),
+    (["--set", "nosuch=1"], "nosuch: unknown key"),
+    (["--set", "rollout.solver_tasks=-2"], "solver_tasks must be >= 0, got -2"),
+    (["--preset", "nope"], "'nope' is neither a preset nor a YAML file"),
+])
+def test_rl_arm_refuses_bad_options_before_any_work(refused, tmp_path, argv, expected):
+    work = tmp_path / "exp"
+    msg = refused("--arm", "rl", "--work", str(work), *argv)
+    assert expected in msg, msg
+    assert not work.exists()
+
+
+def test_demonstrated_needs_a_warm_start_store(refused, tmp_path):
+    """A checkpoint folder with no store.db beside it is no warm start's: `--demonstrated` has no tasks."""
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "ckpt" / "model")
+    msg = refused("--arm", "rl", "--work", str(tmp_path / "exp"), "--model", str(model), "--demonstrated")
+    assert "--demonstrated: no warm-start store" in msg
