@@ -240,6 +240,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.max_repeats is not None and args.max_repeats < 1:
         raise SystemExit(f"--max-repeats must be 1 or more, got {args.max_repeats}")
+    if args.n < 1 and args.arm in ("rft", "rl", "compare"):
+        raise SystemExit(f"-n must be 1 or more held-out tasks per repo, got {args.n}")
     if args.temperature is None:
         args.temperature = preset_temperature(args.preset, args.overrides) if args.arm == "rl" else 1.0
     if args.arm == "rl":
@@ -250,7 +252,10 @@ def main() -> None:
         return recheck_rl(args)
     if args.arm == "compare":
         return compare_checkpoints(args)
-    args.repos = args.repos or ",".join(HELDOUT_REPOS)
+    repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS))
+    if args.max_turns < 1 or args.max_new_tokens < 1:
+        raise SystemExit(f"--max-turns and --max-new-tokens must be 1 or more, got {args.max_turns} and "
+                         f"{args.max_new_tokens}")
     from transformers import AutoTokenizer
 
     after = args.after
@@ -259,7 +264,7 @@ def main() -> None:
         after = str(warm_start_checkpoint())
     random.seed(args.seed)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = heldout_tasks([r for r in args.repos.split(",") if r], args.n, args.seed, args.work, tok,
+    tasks = heldout_tasks(repos, args.n, args.seed, args.work, tok,
                           exclude=shown_task_ids([m for m in (args.before, after) if m]))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     tasks = interleave(tasks)
@@ -281,6 +286,35 @@ def main() -> None:
     save()
 
 
+def heldout_repos(names: str) -> list[str]:
+    """The comma-separated held-out repos, each checked in the bundled list (`heldout_tasks` seeds them
+    there), before any is seeded."""
+    from repos.errors import RepoNotFound
+    from repos.listfile import get_repo
+
+    repos = [r for r in names.split(",") if r]
+    try:
+        for repo in repos:
+            get_repo(repo)
+    except RepoNotFound as e:
+        raise SystemExit(f"held-out repos: {e.args[0]}") from None
+    if not repos:
+        raise SystemExit("held-out repos: none named; give a comma-separated list, e.g. parse,inflection,humanize")
+    return repos
+
+
+def eval_settings(args: argparse.Namespace) -> EvalSettings:
+    """The held-out evaluations' budgets of the options; a budget out of range is a SystemExit naming it."""
+    try:
+        return EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
+                            max_context_tokens=args.max_context_tokens, samples=args.samples,
+                            workers=args.workers, temperature=args.temperature, sample_seed=args.eval_seed,
+                            localize=args.localize, submit_on_limit=args.submit_on_limit,
+                            max_repeats=args.max_repeats, device=args.eval_device)
+    except ValueError as e:
+        raise SystemExit(f"--arm {args.arm}: {e}") from None
+
+
 def experiment_config(args: argparse.Namespace, model: str, stand_in: bool = False) -> ExperimentConfig:
     """The experiment of `--arm rl`'s options, starting from `model`, checked (`check_experiment`): a
     refusal is a SystemExit that names the option to fix. `stand_in`: `model` is the embedded model, standing
@@ -292,12 +326,8 @@ def experiment_config(args: argparse.Namespace, model: str, stand_in: bool = Fal
             raise SystemExit(f"--demonstrated: no warm-start store at {store}; --model must be a warm start's "
                              "model directory (its cache directory holds the store.db of its demonstrations)")
         shown = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={store}")
+    settings = eval_settings(args)
     try:
-        settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens,
-                                max_context_tokens=args.max_context_tokens, samples=args.samples,
-                                workers=args.workers, temperature=args.temperature, sample_seed=args.eval_seed,
-                                localize=args.localize, submit_on_limit=args.submit_on_limit,
-                                max_repeats=args.max_repeats, device=args.eval_device)
         cfg = ExperimentConfig(model_dir=model, work=args.work,
                                repos=tuple(r for r in (args.repos or ",".join(TRAIN_REPOS)).split(",") if r),
                                heldout=tuple(r for r in args.heldout.split(",") if r), iterations=args.iterations,
@@ -317,8 +347,6 @@ def run_rl(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    if args.n < 1:
-        raise SystemExit(f"-n must be 1 or more held-out tasks per repo, got {args.n}")
     # Everything is checked before the warm start is built (when --model is not given) and before the
     # held-out tasks are seeded, each of which takes minutes: the embedded model stands in for the warm start
     # until it exists.
@@ -540,6 +568,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     comparison keeps what it played, and a later --phase reads the other checkpoint's rows from it."""
     from transformers import AutoTokenizer
 
+    from selfplay.config.refs import checkpoint_problem
     from selfplay.experiment.compare import PHASES, by_repo, compare_rows, compare_table
     from selfplay.experiment.heldout import EpisodeRow, evaluate, row_dict
     from selfplay.experiment.heldout import summarize as summarize_rows
@@ -554,16 +583,15 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
             raise SystemExit(f"--arm compare: --{phase} DIR is needed to play the {phase} phase")
         if given[phase] and not Path(given[phase]).expanduser().is_dir():
             raise SystemExit(f"--{phase} {given[phase]}: no such checkpoint directory")
+        if given[phase] and (problem := checkpoint_problem(given[phase])):
+            raise SystemExit(f"--{phase} {given[phase]}: {problem}")
     if args.samples < 0:
         raise SystemExit(f"--samples must be >= 0, got {args.samples}")
+    repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS))
     saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
     models = {p: given[p] if args.phase in (p, "both") else saved.get("models", {}).get(p) for p in PHASES}
     rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
-    settings = EvalSettings(max_turns=args.max_turns, max_new_tokens=args.max_new_tokens, samples=args.samples,
-                            max_context_tokens=args.max_context_tokens,
-                            temperature=args.temperature, workers=args.workers, sample_seed=args.eval_seed,
-                            localize=args.localize, submit_on_limit=args.submit_on_limit,
-                            max_repeats=args.max_repeats, device=args.eval_device)
+    settings = eval_settings(args)
     # the other phase's rows pair with this one's only on the same budgets and draws (`draw_settings`)
     # a setting missing from an older file had its default then; a new file pairs with anything
     was_set = {**asdict(EvalSettings()), **saved["settings"]} if saved.get("settings") else asdict(settings)
@@ -573,7 +601,6 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
                          "the same options, or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    repos = [r for r in (args.repos or ",".join(HELDOUT_REPOS)).split(",") if r]
     tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok,
                                      exclude=shown_task_ids([m for m in models.values() if m])))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)

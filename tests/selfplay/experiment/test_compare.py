@@ -43,21 +43,30 @@ def test_compare_refuses_bad_input_before_playing(refused, tmp_path):
     gone = str(tmp_path / "gone")
     assert f"--after {gone}: no such checkpoint directory" in refused("--arm", "compare", "--out", out, "--phase",
                                                                      "after", "--after", gone)
-    assert "--samples must be >= 0" in refused("--arm", "compare", "--out", out, "--before", str(tmp_path),
+    assert f"--before {tmp_path}: {tmp_path} has no config.json" in refused(
+        "--arm", "compare", "--out", out, "--before", str(tmp_path), "--phase", "before")
+    ckpt = tmp_path / "ckpt"  # a folder transformers would take for a checkpoint: the checks past it run
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert "--samples must be >= 0" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
                                             "--phase", "before", "--samples", "-1")
+    assert "held-out repos: no repo named 'nosuch'" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
+                                                              "--phase", "before", "--repos", "parse,nosuch")
+    assert "workers must be >= 1, got 0" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
+                                                    "--phase", "before", "--workers", "0")
     assert not (tmp_path / "c.json").exists()
     # a phase played with other draws cannot be paired with the saved one
     (tmp_path / "c.json").write_text(json.dumps({"settings": {"sample_seed": 3, "temperature": 0.5, "workers": 1}}))
-    msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
+    msg = refused("--arm", "compare", "--out", out, "--after", str(ckpt), "--phase", "after", "--eval-seed", "4",
                "--temperature", "0.5")
     assert "played with other sample_seed (sample_seed=3)" in msg and "another --out" in msg
     # a file saved before a setting existed was played with its default: it cannot pair with another value
     (tmp_path / "c.json").write_text(json.dumps({"settings": {"sample_seed": 4, "temperature": 0.5, "workers": 1}}))
-    msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
+    msg = refused("--arm", "compare", "--out", out, "--after", str(ckpt), "--phase", "after", "--eval-seed", "4",
                   "--temperature", "0.5", "--submit-on-limit")
     assert "played with other submit_on_limit (submit_on_limit=False)" in msg
-    msg = refused("--arm", "compare", "--out", out, "--after", str(tmp_path), "--phase", "after", "--eval-seed", "4",
+    msg = refused("--arm", "compare", "--out", out, "--after", str(ckpt), "--phase", "after", "--eval-seed", "4",
                   "--temperature", "0.5", "--max-repeats", "2")
     assert "played with other max_repeats (max_repeats=None)" in msg
     assert "--max-repeats must be 1 or more, got 0" in refused("--arm", "compare", "--out", out, "--after",
-                                                               str(tmp_path), "--max-repeats", "0")
+                                                               str(ckpt), "--max-repeats", "0")

@@ -37,3 +37,13 @@ def test_demonstrated_needs_a_warm_start_store(refused, tmp_path):
     model = save_tiny_model(tmp_path / "ckpt" / "model")
     msg = refused("--arm", "rl", "--work", str(tmp_path / "exp"), "--model", str(model), "--demonstrated")
     assert "--demonstrated: no warm-start store" in msg
+
+
+def test_rft_arm_refuses_unknown_repos_and_empty_budgets(refused, tmp_path):
+    work = tmp_path / "rft"
+    assert "held-out repos: no repo named 'nosuch'" in refused("--arm", "rft", "--repos", "nosuch", "--phase",
+                                                               "before", "--work", str(work))
+    assert "-n must be 1 or more" in refused("--arm", "rft", "-n", "0", "--work", str(work))
+    assert "--max-turns and --max-new-tokens must be 1 or more, got 0" in refused(
+        "--arm", "rft", "--max-turns", "0", "--phase", "before", "--work", str(work))
+    assert not work.exists()
