@@ -29,7 +29,17 @@ def check_references(config: RunConfig) -> None:
     _check_store(config.store_url)
     check_model_dir("policy.model_dir", config.policy.model_dir, config.policy.backend)
     check_model_dir("warm_start.config.model_dir", config.warm_start.config.model_dir, "hf")
+    if config.learner.engine.model_dir:  # a run's learner trains the policy's model, whatever this says
+        raise ConfigError(f"learner.engine.model_dir: a run trains the policy's model, so "
+                          f"{config.learner.engine.model_dir} would be ignored; set policy.model_dir instead "
+                          "(and leave this null)", "learner.engine.model_dir")
     _check_sft_preset(config.warm_start.config.preset)
+    for key, path, used in (
+            ("policy.scripted_actions", config.policy.scripted_actions, config.policy.backend == "scripted"),
+            ("curriculum.demonstrated_store", config.curriculum.demonstrated_store,
+             config.curriculum.demonstrated_tasks)):
+        if used and path and not Path(path).expanduser().is_file():
+            raise ConfigError(f"{key}: file {path} does not exist", key)
     _check_writable_dir("runs_dir", config.runs_dir)
     if config.eval.dataset and config.eval.dataset.lower().endswith((".json", ".jsonl", ".parquet")) \
             and not Path(config.eval.dataset).expanduser().is_file():

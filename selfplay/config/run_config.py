@@ -8,6 +8,7 @@ learner's engine and batch), so a field is never declared twice.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
@@ -96,6 +97,8 @@ class PolicyConfig:
 
     def __post_init__(self) -> None:
         check_bounds(self, at_least={"batch_wait_s": 0})
+        if not re.fullmatch(r"auto|cpu|mps|(cuda|xpu)(:\d+)?", self.device):
+            raise ValueError(f"device must be auto, cpu, cuda, cuda:N (or mps, xpu), got {self.device!r}")
 
 
 @dataclass(frozen=True)
@@ -309,7 +312,7 @@ class EvalSettings:
     dataset: str | None = None
     """A datasets hub name or a SWE-bench-format JSON/JSONL/parquet file (e.g. one written by `selfplay
     tasks export --format swebench` or `selfplay eval offline-dataset`); None is SWE-bench Verified."""
-    split: str = "verified-50"
+    split: Literal["verified", "verified-50"] = "verified-50"
     """verified (every instance of the dataset) or verified-50 (the fixed 50-instance subset)."""
     runs: int = 1
     """Attempts per instance."""

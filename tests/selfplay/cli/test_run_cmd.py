@@ -94,6 +94,15 @@ def fake_loop(monkeypatch, tmp_path):
     (["run", "--max-hours", "2"], ["write it as max_hours=VALUE"]),
     (["run", "--set", "learner.minibatches=sample"], ["'--set' is not an option", "leave `--set` out"]),
     (["run", "learner.minibatches=rows"], ["learner.minibatches", "'rows'", "'group', 'sample'"]),
+    (["run", "policy.device=gpu"], ["policy:", "device must be auto, cpu, cuda, cuda:N", "'gpu'"]),
+    (["run", "eval.split=verified-500"], ["eval.split", "'verified-500'", "'verified', 'verified-50'"]),
+    (["run", "rollout.solver_tasks=-1"], ["rollout:", "solver_tasks must be >= 0, got -1"]),
+    (["run", "learner.engine.model_dir=/some/ckpt"], ["learner.engine.model_dir", "would be ignored",
+                                                      "set policy.model_dir"]),
+    (["run", "policy.backend=scripted", "policy.scripted_actions=no/such.json"],
+     ["policy.scripted_actions: file no/such.json does not exist"]),
+    (["run", "curriculum.demonstrated_tasks=true", "curriculum.demonstrated_store=no/store.db"],
+     ["curriculum.demonstrated_store: file no/store.db does not exist"]),
 ])
 def test_bad_config_exits_2_before_anything_starts(args, expected, fake_loop):
     fake = fake_loop()
