@@ -69,6 +69,7 @@ from selfplay.experiment.arms import (
     injector_comparison,
     merge_results,
     paired,
+    saved_results,
 )
 from selfplay.experiment.figures import (
     heldout_table,
@@ -351,6 +352,10 @@ def run_rl(args: argparse.Namespace) -> None:
     # held-out tasks are seeded, each of which takes minutes: the embedded model stands in for the warm start
     # until it exists.
     cfg = experiment_config(args, args.model or str(default_model_dir()), stand_in=not args.model)
+    try:
+        saved_results(args.work, args.resume)
+    except ValueError as e:
+        raise SystemExit(f"--arm rl: {e}") from None
     model = args.model or str(warm_start_checkpoint())
     if not args.model:
         cfg = experiment_config(args, model)
@@ -364,7 +369,7 @@ def run_rl(args: argparse.Namespace) -> None:
     try:
         experiment = Experiment(cfg, tasks, train_tasks=train, resume=args.resume)
     except ValueError as e:
-        raise SystemExit(f"--resume {args.work}: {e}") from None
+        raise SystemExit(f"--arm rl: {e}") from None
     results = experiment.execute()
     write_outputs(results, args.work, args.svg_dir)
     print(heldout_table(results), heldout_table(results, "train_evals"), training_table(results),
@@ -374,10 +379,20 @@ def run_rl(args: argparse.Namespace) -> None:
 def report_rl(args: argparse.Namespace) -> None:
     """The tables, page and charts again, from what a (possibly stopped) experiment saved: results.json,
     and each arm's metrics.jsonl and trajectories (so an arm cut short still shows its iterations)."""
-    results = json.loads((args.work / "results.json").read_text())
+    def read(work: Path, flag: str) -> dict:
+        try:
+            saved = saved_results(work, resume=True)
+        except ValueError as e:
+            raise SystemExit(f"{flag} {work}: {e}") from None
+        if saved is None:
+            raise SystemExit(f"{flag} {work}: no results.json there; name the --work of an experiment "
+                             "(`--arm rl` writes it after its first evaluation)")
+        return saved
+
+    results = read(args.work, "--work")
     for other in args.merge:
         try:
-            merge_results(results, json.loads((other / "results.json").read_text()))
+            merge_results(results, read(other, "--merge"))
         except ValueError as e:
             raise SystemExit(f"--merge {other}: {e}") from None
     for info in results["arms"].values():

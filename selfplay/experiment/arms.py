@@ -244,6 +244,26 @@ def injector_comparison(results: dict[str, Any], after: int = 1) -> dict[str, An
             "control_distinct": d2, "distinct_p_greater": distinct["p_greater"]}
 
 
+def saved_results(work: Path, resume: bool) -> dict[str, Any] | None:
+    """What `work`/results.json holds for an experiment that resumes it (None: no such file). It is the
+    experiment's only record of its evaluations, so a start without `resume` refuses to overwrite it, and
+    a file that does not parse is refused rather than started over (ValueError naming it, each time)."""
+    path = work / "results.json"
+    if not path.is_file():
+        return None
+    if not resume:
+        raise ValueError(f"{work} already holds an experiment ({path}); continue it with --resume, or give a "
+                         "new --work (nothing was overwritten)")
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path} cannot be read as an experiment's results ({e}); restore it, or start over "
+                         "in a new --work") from None
+    if not isinstance(saved, dict) or not isinstance(saved.get("evals"), dict):
+        raise ValueError(f"{path} holds no experiment's results (no 'evals'); name the --work of one")
+    return saved
+
+
 class Experiment:
     """Runs the arms and their evaluations; `results` is what results.json holds."""
 
@@ -267,9 +287,10 @@ class Experiment:
             self.results.update(train_tasks=[t.task_id for _, t in self.train_tasks], train_evals={})
         # (weights hash, "evals" or "train_evals") -> rows: equal weights play equal seeded episodes
         self.by_weights: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        self.resumed = resume and self.path.is_file()
-        if self.resumed:
-            self._adopt(json.loads(self.path.read_text()))
+        saved = saved_results(cfg.work, resume)
+        self.resumed = saved is not None
+        if saved is not None:
+            self._adopt(saved)
         elif resume:
             log.info("%s does not exist: nothing to resume, the experiment starts", self.path)
 

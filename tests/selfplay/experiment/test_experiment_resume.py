@@ -131,7 +131,13 @@ def test_an_arm_stopped_before_its_first_save_resumes_its_run_directory(tmp_path
     Experiment(cfg, TASKS, run=again, resume=True).execute()
     rl_dir = cfg.work / "arms" / "rl-20261203-000000"
     assert again.calls == [("rl", 1, rl_dir), ("rl", 2, rl_dir)]
-    # without --resume the experiment starts over, in a run directory of its own
+    # without --resume the saved results are not overwritten: the start is refused, naming --resume
+    saved = (cfg.work / "results.json").read_text()
+    with pytest.raises(ValueError, match="already holds an experiment.*--resume.*nothing was overwritten"):
+        Experiment(cfg, TASKS, run=StoppingLoop(cfg.work))
+    assert (cfg.work / "results.json").read_text() == saved
+    # moved aside, the experiment starts over, in a run directory of its own
+    (cfg.work / "results.json").rename(cfg.work / "results.old.json")
     fresh = StoppingLoop(cfg.work)
     Experiment(cfg, TASKS, run=fresh).execute()
     assert fresh.calls[0] == ("rl", 1, None)

@@ -47,3 +47,19 @@ def test_rft_arm_refuses_unknown_repos_and_empty_budgets(refused, tmp_path):
     assert "--max-turns and --max-new-tokens must be 1 or more, got 0" in refused(
         "--arm", "rft", "--max-turns", "0", "--phase", "before", "--work", str(work))
     assert not work.exists()
+
+
+def test_saved_results_are_never_overwritten_nor_misread(refused, tmp_path):
+    """An experiment's results.json is its only record of its evaluations: a start without --resume leaves
+    it alone, and one that does not parse is named, before any task is seeded."""
+    work = tmp_path / "exp"
+    work.mkdir()
+    (work / "results.json").write_text('{"config": ')  # cut short
+    msg = refused("--arm", "rl", "--work", str(work), "--resume")
+    assert "results.json cannot be read as an experiment's results" in msg and "new --work" in msg
+    assert "no results.json there" in refused("--arm", "report", "--work", str(tmp_path))
+    assert "cannot be read" in refused("--arm", "report", "--work", str(work))
+    (work / "results.json").write_text('{"evals": {}, "arms": {}}')
+    assert "already holds an experiment" in refused("--arm", "rl", "--work", str(work))
+    assert (work / "results.json").read_text() == '{"evals": {}, "arms": {}}'
+    assert not (work / "tasks.json").exists()
