@@ -265,7 +265,7 @@ def main() -> None:
         after = str(warm_start_checkpoint())
     random.seed(args.seed)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = heldout_tasks(repos, args.n, args.seed, args.work, tok,
+    tasks = listed_heldout(repos, args.n, args.seed, args.work, tok,
                           exclude=shown_task_ids([m for m in (args.before, after) if m]))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     tasks = interleave(tasks)
@@ -285,6 +285,14 @@ def main() -> None:
     if "before" in results and "after" in results:
         print(table([results["before"], results["after"]]))
     save()
+
+
+def listed_heldout(*args, **kwargs) -> list:
+    """`heldout_tasks`, its refusal of a tasks.json that cannot be read back a SystemExit naming the file."""
+    try:
+        return heldout_tasks(*args, **kwargs)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def heldout_repos(names: str) -> list[str]:
@@ -360,7 +368,8 @@ def run_rl(args: argparse.Namespace) -> None:
     if not args.model:
         cfg = experiment_config(args, model)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = interleave(heldout_tasks(cfg.heldout, args.n, args.seed, args.work, tok, exclude=shown_task_ids([model])))
+    tasks = interleave(listed_heldout(cfg.heldout, args.n, args.seed, args.work, tok,
+                                      exclude=shown_task_ids([model])))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     train = (interleave(training_tasks(arm_config(cfg, "rl", cfg.iterations), per_repo=cfg.train_eval))
              if cfg.train_eval else [])
@@ -440,7 +449,7 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
     if stratum == "heldout":
         if not (work / "tasks.json").is_file():
             raise SystemExit(f"--recheck {work}: no tasks.json there; is it an experiment's --work directory?")
-        return interleave(heldout_tasks((), 0, 0, work, None))
+        return interleave(listed_heldout((), 0, 0, work, None))
     from repos.listfile import get_repo
     from selfplay.experiment.recheck import demonstrated_store
     from selfplay.store import open_store
@@ -616,7 +625,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
                          "the same options, or another --out")
     tok = AutoTokenizer.from_pretrained(default_model_dir())
-    tasks = interleave(heldout_tasks(repos, args.n, args.seed, args.work, tok,
+    tasks = interleave(listed_heldout(repos, args.n, args.seed, args.work, tok,
                                      exclude=shown_task_ids([m for m in models.values() if m])))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     if saved.get("tasks") and saved["tasks"] != [t.task_id for _, t in tasks]:

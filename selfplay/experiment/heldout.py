@@ -144,9 +144,14 @@ def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer:
     unseen work there."""
     cache = out / "tasks.json"
     if cache.is_file():
-        listed = [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]), tuple(e["f2p"]),
-                                             tuple(e["p2p"]), origin="procedural"))
-                  for e in json.loads(cache.read_text())]
+        try:
+            listed = [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]),
+                                                 tuple(e["f2p"]), tuple(e["p2p"]), origin="procedural"))
+                      for e in json.loads(cache.read_text())]
+        except (OSError, ValueError, KeyError, TypeError) as e:  # ArtifactError and RepoNotFound among them
+            raise ValueError(f"{cache} lists the held-out tasks, but they cannot be read back ({e}); move it "
+                             "aside to seed the split again (an experiment that listed it can then no longer "
+                             "be resumed with these tasks)") from None
         dropped = [t.task_id for _, t in listed if t.task_id in exclude]
         if dropped:
             log.warning("%s: %d of its %d held-out tasks are in the measured warm start's store and are left out: "

@@ -3,6 +3,8 @@ held-out task (each of which takes minutes), naming the option or key to fix, an
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -63,3 +65,19 @@ def test_saved_results_are_never_overwritten_nor_misread(refused, tmp_path):
     assert "already holds an experiment" in refused("--arm", "rl", "--work", str(work))
     assert (work / "results.json").read_text() == '{"evals": {}, "arms": {}}'
     assert not (work / "tasks.json").exists()
+
+
+def test_a_held_out_list_that_cannot_be_read_back_is_named(refused, tmp_path):
+    """tasks.json points at artifacts in the seed cache; a cleared cache leaves it naming folders that are
+    gone, which is said (with what to do) instead of a traceback."""
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "tiny")
+    work = tmp_path / "exp"
+    work.mkdir()
+    listed = [{"repo": "parse", "task_id": "parse-0", "dir": str(tmp_path / "gone"), "f2p": [], "p2p": []}]
+    (work / "tasks.json").write_text(json.dumps(listed))
+    msg = refused("--arm", "rl", "--work", str(work), "--model", str(model))
+    assert f"{work / 'tasks.json'} lists the held-out tasks, but they cannot be read back" in msg
+    assert "does not exist" in msg and "move it aside" in msg
+    assert not (work / "results.json").exists()
