@@ -329,9 +329,9 @@ def experiment_config(args: argparse.Namespace, model: str, stand_in: bool = Fal
     refusal is a SystemExit that names the option to fix. `stand_in`: `model` is the embedded model, standing
     in for a warm start not built yet (it has no store of demonstrations to check)."""
     shown: tuple[str, ...] = ()
-    if args.demonstrated:
+    if args.demonstrated and not stand_in:
         store = Path(model).expanduser().resolve().parent / "store.db"
-        if not store.is_file() and not stand_in:
+        if not store.is_file():
             raise SystemExit(f"--demonstrated: no warm-start store at {store}; --model must be a warm start's "
                              "model directory (its cache directory holds the store.db of its demonstrations)")
         shown = ("curriculum.demonstrated_tasks=true", f"curriculum.demonstrated_store={store}")

@@ -81,3 +81,22 @@ def test_a_held_out_list_that_cannot_be_read_back_is_named(refused, tmp_path):
     assert f"{work / 'tasks.json'} lists the held-out tasks, but they cannot be read back" in msg
     assert "does not exist" in msg and "move it aside" in msg
     assert not (work / "results.json").exists()
+
+
+def test_demonstrated_without_model_is_checked_with_the_stand_in(bench, monkeypatch, tmp_path):
+    """Without --model the options are checked with the embedded model standing in for the warm start not
+    built yet: `--demonstrated` then has no store to check, and is not refused for it."""
+    import argparse
+
+    args = argparse.Namespace(demonstrated=True, max_turns=4, max_new_tokens=32, max_context_tokens=2048,
+                              samples=1, workers=1, temperature=0.5, eval_seed=0, localize=False,
+                              submit_on_limit=False, max_repeats=None, eval_device="cpu", arm="rl",
+                              work=tmp_path / "exp", repos=None, heldout="parse,inflection,humanize",
+                              iterations=1, eval_every=1, lr=1e-5, seed=0, preset="default", policy=None,
+                              overrides=[], arms="rl,control", train_eval=0, control_learner="on")
+    from agent_scaffold.embedded import default_model_dir
+
+    cfg = bench.experiment_config(args, str(default_model_dir()), stand_in=True)
+    assert not any("demonstrated" in o for o in cfg.overrides)
+    with pytest.raises(SystemExit, match="--demonstrated: no warm-start store"):
+        bench.experiment_config(args, str(default_model_dir()))
