@@ -89,7 +89,7 @@ class BatchConfig:
             raise ValueError(f"advantage {self.advantage!r} is unknown; choose one of {sorted(ESTIMATORS)}")
         if self.group_size is not None and self.group_size < 1:
             raise ValueError(f"BatchConfig.group_size must be >= 1 or None, got {self.group_size}")
-        check_bounds(self, at_least={"eps": 0, "max_staleness": 0})
+        check_bounds(self, at_least={"max_staleness": 0}, above={"eps": 0})  # a group of equal rewards has std 0
         if not 0.0 <= self.negative_scale <= 1.0:
             raise ValueError(f"negative_scale must be in [0, 1] (a weight on negative advantages), got "
                              f"{self.negative_scale}")
