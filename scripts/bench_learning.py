@@ -549,7 +549,11 @@ def recheck_rl(args: argparse.Namespace) -> None:
         path = work / "results.json"
         if not path.is_file():
             raise SystemExit(f"--recheck {work}: no results.json there; name an experiment's --work directory")
-        results = json.loads(path.read_text())
+        try:
+            results = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"--recheck {work}: {path} cannot be read ({e}); restore it, or name another "
+                             "experiment") from None
         try:
             final_checkpoints(results, kind)
             settings = replace(recheck_settings(results, samples=args.samples, sample_seed=args.eval_seed + i,

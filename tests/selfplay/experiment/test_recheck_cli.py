@@ -12,6 +12,10 @@ def test_recheck_refuses_bad_input_before_playing(refused, tmp_path):
     assert "at least one --recheck" in refused("--arm", "recheck")
     assert "--eval-seed 0 would replay" in refused("--arm", "recheck", "--recheck", str(tmp_path))
     assert "no results.json" in refused("--arm", "recheck", "--recheck", str(tmp_path), "--eval-seed", "5")
+    cut = tmp_path / "cut_short"
+    cut.mkdir()
+    (cut / "results.json").write_text('{"config": ')
+    assert f"--recheck {cut}: {cut / 'results.json'} cannot be read" in refused("--arm", "recheck", "--recheck", str(cut), "--eval-seed", "5")
     # a finished experiment first, then one whose control never ran: the second is refused before the first plays
     done, cut = tmp_path / "done", tmp_path / "cut"
     config = {"iterations": "2", "eval": str({"max_turns": 4, "max_new_tokens": 32, "temperature": 0.5})}
