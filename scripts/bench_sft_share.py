@@ -3,12 +3,15 @@
 Reads the demonstrations of a warm-start build (`<cache>/warm_start/<config key>/store.db`, written by
 `selfplay warm-start`), turns them into SFT samples and batches as the build does (`WarmStartConfig()`'s
 SFT settings), and times the first `--steps` optimizer steps (`LearnerEngine.sft_step`) on a fresh engine
-per `--variants` entry (`plain` or `shared`, with its token budget), rotating their order per repeat.
+per `--variants` entry (`plain` or `shared`, with its token budget and optionally the engine's dtype,
+`SFTConfig.dtype`), rotating their order per repeat.
 Figures: median and range of the steps' wall time per variant, the per-repeat ratio of each to the first,
 micro-batches, and the losses (they should agree).
 
     .venv/bin/python scripts/bench_sft_share.py --warm-start ~/.cache/selfplay/warm_start/<key> \\
         [--steps 6] [--variants plain:2048,shared:2048,shared:4096] [--repeats 3] [--json out.json]
+    .venv/bin/python scripts/bench_sft_share.py --warm-start ~/.cache/selfplay/warm_start/<key> \
+        --variants plain:2048:fp32,plain:2048:bf16   # bf16 SFT steps on a CPU against fp32
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6, help="optimizer steps timed (the build's first ones)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--variants", default="plain:2048,shared:2048,shared:4096",
-                    help="comma-separated plain|shared:TOKEN_BUDGET; ratios are to the first")
+                    help="comma-separated plain|shared:TOKEN_BUDGET[:auto|fp32|bf16]; ratios are to the first")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
@@ -48,28 +51,38 @@ def main() -> None:
     sft = sft_config(config)
     plan = batches(samples, sft)
     steps = plan[: args.steps]
-    variants = [(name, int(budget)) for name, budget in (v.split(":") for v in args.variants.split(","))]
+    variants = []
+    for spec in args.variants.split(","):
+        parts = spec.split(":")
+        name, budget, dtype = (parts + ["auto"])[:3]
+        if len(parts) not in (2, 3) or name not in ("plain", "shared") or not budget.isdigit() \
+                or dtype not in ("auto", "fp32", "bf16"):
+            raise SystemExit(f"--variants: {spec!r} is not plain|shared:TOKEN_BUDGET[:auto|fp32|bf16]")
+        variants.append((name, int(budget), dtype))
     print(f"{len(samples)} samples, {len(plan)} steps in the build; timing the first {len(steps)}: "
           f"{[[s.role + ':' + str(len(s.input_ids)) for s in b] for b in steps]}", flush=True)
-    times: dict[str, list[float]] = {f"{n}:{b}": [] for n, b in variants}
+    times: dict[str, list[float]] = {":".join(map(str, v)): [] for v in variants}
     info: dict[str, dict] = {}
     for rep in range(args.repeats):
         order = variants[rep % len(variants):] + variants[: rep % len(variants)]
-        for name, budget in order:
-            key = f"{name}:{budget}"
-            engine = sft_engine(replace(sft, token_budget=budget, share_prefix=name == "shared"), len(plan))
+        for name, budget, dtype in order:
+            key = f"{name}:{budget}:{dtype}"
+            engine = sft_engine(replace(sft, token_budget=budget, share_prefix=name == "shared", dtype=dtype),
+                                len(plan))
             t0 = time.perf_counter()
             metrics = [engine.sft_step(b) for b in steps]
             times[key].append(time.perf_counter() - t0)
             info[key] = {"losses": [m["sft/loss"] for m in metrics],
                          "microbatches": sum(m["sft/microbatches"] for m in metrics),
                          "step_s": [m["sft/step_s"] for m in metrics],
-                         "share_prefix": engine.share_prefix}
+                         "share_prefix": engine.share_prefix, "dtype": str(engine.dtype)}
             print(f"repeat {rep} {key}: {times[key][-1]:.1f} s, {info[key]['microbatches']:.0f} micro-batches, "
                   f"losses {[round(x, 4) for x in info[key]['losses']]}", flush=True)
-            del engine
-    first = f"{variants[0][0]}:{variants[0][1]}"
-    result = {"machine": {"cpus": os.cpu_count()}, "samples": len(samples), "steps_timed": len(steps),
+            engine.close()  # a dropped engine keeps its gradients and optimizer state (LearnerEngine.close)
+    first = ":".join(map(str, variants[0]))
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
+    result = {"machine": {"cpus": os.cpu_count(), "avx512_bf16": "avx512_bf16" in flags,
+                          "amx_bf16": "amx_bf16" in flags}, "samples": len(samples), "steps_timed": len(steps),
               "variants": {}}
     for key, ts in times.items():
         ratios = [t / f for t, f in zip(ts, times[first])]

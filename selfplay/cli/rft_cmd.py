@@ -33,6 +33,10 @@ def rft(
     epochs: int | None = typer.Option(None, "--epochs", min=1, help="Override the preset's epochs."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Override trajectories per step."),
     seed: int = typer.Option(0, "--seed", help="Shuffling and torch seed."),
+    dtype: str | None = typer.Option(None, "--dtype", help="auto, fp32 or bf16: the SFT engine's weights and "
+                                     "compute (the preset's: auto, fp32 on a CPU). bf16 on a CPU with bf16 "
+                                     "instructions takes about 0.67x the time a step and learns less a step "
+                                     "(docs/benchmarks.md)."),
 ) -> None:
     """Collect successful trajectories (deduplicated, capped per task, format-error turns masked), run SFT on
     the learner's engine and save a checkpoint usable as `--policy hf --model OUT`."""
@@ -41,9 +45,10 @@ def rft(
     console = Console()
     check_model_option(model)
     try:
-        config = sft_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed)
+        config = sft_preset(preset, lr=lr, epochs=epochs, batch_size=batch_size, model_dir=model, seed=seed,
+                            dtype=dtype)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--preset") from exc
+        raise typer.BadParameter(str(exc), param_hint="--dtype" if "dtype" in str(exc) else "--preset") from exc
     from selfplay.store import open_store  # lazy: SQLAlchemy, off `selfplay --help`
 
     with open_store(store, create=False) as st:  # rft only reads the store

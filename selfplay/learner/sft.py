@@ -56,8 +56,13 @@ class SFTConfig:
     demonstrations of different tasks does not pay on CPU (docs/benchmarks.md)."""
     seed: int = 0
     """Shuffling and torch seed."""
+    dtype: str = "auto"
+    """The engine's weights and compute (`EngineConfig.dtype`): auto is bf16 on a GPU and fp32 on a CPU.
+    bf16 on a CPU is measured, not a default: docs/benchmarks.md, "bf16 SFT steps on a CPU"."""
 
     def __post_init__(self) -> None:
+        if self.dtype not in ("auto", "bf16", "fp32"):
+            raise ValueError(f"SFTConfig.dtype must be auto, bf16 or fp32, got {self.dtype!r}")
         if self.lr < 0 or self.batch_size < 1 or self.epochs < 1 or self.warmup_steps < 1:
             raise ValueError("SFTConfig needs lr >= 0, batch_size >= 1, epochs >= 1 and warmup_steps >= 1")
         if self.injector_epochs is not None and self.injector_epochs < 1:
@@ -113,7 +118,7 @@ def sft_engine(config: SFTConfig, steps: int) -> Any:
     engine = LearnerEngine(EngineConfig(model_dir=config.model_dir, lr=config.lr, warmup_steps=config.warmup_steps,
                                         weight_decay=config.weight_decay, token_budget=config.token_budget,
                                         gradient_checkpointing=config.gradient_checkpointing,
-                                        share_prefix=config.share_prefix, seed=config.seed))
+                                        share_prefix=config.share_prefix, seed=config.seed, dtype=config.dtype))
     # The engine's scheduler is warm-up then constant; RFT decays to 0 (same warm-up, so step 0 agrees).
     engine.scheduler.lr_lambdas = [lambda k: lr_factor(k, config.warmup_steps, steps)]
     return engine

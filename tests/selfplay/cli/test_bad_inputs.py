@@ -77,6 +77,7 @@ ROWS = [
         "'localhost:8000' names no http:// or https:// scheme"),
     Row("run-model-dir", ("run", "policy.model_dir=./nomodel"), 2, "./nomodel"),
     Row("rft-model-dir", ("rft", "--out", "rftout", "--model", "./nomodel"), 2, "./nomodel does not exist"),
+    Row("rft-dtype", ("rft", "--out", "rftout", "--dtype", "fp16"), 2, "dtype must be auto, bf16 or fp32"),
     Row("run-config-utf8", ("run", "--config", "notutf8.yaml"), 2, "notutf8.yaml"),
     Row("run-preset", ("run", "--config", "smoek"), 2, "smoek"),
     Row("run-key", ("run", "learner.engine.lrr=1e-6"), 2, "learner.engine.lrr"),
