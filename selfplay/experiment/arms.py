@@ -90,9 +90,9 @@ class ExperimentConfig:
 
 
 def check_experiment(cfg: ExperimentConfig) -> None:
-    """Raise ConfigError naming the first thing the experiment refers to that does not resolve: each arm's
-    run config (preset, `--set` keys and values), the repos (training and held-out) in its repo list, the
-    warm-start folder, the store and the runs directory. The experiment seeds its held-out tasks (minutes)
+    """Raise ValueError (a ConfigError where a key is at fault) naming the first thing the experiment refers
+    to that does not resolve: each arm's run config (preset, `--set` keys and values), the repos (training
+    and held-out) in its repo list, the warm-start folder, the store and the runs directory. The experiment seeds its held-out tasks (minutes)
     before an arm starts; a bad name found there, or when an arm's loop loads its config, would cost those
     minutes and leave a half-made work directory. Reads files, creates nothing."""
     from repos.errors import RepoError  # lazy: the checks read the repo list

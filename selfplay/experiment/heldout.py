@@ -34,6 +34,7 @@ from repos.listfile import get_repo
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.artifact import load_artifact
+from selfplay.config.bounds import check_bounds
 from selfplay.demos.collect import SEED_VALIDATION_RUNS
 from selfplay.demos.seed_cache import cached_seed
 from selfplay.demos.solver import artifact_fits, fits, fits_key
@@ -107,12 +108,8 @@ class EvalSettings:
     def __post_init__(self) -> None:
         if self.max_repeats is not None and self.max_repeats < 1:
             raise ValueError(f"EvalSettings.max_repeats must be 1 or more, or None (never), got {self.max_repeats}")
-        small = [f"{name} must be >= {least}, got {value}" for name, value, least in (
-            ("max_turns", self.max_turns, 1), ("max_new_tokens", self.max_new_tokens, 1),
-            ("max_context_tokens", self.max_context_tokens, 1), ("workers", self.workers, 1),
-            ("samples", self.samples, 0)) if value < least]
-        if small:
-            raise ValueError(f"EvalSettings: {'; '.join(small)}")
+        check_bounds(self, at_least={"max_turns": 1, "max_new_tokens": 1, "max_context_tokens": 1, "workers": 1,
+                                     "samples": 0})
         if not self.samples and not self.greedy:
             raise ValueError("EvalSettings: samples is 0 and greedy is off, so no episode would be played; "
                              "give samples >= 1 or keep greedy")
