@@ -60,6 +60,7 @@ from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.demos.warm_start import warm_start_checkpoint
 from selfplay.demos.warm_start_config import HELDOUT_REPOS, TRAIN_REPOS
+from selfplay.dir_lock import DirInUseError, DirLock
 from selfplay.experiment.arms import (
     Experiment,
     ExperimentConfig,
@@ -259,6 +260,7 @@ def main() -> None:
                          f"{args.max_new_tokens}")
     from transformers import AutoTokenizer
 
+    lock = hold_work(args, "the same command")  # noqa: F841 (held until the process ends)
     after = args.after
     if after is None and args.phase != "before":
 
@@ -285,6 +287,17 @@ def main() -> None:
     if "before" in results and "after" in results:
         print(table([results["before"], results["after"]]))
     save()
+
+
+def hold_work(args: argparse.Namespace, again: str) -> DirLock:
+    """The lock on --work for this process's whole life (`selfplay.dir_lock`): a second process there (the
+    other arm started with the same --work, a `--resume` while the first still runs, a `report`) would seed
+    the same tasks.json and overwrite the first's results.json. `again`: how to go on once it is free."""
+    args.work.mkdir(parents=True, exist_ok=True)
+    try:
+        return DirLock.acquire(args.work, f"bench_learning.py --arm {args.arm}", again)
+    except DirInUseError as e:
+        raise SystemExit(str(e)) from None
 
 
 def listed_heldout(*args, **kwargs) -> list:
@@ -364,6 +377,7 @@ def run_rl(args: argparse.Namespace) -> None:
         saved_results(args.work, args.resume)
     except ValueError as e:
         raise SystemExit(f"--arm rl: {e}") from None
+    lock = hold_work(args, "the same command with --resume")  # noqa: F841 (held until the process ends)
     model = args.model or str(warm_start_checkpoint())
     if not args.model:
         cfg = experiment_config(args, model)
@@ -399,6 +413,7 @@ def report_rl(args: argparse.Namespace) -> None:
         return saved
 
     results = read(args.work, "--work")
+    lock = hold_work(args, "the same command")  # noqa: F841 (it rewrites results.json)
     for other in args.merge:
         try:
             merge_results(results, read(other, "--merge"))
@@ -616,7 +631,10 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     if args.samples < 0:
         raise SystemExit(f"--samples must be >= 0, got {args.samples}")
     repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS))
-    saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    try:
+        saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"--out {args.out} cannot be read ({e}); restore it, or give another --out") from None
     models = {p: given[p] if args.phase in (p, "both") else saved.get("models", {}).get(p) for p in PHASES}
     rows: dict[str, list] = {p: list(saved.get("rows", {}).get(p, [])) for p in PHASES}
     settings = eval_settings(args)
@@ -628,6 +646,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
         was = ", ".join(f"{k}={was_set[k]}" for k in differ)
         raise SystemExit(f"--out {args.out} holds episodes played with other {', '.join(differ)} ({was}); give "
                          "the same options, or another --out")
+    lock = hold_work(args, "the same command")  # noqa: F841 (held until the process ends)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = interleave(listed_heldout(repos, args.n, args.seed, args.work, tok,
                                      exclude=shown_task_ids([m for m in models.values() if m])))

@@ -100,3 +100,26 @@ def test_demonstrated_without_model_is_checked_with_the_stand_in(bench, monkeypa
     assert not any("demonstrated" in o for o in cfg.overrides)
     with pytest.raises(SystemExit, match="--demonstrated: no warm-start store"):
         bench.experiment_config(args, str(default_model_dir()))
+
+
+def test_a_work_dir_in_use_is_refused_naming_its_holder(refused, tmp_path):
+    """Two processes in one --work (the other arm started there too, a --resume while the first still runs,
+    a report) would seed the same tasks.json and overwrite each other's results.json: the second is told."""
+    from selfplay.dir_lock import DirLock
+    from selfplay.learner.tiny_model import save_tiny_model
+
+    model = save_tiny_model(tmp_path / "tiny")
+    work = tmp_path / "exp"
+    work.mkdir()
+    held = DirLock.acquire(work, "bench_learning.py --arm rl")  # this process stands in for the first
+    try:
+        msg = refused("--arm", "rl", "--work", str(work), "--model", str(model))
+        assert f"{work} is in use by another `bench_learning.py --arm rl` (pid" in msg
+        assert "then `the same command with --resume`" in msg
+        (work / "results.json").write_text('{"evals": {}, "arms": {}}')
+        assert "is in use" in refused("--arm", "report", "--work", str(work))
+        assert "is in use" in refused("--arm", "compare", "--work", str(work), "--before", str(model),
+                                      "--phase", "before", "--out", str(tmp_path / "c.json"))
+        assert not (work / "tasks.json").exists()
+    finally:
+        held.release()
