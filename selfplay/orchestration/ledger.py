@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from sandboxes.reaper import registry
 from selfplay.orchestration.state import LoopState
 
 EVENTS_LOGGER = "selfplay.orchestration.loop.events"
@@ -55,7 +56,7 @@ class RunLedger:
         """Which warm start the run started from (`components.warm_start_record`)."""
         self.stopped_by: str | None = None
         """What ended the loop: "iterations" or "max_hours" (None while it runs, or after a failure)."""
-        self._t_start = time.monotonic()
+        self._t_start = self._opened = time.monotonic()
 
     @property
     def run_id(self) -> str:
@@ -98,6 +99,16 @@ class RunLedger:
                     "status": self.status, "error": self.error, "started_at": s.started_at,
                     "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.run_dir),
                     "warm_start": self.warm_start, "stopped_by": self.stopped_by}
+
+    def phase(self, iteration: int, message: str) -> None:
+        """Begin a phase of `iteration` (a "phase" event): a point where the run may stop. A Ctrl-C raises
+        KeyboardInterrupt in whatever the main thread runs at that instant; when that is a weakref callback
+        or a finaliser, Python prints "Exception ignored" and goes on, and the run would finish as if the
+        signal had never come. The signal handler still marks the time (`sandboxes.reaper`), so a signal
+        taken since this process opened the run stops it here instead."""
+        if registry.signalled_since(self._opened):
+            raise KeyboardInterrupt(f"a signal arrived before iteration {iteration}'s phase {message!r}")
+        self.emit("phase", iteration, message)
 
     def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
         """Log a progress event and deliver it to the observer (whose failure never ends the run)."""

@@ -219,7 +219,7 @@ class SelfPlayRun:
 
     def play(self, iteration: int) -> IterationOutcome:
         t0 = time.monotonic()
-        self.ledger.emit("phase", iteration, "rollouts")
+        self.ledger.phase(iteration, "rollouts")
         outcome = self.rollouts.play(iteration, self.state.policy_version)
         outcome.phase_s["rollout_wall"] = time.monotonic() - t0
         return outcome
@@ -256,7 +256,7 @@ class SelfPlayRun:
             return {}
         with ledger.change() as state:
             prog.version_before_train = state.policy_version
-        ledger.emit("phase", it, "learner update")
+        ledger.phase(it, "learner update")
         update = self.learner.update(outcome.trajectories)
         with ledger.change() as state:
             state.policy_version = update.version

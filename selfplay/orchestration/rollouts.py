@@ -167,7 +167,7 @@ class IterationRollouts:
     def _play_injectors(self, prog: IterationProgress, todo: list[EpisodeRequest], out: IterationOutcome) -> None:
         it = prog.iteration
         if todo:
-            self.ledger.emit("phase", it, f"{len(todo)} injector episodes")
+            self.ledger.phase(it, f"{len(todo)} injector episodes")
         for result in self.executor.run(todo):
             t0 = time.monotonic()
             out.results.append(result)
@@ -280,7 +280,7 @@ class IterationRollouts:
                 break
             start = len(out.tasks)
             out.tasks.extend(more)
-            self.ledger.emit("phase", it, f"redraw {prog.redraws}: {found} of {cfg.rollout.min_signal_groups} "
+            self.ledger.phase(it, f"redraw {prog.redraws}: {found} of {cfg.rollout.min_signal_groups} "
                                           "groups with reward variance so far")
             self._solver_round(prog, more, start, rng, out)
         out.solver_rounds = 1 + prog.redraws
@@ -320,7 +320,7 @@ class IterationRollouts:
                                                seed=rng.randrange(2**31), seen=seen))
         out.add_time("orchestration", time.monotonic() - t0)
         if requests:
-            self.ledger.emit("phase", it, f"{len(requests)} solver attempts on {len(tasks)} tasks")
+            self.ledger.phase(it, f"{len(requests)} solver attempts on {len(tasks)} tasks")
         for result in self.executor.run(requests):
             t1 = time.monotonic()
             out.results.append(result)

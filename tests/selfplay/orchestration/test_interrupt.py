@@ -36,3 +36,51 @@ def test_ctrl_c_records_interrupted_and_the_run_stays_resumable(tmp_path):
     assert summary["status"] == "interrupted" and summary["iterations"] == 1, summary
     assert (run.logs / "run.log").read_text().rstrip().endswith("run interrupted")
     check_resumable(path)  # state.json is there and reads back: no ConfigError
+
+
+LOST_CTRL_C = r"""
+import os, signal, sys, time, weakref
+from pathlib import Path
+from sandboxes.reaper import registry
+from selfplay.orchestration.ledger import RunLedger
+from selfplay.orchestration.state import LoopState
+
+work = Path(sys.argv[1])
+ledger = RunLedger(LoopState(run_id="r"), work / "state.json", work)
+ledger.phase(0, "rollouts")  # no signal yet: the run goes on
+registry.install_signal_cleanup()
+
+class Held:
+    pass
+
+def on_collect(ref):  # the signal lands while the main thread runs a weakref callback
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.2)
+
+held = Held()
+ref = weakref.ref(held, on_collect)
+del held
+print("the KeyboardInterrupt was lost", flush=True)
+try:
+    ledger.phase(0, "2 solver attempts on 1 tasks")
+except KeyboardInterrupt as exc:
+    print(f"stopped: {exc}", flush=True)
+"""
+
+
+def test_a_ctrl_c_lost_in_a_weakref_callback_stops_the_run_at_its_next_phase(tmp_path):
+    """Seen in CI: SIGINT landed while the main thread ran a WeakValueDictionary's callback, Python printed
+    "Exception ignored" for the KeyboardInterrupt, and the run played on to the end (exit 0, not 130), its
+    sandboxes already removed by the handler. The ledger's next phase now stops it. In a process of its own:
+    the handler removes every container this process registered."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", LOST_CTRL_C, str(tmp_path)], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr  # Python's own report
+    assert "the KeyboardInterrupt was lost" in done.stdout
+    assert "stopped: a signal arrived before iteration 0's phase '2 solver attempts on 1 tasks'" in done.stdout
