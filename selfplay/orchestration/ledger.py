@@ -106,9 +106,15 @@ class RunLedger:
         or a finaliser, Python prints "Exception ignored" and goes on, and the run would finish as if the
         signal had never come. The signal handler still marks the time (`sandboxes.reaper`), so a signal
         taken since this process opened the run stops it here instead."""
-        if registry.signalled_since(self._opened):
-            raise KeyboardInterrupt(f"a signal arrived before iteration {iteration}'s phase {message!r}")
+        self.stop_if_signalled(f"iteration {iteration}'s phase {message!r}")
         self.emit("phase", iteration, message)
+
+    def stop_if_signalled(self, before: str) -> None:
+        """Raise KeyboardInterrupt when a signal arrived since this process opened the run (see `phase`):
+        called at each phase and once more after the last, so a signal lost in the run's last phase ends it
+        interrupted, not finished."""
+        if registry.signalled_since(self._opened):
+            raise KeyboardInterrupt(f"a signal arrived before {before}")
 
     def emit(self, kind: str, iteration: int, message: str, summary: Mapping[str, Any] | None = None) -> None:
         """Log a progress event and deliver it to the observer (whose failure never ends the run)."""

@@ -158,6 +158,7 @@ class SelfPlayRun:
         try:
             self.setup()
             self.loop()
+            ledger.stop_if_signalled("the run's end")
             ledger.status = "finished"
         except KeyboardInterrupt:
             ledger.status = "interrupted"

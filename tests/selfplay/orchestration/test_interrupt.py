@@ -65,6 +65,10 @@ try:
     ledger.phase(0, "2 solver attempts on 1 tasks")
 except KeyboardInterrupt as exc:
     print(f"stopped: {exc}", flush=True)
+try:  # and after the last phase: the run ends interrupted, not finished
+    ledger.stop_if_signalled("the run's end")
+except KeyboardInterrupt as exc:
+    print(f"stopped: {exc}", flush=True)
 """
 
 
@@ -84,3 +88,4 @@ def test_a_ctrl_c_lost_in_a_weakref_callback_stops_the_run_at_its_next_phase(tmp
     assert "Exception ignored" in done.stderr and "KeyboardInterrupt" in done.stderr  # Python's own report
     assert "the KeyboardInterrupt was lost" in done.stdout
     assert "stopped: a signal arrived before iteration 0's phase '2 solver attempts on 1 tasks'" in done.stdout
+    assert "stopped: a signal arrived before the run's end" in done.stdout
