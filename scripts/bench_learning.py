@@ -255,6 +255,7 @@ def main() -> None:
     if args.arm == "compare":
         return compare_checkpoints(args)
     repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS))
+    args.repos = ",".join(repos)  # the --out file's args record the repos played, as before the check
     if args.max_turns < 1 or args.max_new_tokens < 1:
         raise SystemExit(f"--max-turns and --max-new-tokens must be 1 or more, got {args.max_turns} and "
                          f"{args.max_new_tokens}")
