@@ -67,6 +67,7 @@ from selfplay.experiment.arms import (
     arm_config,
     arm_figures,
     check_experiment,
+    heldout_list,
     injector_comparison,
     merge_results,
     paired,
@@ -163,6 +164,9 @@ def main() -> None:
                     help="rft: held-out repos (default parse,inflection,humanize); rl: training repos "
                          "(default: the warm start's).")
     ap.add_argument("--heldout", default=",".join(HELDOUT_REPOS), help="rl: held-out repos, comma-separated.")
+    ap.add_argument("--repo-list", default=None,
+                    help="The repo list (repos/default.toml's format) that names --repos and --heldout (default: "
+                         "the bundled one); rl: the arms' `repo_list` too (a --set repo_list= wins there).")
     ap.add_argument("--model", default=None, help="rl: the warm start both arms start from (default: the cached "
                                                   "default warm start, built if missing).")
     ap.add_argument("--policy", choices=("hf", "vllm"), default=None,
@@ -254,7 +258,7 @@ def main() -> None:
         return recheck_rl(args)
     if args.arm == "compare":
         return compare_checkpoints(args)
-    repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS))
+    repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS), args.repo_list)
     args.repos = ",".join(repos)  # the --out file's args record the repos played, as before the check
     if args.max_turns < 1 or args.max_new_tokens < 1:
         raise SystemExit(f"--max-turns and --max-new-tokens must be 1 or more, got {args.max_turns} and "
@@ -269,7 +273,7 @@ def main() -> None:
     random.seed(args.seed)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = listed_heldout(repos, args.n, args.seed, args.work, tok,
-                          exclude=shown_task_ids([m for m in (args.before, after) if m]))
+                          exclude=shown_task_ids([m for m in (args.before, after) if m]), repo_list=args.repo_list)
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     tasks = interleave(tasks)
     saved = json.loads(args.out.read_text())["results"] if args.out and args.out.is_file() else {}
@@ -309,17 +313,17 @@ def listed_heldout(*args, **kwargs) -> list:
         raise SystemExit(str(e)) from None
 
 
-def heldout_repos(names: str) -> list[str]:
-    """The comma-separated held-out repos, each checked in the bundled list (`heldout_tasks` seeds them
-    there), before any is seeded."""
-    from repos.errors import RepoNotFound
+def heldout_repos(names: str, repo_list: str | None = None) -> list[str]:
+    """The comma-separated held-out repos, each checked in `repo_list` (--repo-list; None: the bundled list),
+    where `heldout_tasks` seeds them, before any is seeded."""
+    from repos.errors import RepoError
     from repos.listfile import get_repo
 
     repos = [r for r in names.split(",") if r]
     try:
         for repo in repos:
-            get_repo(repo)
-    except RepoNotFound as e:
+            get_repo(repo, repo_list)
+    except RepoError as e:
         raise SystemExit(f"held-out repos: {e.args[0]}") from None
     if not repos:
         raise SystemExit("held-out repos: none named; give a comma-separated list, e.g. parse,inflection,humanize")
@@ -356,6 +360,7 @@ def experiment_config(args: argparse.Namespace, model: str, stand_in: bool = Fal
                                heldout=tuple(r for r in args.heldout.split(",") if r), iterations=args.iterations,
                                eval_every=args.eval_every, lr=args.lr, seed=args.seed, preset=args.preset,
                                overrides=(*([f"policy.backend={args.policy}"] if args.policy else []),
+                                          *([f"repo_list={args.repo_list}"] if args.repo_list else []),
                                           f"rollout.temperature={args.temperature}", *shown, *args.overrides),
                                eval=settings, arms=tuple(a for a in args.arms.split(",") if a),
                                train_eval=args.train_eval, control_learner=args.control_learner == "on")
@@ -384,7 +389,7 @@ def run_rl(args: argparse.Namespace) -> None:
         cfg = experiment_config(args, model)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = interleave(listed_heldout(cfg.heldout, args.n, args.seed, args.work, tok,
-                                      exclude=shown_task_ids([model])))
+                                      exclude=shown_task_ids([model]), repo_list=heldout_list(cfg)))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     train = (interleave(training_tasks(arm_config(cfg, "rl", cfg.iterations), per_repo=cfg.train_eval))
              if cfg.train_eval else [])
@@ -454,7 +459,19 @@ def untrained_tasks(work: Path, results: dict) -> list:
         tasks = [t for t in demonstrated_tasks(s) if t.repo in repos and t.task_id not in trained]
     if not tasks:
         raise SystemExit(f"--recheck {work}: it trained on every demonstrated task of {store}; nothing is untrained")
-    return interleave([(get_repo(t.repo), t) for t in tasks])
+    return interleave([(get_repo(t.repo, listed_repos(work, results)), t) for t in tasks])
+
+
+def listed_repos(work: Path, results: dict) -> str | None:
+    """The repo list that named the experiment's training repos (`experiment_repo_list`), a SystemExit naming
+    the --recheck directory where its preset or overrides no longer load."""
+    from selfplay.config.loader import ConfigError
+    from selfplay.experiment.recheck import experiment_repo_list
+
+    try:
+        return experiment_repo_list(results)
+    except ConfigError as e:
+        raise SystemExit(f"--recheck {work}: its arms' config no longer loads ({e}); its repo list is named there") from None
 
 
 def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
@@ -480,7 +497,7 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
         repos = set(ast.literal_eval(results["config"]["repos"]))
         with open_store(str(Path(shown).expanduser()), create=False) as s:
             tasks = [t for t in demonstrated_tasks(s) if t.repo in repos]
-        return interleave([(get_repo(t.repo), t) for t in tasks])
+        return interleave([(get_repo(t.repo, listed_repos(work, results)), t) for t in tasks])
     if not ids:
         raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0, no "
                          "--demonstrated); recheck its held-out tasks with --stratum heldout")
@@ -489,7 +506,7 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
         raise SystemExit(f"--recheck {work}: its rl arm's store {store} is gone; the training stratum's tasks are read there")
     with open_store(str(store), create=False) as s:
         tasks = s.get_tasks(ids)
-    return interleave([(get_repo(t.repo), t) for t in tasks])
+    return interleave([(get_repo(t.repo, listed_repos(work, results)), t) for t in tasks])
 
 
 def earlier_rechecks(paths: list[Path], flag: str = "--reuse") -> list[dict]:
@@ -631,7 +648,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
             raise SystemExit(f"--{phase} {given[phase]}: {problem}")
     if args.samples < 0:
         raise SystemExit(f"--samples must be >= 0, got {args.samples}")
-    repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS))
+    repos = heldout_repos(args.repos or ",".join(HELDOUT_REPOS), args.repo_list)
     try:
         saved = json.loads(args.out.read_text()) if args.out.is_file() else {}
     except (OSError, ValueError) as e:
@@ -650,7 +667,8 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     lock = hold_work(args, "the same command")  # noqa: F841 (held until the process ends)
     tok = AutoTokenizer.from_pretrained(default_model_dir())
     tasks = interleave(listed_heldout(repos, args.n, args.seed, args.work, tok,
-                                     exclude=shown_task_ids([m for m in models.values() if m])))
+                                     exclude=shown_task_ids([m for m in models.values() if m]),
+                                     repo_list=args.repo_list))
     print(f"{len(tasks)} held-out tasks: {[t.task_id for _, t in tasks]}", flush=True)
     if saved.get("tasks") and saved["tasks"] != [t.task_id for _, t in tasks]:
         raise SystemExit(f"--out {args.out} holds episodes of other held-out tasks than --work {args.work} lists; "

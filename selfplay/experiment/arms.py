@@ -102,15 +102,22 @@ def check_experiment(cfg: ExperimentConfig) -> None:
 
     for arm in cfg.arms:
         check_references(arm_config(cfg, arm, cfg.iterations))
-    # `heldout.heldout_tasks` looks held-out repos up in the bundled list, whatever the arms' `repo_list`
+    listed = heldout_list(cfg)
+    where = listed or "the bundled repos/default.toml"
     try:
-        names = [s.name for s in load_repo_list(None)]
+        names = [s.name for s in load_repo_list(listed)]
     except RepoError as exc:
-        raise ConfigError(f"the bundled repo list: {exc}", "heldout") from None
+        raise ConfigError(f"the repo list {where}: {exc}", "heldout") from None
     unknown = [r for r in cfg.heldout if r not in names]
     if unknown:
-        raise ConfigError(f"held-out repos {', '.join(repr(r) for r in unknown)} are not in the bundled "
-                          f"repos/default.toml; valid names: {', '.join(names)}", "heldout")
+        raise ConfigError(f"held-out repos {', '.join(repr(r) for r in unknown)} are not in {where} (the "
+                          f"arms' repo_list); valid names: {', '.join(names)}", "heldout")
+
+
+def heldout_list(cfg: ExperimentConfig) -> str | None:
+    """The repo list that names the held-out repos: the arms' `repo_list` (None: the bundled one), so a user's
+    own list holds out its own repos."""
+    return arm_config(cfg, cfg.arms[0], cfg.iterations).repo_list
 
 
 def arm_config(cfg: ExperimentConfig, arm: str, iterations: int) -> Any:

@@ -134,15 +134,16 @@ def shown_task_ids(model_dirs: Sequence[str | Path]) -> frozenset[str]:
 
 
 def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any,
-                  exclude: Collection[str] = frozenset()) -> list[tuple[Any, Any]]:
+                  exclude: Collection[str] = frozenset(), repo_list: str | Path | None = None) -> list[tuple[Any, Any]]:
     """(RepoSpec, Task) pairs, `n` per repo, seeded once and listed in `out`/tasks.json. A task whose id is
     in `exclude` (`shown_task_ids` of the checkpoints to be measured) is never held out: seeding skips it,
     and a listed one is dropped with a warning, since a checkpoint that was built on it is not measured on
-    unseen work there."""
+    unseen work there. `repo_list`: the list file that names `repos` (None: the bundled one); tasks.json
+    records it beside each task, so a listed split reads back from the list it was seeded from."""
     cache = out / "tasks.json"
     if cache.is_file():
         try:
-            listed = [(get_repo(e["repo"]), Task(e["task_id"], e["repo"], load_artifact(e["dir"]),
+            listed = [(get_repo(e["repo"], e.get("repo_list")), Task(e["task_id"], e["repo"], load_artifact(e["dir"]),
                                                  tuple(e["f2p"]), tuple(e["p2p"]), origin="procedural"))
                       for e in json.loads(cache.read_text())]
         except (OSError, ValueError, KeyError, TypeError) as e:  # ArtifactError and RepoNotFound among them
@@ -156,8 +157,9 @@ def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer:
         return [(sp, t) for sp, t in listed if t.task_id not in exclude]
     tasks: list[tuple[Any, Any]] = []
     dirs: dict[str, str] = {}
+    listed_in = str(Path(repo_list).expanduser().resolve()) if repo_list else None
     for repo in repos:
-        spec = get_repo(repo)
+        spec = get_repo(repo, listed_in)
         found: list[Any] = []
         for rnd in range(5):
             try:
@@ -180,7 +182,8 @@ def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer:
         tasks += [(spec, t) for t in found[:n]]
     out.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps([{"repo": sp.name, "task_id": t.task_id, "dir": dirs[t.task_id],
-                                  "f2p": list(t.fail_to_pass), "p2p": list(t.pass_to_pass)} for sp, t in tasks]))
+                                  "f2p": list(t.fail_to_pass), "p2p": list(t.pass_to_pass),
+                                  **({"repo_list": listed_in} if listed_in else {})} for sp, t in tasks]))
     return tasks
 
 

@@ -56,6 +56,15 @@ def demonstrated_store(results: Mapping[str, Any]) -> str | None:
     return values.get("curriculum.demonstrated_store") or None
 
 
+def experiment_repo_list(results: Mapping[str, Any]) -> str | None:
+    """The repo list that named an experiment's training repos (its arms' `repo_list`, from its preset and
+    overrides; None: the bundled one): its training-stratum tasks are read back against it."""
+    from selfplay.config.loader import load_config  # lazy: the loader reads presets
+
+    config = results["config"]
+    return load_config(config.get("preset") or "default", saved_overrides(config)).repo_list
+
+
 def recheck_settings(results: Mapping[str, Any], *, samples: int, sample_seed: int, workers: int) -> EvalSettings:
     """The experiment's own evaluation settings (turns, tokens, context, temperature, the `localize` tool),
     sampled episodes only (the greedy ones do not depend on the seed: they would replay), `samples` of them

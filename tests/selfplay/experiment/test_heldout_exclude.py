@@ -70,3 +70,27 @@ def test_heldout_tasks_skip_and_drop_the_warm_starts_tasks(tmp_path, monkeypatch
     assert "1 of its 2 held-out tasks are in the measured warm start's store" in caplog.text
     assert ids[2] in caplog.text
     assert [t.task_id for _, t in heldout_tasks(["toolz"], 2, 0, work, None)] == ids[1:3]
+
+
+def test_a_split_seeded_from_a_users_repo_list_reads_back_from_it(tmp_path, monkeypatch):
+    """tasks.json records the repo list that named its repos, so a later process (a resume, a recheck, a
+    report) reads the split back from that list without being told it again."""
+    from repos.listfile import DEFAULT_LIST
+
+    (tmp_path / "mine").mkdir()
+    listed = tmp_path / "my_repos.toml"
+    listed.write_text(Path(DEFAULT_LIST).read_text() + '\n[[repo]]\nname = "mine"\nsource = "local"\n'
+                      'path = "mine"\ntest_command = "python -m pytest -rA"\n')
+    arts = [make_artifact(n) for n in range(1, 3)]
+    seeded = [Seeded(a, make_report(n=i), save_artifact(a, tmp_path / "bugs" / str(i))) for i, a in enumerate(arts)]
+    specs = []
+    monkeypatch.setattr(heldout, "cached_seed", lambda spec, k, **kw: (specs.append(spec), (seeded, False))[1])
+    monkeypatch.setattr(heldout, "repo_image", lambda spec: "image")
+    monkeypatch.setattr(heldout, "fits", lambda task, tokenizer: True)
+    work = tmp_path / "work"
+    tasks = heldout_tasks(["mine"], 2, 0, work, None, repo_list=listed)
+    assert [sp.name for sp, _ in tasks] == ["mine", "mine"] and specs[0].path == str(tmp_path / "mine")
+    assert {e["repo_list"] for e in json.loads((work / "tasks.json").read_text())} == {str(listed.resolve())}
+    monkeypatch.setattr(heldout, "cached_seed", lambda spec, k, **kw: (_ for _ in ()).throw(AssertionError))
+    again = heldout_tasks((), 0, 0, work, None)  # as `--arm recheck` reads it: no list given
+    assert [(sp, t.task_id) for sp, t in again] == [(sp, t.task_id) for sp, t in tasks]

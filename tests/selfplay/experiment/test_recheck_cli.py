@@ -64,6 +64,14 @@ def test_recheck_of_a_demonstrated_experiment_plays_the_tasks_it_trained_on(benc
     tasks = bench.recheck_tasks(work, results, "train")
     # boltons is not among the experiment's repos; the failed demonstration repaired nothing
     assert sorted(t.task_id for _, t in tasks) == sorted([ids[0], ids[2]])
+    # the training stratum's repos are named in the arms' repo list (a user's own, where they set one)
+    mine = tmp_path / "mine.toml"
+    mine.write_text('[[repo]]\nname = "toolz"\nsource = "local"\npath = "/src/toolz"\n'
+                    '[[repo]]\nname = "marshmallow"\nsource = "local"\npath = "/src/marshmallow"\n')
+    results["config"]["overrides"] = str((*overrides, f"repo_list={mine}"))
+    assert {sp.path for sp, _ in bench.recheck_tasks(work, results, "train")} == {"/src/toolz", "/src/marshmallow"}
+    results["config"]["overrides"] = str((*overrides, "nosuch=1"))
+    assert "its arms' config no longer loads" in refused_quietly(bench, work, results)
     results["config"]["overrides"] = str(overrides[:1])
     (work / "results.json").write_text(json.dumps(results))
     assert "no --demonstrated" in refused("--arm", "recheck", "--recheck", str(work), "--eval-seed", "5")
@@ -201,3 +209,10 @@ def test_the_rl_arms_sample_at_the_presets_temperature_unless_told(bench):
     from selfplay.config.loader import load_config
 
     assert bench.preset_temperature("gpu-1node", []) == load_config("gpu-1node").rollout.temperature
+
+
+def refused_quietly(bench, work, results) -> str:
+    """The SystemExit message of `recheck_tasks`' training stratum."""
+    with pytest.raises(SystemExit) as exc:
+        bench.recheck_tasks(work, results, "train")
+    return str(exc.value)

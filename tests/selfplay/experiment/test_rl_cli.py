@@ -4,6 +4,7 @@ held-out task (each of which takes minutes), naming the option or key to fix, an
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,7 +94,7 @@ def test_demonstrated_without_model_is_checked_with_the_stand_in(bench, monkeypa
                               submit_on_limit=False, max_repeats=None, eval_device="cpu", arm="rl",
                               work=tmp_path / "exp", repos=None, heldout="parse,inflection,humanize",
                               iterations=1, eval_every=1, lr=1e-5, seed=0, preset="default", policy=None,
-                              overrides=[], arms="rl,control", train_eval=0, control_learner="on")
+                              overrides=[], arms="rl,control", train_eval=0, control_learner="on", repo_list=None)
     from agent_scaffold.embedded import default_model_dir
 
     cfg = bench.experiment_config(args, str(default_model_dir()), stand_in=True)
@@ -123,3 +124,40 @@ def test_a_work_dir_in_use_is_refused_naming_its_holder(refused, tmp_path):
         assert not (work / "tasks.json").exists()
     finally:
         held.release()
+
+
+def _own_list(tmp_path):
+    """A user's repo list: the bundled entries and a repo of their own (a local checkout) called `mine`."""
+    from repos.listfile import DEFAULT_LIST
+
+    (tmp_path / "mine").mkdir()
+    listed = tmp_path / "my_repos.toml"
+    listed.write_text(Path(DEFAULT_LIST).read_text() + '\n[[repo]]\nname = "mine"\nsource = "local"\n'
+                      'path = "mine"\ntest_command = "python -m pytest -rA"\n')
+    return listed
+
+
+def test_held_out_repos_are_named_in_the_users_repo_list(refused, tmp_path):
+    """`--repo-list` names the held-out repos (and, for `--arm rl`, the arms' `repo_list`): a user holds out
+    a repo of their own list, which the bundled list does not know."""
+    listed = _own_list(tmp_path)
+    work = tmp_path / "exp"
+    work.mkdir()
+    (work / "results.json").write_text('{"evals": {}, "arms": {}}')  # the first check after the held-out one
+    assert "held-out repos 'mine' are not in the bundled repos/default.toml" in refused(
+        "--arm", "rl", "--work", str(work), "--heldout", "mine")
+    assert "already holds an experiment" in refused("--arm", "rl", "--work", str(work), "--heldout", "mine",
+                                                    "--repo-list", str(listed))
+    assert "already holds an experiment" in refused("--arm", "rl", "--work", str(work), "--heldout", "mine",
+                                                    "--set", f"repo_list={listed}")
+    msg = refused("--arm", "rl", "--work", str(work), "--heldout", "nosuch", "--repo-list", str(listed))
+    assert f"held-out repos 'nosuch' are not in {listed} (the arms' repo_list)" in msg
+    assert "repo_list: cannot read repo list" in refused("--arm", "rl", "--work", str(work), "--repo-list",
+                                                         str(tmp_path / "none.toml"))
+    # rft: -n 0 is refused after the held-out repos are checked
+    rft = tmp_path / "rft"
+    assert f"no repo named 'nosuch' in {listed}" in refused("--arm", "rft", "--repo-list", str(listed),
+                                                           "--repos", "nosuch", "--work", str(rft))
+    assert "--max-turns and --max-new-tokens must be 1 or more" in refused(
+        "--arm", "rft", "--repo-list", str(listed), "--repos", "mine", "--max-turns", "0", "--work", str(rft))
+    assert not rft.exists()
