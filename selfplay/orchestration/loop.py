@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from selfplay.config.loader import dump_config
+from selfplay.config.loader import RESUME_SAFE_KEYS, dump_config
 from selfplay.config.run_config import RunConfig
 from selfplay.dir_lock import DirLock
 from selfplay.errors import SelfPlayError
@@ -169,10 +169,21 @@ class SelfPlayRun:
             log.exception("run %s failed", self.run_id)
             if isinstance(exc, SelfPlayError):
                 raise
-            raise RunError(f"run {self.run_id} failed: {ledger.error}; see {self.dir.logs / 'run.log'}. Fix "
-                           f"the cause, then `selfplay run --resume {self.dir.path}`") from exc
+            raise RunError(f"run {self.run_id} failed: {ledger.error}; see {self.dir.logs / 'run.log'}. "
+                           f"{self._advice()}") from exc
         finally:
             self.close()
+
+    def _advice(self) -> str:
+        """What to do after a failure: a resume keeps the run's work but may change only RESUME_SAFE_KEYS, so
+        a cause in any other key needs a new run, which loses nothing while no iteration has finished."""
+        keys = ", ".join(RESUME_SAFE_KEYS)
+        resume = f"`selfplay run --resume {self.dir.path}`"
+        if self.state.completed == 0 and not self.resumed:
+            return (f"Fix the cause, then {resume}; if the cause is a config value (a resume may change only "
+                    f"{keys}), start a new run with it fixed: no iteration of this one finished, so nothing is lost")
+        return (f"Fix the cause, then {resume} ({self.state.completed} iteration(s) done are kept; a resume may "
+                f"change only {keys}: a cause in another config key needs a new run)")
 
     def _more(self, iteration: int) -> bool:
         if self.config.iterations and iteration >= self.config.iterations:

@@ -154,10 +154,28 @@ def test_a_resume_failing_before_its_loop_keeps_the_summary(tmp_path):
     summary = run.summary.read_bytes()
     run.metrics.unlink()
     run.metrics.mkdir()  # the metrics file cannot be opened: setup fails after the checks passed
-    with pytest.raises(RunError, match="Is a directory"):
+    with pytest.raises(RunError, match="Is a directory") as exc:
         run_selfplay(cfg, resume=path, runner=TableRunner(group_size=G, solved_per_group=1))
     assert run.summary.read_bytes() == summary
+    # the advice says what a resume can change, and that the finished iterations are kept
+    assert f"then `selfplay run --resume {path}` (1 iteration(s) done are kept" in str(exc.value)
+    assert "may change only iterations, max_hours" in str(exc.value)
     assert "run t-" in (run.logs / "run.log").read_text()  # the failure is in the log
+
+
+def test_a_new_run_failing_before_an_iteration_finished_says_a_new_run_loses_nothing(tmp_path, monkeypatch):
+    """A cause in the config (a model that does not load, say) cannot be fixed by `--resume`, which may change
+    only a few keys: the failure says so, and that a new run loses nothing when no iteration finished. The
+    executor's build is replaced by one that raises, as a dead Docker engine or a bad model would."""
+    from selfplay.orchestration import loop
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the engine is down")
+
+    monkeypatch.setattr(loop, "build_executor", broken)
+    with pytest.raises(RunError, match="the engine is down") as exc:
+        run_selfplay(config(tmp_path), runner=TableRunner(group_size=G, solved_per_group=1))
+    assert "start a new run with it fixed: no iteration of this one finished, so nothing is lost" in str(exc.value)
 
 
 def test_a_copied_run_keeps_its_totals(tmp_path):
