@@ -225,7 +225,8 @@ class RolloutConfig:
     executor: Executor = "local"
     """local threads, or Ray actors (needs the `dist` extra)."""
     ray_address: str | None = None
-    """Ray cluster address (executor ray); None starts a local Ray."""
+    """Ray cluster address (executor ray; under the local executor it is unused, with a warning); None starts
+    a local Ray."""
     docker_host: str | None = None
     """DOCKER_HOST for the workers' sandboxes; None uses the node's engine."""
 

@@ -100,6 +100,10 @@ def build_executor(config: RunConfig, policy: Any, run_id: str, runner: Any = No
         return RayExecutor(config, workers=config.rollout.workers, retries=config.rollout.episode_retries,
                            address=config.rollout.ray_address, run_id=run_id, policy=policy)
 
+    if config.rollout.ray_address:  # not refused: a preset that sets it may have its executor overridden
+        log.warning("rollout.ray_address=%s is not used: rollout.executor is local, so the episodes run in this "
+                    "process's threads; set rollout.executor=ray to run them on that cluster",
+                    config.rollout.ray_address)
     if runner is None:
         runner = build_runner(config, policy, run_id=run_id)
     return LocalExecutor(runner, workers=config.rollout.workers, retries=config.rollout.episode_retries)

@@ -432,3 +432,23 @@ def test_kit_shares_split_each_repo_s_kit_episodes_in_request_order():
     requests = [req(0, "a"), req(1, "b"), req(2, "a"), req(3, "a", "direct"), req(4, "c"), req(5, "a"),
                 req(6, "b"), req(7, "a", None, "solver")]
     assert kit_shares(requests) == {"e0": (0, 3), "e2": (1, 3), "e5": (2, 3), "e1": (0, 2), "e6": (1, 2)}
+
+
+def test_a_ray_address_of_a_local_executor_is_said_to_be_unused(caplog):
+    """`rollout.ray_address` does nothing while `rollout.executor` is local (a user who overrides the
+    multi-node preset's executor keeps its address); the run says so instead of running locally untold."""
+    import logging
+    from dataclasses import replace
+
+    from selfplay.config.loader import load_config
+    from selfplay.orchestration import components
+
+    default = load_config("default")
+    caplog.set_level(logging.WARNING, logger=components.__name__)
+    components.build_executor(default, None, "r", runner=TableRunner(group_size=G))
+    assert "ray_address" not in caplog.text
+    aimed = replace(default, rollout=replace(default.rollout, ray_address="ray://head:10001"))
+    executor = components.build_executor(aimed, None, "r", runner=TableRunner(group_size=G))
+    assert "rollout.ray_address=ray://head:10001 is not used: rollout.executor is local" in caplog.text
+    assert "set rollout.executor=ray" in caplog.text
+    executor.close()
