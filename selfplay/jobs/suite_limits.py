@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from selfplay.config.bounds import check_bounds
 from selfplay.jobs.job import MAX_TEST_OUTPUT
 from selfplay.judge.tamper import TamperConfig
 
@@ -27,6 +28,4 @@ class SuiteLimits:
     def __post_init__(self) -> None:
         # A limit of 0 or less would not limit: `timeout 0` waits forever, and a negative one reaches the
         # artifact's verdict as a failure of its own (an empty parse, an output "flood" of 1 byte).
-        for name in ("suite_timeout", "parser_timeout", "max_test_output"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{type(self).__name__}.{name} must be > 0, got {getattr(self, name)}")
+        check_bounds(self, above={"suite_timeout": 0, "parser_timeout": 0, "max_test_output": 0})

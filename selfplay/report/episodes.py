@@ -19,6 +19,7 @@ from typing import Any
 
 from agent_scaffold.actions import FormatError, parse_action
 from agent_scaffold.trajectory import Trajectory
+from selfplay.config.bounds import check_bounds
 
 log = logging.getLogger(__name__)
 CUT_MARK = "\n[… {n} more characters not shown: the report keeps {keep} per text]"
@@ -38,9 +39,7 @@ class EpisodeLimits:
     """Characters of messages kept per episode; the messages after this budget are replaced by one marker."""
 
     def __post_init__(self) -> None:
-        for name in ("max_episodes", "max_text_chars", "max_episode_chars"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_bounds(self, at_least={"max_episodes": 0, "max_text_chars": 0, "max_episode_chars": 0})
 
 
 @dataclass(frozen=True)

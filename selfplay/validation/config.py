@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from selfplay.config.bounds import check_bounds
 from selfplay.jobs.suite_limits import SuiteLimits
 from selfplay.judge.tamper import BUG_PATTERNS, TamperConfig
 
@@ -43,12 +44,7 @@ class ValidationConfig(SuiteLimits):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("min_passing_tests", "min_changed_files", "min_failing_tests"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"ValidationConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if self.parallelism < 1:
-            raise ValueError(f"ValidationConfig.parallelism must be >= 1, got {self.parallelism}")
-        if self.original_runs < 1:
-            raise ValueError(f"ValidationConfig.original_runs must be >= 1, got {self.original_runs}")
+        check_bounds(self, at_least={"min_passing_tests": 0, "min_changed_files": 0, "min_failing_tests": 0,
+                                     "parallelism": 1, "original_runs": 1})
         if self.flaky_policy not in ("drop", "reject"):
             raise ValueError(f"ValidationConfig.flaky_policy must be 'drop' or 'reject', got {self.flaky_policy!r}")
