@@ -81,7 +81,13 @@ from selfplay.experiment.figures import (
     turns_table,
     write_outputs,
 )
-from selfplay.experiment.heldout import EvalSettings, heldout_tasks, interleave, shown_task_ids
+from selfplay.experiment.heldout import (
+    EvalSettings,
+    heldout_tasks,
+    interleave,
+    shown_task_ids,
+    unlisted_repos,
+)
 from selfplay.experiment.stats import wilson
 from selfplay.experiment.stratum import training_tasks
 from selfplay.judge.grader import build_buggy_state, grade
@@ -317,14 +323,14 @@ def heldout_repos(names: str, repo_list: str | None = None) -> list[str]:
     """The comma-separated held-out repos, each checked in `repo_list` (--repo-list; None: the bundled list),
     where `heldout_tasks` seeds them, before any is seeded."""
     from repos.errors import RepoError
-    from repos.listfile import get_repo
 
     repos = [r for r in names.split(",") if r]
     try:
-        for repo in repos:
-            get_repo(repo, repo_list)
+        problem = unlisted_repos(repos, repo_list)
     except RepoError as e:
-        raise SystemExit(f"held-out repos: {e.args[0]}") from None
+        raise SystemExit(f"--repo-list: {e}") from None
+    if problem:
+        raise SystemExit(problem)
     if not repos:
         raise SystemExit("held-out repos: none named; give a comma-separated list, e.g. parse,inflection,humanize")
     return repos

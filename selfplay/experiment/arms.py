@@ -96,22 +96,18 @@ def check_experiment(cfg: ExperimentConfig) -> None:
     before an arm starts; a bad name found there, or when an arm's loop loads its config, would cost those
     minutes and leave a half-made work directory. Reads files, creates nothing."""
     from repos.errors import RepoError  # lazy: the checks read the repo list
-    from repos.listfile import load_repo_list
     from selfplay.config.loader import ConfigError
     from selfplay.config.refs import check_references
+    from selfplay.experiment.heldout import unlisted_repos
 
     for arm in cfg.arms:
         check_references(arm_config(cfg, arm, cfg.iterations))
-    listed = heldout_list(cfg)
-    where = listed or "the bundled repos/default.toml"
-    try:
-        names = [s.name for s in load_repo_list(listed)]
+    try:  # the arms' list was read by check_references: it can be read
+        problem = unlisted_repos(cfg.heldout, heldout_list(cfg))
     except RepoError as exc:
-        raise ConfigError(f"the repo list {where}: {exc}", "heldout") from None
-    unknown = [r for r in cfg.heldout if r not in names]
-    if unknown:
-        raise ConfigError(f"held-out repos {', '.join(repr(r) for r in unknown)} are not in {where} (the "
-                          f"arms' repo_list); valid names: {', '.join(names)}", "heldout")
+        raise ConfigError(str(exc), "heldout") from None
+    if problem:
+        raise ConfigError(problem, "heldout")
 
 
 def heldout_list(cfg: ExperimentConfig) -> str | None:

@@ -30,7 +30,7 @@ from agent_scaffold.policies.batching import BatchingPolicy
 from agent_scaffold.policies.hf import HFPolicy
 from agent_scaffold.policy import GREEDY, TRAINING
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
-from repos.listfile import get_repo
+from repos.listfile import get_repo, load_repo_list
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
 from selfplay.artifact import load_artifact
@@ -131,6 +131,17 @@ def shown_task_ids(model_dirs: Sequence[str | Path]) -> frozenset[str]:
             with open_store(str(store), create=False) as s:
                 ids.update(t.task_id for t in s.task_stats())
     return frozenset(ids)
+
+
+def unlisted_repos(names: Sequence[str], repo_list: str | Path | None = None) -> str | None:
+    """Why `names` cannot be held out from `repo_list` (None: the bundled list), naming the repos it does not
+    list and the ones it does, or None when every one is listed. RepoError when the list cannot be read."""
+    listed = [s.name for s in load_repo_list(repo_list)]
+    unknown = [r for r in names if r not in listed]
+    if not unknown:
+        return None
+    where = repo_list or "the bundled repos/default.toml"
+    return f"held-out repos {', '.join(map(repr, unknown))} are not in {where}; valid names: {', '.join(listed)}"
 
 
 def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer: Any,

@@ -50,7 +50,7 @@ def test_compare_refuses_bad_input_before_playing(refused, tmp_path):
     (ckpt / "config.json").write_text(json.dumps({"model_type": "llama"}))
     assert "--samples must be >= 0" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
                                             "--phase", "before", "--samples", "-1")
-    assert "held-out repos: no repo named 'nosuch'" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
+    assert "held-out repos 'nosuch' are not in the bundled repos/default.toml" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
                                                               "--phase", "before", "--repos", "parse,nosuch")
     assert "workers must be >= 1, got 0" in refused("--arm", "compare", "--out", out, "--before", str(ckpt),
                                                     "--phase", "before", "--workers", "0")

@@ -44,7 +44,7 @@ def test_demonstrated_needs_a_warm_start_store(refused, tmp_path):
 
 def test_rft_arm_refuses_unknown_repos_and_empty_budgets(refused, tmp_path):
     work = tmp_path / "rft"
-    assert "held-out repos: no repo named 'nosuch'" in refused("--arm", "rft", "--repos", "nosuch", "--phase",
+    assert "held-out repos 'nosuch' are not in the bundled repos/default.toml" in refused("--arm", "rft", "--repos", "nosuch", "--phase",
                                                                "before", "--work", str(work))
     assert "-n must be 1 or more" in refused("--arm", "rft", "-n", "0", "--work", str(work))
     assert "--max-turns and --max-new-tokens must be 1 or more, got 0" in refused(
@@ -151,13 +151,15 @@ def test_held_out_repos_are_named_in_the_users_repo_list(refused, tmp_path):
     assert "already holds an experiment" in refused("--arm", "rl", "--work", str(work), "--heldout", "mine",
                                                     "--set", f"repo_list={listed}")
     msg = refused("--arm", "rl", "--work", str(work), "--heldout", "nosuch", "--repo-list", str(listed))
-    assert f"held-out repos 'nosuch' are not in {listed} (the arms' repo_list)" in msg
+    assert f"held-out repos 'nosuch' are not in {listed}; valid names:" in msg
     assert "repo_list: cannot read repo list" in refused("--arm", "rl", "--work", str(work), "--repo-list",
                                                          str(tmp_path / "none.toml"))
-    # rft: -n 0 is refused after the held-out repos are checked
     rft = tmp_path / "rft"
-    assert f"no repo named 'nosuch' in {listed}" in refused("--arm", "rft", "--repo-list", str(listed),
-                                                           "--repos", "nosuch", "--work", str(rft))
+    assert "--repo-list: cannot read repo list" in refused("--arm", "rft", "--repo-list", str(tmp_path / "none.toml"),
+                                                           "--work", str(rft))
+    assert f"held-out repos 'nosuch' are not in {listed}" in refused("--arm", "rft", "--repo-list", str(listed),
+                                                                     "--repos", "nosuch", "--work", str(rft))
+    # rft: --max-turns 0 is refused after the held-out repos are checked
     assert "--max-turns and --max-new-tokens must be 1 or more" in refused(
         "--arm", "rft", "--repo-list", str(listed), "--repos", "mine", "--max-turns", "0", "--work", str(rft))
     assert not rft.exists()
