@@ -26,7 +26,8 @@ Held-out tasks are seeded on repos that contributed no demonstrations (`selfplay
 HELDOUT_REPOS`: parse, inflection, humanize) and kept only if their prompt fits the 2k-token budget the
 warm start trained on. The split is fixed by `--seed` (default 0): seeding rounds use SeedConfig seeds
 `seed * 1000 + 500 + round`, disjoint from the warm start's `seed * 1000 + round`, through the seed cache
-(validated once, then read back), and the chosen tasks are listed in `--work`/tasks.json. Each policy solves each task once, greedy (GREEDY), in a fresh buggy sandbox; a
+(validated once, then read back), and the chosen tasks are listed in `--work`/tasks.json. `--repo-list FILE`
+names the repos in a list of the user's own (for `--arm rl` the arms' `repo_list` too). Each policy solves each task once, greedy (GREEDY), in a fresh buggy sandbox; a
 submitted diff is graded by the real grader. Reported per policy:
 
 - format-valid turn rate: assistant turns that parsed as an action / all turns;
