@@ -466,7 +466,8 @@ def untrained_tasks(work: Path, results: dict) -> list:
         tasks = [t for t in demonstrated_tasks(s) if t.repo in repos and t.task_id not in trained]
     if not tasks:
         raise SystemExit(f"--recheck {work}: it trained on every demonstrated task of {store}; nothing is untrained")
-    return interleave([(get_repo(t.repo, listed_repos(work, results)), t) for t in tasks])
+    listed = listed_repos(work, results)  # read once: it loads the arms' config
+    return interleave([(get_repo(t.repo, listed), t) for t in tasks])
 
 
 def listed_repos(work: Path, results: dict) -> str | None:
@@ -504,7 +505,8 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
         repos = set(ast.literal_eval(results["config"]["repos"]))
         with open_store(str(Path(shown).expanduser()), create=False) as s:
             tasks = [t for t in demonstrated_tasks(s) if t.repo in repos]
-        return interleave([(get_repo(t.repo, listed_repos(work, results)), t) for t in tasks])
+        listed = listed_repos(work, results)  # read once: it loads the arms' config
+        return interleave([(get_repo(t.repo, listed), t) for t in tasks])
     if not ids:
         raise SystemExit(f"--recheck {work}: the experiment evaluated no training stratum (--train-eval 0, no "
                          "--demonstrated); recheck its held-out tasks with --stratum heldout")
@@ -513,7 +515,8 @@ def recheck_tasks(work: Path, results: dict, stratum: str) -> list:
         raise SystemExit(f"--recheck {work}: its rl arm's store {store} is gone; the training stratum's tasks are read there")
     with open_store(str(store), create=False) as s:
         tasks = s.get_tasks(ids)
-    return interleave([(get_repo(t.repo, listed_repos(work, results)), t) for t in tasks])
+    listed = listed_repos(work, results)  # read once: it loads the arms' config
+    return interleave([(get_repo(t.repo, listed), t) for t in tasks])
 
 
 def earlier_rechecks(paths: list[Path], flag: str = "--reuse") -> list[dict]:
