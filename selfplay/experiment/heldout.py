@@ -153,9 +153,17 @@ def heldout_tasks(repos: Sequence[str], n: int, seed: int, out: Path, tokenizer:
     records it beside each task, so a listed split reads back from the list it was seeded from."""
     cache = out / "tasks.json"
     if cache.is_file():
+        specs: dict[tuple[str, str | None], Any] = {}  # one list lookup per repo, not one per task
+
+        def spec_of(e: dict[str, Any]) -> Any:
+            key = (e["repo"], e.get("repo_list"))
+            if key not in specs:
+                specs[key] = get_repo(*key)
+            return specs[key]
+
         try:
-            listed = [(get_repo(e["repo"], e.get("repo_list")), Task(e["task_id"], e["repo"], load_artifact(e["dir"]),
-                                                 tuple(e["f2p"]), tuple(e["p2p"]), origin="procedural"))
+            listed = [(spec_of(e), Task(e["task_id"], e["repo"], load_artifact(e["dir"]),
+                                        tuple(e["f2p"]), tuple(e["p2p"]), origin="procedural"))
                       for e in json.loads(cache.read_text())]
         except (OSError, ValueError, KeyError, TypeError) as e:  # ArtifactError and RepoNotFound among them
             raise ValueError(f"{cache} lists the held-out tasks, but they cannot be read back ({e}); move it "
