@@ -35,6 +35,9 @@ class EditError(ValueError):
     """An edit the agent got wrong; the message explains how to fix it."""
 
 
+LISTED_SOURCES = 8
+"""A path that is no file is refused with at most this many of the repo's tracked Python files outside the
+tests, those with its file name first."""
 HOLDER_MIN_CHARS = 12
 """Shortest SEARCH first line that may pick the file of a str_replace whose path is no file: `pass` or
 `return x` is in too many files to say which one was meant."""
@@ -402,11 +405,26 @@ class Editor:
             if looked_up and symbols.is_symbol(path):
                 way = (f", and no function or class `{path.rsplit('.', 1)[-1]}` is defined outside the tests; use a "
                        "name the new test calls, or a path")
+            elif sources := self._sources_like(path):
+                way = f"; its Python files outside the tests include {sources}: copy one of them, or a path"
             else:
                 way = "; copy the path"
             raise EditError(f"{path} does not exist (paths are relative to {self.sandbox.workdir}){way} from a grep "
                             "hit or from the listing `view .` shows (`create` makes a new file).")
         return content
+
+    def _sources_like(self, path: str) -> str:
+        """Up to `LISTED_SOURCES` tracked non-test `.py` files, those named like `path`'s file first, as one
+        comma-separated string ("" when there are none): held-out policies asked for a training repo's file
+        (`toolz/itertoolz.py` in parse) and went on asking for it when told only where paths could be found."""
+        res = self.sandbox.exec("git ls-files -- '*.py' | head -n 2000", timeout=30, user="agent")
+        paths = [p for p in res.output.splitlines() if p.strip() and not symbols.is_test_path(p)] if res.ok else []
+        name = posixpath.basename(path)
+        # stable: within a rank, git's order; build and docs scripts last, being rarely the code under test
+        paths.sort(key=lambda p: (posixpath.basename(p) != name,
+                                  p == "setup.py" or p.split("/", 1)[0] in ("docs", "doc", "examples")))
+        more = f" (and {len(paths) - LISTED_SOURCES} more)" if len(paths) > LISTED_SOURCES else ""
+        return ", ".join(paths[:LISTED_SOURCES]) + more
 
     def _write(self, path: str, content: str, before: str | None) -> None:
         self._put(path, content)

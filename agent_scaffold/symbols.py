@@ -41,7 +41,9 @@ class Definition:
 
 
 def is_symbol(target: str) -> bool:
-    return SYMBOL.fullmatch(target) is not None
+    """A dotted name, but not a file name: `infer.py` is a path (held-out policies asked for one that did not
+    exist and were told that no function `py` is defined)."""
+    return SYMBOL.fullmatch(target) is not None and not target.endswith(".py")
 
 
 def grep_command(name: str, any_case: bool = False) -> str:

@@ -73,3 +73,15 @@ def test_a_loop_of_one_refused_edit_ends_as_repeated(toolz_sandbox, tokenizer):
     assert (ep.termination, ep.turns, ep.submission) == ("repeated", 4, None)
     assert "REPLACE text is the same as the SEARCH text" in ep.trajectory.metadata["unsent_observation"]
     assert toolz_sandbox.exec("git status --porcelain && git diff").output == before
+
+
+def test_a_missing_path_is_refused_with_the_repos_source_files_in_docker(toolz_sandbox):
+    """The refusal's file list is read as the agent user in the container (git's view of the tracked files),
+    the asked file's name first; a test file is never listed."""
+    from agent_scaffold.editor import EditError, Editor
+
+    with pytest.raises(EditError) as refused:
+        Editor(toolz_sandbox).view("itertoolz.py")
+    listed = str(refused.value).split(" include ", 1)[1].split(": copy", 1)[0]
+    assert listed.startswith("toolz/itertoolz.py, ") and "toolz/__init__.py" in listed
+    assert "test_" not in listed and listed.endswith(" more)")

@@ -246,6 +246,31 @@ def test_a_missing_module_file_is_the_package_it_names(tmp_path):
         Editor(box2).str_replace("m.py", "a = 1", "a = 2")
 
 
+def test_a_missing_path_is_refused_with_the_repos_source_files(tmp_path):
+    """Held-out policies asked for a training repo's file (`toolz/itertoolz.py` in parse): the refusal lists
+    the repo's tracked Python files outside the tests, those with the asked file's name first and build or
+    docs scripts last, at most LISTED_SOURCES of them with a count of the rest."""
+    from agent_scaffold.editor import LISTED_SOURCES
+    from tests.agent_scaffold.local_sandbox import LocalSandbox
+
+    box = LocalSandbox(tmp_path, {"setup.py": "", "docs/conf.py": "", "parse/__init__.py": "x = 1\n",
+                                  "parse/core.py": "", "tests/test_parse.py": "", "test_top.py": ""})
+    ed = Editor(box)
+    with pytest.raises(EditError) as refused:
+        ed.view("toolz/itertoolz.py")
+    assert str(refused.value) == (
+        f"toolz/itertoolz.py does not exist (paths are relative to {box.workdir}); its Python files outside "
+        "the tests include parse/__init__.py, parse/core.py, docs/conf.py, setup.py: copy one of them, or a "
+        "path from a grep hit or from the listing `view .` shows (`create` makes a new file).")
+    with pytest.raises(EditError, match=r"include parse/core.py, parse/__init__.py, docs/conf.py"):
+        ed.str_replace("pkg/core.py", "a", "b")          # the file's name first
+    many = LocalSandbox(tmp_path / "many", {f"m{i:02}.py": "" for i in range(LISTED_SOURCES + 3)})
+    with pytest.raises(EditError, match=rf"include m00.py, .*, m0{LISTED_SOURCES - 1}.py \(and 3 more\): copy"):
+        Editor(many).insert("x.py", 0, "y\n")
+    with pytest.raises(EditError, match=r"nothing.py does not exist \(paths are relative to .*\); copy the path"):
+        Editor(LocalSandbox(tmp_path / "none", {"tests/test_a.py": ""})).view("nothing.py")
+
+
 def test_a_missing_path_is_the_one_file_holding_the_search_texts_first_line(tmp_path):
     """`inflection/inflection.py` for the listed `inflection/__init__.py`: the one non-test file holding the
     SEARCH's first line is edited, and the observation says so; a line in two files, or too short to tell,

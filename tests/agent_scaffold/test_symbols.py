@@ -77,6 +77,9 @@ def test_a_name_that_fits_several_or_none_is_refused_with_what_to_do(repo):
                                         r"function or class `nothing` is defined outside the tests; use a name "
                                         r"the new test calls, or a path from a grep hit"):
         ed.str_replace("parse.nothing", "a", "b")
+    with pytest.raises(EditError, match=r"infer.py does not exist \(paths are relative to .*\); its Python "
+                                        r"files outside the tests include "):  # a file name, not a name `py`
+        ed.view("infer.py")
     with pytest.raises(EditError, match=r"a;id does not exist"):  # no name: never reaches a command
         ed.view("a;id")
     assert not any("id" in c and "git grep" in c for c in repo.commands)
