@@ -7,7 +7,8 @@ returns at once. The content key (a hash of the SFT samples' token ids and loss 
 order, and the optimizer step count) names the checkpoint inside it, `model-<content key>/`: seeding
 depends on timing (a suite that times out under load drops a mutant), so the same config can keep other
 demonstrations on another machine, and then its checkpoint has another name. `manifest.json` records both
-keys, the kept demonstrations per role, the steps and the operators covered (`warm_start_info`).
+keys, the kept demonstrations per role, the steps, the operators covered and the code that built it
+(`warm_start_info`; `selfplay.code_revision`: the expert changes between commits too).
 
 The config, its sizes and the repo split live in `selfplay.demos.warm_start_config`.
 """
@@ -29,6 +30,7 @@ from agent_scaffold.embedded import cache_root, default_model_dir
 from agent_scaffold.mutation_operators import OPERATORS
 from repos.cache import file_lock
 from repos.listfile import get_repo
+from selfplay.code_revision import code_revision
 from selfplay.config.component_presets import sft_preset
 from selfplay.demos.collect import make_demos, recovery_demos
 from selfplay.demos.warm_start_config import FORMAT, KIT_FORMAT, RECOVERY_FORMAT, WarmStartConfig
@@ -89,11 +91,15 @@ class WarmStartManifest:
     what the run's `rollout.*_limits` must allow for the policy to act as demonstrated."""
     model_dir: str
     """The checkpoint, `<config dir>/model-<content key>`."""
+    code: str = ""
+    """The code that built it (`selfplay.code_revision`): a rebuild of the same config at another commit may
+    hold other demonstrations. "" in a manifest written before it was recorded."""
 
     def record(self) -> dict[str, Any]:
         """What a run records of its warm start."""
         return {"config_key": self.config_key, "content_key": self.content_key,
-                "demonstrations": dict(self.demonstrations), "steps": self.steps, "model_dir": self.model_dir}
+                "demonstrations": dict(self.demonstrations), "steps": self.steps, "model_dir": self.model_dir,
+                "code": self.code}
 
 
 def warm_start_info(config: WarmStartConfig = WarmStartConfig()) -> WarmStartManifest:
@@ -227,7 +233,7 @@ def _build(config: WarmStartConfig, root: Path) -> Path:
     manifest = WarmStartManifest(config_key(config), content, {"solver": roles["solver"],
                                                                "injector": roles["injector"]},
                                  len(samples), steps, operators, tuple(config.repos), _budgets(data.trajectories),
-                                 str(model))
+                                 str(model), code_revision())
     train_sft(samples, tmp, sft, metadata={"warm_start": asdict(config), **asdict(manifest), **data.stats,
                                            **timings})
     timings["sft_s"] = time.monotonic() - t0

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sandboxes.reaper import registry
+from selfplay.code_revision import code_revision
 from selfplay.orchestration.state import LoopState
 
 EVENTS_LOGGER = "selfplay.orchestration.loop.events"
@@ -98,7 +99,7 @@ class RunLedger:
                     "policy_version": s.policy_version, "tasks_in_store": self.tasks_in_store,
                     "status": self.status, "error": self.error, "started_at": s.started_at,
                     "updated_at": time.time(), "wall_s": self.wall_s(), "run_dir": str(self.run_dir),
-                    "warm_start": self.warm_start, "stopped_by": self.stopped_by}
+                    "warm_start": self.warm_start, "stopped_by": self.stopped_by, "code": code_revision()}
 
     def phase(self, iteration: int, message: str) -> None:
         """Begin a phase of `iteration` (a "phase" event): a point where the run may stop. A Ctrl-C raises

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from selfplay.code_revision import code_revision
 from selfplay.config.component_presets import preset_names, warm_start_size
 from selfplay.demos import warm_start as ws
 from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
@@ -126,8 +127,10 @@ def test_other_content_gets_another_content_key_and_checkpoint(fake_build):
     assert info.operators == {"DropStatement": 1, "FlipComparison": 1}
     assert set(info.budgets) == {"solver", "injector"} and info.budgets["solver"]["turns"] == 3
     assert 0 < info.budgets["solver"]["action_tokens"] < info.budgets["solver"]["tokens"] <= 2048
+    assert info.code == code_revision() != ""  # which commit to check out to rebuild this content
     assert info.record() == {"config_key": info.config_key, "content_key": info.content_key,
-                             "demonstrations": {"solver": 2, "injector": 1}, "steps": 2, "model_dir": str(first)}
+                             "demonstrations": {"solver": 2, "injector": 1}, "steps": 2, "model_dir": str(first),
+                             "code": info.code}
     sft = json.loads((first / "sft.json").read_text())
     assert sft["content_key"] == info.content_key and sft["warm_start"]["injector_per_repo"] == 1
     timings = json.loads((ws.cache_dir(config) / "timings.json").read_text())

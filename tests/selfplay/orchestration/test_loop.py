@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from selfplay.code_revision import code_revision
 from selfplay.config.run_config import (
     CurriculumConfig,
     LearnerConfig,
@@ -228,13 +229,15 @@ def test_summary_names_the_warm_start_it_started_from(tmp_path, monkeypatch):
     root.mkdir(parents=True)
     manifest = WarmStartManifest("ck", "content", {"solver": 18, "injector": 6}, 24, 6, {"op": 1}, ("toolz",),
                                  {}, str(root / "model-content"))
-    (root / "manifest.json").write_text(json.dumps(asdict(manifest)))
+    # a manifest written before the code was recorded (no "code" key) still reads, with code ""
+    (root / "manifest.json").write_text(json.dumps({k: v for k, v in asdict(manifest).items() if k != "code"}))
     assert warm_start_record(cfg) == {"config_key": "ck", "content_key": "content",
                                       "demonstrations": {"solver": 18, "injector": 6}, "steps": 6,
-                                      "model_dir": str(root / "model-content")}
+                                      "model_dir": str(root / "model-content"), "code": ""}
     assert warm_start_record(replace(cfg, policy=PolicyConfig(backend="hf", model_dir="/m"))) is None
     path = run_selfplay(replace(cfg, iterations=1), runner=TableRunner(group_size=G))
-    assert json.loads(RunDir(path).summary.read_text())["warm_start"]["content_key"] == "content"
+    summary = json.loads(RunDir(path).summary.read_text())
+    assert summary["warm_start"]["content_key"] == "content" and summary["code"] == code_revision() != ""
 
 
 def test_a_run_that_draws_a_strategy_its_warm_start_never_showed_is_told_so():
