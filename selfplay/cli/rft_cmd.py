@@ -128,7 +128,7 @@ def warm_start(
 ) -> None:
     """Build demonstrations on the training repos, fine-tune, and cache the checkpoint under the selfplay cache
     (keyed by its inputs); prints the checkpoint directory and its manifest (config and content keys,
-    demonstrations per role, SFT steps, operators covered)."""
+    demonstrations per role, SFT steps, operators covered, the commit of the code that built it)."""
     check_model_option(model, hub=False)
     # lazy: keeps `selfplay --help` fast (the demonstration machinery)
     from selfplay.demos.warm_start import warm_start_checkpoint, warm_start_info
