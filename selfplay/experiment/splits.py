@@ -1,0 +1,99 @@
+"""One checkpoint's held-out figures over several splits, each episode counted once (pure).
+
+Splits seeded with other `--seed` values share tasks: seeding draws from few candidate bugs per repo (the
+three splits of `--seed 0`, 1 and 2 hold 27 distinct tasks, not 36). A shared task's episodes are the same
+draws in every split (`heldout.episode_seed` is fixed by task, sample and sample seed), so a sum over the
+splits' figures counts them once per split. `pool_splits` keeps each (task, mode, sample) once, from the
+first split that played it, and summarises those rows as one evaluation (`heldout.summarize`); it also
+says how many repeated episodes ended otherwise than their first (a suite that timed out under load, say).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from selfplay.experiment.heldout import EpisodeRow, summarize
+
+ROW_FIELDS = frozenset(f.name for f in fields(EpisodeRow))
+SETTINGS_IGNORED = frozenset({"workers", "device"})
+"""Evaluation settings that do not change an episode's draws, so splits may differ in them."""
+
+
+def pool_splits(results: Sequence[Mapping[str, Any]], phase: str = "after",
+                names: Sequence[str] | None = None) -> dict[str, Any]:
+    """`results`: the JSON of `bench_learning.py --arm compare` (or any file with `models`, `settings` and
+    `rows` keyed by phase) of one checkpoint on several splits; `names` label them in messages. ValueError
+    when a file lacks the phase, or the files name another checkpoint or other draws."""
+    names = list(names) if names is not None else [f"split file {i + 1}" for i in range(len(results))]
+    if not results:
+        raise ValueError("no split files to pool: give at least one")
+    first_model, first_settings = None, None
+    for name, res in zip(names, results, strict=True):
+        rows = (res.get("rows") or {}).get(phase)
+        if not rows:
+            raise ValueError(f"{name} has no {phase!r} episodes; pick the phase with --phase "
+                             f"(it has: {', '.join(sorted(res.get('rows') or {})) or 'none'})")
+        model = (res.get("models") or {}).get(phase)
+        settings = {k: v for k, v in (res.get("settings") or {}).items() if k not in SETTINGS_IGNORED}
+        if first_model is None:
+            first_model, first_settings = model, settings
+        elif model != first_model:
+            raise ValueError(f"{name} played {model}, not {first_model}: pool one checkpoint's splits")
+        elif settings != first_settings:
+            other = sorted(k for k in settings.keys() | first_settings.keys() if settings.get(k) != first_settings.get(k))
+            raise ValueError(f"{name} played other draws than {names[0]} (settings {', '.join(other)} differ): "
+                             "its episodes of a shared task are not the same episodes")
+    kept: dict[tuple[str, str, int], Mapping[str, Any]] = {}
+    per_split, repeated, differing = [], 0, 0
+    split_tasks: list[set[str]] = []
+    for name, res in zip(names, results, strict=True):
+        rows = res["rows"][phase]
+        split_tasks.append({r["task"] for r in rows})
+        per_split.append(summarize([_episode(r, name) for r in rows]).get("sample"))
+        for r in rows:
+            key = (r["task"], r["mode"], int(r["sample"]))
+            if key in kept:
+                repeated += 1
+                differing += kept[key]["failure"] != r["failure"]
+            else:
+                kept[key] = r
+    tasks = set().union(*split_tasks)
+    shared = {t for t in tasks if sum(t in s for s in split_tasks) > 1}
+    return {"model": first_model, "phase": phase, "splits": len(results), "tasks": len(tasks),
+            "shared_tasks": sorted(shared), "episodes": len(kept), "repeated_episodes": repeated,
+            "repeats_ending_otherwise": differing, "per_split_sample": per_split,
+            "pooled": summarize([_episode(r, "") for r in kept.values()])}
+
+
+def _episode(row: Mapping[str, Any], name: str) -> EpisodeRow:
+    """The row as saved (`heldout.row_dict`); keys of a later version are left out."""
+    try:
+        return EpisodeRow(**{k: v for k, v in row.items() if k in ROW_FIELDS})
+    except TypeError as exc:  # a required field missing: not a held-out episode row
+        raise ValueError(f"{name}: a row is not a held-out episode ({exc})") from None
+
+
+def pool_table(pool: Mapping[str, Any], names: Sequence[str]) -> str:
+    """Markdown: each split's sampled solves, then the pool over distinct episodes."""
+    def cell(s: Mapping[str, Any] | None) -> str:
+        if not s:
+            return "-"
+        lo, hi = s["ci95"]
+        return f"{s['solved']}/{s['n']}, {s['rate']:.1%} [{lo:.1%}, {hi:.1%}]"
+
+    def count(s: Mapping[str, Any] | None) -> str:
+        return f"{s['solved']}/{s['n']}" if s else "-"
+
+    p = pool["pooled"]
+    lines = ["| split | sampled (95% CI) |", "|---|---|"]
+    lines += [f"| {name} | {cell(s)} |" for name, s in zip(names, pool["per_split_sample"], strict=True)]
+    lines.append(f"| **distinct episodes** ({pool['tasks']} tasks; greedy {count(p.get('greedy'))}, pass@k "
+                 f"{count(p.get('pass_at_k'))}) | {cell(p.get('sample'))} |")
+    shared = pool["shared_tasks"]
+    lines.append("")
+    lines.append(f"{len(shared)} task(s) in more than one split, {pool['repeated_episodes']} repeated episode(s) "
+                 f"counted once ({pool['repeats_ending_otherwise']} of them ended otherwise than their first)"
+                 + (f": {', '.join(shared)}" if shared else "") + ".")
+    return "\n".join(lines) + "\n"
