@@ -33,6 +33,7 @@ from agent_scaffold.roles import EpisodeLimits, RoleConfig, load_role, solver_va
 from agent_scaffold.trajectory import save_jsonl
 from sandboxes.docker import DockerSandbox
 from sandboxes.sandbox import WORKDIR
+from selfplay.code_revision import code_revision
 from selfplay.dir_lock import DirLock
 from selfplay.eval.guard import strip_history
 from selfplay.eval.harness import read_harness_reports, run_harness
@@ -119,7 +120,7 @@ def _evaluate(instances: list[dict[str, Any]], policy_for: PolicyFor, config: Ev
         results += _grade_run(instances, config, k, run_dir, dataset, on_step)
     report = EvalReport(tuple(ids), tuple(results), config.runs,
                         meta={"model": config.model_name, "grader": config.grader,
-                              "sampling": dataclasses.asdict(config.sampling)})
+                              "sampling": dataclasses.asdict(config.sampling), "code": code_revision()})
     (out / "report.json").write_text(json.dumps(report.to_json(), indent=2))
     return report
 

@@ -9,6 +9,8 @@ import json
 import pytest
 from swebench_fixtures import FIXTURES, FREQUENCIES, KEYFILTER
 
+from selfplay.code_revision import code_revision
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 pytest.importorskip("swebench")
 
@@ -63,7 +65,8 @@ def test_scripted_policy_resolves_one_of_two_and_resumes(offline_dataset, tmp_pa
     assert "solving" not in again and f"{KEYFILTER}: resolved" in again  # graded from the stored reports
     assert (out / "run-0" / "episodes.jsonl").read_text() == episodes
     assert (out / "run-0" / "logs" / KEYFILTER / "report.json").stat().st_mtime_ns == stamp
-    assert json.loads((out / "report.json").read_text())["resolved_pct_per_run"] == [50.0]
+    report = json.loads((out / "report.json").read_text())
+    assert report["resolved_pct_per_run"] == [50.0] and report["code"] == code_revision() != ""
 
 
 def test_official_harness_grades_the_exported_tasks_unchanged(offline_dataset, tmp_path):
