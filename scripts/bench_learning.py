@@ -51,6 +51,7 @@ import random
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from agent_scaffold.agent import run_episode
 from agent_scaffold.embedded import default_model_dir
@@ -59,6 +60,7 @@ from agent_scaffold.policy import GREEDY
 from agent_scaffold.roles import EpisodeLimits, load_role, solver_variables
 from sandboxes.docker import DockerSandbox
 from sandboxes.images import repo_image
+from selfplay.code_revision import code_revision
 from selfplay.demos.warm_start import warm_start_checkpoint
 from selfplay.demos.warm_start_config import HELDOUT_REPOS, TRAIN_REPOS
 from selfplay.dir_lock import DirInUseError, DirLock
@@ -289,7 +291,7 @@ def main() -> None:
     def save() -> None:  # after every episode, so a run stopped for time keeps what it measured
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
+            args.out.write_text(json.dumps({**invocation(args),
                                             "results": results}, indent=1) + "\n")
 
     for phase, model in (("before", args.before), ("after", after)):
@@ -299,6 +301,12 @@ def main() -> None:
     if "before" in results and "after" in results:
         print(table([results["before"], results["after"]]))
     save()
+
+
+def invocation(args: argparse.Namespace) -> dict[str, Any]:
+    """What an --out file records of the command that wrote it: its arguments, and the commit it ran
+    (`selfplay.code_revision`; a file rewritten by a later re-run names that one's)."""
+    return {"args": {k: str(v) for k, v in vars(args).items()}, "code": code_revision()}
 
 
 def hold_work(args: argparse.Namespace, again: str) -> DirLock:
@@ -621,7 +629,7 @@ def recheck_rl(args: argparse.Namespace) -> None:
         # a partial entry (one checkpoint played) is kept for a re-run to read back; only whole ones pool
         experiments = done + ([{**partial, "partial": True}] if partial else [])
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "pooled": pooled(done),
+        out.write_text(json.dumps({**invocation(args), "pooled": pooled(done),
                                    "experiments": experiments}, indent=1) + "\n")
 
     for work, results, tasks, settings in plans:
@@ -687,7 +695,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
     def save() -> dict:
         summaries = {p: summarize_rows([EpisodeRow(**{**r, "actions": tuple(r["actions"])}) for r in rows[p]])
                      for p in PHASES if rows[p]}
-        out = {"args": {k: str(v) for k, v in vars(args).items()}, "models": models, "settings": asdict(settings),
+        out = {**invocation(args), "models": models, "settings": asdict(settings),
                "tasks": [t.task_id for _, t in tasks], "summaries": summaries,
                "by_repo": {p: by_repo(rows[p]) for p in PHASES if rows[p]}, "rows": rows}
         if rows["before"] and rows["after"]:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from selfplay.code_revision import code_revision
 from selfplay.config.loader import load_config
 from selfplay.experiment.failures import injector_outcome, turn_kinds, turn_table, with_unsent
 from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
@@ -315,6 +316,7 @@ class Experiment:
     def save(self) -> None:
         self.cfg.work.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
+        self.results["code"] = code_revision()  # of the process that wrote it last (a resume may run later code)
         tmp.write_text(json.dumps(self.results, indent=1) + "\n")
         tmp.replace(self.path)
 

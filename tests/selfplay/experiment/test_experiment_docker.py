@@ -120,6 +120,7 @@ def test_compare_plays_two_checkpoints_on_the_same_draws(tmp_path, tiny_model, v
     import sys
 
     from selfplay.artifact import load_artifact
+    from selfplay.code_revision import code_revision
     from selfplay.task import make_task_id
     from tests.selfplay.conftest import ARTIFACTS
 
@@ -137,6 +138,7 @@ def test_compare_plays_two_checkpoints_on_the_same_draws(tmp_path, tiny_model, v
     saved = json.loads(out.read_text())
     assert [len(saved["rows"][p]) for p in ("before", "after")] == [2, 2]  # one greedy, one sampled each
     assert saved["models"]["after"] == str(tiny_model) and saved["settings"]["sample_seed"] == 3
+    assert saved["code"] == code_revision() != ""  # the commit that played them
     # equal weights and equal draws: the two phases played the same episodes
     strip = [[{k: v for k, v in r.items() if k != "wall_s"} for r in saved["rows"][p]] for p in ("before", "after")]
     assert strip[0] == strip[1]

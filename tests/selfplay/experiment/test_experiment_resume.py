@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from selfplay.code_revision import code_revision
 from selfplay.experiment import arms as arms_mod
 from selfplay.experiment.arms import Experiment, ExperimentConfig
 from selfplay.experiment.heldout import EpisodeRow
@@ -83,6 +84,7 @@ def test_a_stopped_experiment_resumes_where_it_stopped(tmp_path, played):
         Experiment(cfg, TASKS, run=first, train_tasks=TASKS).execute()
     saved = json.loads((cfg.work / "results.json").read_text())
     assert sorted(saved["evals"]) == ["control@1", "rl@1", "rl@2", "start"]
+    assert saved["code"] == code_revision() != ""  # the commit of the process that wrote it last
     # each checkpoint on the held-out tasks and the training stratum; control@1 has the start's weights: read
     # back, not played
     assert played == ["start", "start", "v000001", "v000001", "v000002", "v000002"]
