@@ -6,7 +6,9 @@
 Splits of other `--seed` values share tasks, and a shared task's episodes are the same draws in each
 (`selfplay.experiment.splits`): this prints each split's sampled solves and the pool over distinct
 episodes (greedy, pass@k, sampled with its Wilson interval), and names the shared tasks. The files are the
-`--out` of `bench_learning.py --arm compare`, one checkpoint and the same draws in all.
+`--out` of `bench_learning.py --arm compare`, one checkpoint and the same draws in all. Where every file
+holds both phases, of the same two checkpoints, both are pooled and paired over distinct draws too (the
+sign tests of `--arm compare`, each shared draw once).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import argparse
 import json
 from pathlib import Path
 
-from selfplay.experiment.splits import pool_splits, pool_table
+from selfplay.experiment.compare import PHASES, compare_table
+from selfplay.experiment.splits import pool_pairs, pool_splits, pool_table
 
 
 def main() -> None:
@@ -36,6 +39,15 @@ def main() -> None:
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     print(pool_table(pool, names), end="")
+    if all(res.get("rows", {}).get(p) for res in results for p in PHASES):
+        try:
+            pairs = pool_pairs(results, names)
+        except ValueError as exc:  # the other phase is another checkpoint in some file: no pooled pairs
+            print(f"\nboth checkpoints not pooled: {exc}")
+        else:
+            print("\nBoth checkpoints over distinct draws, paired:\n")
+            print(compare_table({p: pairs[p]["pooled"] for p in PHASES}, pairs["paired"]))
+            pool = {**pool, "paired": pairs["paired"]}
     if args.json:
         args.json.write_text(json.dumps(pool, indent=1) + "\n")
 

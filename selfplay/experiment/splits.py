@@ -6,6 +6,8 @@ draws in every split (`heldout.episode_seed` is fixed by task, sample and sample
 splits' figures counts them once per split. `pool_splits` keeps each (task, mode, sample) once, from the
 first split that played it, and summarises those rows as one evaluation (`heldout.summarize`); it also
 says how many repeated episodes ended otherwise than their first (a suite that timed out under load, say).
+`pool_pairs` does the same for both checkpoints of `--arm compare` files and pairs them over distinct
+draws, so a shared draw enters the sign test once.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
+from selfplay.experiment.compare import PHASES, compare_rows
 from selfplay.experiment.heldout import EpisodeRow, summarize
 
 ROW_FIELDS = frozenset(f.name for f in fields(EpisodeRow))
@@ -45,26 +48,42 @@ def pool_splits(results: Sequence[Mapping[str, Any]], phase: str = "after",
             other = sorted(k for k in settings.keys() | first_settings.keys() if settings.get(k) != first_settings.get(k))
             raise ValueError(f"{name} played other draws than {names[0]} (settings {', '.join(other)} differ): "
                              "its episodes of a shared task are not the same episodes")
-    kept: dict[tuple[str, str, int], Mapping[str, Any]] = {}
-    per_split, repeated, differing = [], 0, 0
-    split_tasks: list[set[str]] = []
-    for name, res in zip(names, results, strict=True):
-        rows = res["rows"][phase]
-        split_tasks.append({r["task"] for r in rows})
-        per_split.append(summarize([_episode(r, name) for r in rows]).get("sample"))
-        for r in rows:
-            key = (r["task"], r["mode"], int(r["sample"]))
-            if key in kept:
-                repeated += 1
-                differing += kept[key]["failure"] != r["failure"]
-            else:
-                kept[key] = r
+    kept, repeated, differing = _distinct_rows(results, phase)
+    split_tasks = [{r["task"] for r in res["rows"][phase]} for res in results]
+    per_split = [summarize([_episode(r, name) for r in res["rows"][phase]]).get("sample")
+                 for name, res in zip(names, results, strict=True)]
     tasks = set().union(*split_tasks)
     shared = {t for t in tasks if sum(t in s for s in split_tasks) > 1}
     return {"model": first_model, "phase": phase, "splits": len(results), "tasks": len(tasks),
             "shared_tasks": sorted(shared), "episodes": len(kept), "repeated_episodes": repeated,
             "repeats_ending_otherwise": differing, "per_split_sample": per_split,
             "pooled": summarize([_episode(r, "") for r in kept.values()])}
+
+
+def pool_pairs(results: Sequence[Mapping[str, Any]], names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Both checkpoints of `--arm compare` files pooled over their splits (`pool_splits` of each phase) and
+    paired over distinct draws (`compare.compare_rows`): a shared task's draws enter the sign test once,
+    not once per split. ValueError as `pool_splits`, for either phase."""
+    pools = {phase: pool_splits(results, phase, names) for phase in PHASES}
+    rows = {phase: list(_distinct_rows(results, phase)[0].values()) for phase in PHASES}
+    return {**pools, "paired": compare_rows(rows["after"], rows["before"])}
+
+
+def _distinct_rows(results: Sequence[Mapping[str, Any]],
+                   phase: str) -> tuple[dict[tuple[str, str, int], Mapping[str, Any]], int, int]:
+    """Each (task, mode, sample) of the files' `phase` rows once, from the first file that played it; how
+    many rows repeated one, and how many of those ended otherwise than it."""
+    kept: dict[tuple[str, str, int], Mapping[str, Any]] = {}
+    repeated = differing = 0
+    for res in results:
+        for r in res["rows"][phase]:
+            key = (r["task"], r["mode"], int(r["sample"]))
+            if key in kept:
+                repeated += 1
+                differing += kept[key]["failure"] != r["failure"]
+            else:
+                kept[key] = r
+    return kept, repeated, differing
 
 
 def _episode(row: Mapping[str, Any], name: str) -> EpisodeRow:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from selfplay.experiment.splits import pool_splits, pool_table
+from selfplay.experiment.splits import pool_pairs, pool_splits, pool_table
 
 ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = {"samples": 2, "temperature": 0.5, "sample_seed": 301, "workers": 12}
@@ -44,6 +44,27 @@ def test_a_task_in_two_splits_counts_once():
     table = pool_table(pool, ["s0", "s1"])
     assert "| s1 | 3/4, 75.0%" in table and "| **distinct episodes** (3 tasks; greedy 1/3, pass@k 2/3) | 3/6, 50.0%" in table
     assert "1 task(s) in more than one split, 3 repeated episode(s) counted once (0 of them" in table
+
+
+def both(before: dict[str, list[bool]], after: dict[str, list[bool]], before_model: str = "B") -> dict:
+    """A compare file: checkpoint `before_model` then M on the same tasks and draws."""
+    res = split(after)
+    res["models"]["before"] = before_model
+    res["rows"]["before"] = split(before)["rows"]["after"]
+    return res
+
+
+def test_two_checkpoints_pair_over_distinct_draws():
+    """A shared draw that only `after` solves is one discordant pair, not one per split."""
+    s0 = both({"h-1": [False, False], "p-1": [False]}, {"h-1": [True, False], "p-1": [False]})
+    s1 = both({"h-1": [False, False], "i-1": [True]}, {"h-1": [True, False], "i-1": [True]})
+    pairs = pool_pairs([s0, s1])
+    sampled = pairs["paired"]["sampled"]
+    assert (sampled["pairs"], sampled["only_after"], sampled["only_before"]) == (4, 1, 0)  # per split: 2 and 0
+    assert pairs["paired"]["greedy"]["only_after"] == 1 and pairs["paired"]["greedy"]["pairs"] == 3
+    assert pairs["after"]["pooled"]["sample"]["solved"] == 2 and pairs["before"]["pooled"]["sample"]["solved"] == 1
+    with pytest.raises(ValueError, match="s1 played C, not B"):
+        pool_pairs([s0, both({"h-1": [False]}, {"h-1": [True]}, before_model="C")], names=["s0", "s1"])
 
 
 def test_a_repeat_that_ended_otherwise_keeps_the_first_and_is_counted():
@@ -80,6 +101,19 @@ def test_the_script_prints_the_pool_and_writes_its_json(tmp_path):
     assert run.returncode == 0, run.stderr
     assert "(2 tasks; greedy 1/2, pass@k 1/2) | 1/4, 25.0%" in run.stdout
     assert json.loads(out.read_text())["shared_tasks"] == ["h-1"]
+    assert "Both checkpoints" not in run.stdout  # one phase only
+    paired = [tmp_path / "b0.json", tmp_path / "b1.json"]
+    paired[0].write_text(json.dumps(both({"h-1": [False]}, {"h-1": [True]})))
+    paired[1].write_text(json.dumps(both({"h-1": [False]}, {"h-1": [True]})))
+    run = subprocess.run([sys.executable, "scripts/pool_heldout.py", *map(str, paired), "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Both checkpoints over distinct draws, paired" in run.stdout
+    assert "sampled: 1 pairs, after 1 / before 0, only after 1, only before 0" in run.stdout
+    assert json.loads(out.read_text())["paired"]["sampled"]["only_after"] == 1
+    paired[1].write_text(json.dumps(both({"h-1": [False]}, {"h-1": [True]}, before_model="C")))
+    run = subprocess.run([sys.executable, "scripts/pool_heldout.py", *map(str, paired)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and "both checkpoints not pooled: " in run.stdout and "played C, not B" in run.stdout
     (tmp_path / "bad.json").write_text("{")
     bad = subprocess.run([sys.executable, "scripts/pool_heldout.py", str(files[0]), str(tmp_path / "bad.json")],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
