@@ -1,7 +1,6 @@
 """One checkpoint's held-out figures over several splits, each episode counted once.
 
-    .venv/bin/python scripts/pool_heldout.py docs/bench/warm_start_recovery_rebuild_split{0,1,2}_heldout.json \
-      [--phase after] [--json OUT]
+    .venv/bin/python scripts/pool_heldout.py F0.json F1.json ... [--phase after] [--json OUT]
 
 Splits of other `--seed` values share tasks, and a shared task's episodes are the same draws in each
 (`selfplay.experiment.splits`): this prints each split's sampled solves and the pool over distinct
