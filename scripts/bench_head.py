@@ -1,4 +1,4 @@
-"""The lm_head over the loss-bearing positions only, against the head over every position: wall time of
+r"""The lm_head over the loss-bearing positions only, against the head over every position: wall time of
 one SFT step and one policy step on the warm start's own demonstrations, both ways in one process,
 alternating.
 

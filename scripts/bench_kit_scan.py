@@ -1,4 +1,4 @@
-"""Write the artifact kit for the move-on's worst case on one file, and print the command that times it.
+r"""Write the artifact kit for the move-on's worst case on one file, and print the command that times it.
 
 The store's view (`rollout.kit_store_view`) with the move-on (`rollout.kit_next_function`) makes
 `mutate NAME` scan the file's functions until one has a change on no stored line. Here every function's

@@ -1,4 +1,4 @@
-"""End-to-end throughput of `selfplay run` with the scripted policy on a real repo, and where the time goes.
+r"""End-to-end throughput of `selfplay run` with the scripted policy on a real repo, and where the time goes.
 
 The scripted injector rewrites a known-valid procedural bug of the repo (validated for real each time);
 solver lists alternate the expert's right fix and a wrong change (`--pattern`, R/W), so grading, solve

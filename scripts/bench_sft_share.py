@@ -10,7 +10,7 @@ micro-batches, and the losses (they should agree).
 
     .venv/bin/python scripts/bench_sft_share.py --warm-start ~/.cache/selfplay/warm_start/<key> \\
         [--steps 6] [--variants plain:2048,shared:2048,shared:4096] [--repeats 3] [--json out.json]
-    .venv/bin/python scripts/bench_sft_share.py --warm-start ~/.cache/selfplay/warm_start/<key> \
+    .venv/bin/python scripts/bench_sft_share.py --warm-start ~/.cache/selfplay/warm_start/<key> \\
         --variants plain:2048:fp32,plain:2048:bf16   # bf16 SFT steps on a CPU against fp32
 """
 

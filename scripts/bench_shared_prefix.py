@@ -1,4 +1,4 @@
-"""One learner update of the default run's shape on real trajectories, with and without shared prefixes.
+r"""One learner update of the default run's shape on real trajectories, with and without shared prefixes.
 
 Reads the solver trajectories a `selfplay run` wrote (`<run>/trajectories/itNNNNN-solver.jsonl.gz`), takes
 `--groups` groups of G attempts at one task (advantages +-1 in each group), and times what

@@ -1,4 +1,4 @@
-"""One learner update of the default run's shape, two ways in one process, alternating: wall time per update.
+r"""One learner update of the default run's shape, two ways in one process, alternating: wall time per update.
 
 An update is what `PolicyLearner.train` does with TIS on: the learner's logprobs before the update (a
 separate forward pass) and `--steps` optimizer steps over seeded mini-batches. Two comparisons:

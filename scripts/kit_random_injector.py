@@ -1,4 +1,4 @@
-"""The valid-bug rate of an injector that makes the `kit` plan's choices at random: the control of a trained
+r"""The valid-bug rate of an injector that makes the `kit` plan's choices at random: the control of a trained
 `kit` injector's rate (`selfplay.experiment.random_injector`).
 
     .venv/bin/python scripts/kit_random_injector.py --repos toolz boltons marshmallow --episodes 24 --seed 0 \

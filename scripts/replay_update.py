@@ -1,4 +1,4 @@
-"""Replay one iteration's learner update at several learning rates and measure what it did to the policy.
+r"""Replay one iteration's learner update at several learning rates and measure what it did to the policy.
 
     .venv/bin/python scripts/replay_update.py --run runs/exp_group/arms/rl-* --iteration 0 \
       --model ~/.cache/selfplay/warm_start/70b340471ba93202/model-58bac4b7ae66f117 \
