@@ -649,7 +649,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
 
     from selfplay.config.refs import checkpoint_problem
     from selfplay.experiment.compare import PHASES, by_repo, compare_rows, compare_table
-    from selfplay.experiment.heldout import EpisodeRow, evaluate, row_dict
+    from selfplay.experiment.heldout import evaluate, row_dict, row_from_dict
     from selfplay.experiment.heldout import summarize as summarize_rows
     from selfplay.experiment.recheck import draw_settings
 
@@ -693,7 +693,7 @@ def compare_checkpoints(args: argparse.Namespace) -> None:
                          "give the --work (and -n, --seed, --repos) it was played with, or another --out")
 
     def save() -> dict:
-        summaries = {p: summarize_rows([EpisodeRow(**{**r, "actions": tuple(r["actions"])}) for r in rows[p]])
+        summaries = {p: summarize_rows([row_from_dict(r) for r in rows[p]])
                      for p in PHASES if rows[p]}
         out = {**invocation(args), "models": models, "settings": asdict(settings),
                "tasks": [t.task_id for _, t in tasks], "summaries": summaries,

@@ -38,7 +38,7 @@ def main() -> None:
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     print(pool_table(pool, names), end="")
-    if all(res.get("rows", {}).get(p) for res in results for p in PHASES):
+    if all((res.get("rows") or {}).get(p) for res in results for p in PHASES):
         try:
             pairs = pool_pairs(results, names)
         except ValueError as exc:  # the other phase is another checkpoint in some file: no pooled pairs

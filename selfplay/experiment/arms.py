@@ -24,7 +24,7 @@ from typing import Any
 from selfplay.code_revision import code_revision
 from selfplay.config.loader import load_config
 from selfplay.experiment.failures import injector_outcome, turn_kinds, turn_table, with_unsent
-from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, summarize
+from selfplay.experiment.heldout import EpisodeRow, EvalSettings, evaluate, row_dict, row_from_dict, summarize
 from selfplay.experiment.stats import fisher_exact, mcnemar_exact
 from selfplay.learner.checkpoint import latest_checkpoint
 from selfplay.orchestration.loop import run_selfplay
@@ -342,7 +342,7 @@ class Experiment:
             rows: list[EpisodeRow] = evaluate(str(model_dir), tasks, self.cfg.eval)
             self.by_weights[digest, kind] = [row_dict(r) for r in rows]
         rows_json = self.by_weights[digest, kind]
-        summary = summarize([EpisodeRow(**r) for r in rows_json])
+        summary = summarize([row_from_dict(r) for r in rows_json])
         entry = {"model": str(model_dir), "weights": digest, "reused": cached,
                  "device": resolve_device(self.cfg.eval.device),
                  "wall_s": round(time.monotonic() - t0, 1), "summary": summary, "rows": rows_json}

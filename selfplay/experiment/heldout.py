@@ -21,7 +21,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -387,3 +387,14 @@ def summarize(rows: Sequence[EpisodeRow]) -> dict[str, Any]:
 
 def row_dict(row: EpisodeRow) -> dict[str, Any]:
     return asdict(row)
+
+
+def row_from_dict(data: Mapping[str, Any]) -> EpisodeRow:
+    """The row `row_dict` saved, read back from JSON (sequences as tuples again); keys of a later version are
+    left out. ValueError when a field it needs is missing."""
+    known = {f.name for f in fields(EpisodeRow)}
+    try:
+        row = EpisodeRow(**{k: v for k, v in data.items() if k in known})
+    except TypeError as exc:
+        raise ValueError(f"a row is not a held-out episode ({exc})") from None
+    return replace(row, actions=tuple(row.actions), missing_paths=tuple(row.missing_paths))

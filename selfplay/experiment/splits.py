@@ -13,13 +13,11 @@ draws, so a shared draw enters the sign test once.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from typing import Any
 
 from selfplay.experiment.compare import PHASES, compare_rows
-from selfplay.experiment.heldout import EpisodeRow, summarize
+from selfplay.experiment.heldout import EpisodeRow, row_from_dict, summarize
 
-ROW_FIELDS = frozenset(f.name for f in fields(EpisodeRow))
 SETTINGS_IGNORED = frozenset({"workers", "device"})
 """Evaluation settings that do not change an episode's draws, so splits may differ in them."""
 
@@ -29,11 +27,29 @@ def pool_splits(results: Sequence[Mapping[str, Any]], phase: str = "after",
     """`results`: the JSON of `bench_learning.py --arm compare` (or any file with `models`, `settings` and
     `rows` keyed by phase) of one checkpoint on several splits; `names` label them in messages. ValueError
     when a file lacks the phase, or the files name another checkpoint or other draws."""
+    return _pool(results, phase, names)[0]
+
+
+def pool_pairs(results: Sequence[Mapping[str, Any]], names: Sequence[str] | None = None) -> dict[str, Any]:
+    """Both checkpoints of `--arm compare` files pooled over their splits (`pool_splits` of each phase) and
+    paired over distinct draws (`compare.compare_rows`): a shared task's draws enter the sign test once,
+    not once per split. ValueError as `pool_splits`, for either phase."""
+    pools = {phase: _pool(results, phase, names) for phase in PHASES}
+    return {**{phase: pool for phase, (pool, _) in pools.items()},
+            "paired": compare_rows(pools["after"][1], pools["before"][1])}
+
+
+def _pool(results: Sequence[Mapping[str, Any]], phase: str,
+          names: Sequence[str] | None) -> tuple[dict[str, Any], list[Mapping[str, Any]]]:
+    """`pool_splits`'s figures, and the distinct rows they summarise."""
     names = list(names) if names is not None else [f"split file {i + 1}" for i in range(len(results))]
     if not results:
         raise ValueError("no split files to pool: give at least one")
     first_model, first_settings = None, None
     for name, res in zip(names, results, strict=True):
+        if not isinstance(res, Mapping):
+            raise ValueError(f"{name} is no result file (a JSON object with `rows`): give the --out of "
+                             "bench_learning.py --arm compare")
         rows = (res.get("rows") or {}).get(phase)
         if not rows:
             raise ValueError(f"{name} has no {phase!r} episodes; pick the phase with --phase "
@@ -48,25 +64,18 @@ def pool_splits(results: Sequence[Mapping[str, Any]], phase: str = "after",
             other = sorted(k for k in settings.keys() | first_settings.keys() if settings.get(k) != first_settings.get(k))
             raise ValueError(f"{name} played other draws than {names[0]} (settings {', '.join(other)} differ): "
                              "its episodes of a shared task are not the same episodes")
-    kept, repeated, differing = _distinct_rows(results, phase)
-    split_tasks = [{r["task"] for r in res["rows"][phase]} for res in results]
+    # every row read as an episode first: a row that is none is named, not a KeyError further on
     per_split = [summarize([_episode(r, name) for r in res["rows"][phase]]).get("sample")
                  for name, res in zip(names, results, strict=True)]
+    kept, repeated, differing = _distinct_rows(results, phase)
+    split_tasks = [{r["task"] for r in res["rows"][phase]} for res in results]
     tasks = set().union(*split_tasks)
     shared = {t for t in tasks if sum(t in s for s in split_tasks) > 1}
-    return {"model": first_model, "phase": phase, "splits": len(results), "tasks": len(tasks),
+    pool = {"model": first_model, "phase": phase, "splits": len(results), "tasks": len(tasks),
             "shared_tasks": sorted(shared), "episodes": len(kept), "repeated_episodes": repeated,
             "repeats_ending_otherwise": differing, "per_split_sample": per_split,
             "pooled": summarize([_episode(r, "") for r in kept.values()])}
-
-
-def pool_pairs(results: Sequence[Mapping[str, Any]], names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Both checkpoints of `--arm compare` files pooled over their splits (`pool_splits` of each phase) and
-    paired over distinct draws (`compare.compare_rows`): a shared task's draws enter the sign test once,
-    not once per split. ValueError as `pool_splits`, for either phase."""
-    pools = {phase: pool_splits(results, phase, names) for phase in PHASES}
-    rows = {phase: list(_distinct_rows(results, phase)[0].values()) for phase in PHASES}
-    return {**pools, "paired": compare_rows(rows["after"], rows["before"])}
+    return pool, list(kept.values())
 
 
 def _distinct_rows(results: Sequence[Mapping[str, Any]],
@@ -87,11 +96,10 @@ def _distinct_rows(results: Sequence[Mapping[str, Any]],
 
 
 def _episode(row: Mapping[str, Any], name: str) -> EpisodeRow:
-    """The row as saved (`heldout.row_dict`); keys of a later version are left out."""
     try:
-        return EpisodeRow(**{k: v for k, v in row.items() if k in ROW_FIELDS})
-    except TypeError as exc:  # a required field missing: not a held-out episode row
-        raise ValueError(f"{name}: a row is not a held-out episode ({exc})") from None
+        return row_from_dict(row)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def pool_table(pool: Mapping[str, Any], names: Sequence[str]) -> str:

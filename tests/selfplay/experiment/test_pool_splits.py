@@ -84,10 +84,15 @@ def test_files_that_are_not_one_checkpoints_same_draws_are_refused():
         pool_splits([a], phase="before", names=["s0"])
     with pytest.raises(ValueError, match="no split files"):
         pool_splits([])
+    with pytest.raises(ValueError, match=r"s0 is no result file \(a JSON object with `rows`\)"):
+        pool_splits([[a]], names=["s0"])
     broken = split({"h-1": [True]})
     del broken["rows"]["after"][0]["failure"]
     with pytest.raises(ValueError, match="s0: a row is not a held-out episode"):
         pool_splits([broken], names=["s0"])
+    del broken["rows"]["after"][0]["task"]
+    with pytest.raises(ValueError, match="s0: a row is not a held-out episode"):
+        pool_splits([broken, broken], names=["s0", "s1"])
 
 
 def test_the_script_prints_the_pool_and_writes_its_json(tmp_path):
